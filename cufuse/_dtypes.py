@@ -1,0 +1,33 @@
+"""The floating dtypes cufuse supports and their CUDA C names."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+FLOAT_DTYPES = (np.dtype(np.float16), BFLOAT16, np.dtype(np.float32), np.dtype(np.float64))
+
+_CTYPES = {
+    np.dtype(np.float16): "__half",
+    BFLOAT16: "__nv_bfloat16",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+
+
+def is_supported_float(dtype) -> bool:
+    return np.dtype(dtype) in _CTYPES
+
+
+def ctype(dtype) -> str:
+    """CUDA C type name of a supported dtype, as written in template arguments."""
+    return _CTYPES[np.dtype(dtype)]
+
+
+def accumulator_dtype(dtype) -> np.dtype:
+    """float64 for float64 input, float32 for everything narrower."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+def dtype_name(dtype) -> str:
+    return np.dtype(dtype).name

@@ -1,0 +1,60 @@
+// Device helpers shared by every cufuse kernel: element types, conversions, warp
+// reductions and 16-byte vectors. Tensor-core and async-copy wrappers are in mma.cuh.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+namespace cufuse {
+
+using int64 = long long;
+
+// Accumulator type: float for the 16-bit types and float, double for double.
+template <typename T> struct AccumOf { using type = float; };
+template <> struct AccumOf<double> { using type = double; };
+template <typename T> using accum_t = typename AccumOf<T>::type;
+
+__device__ __forceinline__ float to_accum(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_accum(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_accum(float x) { return x; }
+__device__ __forceinline__ double to_accum(double x) { return x; }
+
+template <typename T> __device__ __forceinline__ T from_accum(accum_t<T> x);
+template <> __device__ __forceinline__ __half from_accum<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_accum<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ float from_accum<float>(float x) { return x; }
+template <> __device__ __forceinline__ double from_accum<double>(double x) { return x; }
+
+template <typename A> __device__ __forceinline__ A neg_infinity();
+template <> __device__ __forceinline__ float neg_infinity<float>() { return -__int_as_float(0x7f800000); }
+template <> __device__ __forceinline__ double neg_infinity<double>() { return -__longlong_as_double(0x7ff0000000000000LL); }
+
+// NaN-propagating maximum (fmaxf drops NaN; SciPy's np.max keeps it).
+template <typename A> __device__ __forceinline__ A nan_max(A a, A b) { return (a != a || a > b) ? a : b; }
+
+template <typename A> __device__ __forceinline__ A warp_max(A v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+template <typename A> __device__ __forceinline__ A warp_sum(A v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+// 16 bytes of T: the unit of every vectorised global load and store.
+template <typename T> struct alignas(16) Vec16 {
+    static constexpr int size = 16 / sizeof(T);
+    T v[size];
+};
+
+template <typename T> __device__ __forceinline__ Vec16<T> load_vec16(const T* p) {
+    Vec16<T> r;
+    *reinterpret_cast<uint4*>(&r) = __ldg(reinterpret_cast<const uint4*>(p));
+    return r;
+}
+template <typename T> __device__ __forceinline__ void store_vec16(T* p, const Vec16<T>& r) {
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&r);
+}
+
+}  // namespace cufuse

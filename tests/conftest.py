@@ -1,0 +1,46 @@
+"""Shared test fixtures. GPU tests use the ``cp`` fixture and skip where no GPU is present."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+
+def _gpu_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+GPU = _gpu_available()
+requires_gpu = pytest.mark.skipif(not GPU, reason="no CUDA GPU present")
+
+
+@pytest.fixture
+def cp():
+    """The cupy module; skips the test where no GPU is present."""
+    if not GPU:
+        pytest.skip("no CUDA GPU present")
+    import cupy
+
+    return cupy
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh random generator per test; its seed is printed when the test fails."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"rng seed {seed} for {request.node.nodeid}")
+    return np.random.default_rng(seed)
+
+
+def poisoned(cp, shape, dtype):
+    """A C-contiguous cupy array with every byte 0xFF: NaN in every float dtype, so an
+    element the kernel failed to write shows up in the comparison."""
+    arr = cp.empty(shape, dtype=dtype)
+    arr.view(cp.uint8).fill(0xFF)
+    return arr
