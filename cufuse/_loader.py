@@ -234,6 +234,7 @@ def ensure_compiled(spec: KernelSpec, arch: str) -> CacheEntry:
 
 
 _kernels: dict = {}
+_smem_limits: dict = {}  # the dynamic shared-memory limit set on each cached kernel
 _kernel_locks: dict = {}
 _registry_lock = threading.Lock()
 
@@ -265,13 +266,12 @@ def get_kernel(source: str, name: str, *template_args, dynamic_smem: int = 0):
             if kernel is None:
                 entry = ensure_compiled(spec, arch_for(device_cc(device_id)))
                 kernel = cupy.RawModule(path=str(entry.path)).get_function(entry.lowered_name)
-                kernel._cufuse_smem_limit = 0
                 _kernels[key] = kernel
-    if dynamic_smem > 48 * 1024 and dynamic_smem > kernel._cufuse_smem_limit:
+    if dynamic_smem > 48 * 1024 and dynamic_smem > _smem_limits.get(key, 0):
         with _registry_lock:
-            if dynamic_smem > kernel._cufuse_smem_limit:
+            if dynamic_smem > _smem_limits.get(key, 0):
                 kernel.max_dynamic_shared_size_bytes = dynamic_smem
-                kernel._cufuse_smem_limit = dynamic_smem
+                _smem_limits[key] = dynamic_smem
     return kernel
 
 

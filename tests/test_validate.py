@@ -216,3 +216,36 @@ def test_zero_size_inputs_give_empty_results(xp):
     out, lse = cufuse.attention(arr(xp, (3, 8)), arr(xp, (0, 8)), arr(xp, (0, 3)), return_lse=True)
     assert out.shape == (3, 3)
     assert np.all(np.asarray(out.tolist()) == 0) and np.all(np.asarray(lse.tolist()) == -np.inf)
+
+
+# ---- device checks, without needing two GPUs -------------------------------------------
+
+class _FakeDevice:
+    def __init__(self, device_id):
+        self.id = device_id
+
+
+class _FakeGpuArray:
+    """Stands in for a cupy.ndarray on a given device (the checks read .device.id only)."""
+
+    def __init__(self, device_id, shape=(2, 3), dtype=np.float32):
+        self.device, self.shape, self.dtype, self.size = _FakeDevice(device_id), shape, np.dtype(dtype), 6
+        self.flags = type("Flags", (), {"c_contiguous": True, "writeable": True})()
+        self.strides = (12, 4)
+
+
+def test_arrays_on_two_devices_rejected(monkeypatch):
+    from cufuse import _validate
+
+    fake_cupy = type("cupy", (), {"ndarray": _FakeGpuArray, "__name__": "cupy"})
+    monkeypatch.setattr(_validate, "_cupy", lambda: fake_cupy)
+    with pytest.raises(ValueError, match=r"attention: arguments must be on one device, got 'q' on device 0, 'k' on device 1"):
+        _validate.array_namespace("attention", q=_FakeGpuArray(0), k=_FakeGpuArray(1))
+
+
+def test_out_on_another_device_rejected():
+    from cufuse import _validate
+
+    fake_cupy = type("cupy", (), {"ndarray": _FakeGpuArray, "__name__": "cupy", "may_share_memory": staticmethod(lambda a, b: False)})
+    with pytest.raises(ValueError, match=r"softmax: argument 'out' expected an array on device 0, got device 1"):
+        _validate.check_out("softmax", _FakeGpuArray(1), shape=(2, 3), dtype=np.float32, xp=fake_cupy, inputs={"x": _FakeGpuArray(0)})

@@ -42,13 +42,13 @@ def device_info(device_id: int) -> DeviceInfo:
     """DeviceInfo of a live CuPy device."""
     import cupy
 
-    attrs = cupy.cuda.Device(device_id).attributes
+    props = cupy.cuda.runtime.getDeviceProperties(device_id)
     return DeviceInfo(
-        cc=attrs["ComputeCapabilityMajor"] * 10 + attrs["ComputeCapabilityMinor"],
-        sm_count=attrs["MultiProcessorCount"],
-        max_smem_per_block=attrs["MaxSharedMemoryPerBlockOptin"],
-        smem_per_sm=attrs["MaxSharedMemoryPerMultiprocessor"],
-        l2_bytes=attrs["L2CacheSize"],
+        cc=props["major"] * 10 + props["minor"],
+        sm_count=props["multiProcessorCount"],
+        max_smem_per_block=props["sharedMemPerBlockOptin"],
+        smem_per_sm=props["sharedMemPerMultiprocessor"],
+        l2_bytes=props["l2CacheSize"],
     )
 
 
