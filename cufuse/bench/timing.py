@@ -41,17 +41,42 @@ def time_cuda(fn, arg_sets, *, warmup: int = 3, repeat: int = 30) -> float:
     return statistics.median(cupy.cuda.get_elapsed_time(a, b) for a, b in zip(starts, stops))
 
 
-def copy_ceiling_tbps(nbytes: int, *, repeat: int = 30) -> float:
-    """Measured device-to-device copy bandwidth (bytes read + bytes written) for ``nbytes``."""
+def repeat_for_budget(probe_ms: float, budget_ms: float, *, min_repeat: int = 5, max_repeat: int = 50) -> int:
+    """How many timed runs of a ``probe_ms`` call fit in about ``budget_ms``, clamped."""
+    return int(min(max_repeat, max(min_repeat, budget_ms / max(probe_ms, 1e-3))))
+
+
+def time_cuda_budget(fn, arg_sets, *, budget_ms: float = 250.0) -> float:
+    """``time_cuda`` with the repeat count chosen from a short probe, so that a big shape
+    is timed a few times and a small one many times within about ``budget_ms``."""
+    arg_sets = list(arg_sets)
+    probe_ms = time_cuda(fn, arg_sets, warmup=2, repeat=3)
+    return time_cuda(fn, arg_sets, warmup=1, repeat=repeat_for_budget(probe_ms, budget_ms))
+
+
+def copy_sets(nbytes: int) -> list:
+    """Rotating ``(src, dst)`` byte buffers for timing a device copy of ``nbytes``."""
     import cupy
 
     nbytes = max(int(nbytes), 1 << 20)
-    count = rotation_count(2 * nbytes)
-    pairs = [(cupy.empty(nbytes, dtype=cupy.uint8), cupy.empty(nbytes, dtype=cupy.uint8)) for _ in range(count)]
+    pairs = [(cupy.empty(nbytes, dtype=cupy.uint8), cupy.empty(nbytes, dtype=cupy.uint8))
+             for _ in range(rotation_count(2 * nbytes))]
     for src, _ in pairs:
         src.fill(1)
-    ms = time_cuda(lambda src, dst: dst.data.copy_from_device_async(src.data, nbytes), pairs, repeat=repeat)
-    return 2 * nbytes / (ms * 1e-3) / 1e12
+    return pairs
+
+
+def device_copy(src, dst) -> None:
+    """The copy ceiling's operation: ``src`` to ``dst`` on the current stream."""
+    dst.data.copy_from_device_async(src.data, src.nbytes)
+
+
+def copy_ceiling_tbps(nbytes: int, *, repeat: int = 30) -> float:
+    """Measured device-to-device copy bandwidth (bytes read + bytes written) for ``nbytes``
+    (at least 1 MiB)."""
+    pairs = copy_sets(nbytes)
+    ms = time_cuda(device_copy, pairs, repeat=repeat)
+    return 2 * pairs[0][0].nbytes / (ms * 1e-3) / 1e12
 
 
 def gemm_ceiling_tflops(dtype, n: int = 8192, *, repeat: int = 10) -> float:

@@ -1,0 +1,162 @@
+"""Kernel configurations of the attention op (pure; no GPU needed).
+
+f16/bf16 run ``attention_fwd_mma`` (tensor cores), float32/float64 ``attention_fwd_simt``.
+An ``MmaTile`` fixes one instantiation: the padded head dim (a bucket covering both D and
+Dv), warps, 16-row MMA slices per warp, keys per K/V tile and pipeline stages. Prefill
+(Nq > 16) uses 128-query tiles; decode (Nq <= 16) uses one-warp blocks with a deeper
+pipeline. Both may split the keys over ``splits`` blocks (merged by ``attention_merge``)
+when the grid is too small to fill the device, chosen by a wave model.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from .._dtypes import ctype
+from .._loader import KernelSpec
+
+SOURCE = "attention.cu"
+HEAD_DIM_BUCKETS = (32, 64, 96, 128, 192, 256)
+MMA_CTYPES = ("__half", "__nv_bfloat16")
+SIMT_CTYPES = ("float", "double")
+SIMT_WARPS = 4  # query rows per SIMT block (one per warp)
+DECODE_MAX_QUERIES = 16  # one MMA row slice
+SMEM_PITCH_PAD = 8  # elements added to every shared-memory row (bank-conflict-free ldmatrix)
+SMEM_RESERVED_PER_BLOCK = 1024  # the driver's per-block shared-memory reservation
+MAX_SPLITS = 128
+# Per-block fixed cost of the wave model, in K/V tiles (prologue, epilogue, merge share).
+SPLIT_OVERHEAD_TILES = 2
+MERGE_THREADS = 128
+# Runtime flag bits of the forward kernels (kernels/attention.cu: enum Flags).
+FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_VEC_Q, FLAG_VEC_K, FLAG_VEC_V = 1, 2, 4, 8, 16
+
+
+@dataclasses.dataclass(frozen=True)
+class MmaTile:
+    """One ``attention_fwd_mma`` instantiation (16-bit dtypes)."""
+
+    head_dim: int  # padded head dim (a HEAD_DIM_BUCKETS entry) covering D and Dv
+    warps: int
+    m_tiles: int  # 16-row MMA slices per warp
+    block_n: int  # keys per K/V tile
+    stages: int  # K/V tiles in flight (cp.async ring)
+    min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
+
+    @property
+    def block_m(self) -> int:
+        return 16 * self.warps * self.m_tiles
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def smem_bytes(self) -> int:
+        rows = self.block_m + 2 * self.stages * self.block_n
+        return rows * (self.head_dim + SMEM_PITCH_PAD) * 2
+
+    def spec(self, dtype_ctype: str) -> KernelSpec:
+        args = (dtype_ctype, self.head_dim, self.warps, self.m_tiles, self.block_n, self.stages, self.min_blocks)
+        return KernelSpec(SOURCE, "attention_fwd_mma", args)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionConfig:
+    """A launch plan: ``tile`` None means the SIMT path (float32/float64, no splits)."""
+
+    tile: MmaTile | None
+    splits: int = 1
+    keys_per_split: int = 0  # a multiple of tile.block_n when splits > 1; unused with one split
+
+
+def head_dim_bucket(head_dim: int) -> int:
+    """The smallest bucket holding ``head_dim`` (1..256)."""
+    for bucket in HEAD_DIM_BUCKETS:
+        if head_dim <= bucket:
+            return bucket
+    raise ValueError(f"attention: head dim {head_dim} exceeds {HEAD_DIM_BUCKETS[-1]}")
+
+
+def prefill_tile(head_dim: int, dev) -> MmaTile:
+    """128-query tiles, 64-key tiles, double-buffered (FlashAttention-2's shape). Up to 128
+    columns, 4 warps hold two row slices each (32 rows: every K/V fragment read from shared
+    memory feeds two MMAs; <= 255 registers, no spills); wider heads use 8 warps of one
+    slice so O fits in registers. 32-key tiles where a 256-wide head would not fit the
+    device's shared memory. (Alternative for sweeps at 128: ``MmaTile(128, 8, 1, 64, 2,
+    min_blocks=2)``, 127 registers on sm_90a, two 8-warp blocks per SM.)"""
+    if head_dim <= 128:
+        warps, m_tiles = 4, 2
+    else:
+        warps, m_tiles = 8, 1
+    tile = MmaTile(head_dim, warps, m_tiles, 64, 2)
+    if tile.smem_bytes > dev.max_smem_per_block:
+        tile = dataclasses.replace(tile, block_n=32)
+    return tile
+
+
+def decode_tile(head_dim: int, dev) -> MmaTile:
+    """Nq <= 16: one warp per block (one row slice), as many blocks per SM as shared memory
+    allows, each streaming K/V through a 3-stage ring, so every SM keeps >100 KB in flight."""
+    return MmaTile(head_dim, 1, 1, 64 if head_dim <= 128 else 32, 3)
+
+
+def blocks_per_sm(tile: MmaTile, dev) -> int:
+    """Resident blocks per SM: shared memory, threads, and registers (assumed 255 per
+    thread unless ``min_blocks`` caps them)."""
+    by_regs = max(tile.min_blocks, 65536 // (tile.threads * 255))
+    return max(1, min(dev.smem_per_sm // (tile.smem_bytes + SMEM_RESERVED_PER_BLOCK), 2048 // tile.threads, by_regs, 32))
+
+
+def choose_splits(base_blocks: int, n_tiles: int, slots: int) -> int:
+    """Key splits minimising the modelled time ``waves * (tiles per block + overhead)``
+    where ``waves = ceil(base_blocks * splits / slots)``; ties go to fewer splits."""
+    if base_blocks <= 0 or n_tiles <= 1:
+        return 1
+    best, best_cost = 1, math.inf
+    for splits in range(1, min(MAX_SPLITS, n_tiles) + 1):
+        waves = math.ceil(base_blocks * splits / slots)
+        cost = waves * (math.ceil(n_tiles / splits) + SPLIT_OVERHEAD_TILES)
+        if cost < best_cost:
+            best, best_cost = splits, cost
+    return best
+
+
+def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev) -> AttentionConfig:
+    """The launch plan for one call (pure)."""
+    if ctype(dtype) in SIMT_CTYPES:
+        return AttentionConfig(None)
+    bucket = head_dim_bucket(max(head_dim, head_dim_v))
+    tile = decode_tile(bucket, dev) if n_q <= DECODE_MAX_QUERIES else prefill_tile(bucket, dev)
+    return plan_splits(tile, n_q, n_k, batch_count, dev)
+
+
+def plan_splits(tile: MmaTile, n_q: int, n_k: int, batch_count: int, dev) -> AttentionConfig:
+    """``tile`` with the key split of the wave model (also used for an explicit tile)."""
+    n_tiles = math.ceil(n_k / tile.block_n)
+    base_blocks = math.ceil(n_q / tile.block_m) * batch_count
+    splits = choose_splits(base_blocks, n_tiles, dev.sm_count * blocks_per_sm(tile, dev))
+    tiles_per_split = math.ceil(n_tiles / splits)
+    splits = math.ceil(n_tiles / tiles_per_split)  # no empty trailing split
+    if splits == 1:
+        return AttentionConfig(tile)
+    return AttentionConfig(tile, splits, tiles_per_split * tile.block_n)
+
+
+def merge_spec(dtype_ctype: str) -> KernelSpec:
+    return KernelSpec(SOURCE, "attention_merge", (dtype_ctype,))
+
+
+def simt_spec(dtype_ctype: str) -> KernelSpec:
+    return KernelSpec(SOURCE, "attention_fwd_simt", (dtype_ctype, SIMT_WARPS))
+
+
+def instantiations(dev):
+    """Every KernelSpec the attention configs can pick on ``dev``."""
+    specs = []
+    for name in MMA_CTYPES:
+        for bucket in HEAD_DIM_BUCKETS:
+            specs.append(prefill_tile(bucket, dev).spec(name))
+            specs.append(decode_tile(bucket, dev).spec(name))
+        specs.append(merge_spec(name))
+    specs.extend(simt_spec(name) for name in SIMT_CTYPES)
+    return list(dict.fromkeys(specs))

@@ -1,0 +1,206 @@
+"""Kernel configurations of the linear op (pure; no GPU needed).
+
+A ``LinearConfig`` names one kernel of ``kernels/linear_relu.cu`` (``kind``), its tile
+and, for the tensor-core kernel, the split-K count and the rasterisation group. Kinds:
+
+* ``"mma"``: float16/bfloat16 tensor cores (cp.async + ldmatrix + mma.sync), for x and
+  weight whose rows are 16-byte aligned (``mma_eligible``). The same kernel streams the
+  weight for M <= 64 (``STREAM_TILE`` / ``SMALL_TILE`` with split-K), and splits K for
+  any shape with fewer output tiles than the SMs' block slots.
+* ``"simt"``: register-tiled SIMT GEMM with arbitrary strides: float32 (true float32),
+  float64, and 16-bit inputs the tensor-core kernel cannot take.
+
+A Hopper kind (wgmma + TMA) slots in as a third kind with its own tile class, a branch in
+``choose_config`` and its specs in ``instantiations``; nothing else changes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from .._dtypes import BFLOAT16, ctype
+from .._loader import KernelSpec
+
+SOURCE = "linear_relu.cu"
+SMALL_M = 64  # at or below: the weight-streaming regime (bytes of the weight bound the time)
+MMA_MIN_CC = 80  # cp.async, ldmatrix and bfloat16 mma.sync
+
+
+@dataclasses.dataclass(frozen=True)
+class MmaTile:
+    """Block tile BM x BN x BK of the tensor-core kernel, its warp grid and pipeline depth.
+
+    ``max_blocks_per_sm`` is how many blocks an SM's registers hold (checked against the
+    compiled kernel in the tests; ``blocks_per_sm`` adds the device's shared-memory
+    limit); ``relative_speed`` is the throughput of a
+    full tile relative to the largest one, used only to compare tiles in ``choose_config``.
+    """
+
+    bm: int
+    bn: int
+    bk: int
+    warps_m: int
+    warps_n: int
+    stages: int
+    max_blocks_per_sm: int
+    relative_speed: float
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    def smem_bytes(self, itemsize: int = 2) -> int:
+        return self.stages * (self.bm * self.bk + self.bk * self.bn) * itemsize
+
+    def blocks_per_sm(self, dev) -> int:
+        """Resident blocks per SM on ``dev`` (the driver reserves 1 KB of shared memory per block)."""
+        return min(self.max_blocks_per_sm, dev.smem_per_sm // (self.smem_bytes() + 1024))
+
+
+@dataclasses.dataclass(frozen=True)
+class SimtTile:
+    """Block tile BM x BN x BK of the SIMT kernel; each thread owns TM x TN outputs."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+# Tensor-core tiles, largest first. 128x256 keeps the most data reuse per shared-memory
+# byte (one block per SM, 8 warps of 64x64); 128x128 and 64x128 fill the machine on
+# medium shapes; 16x128 streams the weight for M <= 16 with a deep pipeline.
+LARGE_TILE = MmaTile(128, 256, 64, 2, 4, 3, max_blocks_per_sm=1, relative_speed=1.0)
+MEDIUM_TILE = MmaTile(128, 128, 64, 2, 2, 3, max_blocks_per_sm=2, relative_speed=0.9)
+SMALL_TILE = MmaTile(64, 128, 64, 2, 2, 4, max_blocks_per_sm=2, relative_speed=0.75)
+STREAM_TILE = MmaTile(16, 128, 64, 1, 4, 6, max_blocks_per_sm=2, relative_speed=0.25)
+GEMM_TILES = (LARGE_TILE, MEDIUM_TILE, SMALL_TILE)
+MMA_TILES = GEMM_TILES + (STREAM_TILE,)
+
+SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
+SIMT_SMALL = SimtTile(64, 64, 16, 4, 4)
+
+RASTER_GROUP = 8  # tile rows walked together so neighbouring blocks share L2 lines
+MAX_SPLITS = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearConfig:
+    kind: str  # "mma" or "simt"
+    tile: MmaTile | SimtTile
+    splits: int = 1  # split-K count (mma only); > 1 uses the float32 workspace
+    raster_group: int = RASTER_GROUP
+
+
+def wave_efficiency(blocks: int, slots: int) -> float:
+    """Fraction of the machine's block slots doing work, over all waves (last wave's fill)."""
+    if blocks <= 0:
+        return 0.0
+    waves = math.ceil(blocks / slots)
+    return blocks / (waves * slots)
+
+
+def tile_count(m: int, n: int, tile) -> int:
+    return math.ceil(m / tile.bm) * math.ceil(n / tile.bn)
+
+
+def choose_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
+    """Split-K count with the least estimated time: waves of blocks over the SMs' block
+    slots x (k tiles per split + the pipeline fill and the split's reduction, about
+    ``tile.stages + 1`` k tiles). Ties go to fewer splits; no split is left empty."""
+    slots = dev.sm_count * tile.blocks_per_sm(dev)
+    tiles = tile_count(m, n, tile)
+    k_tiles = max(1, math.ceil(k / tile.bk))
+
+    def cost(splits: int) -> int:
+        per_split = math.ceil(k_tiles / splits)
+        overhead = tile.stages + 1 if splits > 1 else 0
+        return math.ceil(tiles * splits / slots) * (per_split + overhead)
+
+    candidates = {effective_splits(k_tiles, s) for s in range(1, min(MAX_SPLITS, k_tiles) + 1)}
+    return min(sorted(candidates), key=cost)
+
+
+def effective_splits(k_tiles: int, splits: int) -> int:
+    """The split count after rounding k tiles per split up: no split is left empty."""
+    return math.ceil(k_tiles / math.ceil(k_tiles / splits))
+
+
+def choose_gemm_tile(m: int, n: int, dev) -> MmaTile:
+    """The tensor-core tile for M > 64: best estimated throughput = tile speed x last-wave
+    fill x the fraction of the tiles' area inside the matrix."""
+
+    def score(tile: MmaTile) -> float:
+        tiles = tile_count(m, n, tile)
+        area = m * n / (tiles * tile.bm * tile.bn)
+        return tile.relative_speed * wave_efficiency(tiles, dev.sm_count * tile.blocks_per_sm(dev)) * area
+
+    return max(GEMM_TILES, key=score)
+
+
+def choose_simt_tile(m: int, n: int, dtype, dev) -> SimtTile:
+    """float32 takes the 128x128 register tile once it fills every SM; float64 and the
+    16-bit fallback keep the 64x64 tile (fewer registers per thread)."""
+    if np.dtype(dtype) == np.float32 and tile_count(m, n, SIMT_LARGE) >= dev.sm_count:
+        return SIMT_LARGE
+    return SIMT_SMALL
+
+
+def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev) -> LinearConfig:
+    """The kernel configuration for an (M, K) @ (K, N) problem.
+
+    ``mma_ok``: the dtype is 16-bit, the operands meet the tensor-core kernel's alignment
+    rules (see ``mma_eligible``) and the device has ``MMA_MIN_CC``.
+    """
+    if not mma_ok:
+        return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
+    if m <= SMALL_M:
+        tile = STREAM_TILE if m <= STREAM_TILE.bm else SMALL_TILE
+        return LinearConfig("mma", tile, choose_splits(m, n, k, tile, dev))
+    tile = choose_gemm_tile(m, n, dev)
+    # Fewer tiles than block slots: split K too (the workspace then stays below
+    # slots x tile area floats, 17 MB on the H200).
+    if tile_count(m, n, tile) < dev.sm_count * tile.blocks_per_sm(dev):
+        return LinearConfig("mma", tile, choose_splits(m, n, k, tile, dev))
+    return LinearConfig("mma", tile)
+
+
+def mma_eligible(dtype, k: int, n: int, x_ptr: int, x_row_stride: int, x_k_stride: int, m: int,
+                 w_ptr: int, w_k_stride: int, w_n_stride: int) -> bool | None:
+    """Whether the tensor-core kernel can load these operands with 16-byte cp.async, and
+    with which weight layout: True (K-major: unit k stride), False (N-major: unit n
+    stride) or None (not eligible). Strides are in elements, pointers in bytes."""
+    if np.dtype(dtype).itemsize != 2 or k % 8 or x_ptr % 16 or w_ptr % 16 or x_k_stride != 1:
+        return None
+    if m > 1 and x_row_stride % 8:
+        return None
+    if w_k_stride == 1 and (n == 1 or w_n_stride % 8 == 0):
+        return True
+    if w_n_stride == 1 and n % 8 == 0 and w_k_stride % 8 == 0:
+        return False
+    return None
+
+
+def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
+    t = config.tile
+    if config.kind == "mma":
+        args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, b_kmajor)
+        return KernelSpec(SOURCE, "linear_relu_mma", args, min_cc=MMA_MIN_CC)
+    return KernelSpec(SOURCE, "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, b_kmajor))
+
+
+def instantiations(dev):
+    """Every KernelSpec the linear configs can pick on ``dev``."""
+    mma = [LinearConfig("mma", tile) for tile in MMA_TILES] if dev.cc >= MMA_MIN_CC else []
+    specs = [kernel_spec(c, dt, kmaj) for c in mma for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
+    simt = [(np.float32, SIMT_LARGE), (np.float32, SIMT_SMALL), (np.float64, SIMT_SMALL),
+            (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]
+    specs += [kernel_spec(LinearConfig("simt", tile), dt, kmaj) for dt, tile in simt for kmaj in (True, False)]
+    return specs

@@ -1,0 +1,207 @@
+"""attention: ``softmax(q @ k^T * scale) @ v`` without materialising the score matrix.
+
+Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64
+oracle of ``cufuse.reference``; CuPy inputs run ``kernels/attention.cu``.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import reference
+from ._numpy_path import deliver
+from ._validate import array_namespace, check_out, require_float, require_ndim, require_same_dtype
+
+_FN = "attention"
+MAX_HEAD_DIM = 256
+
+
+def attention(q, k, v, *, causal=False, scale=None, return_lse=False, out=None, config=None):
+    """FlashAttention forward for q ``(..., Nq, D)``, k ``(..., Nk, D)``, v ``(..., Nk, Dv)``.
+
+    Leading dims broadcast (a size-1 head axis on k/v is MQA/GQA). ``scale`` defaults to
+    ``1/sqrt(D)``. ``causal`` is bottom-right aligned: query i sees key j iff
+    ``j <= i + Nk - Nq``; a row that sees no key is 0 with lse ``-inf``. With
+    ``return_lse`` the result is ``(out, lse)``, lse float32 ``(..., Nq)``.
+    """
+    xp = array_namespace(_FN, q=q, k=k, v=v)
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        require_float(_FN, name, arr)
+        require_ndim(_FN, name, arr, at_least=2)
+    require_same_dtype(_FN, "q", q, k=k, v=v)
+    n_q, head_dim = q.shape[-2:]
+    n_k, head_dim_v = v.shape[-2:]
+    if k.shape[-1] != head_dim:
+        raise ValueError(f"{_FN}: argument 'k' expected last axis {head_dim} (q's head dim), got shape {k.shape}")
+    if k.shape[-2] != n_k:
+        raise ValueError(f"{_FN}: argument 'v' expected {k.shape[-2]} keys (k's axis -2), got shape {v.shape}")
+    for name, dim in (("q", head_dim), ("v", head_dim_v)):
+        if not 1 <= dim <= MAX_HEAD_DIM:
+            raise ValueError(f"{_FN}: argument '{name}' expected a head dim from 1 to {MAX_HEAD_DIM}, got {dim}")
+    try:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{_FN}: arguments 'q', 'k', 'v' expected leading dims that broadcast, got "
+            f"{q.shape[:-2]}, {k.shape[:-2]}, {v.shape[:-2]}"
+        ) from None
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"{_FN}: argument 'causal' expected a bool, got {type(causal).__name__}")
+    if scale is not None:
+        if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not np.isfinite(scale):
+            raise TypeError(f"{_FN}: argument 'scale' expected None or a finite real number, got {scale!r}")
+        scale = float(scale)
+    else:
+        scale = 1.0 / float(np.sqrt(head_dim))
+    out_shape = batch + (n_q, head_dim_v)
+    out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs={"q": q, "k": k, "v": v})
+    if xp is np:
+        result, lse = reference.attention(q, k, v, causal=bool(causal), scale=scale, return_lse=True)
+        result = deliver(result, out, q.dtype)
+        return (result, lse.astype(np.float32)) if return_lse else result
+    return _attention_gpu(q, k, v, bool(causal), scale, bool(return_lse), out, batch, config)
+
+
+MAX_BATCH_DIMS = 4  # collapsed leading dims the kernels decompose (BatchLayout)
+
+
+def batch_layout(batch, operands):
+    """Collapse the broadcast batch dims for the kernels (pure).
+
+    ``operands`` maps a name to ``(shape, element strides)`` of q, k or v. Each operand's
+    batch strides are right-aligned to ``batch`` with 0 on broadcast dims; size-1 dims are
+    dropped and adjacent dims merged where every operand allows it. Returns
+    ``(sizes, {name: strides})`` padded in front to MAX_BATCH_DIMS dims.
+    """
+    ndim = len(batch)
+    dims = []  # (size, {name: stride}) outermost first
+    for axis, size in enumerate(batch):
+        if size == 1:
+            continue
+        strides = {}
+        for name, (shape, elem_strides) in operands.items():
+            lead = len(shape) - 2
+            pos = axis - (ndim - lead)
+            strides[name] = elem_strides[pos] if pos >= 0 and shape[pos] == size else 0
+        if dims and all(dims[-1][1][n] == strides[n] * size for n in operands):
+            dims[-1] = (dims[-1][0] * size, strides)
+        else:
+            dims.append((size, strides))
+    if len(dims) > MAX_BATCH_DIMS:
+        raise ValueError(
+            f"{_FN}: arguments 'q', 'k', 'v' expected leading dims that collapse to at most "
+            f"{MAX_BATCH_DIMS} strided dims, got batch shape {tuple(batch)} with strides "
+            + ", ".join(f"{n} {s[1][:len(s[0]) - 2]}" for n, s in operands.items())
+        )
+    dims = [(1, {n: 0 for n in operands})] * (MAX_BATCH_DIMS - len(dims)) + dims
+    return tuple(size for size, _ in dims), {n: tuple(st[n] for _, st in dims) for n in operands}
+
+
+def _element_strides(arr):
+    return tuple(s // arr.itemsize for s in arr.strides)
+
+
+def _vec16_ok(arr, cols, batch_strides):
+    """16-byte cp.async applies: unit column stride, 8-element rows and batch strides, aligned base."""
+    strides = _element_strides(arr)
+    return (
+        strides[-1] == 1
+        and cols % 8 == 0
+        and strides[-2] % 8 == 0
+        and all(s % 8 == 0 for s in batch_strides)
+        and arr.data.ptr % 16 == 0
+    )
+
+
+def _attention_gpu(q, k, v, causal, scale, return_lse, out, batch, config):
+    """Launch ``kernels/attention.cu``: one forward launch, plus the merge when keys are split.
+
+    Workspace: with ``splits > 1`` the partial results take ``splits * B * Nq * (Dv + 1)``
+    float32 (B = the flattened batch), freed when the call returns; nothing else is
+    allocated besides ``out`` and lse. Inputs are never copied: broadcast dims get stride 0,
+    strided views pass their strides (a non-unit last-axis stride takes the scalar-load path).
+    """
+    import cupy
+
+    from ._configs import attention as configs
+    from ._configs import current_device_info
+    from ._dtypes import ctype
+    from ._loader import get_kernel
+
+    n_q, head_dim = q.shape[-2:]
+    n_k, head_dim_v = v.shape[-2:]
+    batch_count = int(np.prod(batch, dtype=np.int64))
+    with q.device:
+        if out is None:
+            out = cupy.empty(batch + (n_q, head_dim_v), dtype=q.dtype)
+        lse = cupy.empty(batch + (n_q,), dtype=np.float32) if return_lse else None
+        if out.size == 0:
+            return (out, lse) if return_lse else out
+        operands = {"q": q, "k": k, "v": v}
+        sizes, strides = batch_layout(batch, {n: (a.shape, _element_strides(a)) for n, a in operands.items()})
+        dev = current_device_info()
+        if config is None:
+            config = configs.select_config(n_q, n_k, head_dim, head_dim_v, batch_count, q.dtype, dev)
+        # Kernel argument tail shared by both forward kernels: per-operand (row, col) strides,
+        # then the BatchLayout (sizes of dims 1..3, then q, k, v batch strides).
+        strides_args = tuple(np.int64(s) for a in operands.values() for s in _element_strides(a)[-2:])
+        layout_args = tuple(np.int64(s) for s in sizes[1:]) + tuple(
+            np.int64(s) for n in operands for s in strides[n]
+        )
+        flags = (configs.FLAG_CAUSAL if causal else 0) | (configs.FLAG_WRITE_LSE if return_lse else 0)
+        lse_arg = lse if return_lse else out  # not written without FLAG_WRITE_LSE
+        dtype_name = ctype(q.dtype)
+        shape_args = (np.int32(n_q), np.int32(n_k), np.int32(head_dim), np.int32(head_dim_v))
+
+        if config.tile is None:
+            q_tiles = -(-n_q // configs.SIMT_WARPS)
+            kernel = get_kernel(*_spec_args(configs.simt_spec(dtype_name)))
+            kernel(
+                (q_tiles * batch_count,),
+                (32 * configs.SIMT_WARPS,),
+                (q, k, v, out, lse_arg, *shape_args, np.int32(q_tiles), q.dtype.type(scale), np.int32(flags),
+                 *strides_args, *layout_args),
+            )
+            return (out, lse) if return_lse else out
+
+        tile = config.tile
+        if tile.head_dim < max(head_dim, head_dim_v):
+            raise ValueError(
+                f"{_FN}: argument 'config' expected a tile head dim >= {max(head_dim, head_dim_v)}, got {tile.head_dim}"
+            )
+        vec_flags = {"q": configs.FLAG_VEC_Q, "k": configs.FLAG_VEC_K, "v": configs.FLAG_VEC_V}
+        for n, arr in operands.items():
+            if _vec16_ok(arr, head_dim_v if n == "v" else head_dim, strides[n]):
+                flags |= vec_flags[n]
+        q_tiles = -(-n_q // tile.block_m)
+        splits = config.splits
+        keys_per_split = config.keys_per_split if splits > 1 else n_k
+        if splits > 1:  # the documented workspace: splits * B * Nq * (Dv + 1) float32
+            partial_o = cupy.empty((splits, batch_count, n_q, head_dim_v), dtype=np.float32)
+            partial_lse = cupy.empty((splits, batch_count, n_q), dtype=np.float32)
+        else:
+            partial_o = partial_lse = lse_arg  # not touched with one split
+        kernel = get_kernel(*_spec_args(tile.spec(dtype_name)), dynamic_smem=tile.smem_bytes)
+        kernel(
+            (q_tiles * splits * batch_count,),
+            (tile.threads,),
+            (q, k, v, out, lse_arg, partial_o, partial_lse, *shape_args, np.int32(q_tiles), np.int32(splits),
+             np.int32(keys_per_split), np.float32(scale * np.log2(np.e)), np.int32(flags), *strides_args,
+             *layout_args),
+            shared_mem=tile.smem_bytes,
+        )
+        if splits > 1:
+            merge = get_kernel(*_spec_args(configs.merge_spec(dtype_name)))
+            rows = batch_count * n_q
+            merge(
+                (rows,),
+                (configs.MERGE_THREADS,),
+                (partial_o, partial_lse, out, lse_arg, np.int64(rows), np.int32(head_dim_v), np.int32(splits),
+                 np.int32(return_lse)),
+            )
+    return (out, lse) if return_lse else out
+
+
+def _spec_args(spec):
+    return (spec.source, spec.name, *spec.template_args)

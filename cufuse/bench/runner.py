@@ -1,0 +1,242 @@
+"""Measuring cases: the ceilings, each implementation's time, the table and the JSON.
+
+Shared by the command line and the pytest-benchmark suite (which takes ``Ceilings``,
+``input_sets`` and ``release_memory`` from here).
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import sys
+import time
+
+from .cases import UNFUSED, Case, resolve_dtype
+from .timing import copy_ceiling_tbps, gemm_ceiling_tflops, rotation_count, time_cuda_budget
+
+CEILING_COPY_BYTES = 1 << 30
+CEILING_GEMM_DTYPES = ("float16", "bfloat16")
+# Largest max|cufuse - unfused| / max|unfused| taken as agreement: a sanity flag so that a
+# fast but wrong kernel never passes unnoticed (the tests are the proof of accuracy).
+AGREEMENT = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-3, "float64": 1e-9}
+
+
+class Ceilings:
+    """Ceilings measured in this run, each once: copy bandwidth per byte count, and the
+    ``cupy.matmul`` rate per dtype."""
+
+    def __init__(self):
+        self.copy = {}  # bytes copied -> TB/s (read + write)
+        self.gemm = {}  # dtype name -> TFLOP/s, or None where cupy.matmul failed
+
+    def copy_tbps(self, nbytes: int) -> float:
+        if nbytes not in self.copy:
+            self.copy[nbytes] = copy_ceiling_tbps(nbytes)
+        return self.copy[nbytes]
+
+    def gemm_tflops(self, dtype: str):
+        if dtype not in self.gemm:
+            try:
+                self.gemm[dtype] = gemm_ceiling_tflops(resolve_dtype(dtype))
+            except Exception:
+                self.gemm[dtype] = None
+        return self.gemm[dtype]
+
+    def for_case(self, case: Case):
+        """The ceiling of ``case``'s metric: a copy of the bytes the op must move, or
+        the GEMM rate of its dtype (float16's where cupy.matmul cannot run the dtype)."""
+        if case.ceiling == "copy":
+            return self.copy_tbps(case.traffic.min_bytes // 2)
+        return self.gemm_tflops(case.dtype) or self.gemm_tflops("float16")
+
+    @property
+    def best_copy_tbps(self) -> float:
+        return max(self.copy.values())
+
+    def as_dict(self) -> dict:
+        return {
+            "copy_TBps_read_plus_write": {str(n): v for n, v in sorted(self.copy.items())},
+            "cupy_matmul_8192_TFLOPs": dict(self.gemm),
+        }
+
+
+@dataclasses.dataclass
+class Result:
+    """One case's times (ms, None where it did not run) and why each did or did not run."""
+
+    case: Case
+    ms: dict
+    status: dict  # "ok", "not built", "unavailable" or "failed: ..."
+    ceiling: float | None
+    error: float | None = None  # cufuse's max difference from the unfused CuPy result, relative
+
+    def agrees(self):
+        return None if self.error is None else self.error <= AGREEMENT[self.case.dtype]
+
+    @property
+    def fused_ms(self):
+        return self.ms[self.case.fused.name]
+
+    def rate(self, name: str):
+        ms = self.ms.get(name)
+        return None if ms is None else self.case.rate(ms)
+
+    def fraction_of_ceiling(self):
+        rate = self.rate(self.case.fused.name)
+        return None if rate is None or not self.ceiling else rate / self.ceiling
+
+    def speedup(self, peer: str):
+        """Peer time over cufuse time (> 1: cufuse is faster)."""
+        peer_ms = self.ms.get(peer)
+        return None if peer_ms is None or self.fused_ms is None else peer_ms / self.fused_ms
+
+    def to_dict(self) -> dict:
+        case = self.case
+        return {
+            "op": case.op,
+            "case": case.label,
+            "dtype": case.dtype,
+            "metric": case.metric,
+            "flops": case.traffic.flops,
+            "min_bytes": case.traffic.min_bytes,
+            "unfused_bytes": case.traffic.unfused_bytes,
+            "intensity": case.traffic.intensity,
+            "ceiling": self.ceiling,
+            "fraction_of_ceiling": self.fraction_of_ceiling(),
+            "relative_difference_from_unfused": self.error,
+            "impls": {
+                name: {"ms": self.ms[name], "rate": self.rate(name), "status": self.status[name],
+                       "speedup": None if name == case.fused.name else self.speedup(name)}
+                for name in self.ms
+            },
+        }
+
+
+def input_sets(case: Case, *, seed: int = 0) -> list:
+    """Enough input sets of ``case`` on the GPU that rotating through them spans several
+    times the L2, so no timed call is served from the cache."""
+    import cupy
+
+    rng = cupy.random.default_rng(seed)
+    first = case.make_inputs(cupy, rng)
+    count = rotation_count(sum(array.nbytes for array in first))
+    return [first] + [case.make_inputs(cupy, rng) for _ in range(count - 1)]
+
+
+def release_memory() -> None:
+    """Return pooled device memory between cases (CuPy's pool and PyTorch's cache)."""
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    torch = sys.modules.get("torch")  # only if a peer already imported it
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def describe_failure(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return "failed: " + (text if len(text) <= 120 else text[:117] + "...")
+
+
+def measure(case: Case, ceilings: Ceilings, *, budget_ms: float = 200.0) -> Result:
+    """Time every implementation of ``case`` on the same rotated inputs."""
+    ms = {impl.name: None for impl in case.impls}
+    try:
+        sets = input_sets(case)
+    except Exception as exc:  # out of memory, or a dtype this CuPy cannot make
+        release_memory()
+        why = describe_failure(exc).replace("failed", "failed making the inputs", 1)
+        return Result(case=case, ms=ms, status=dict.fromkeys(ms, why), ceiling=None)
+    status = {}
+    for impl in case.impls:
+        status[impl.name] = "unavailable"
+        if not impl.available():
+            continue
+        try:
+            prepared = [impl.prepare(inputs) for inputs in sets]
+            ms[impl.name], status[impl.name] = time_cuda_budget(impl.call, prepared, budget_ms=budget_ms), "ok"
+        except NotImplementedError:
+            status[impl.name] = "not built"
+        except Exception as exc:
+            status[impl.name] = describe_failure(exc)
+    error = None
+    if status[case.fused.name] == status.get(UNFUSED) == "ok":
+        error = relative_difference(sets[0][-1], case.impl(UNFUSED).call(*sets[0]))
+    del sets
+    release_memory()
+    return Result(case=case, ms=ms, status=status, ceiling=ceilings.for_case(case), error=error)
+
+
+def relative_difference(result, expected) -> float:
+    """max |result - expected| / max |expected|, in float32 (NaN if either holds a NaN)."""
+    result, expected = result.astype("float32"), expected.astype("float32")
+    return float(abs(result - expected).max() / max(float(abs(expected).max()), 1e-30))
+
+
+def measure_cpu(case: Case, *, repeat: int = 5) -> Result:
+    """Median wall time of cufuse's NumPy reference path on ``case`` (no GPU)."""
+    import numpy as np
+
+    inputs = case.make_inputs(np, np.random.default_rng(0))
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        case.fused.call(*inputs)
+        times.append((time.perf_counter() - start) * 1e3)
+    name = case.fused.name
+    return Result(case=case, ms={name: statistics.median(times)}, status={name: "ok"}, ceiling=None)
+
+
+def _number(value, spec: str, missing: str = "-") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def _agreement(result: Result) -> str:
+    agrees = result.agrees()
+    return "-" if agrees is None else "ok" if agrees else f"DIFFERS {result.error:.1e}"
+
+
+def format_table(results: list) -> str:
+    """One table per op: time, rate, fraction of the ceiling, speed-up over each peer
+    (with the peer's own rate in brackets)."""
+    blocks = []
+    for op in dict.fromkeys(result.case.op for result in results):
+        rows = [result for result in results if result.case.op == op]
+        peers = list(dict.fromkeys(name for result in rows for name in result.ms if name != result.case.fused.name))
+        header = ["case", "dtype", "ms", "rate", "% ceil", "check"] + [f"vs {peer}" for peer in peers]
+        lines = [header]
+        for result in rows:
+            fused = result.case.fused.name
+            fraction = result.fraction_of_ceiling()
+            cells = [
+                result.case.label,
+                result.case.dtype,
+                _number(result.fused_ms, ".3f", result.status[fused].split(":")[0]),
+                _number(result.rate(fused), ".2f") + f" {result.case.metric}",
+                _number(None if fraction is None else 100 * fraction, ".0f"),
+                _agreement(result),
+            ]
+            for peer in peers:
+                speedup, rate = result.speedup(peer), result.rate(peer)
+                if peer not in result.status:
+                    cells.append("")
+                elif rate is None:
+                    cells.append(result.status[peer].split(":")[0])
+                else:
+                    cells.append(f"{_number(speedup, '.2f', '?')}x ({rate:.2f})")
+            lines.append(cells)
+        widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+        text = [f"== {op}"] + ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
+        blocks.append("\n".join(text))
+    return "\n\n".join(blocks)
+
+
+def failures(results: list) -> list:
+    """``"<case> <impl>: <why>"`` for every implementation that failed (not the ones
+    not built or unavailable), and for every cufuse result that differs from CuPy's."""
+    found = []
+    for result in results:
+        found += [f"{result.case.key} {name}: {why}" for name, why in result.status.items() if why.startswith("failed")]
+        if result.agrees() is False:
+            found.append(f"{result.case.key} {result.case.fused.name}: differs from {UNFUSED} by "
+                         f"{result.error:.1e} of the largest value")
+    return found

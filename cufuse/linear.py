@@ -1,0 +1,149 @@
+"""fused_linear_relu: ``max(x @ weight + bias, 0)`` in one GEMM with the bias and the
+ReLU in its epilogue.
+
+Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64
+oracle of ``cufuse.reference``; CuPy inputs run ``kernels/linear_relu.cu``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import reference
+from ._configs import current_device_info
+from ._configs import linear as linear_configs
+from ._loader import get_kernel
+from ._numpy_path import deliver
+from ._validate import array_namespace, check_out, require_float, require_ndim, require_same_dtype
+
+_FN = "fused_linear_relu"
+
+
+def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
+    """``np.maximum(x @ weight + bias, 0)`` for x ``(..., K)`` (or ``(K,)``), weight
+    ``(K, N)`` with any strides (a transposed ``(N, K)`` array works without a copy)
+    and bias ``(N,)`` or None. All arrays share one float dtype; accumulation is float32
+    (float64 for float64). ``config`` overrides the chosen kernel configuration (GPU only,
+    a ``cufuse._configs.linear.LinearConfig``).
+
+    On CuPy arrays nothing is copied. x's leading axes must collapse into one row stride
+    (a C-ordered stack of rows, its last axis sliced or strided included); any other x
+    layout raises ValueError rather than being copied silently. float16/bfloat16 operands
+    whose rows are 16-byte aligned (unit stride along K for x, K % 8 == 0, the weight
+    contiguous along K or along N) run on tensor cores; everything else, float32 (true
+    float32) and float64 run on a SIMT kernel with arbitrary strides. When M <= 64, or the
+    output has fewer tiles than the GPU has block slots, the tensor-core kernel splits K
+    over blocks and reduces in a float32 workspace (M x N floats, at most 17 MB on an
+    H200, plus one int per output tile), allocated once per device and stream and reused.
+    """
+    xp = array_namespace(_FN, x=x, weight=weight, bias=bias)
+    require_float(_FN, "x", x)
+    require_same_dtype(_FN, "x", x, weight=weight, bias=bias)
+    require_ndim(_FN, "x", x, at_least=1)
+    require_ndim(_FN, "weight", weight, exactly=2)
+    k_dim, n_dim = weight.shape
+    if x.shape[-1] != k_dim:
+        raise ValueError(
+            f"{_FN}: argument 'weight' expected shape ({x.shape[-1]}, N) to match x's last axis "
+            f"of {x.shape[-1]}, got {weight.shape}"
+        )
+    if bias is not None and bias.shape != (n_dim,):
+        raise ValueError(f"{_FN}: argument 'bias' expected shape ({n_dim},), got {bias.shape}")
+    out_shape = x.shape[:-1] + (n_dim,)
+    out = check_out(_FN, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs={"x": x, "weight": weight, "bias": bias})
+    if xp is np:
+        return deliver(reference.fused_linear_relu(x, weight, bias), out, x.dtype)
+    return _linear_relu_gpu(x, weight, bias, out, out_shape, config)
+
+
+def _rows_view(x):
+    """(M, row stride, k stride) of x seen as an (M, K) matrix, in elements, without a copy.
+
+    The leading axes must collapse into one row axis with a single stride (any C-ordered
+    stack of rows, including a sliced last axis); otherwise ValueError, since the only way
+    to run it would be a silent copy. The last axis may have any stride.
+    """
+    itemsize = x.dtype.itemsize
+    lead = [(d, st // itemsize) for d, st in zip(x.shape[:-1], x.strides[:-1]) if d != 1]
+    m = int(np.prod([d for d, _ in lead], dtype=np.int64))
+    for (_, outer), (inner_dim, inner) in zip(lead, lead[1:]):
+        if outer != inner * inner_dim:
+            raise ValueError(
+                f"{_FN}: argument 'x' expected leading axes that collapse into one row stride "
+                f"(e.g. a C-contiguous array or a slice of its last axis), got shape {x.shape} with "
+                f"strides {x.strides}; pass cupy.ascontiguousarray(x)"
+            )
+    row_stride = lead[-1][1] if lead else x.shape[-1]
+    return m, row_stride, x.strides[-1] // itemsize
+
+
+def _linear_relu_gpu(x, weight, bias, out, out_shape, config):
+    import cupy
+
+    m, x_row_stride, x_k_stride = _rows_view(x)
+    k, n = weight.shape
+    with x.device:
+        if out is None:
+            out = cupy.empty(out_shape, dtype=x.dtype)
+        if out.size == 0:
+            return out
+        itemsize = x.dtype.itemsize
+        w_k_stride, w_n_stride = (s // itemsize for s in weight.strides)
+        b_kmajor = linear_configs.mma_eligible(
+            x.dtype, k, n, x.data.ptr, x_row_stride, x_k_stride, m, weight.data.ptr, w_k_stride, w_n_stride
+        )
+        dev = current_device_info()
+        mma_ok = b_kmajor is not None and dev.cc >= linear_configs.MMA_MIN_CC
+        if config is None:
+            config = linear_configs.choose_config(m, n, k, x.dtype, mma_ok, dev)
+        if config.kind == "mma" and not mma_ok:
+            raise ValueError(f"{_FN}: argument 'config' asks for the tensor-core kernel, which these operands' "
+                             f"dtype or alignment rule out")
+        if not mma_ok:  # the SIMT kernel coalesces along k when the weight's k stride is the unit one
+            b_kmajor = abs(w_k_stride) == 1 and abs(w_n_stride) != 1
+        spec = linear_configs.kernel_spec(config, x.dtype, b_kmajor)
+        tile = config.tile
+        grid = (linear_configs.tile_count(m, n, tile), 1, 1)
+        bias_arg = bias if bias is not None else _null_pointer()
+        bias_stride = np.int64(bias.strides[0] // itemsize if bias is not None else 0)
+        if config.kind == "simt":
+            kernel = get_kernel(spec.source, spec.name, *spec.template_args)
+            kernel(grid, (tile.threads, 1, 1),
+                   (x, weight, bias_arg, out, np.int64(m), np.int64(n), np.int64(k), np.int64(x_row_stride),
+                    np.int64(x_k_stride), np.int64(w_k_stride), np.int64(w_n_stride), bias_stride,
+                    np.int32(config.raster_group)))
+            return out
+        k_tiles = -(-k // tile.bk)
+        splits = linear_configs.effective_splits(max(k_tiles, 1), config.splits)
+        k_tiles_per_split = -(-k_tiles // splits)
+        workspace, counters = _split_workspace(cupy, m * n, grid[0]) if splits > 1 else (_null_pointer(),) * 2
+        smem = tile.smem_bytes(itemsize)
+        kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
+        paired_store = n % 2 == 0 and out.data.ptr % (2 * itemsize) == 0
+        kernel((grid[0], 1, splits), (tile.threads, 1, 1),
+               (x, weight, bias_arg, out, workspace, counters, np.int64(m), np.int64(n), np.int64(k),
+                np.int64(x_row_stride), np.int64(w_n_stride if b_kmajor else w_k_stride), bias_stride,
+                np.int32(k_tiles_per_split), np.int32(config.raster_group), np.int32(paired_store)),
+               shared_mem=smem)
+        return out
+
+
+def _null_pointer():
+    return np.uint64(0)
+
+
+# Split-K workspace, one per (device, stream): a float32 M x N accumulator and one int
+# counter per output tile. Kernels leave both zeroed, so it is allocated (zeroed) only when
+# a larger one is needed and reused by every later split-K call on that stream; calls on
+# one stream are ordered, so they never share it concurrently. Its size is bounded by the
+# configs (``choose_config`` splits only when the tiles are fewer than the block slots).
+_workspaces: dict = {}
+
+
+def _split_workspace(cupy, cells: int, tiles: int):
+    key = (cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
+    held = _workspaces.get(key)
+    if held is None or held[0].size < cells or held[1].size < tiles:
+        size = max(cells, held[0].size if held else 0), max(tiles, held[1].size if held else 0)
+        held = (cupy.zeros(size[0], dtype=np.float32), cupy.zeros(size[1], dtype=np.int32))
+        _workspaces[key] = held
+    return held

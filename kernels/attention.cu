@@ -1,0 +1,454 @@
+// Attention forward: softmax(q k^T * scale) v without the score matrix.
+//
+// attention_fwd_mma   FlashAttention-2 style, f16/bf16 on tensor cores (mma.sync m16n8k16).
+//                     One block per (query tile, key split, batch); K/V tiles stream through
+//                     a STAGES-deep cp.async ring; S and P stay in registers; online softmax
+//                     in the log2 domain. With splits > 1 it writes normalised partial
+//                     (O, lse) in float32, merged by attention_merge.
+// attention_fwd_simt  float32/float64: one warp per query row, exact (no tensor cores).
+// attention_merge     log-sum-exp merge of the split partials.
+//
+// Shapes: q (batch, nq, d), k (batch, nk, d), v (batch, nk, dv), out C-contiguous
+// (batch, nq, dv), lse (batch, nq). The batch index is decomposed into up to four
+// collapsed leading dims (BatchLayout), each tensor with its own strides (0 = broadcast),
+// so MQA/GQA and strided views need no copy. All offsets are 64-bit.
+#include "mma.cuh"
+
+namespace cufuse {
+namespace attention {
+
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Flat batch index -> element offsets of q, k, v. Dims are outermost first; size0 is
+// implicit (the grid covers it). Passed as 15 scalar kernel arguments (BATCH_LAYOUT_PARAMS),
+// the argument kinds every launcher handles.
+struct BatchLayout {
+    int64 size1, size2, size3;
+    int64 q0, q1, q2, q3;
+    int64 k0, k1, k2, k3;
+    int64 v0, v1, v2, v3;
+
+    __device__ __forceinline__ void offsets(int64 b, int64& q, int64& k, int64& v) const {
+        const int64 i3 = b % size3;
+        b /= size3;
+        const int64 i2 = b % size2;
+        b /= size2;
+        const int64 i1 = b % size1;
+        const int64 i0 = b / size1;
+        q = i0 * q0 + i1 * q1 + i2 * q2 + i3 * q3;
+        k = i0 * k0 + i1 * k1 + i2 * k2 + i3 * k3;
+        v = i0 * v0 + i1 * v1 + i2 * v2 + i3 * v3;
+    }
+};
+
+// Row and column strides (elements) of one operand, and whether 16-byte cp.async applies:
+// unit column stride, cols % 8 == 0, row/batch strides % 8 == 0, 16-byte aligned base.
+struct Operand {
+    int64 row_stride, col_stride;
+    int cols;
+    bool vec16;
+};
+
+#define BATCH_LAYOUT_PARAMS                                                                       \
+    int64 size1, int64 size2, int64 size3, int64 q0, int64 q1, int64 q2, int64 q3, int64 k0, int64 k1, \
+        int64 k2, int64 k3, int64 v0, int64 v1, int64 v2, int64 v3
+#define BATCH_LAYOUT BatchLayout{size1, size2, size3, q0, q1, q2, q3, k0, k1, k2, k3, v0, v1, v2, v3}
+
+enum Flags : int { kCausal = 1, kWriteLse = 2, kVecQ = 4, kVecK = 8, kVecV = 16 };
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// ROWS x HD tile of rows [row0, row_end) into shared memory (row pitch HD + 8 elements,
+// which makes every 8-row ldmatrix phase hit 8 distinct 16-byte bank groups). Columns at
+// or beyond op.cols and rows at or beyond row_end are zero: that is the head-dim padding.
+template <typename T, int ROWS, int HD, int THREADS>
+__device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op, int row0, int row_end) {
+    constexpr int kPitch = HD + 8;
+    if (op.vec16) {
+        constexpr int kChunks = HD / 8;
+        for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += THREADS) {
+            const int r = idx / kChunks, c = (idx % kChunks) * 8;
+            const bool pred = row0 + r < row_end && c < op.cols;
+            const T* src = pred ? g + (row0 + r) * op.row_stride + c : g;
+            cp_async_16(smem + r * kPitch + c, src, pred);
+        }
+    } else {
+        const T zero = from_accum<T>(0.f);
+#pragma unroll 1
+        for (int idx = threadIdx.x; idx < ROWS * HD; idx += THREADS) {
+            const int r = idx / HD, c = idx % HD;
+            const bool pred = row0 + r < row_end && c < op.cols;
+            smem[r * kPitch + c] = pred ? g[(row0 + r) * op.row_stride + c * op.col_stride] : zero;
+        }
+    }
+}
+
+// Each warp owns MT 16-row slices of the BLOCK_M = 16 * WARPS * MT query rows of a block
+// and keeps its O accumulator (MT x 16 x HD) in registers; the BN keys of a K/V tile are
+// shared by all warps. Q fragments stay in registers when they fit, else they are re-read
+// from shared memory per tile (ldmatrix), which keeps HD >= 128 free of spills.
+// MIN_BLOCKS (__launch_bounds__) caps registers so that that many blocks share an SM.
+template <typename T, int HD, int WARPS, int MT, int BN, int STAGES, int MIN_BLOCKS>
+__global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
+    attention_fwd_mma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                      T* __restrict__ out, float* __restrict__ lse, float* __restrict__ partial_o,
+                      float* __restrict__ partial_lse, int nq, int nk, int d, int dv, int q_tiles, int splits,
+                      int keys_per_split, float scale_log2, int flags, int64 q_row, int64 q_col,
+                      int64 k_row, int64 k_col, int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
+    static_assert(HD % 32 == 0 && BN % 16 == 0 && STAGES >= 2, "tile shape");
+    constexpr int kThreads = WARPS * 32;
+    constexpr int kBlockM = 16 * WARPS * MT;
+    constexpr int kPitch = HD + 8;
+    constexpr bool kQInRegs = MT * HD <= 64;
+    const float kNegInf = neg_infinity<float>();
+
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T* q_s = reinterpret_cast<T*>(smem_raw);
+    T* k_s = q_s + kBlockM * kPitch;
+    T* v_s = k_s + STAGES * BN * kPitch;
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const bool causal = flags & kCausal;
+
+    // Block -> (query tile, split, batch); query tile fastest so the blocks running at once
+    // share K/V in L2. Causal runs the longest (last) query tiles first.
+    int64 bid = blockIdx.x;
+    int q_tile = static_cast<int>(bid % q_tiles);
+    bid /= q_tiles;
+    const int split = static_cast<int>(bid % splits);
+    const int64 batch = bid / splits;
+    const int64 batch_count = gridDim.x / (static_cast<int64>(q_tiles) * splits);
+    if (causal) q_tile = q_tiles - 1 - q_tile;
+    const int m0 = q_tile * kBlockM;
+
+    int64 q_off, k_off, v_off;
+    BATCH_LAYOUT.offsets(batch, q_off, k_off, v_off);
+    const Operand q_op{q_row, q_col, d, (flags & kVecQ) != 0};
+    const Operand k_op{k_row, k_col, d, (flags & kVecK) != 0};
+    const Operand v_op{v_row, v_col, dv, (flags & kVecV) != 0};
+    const T* q_g = q + q_off;
+    const T* k_g = k + k_off;
+    const T* v_g = v + v_off;
+
+    // Keys this block visits: its split's range, cut at the causal frontier of its last row
+    // (query i sees key j iff j <= i + nk - nq).
+    const int key_begin = split * keys_per_split;
+    int key_end = min(nk, key_begin + keys_per_split);
+    if (causal) key_end = min(key_end, min(m0 + kBlockM, nq) + nk - nq);
+    const int n_tiles = key_end > key_begin ? (key_end - key_begin + BN - 1) / BN : 0;
+
+    auto load_kv = [&](int tile) {
+        if (tile < n_tiles) {
+            const int stage = tile % STAGES;
+            const int n0 = key_begin + tile * BN;
+            load_tile<T, BN, HD, kThreads>(k_s + stage * BN * kPitch, k_g, k_op, n0, nk);
+            load_tile<T, BN, HD, kThreads>(v_s + stage * BN * kPitch, v_g, v_op, n0, nk);
+        }
+        cp_async_commit();  // empty groups keep the wait counts uniform
+    };
+
+    load_tile<T, kBlockM, HD, kThreads>(q_s, q_g, q_op, m0, nq);
+    cp_async_commit();
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) load_kv(t);
+    cp_async_wait<STAGES - 1>();
+    __syncthreads();
+
+    const int warp_row0 = warp * 16 * MT;
+    unsigned q_frag[kQInRegs ? MT : 1][kQInRegs ? HD / 16 : 1][4];
+    auto q_fragment = [&](int mt, int kk, unsigned (&a)[4]) {
+        ldmatrix_x4(a, q_s + (warp_row0 + mt * 16 + lane % 16) * kPitch + kk * 16 + (lane / 16) * 8);
+    };
+    if constexpr (kQInRegs) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; ++kk) q_fragment(mt, kk, q_frag[mt][kk]);
+    }
+
+    float o_acc[MT][HD / 8][4];
+    float row_max[MT][2], row_sum[MT][2];  // row_max in log2 units; row_sum per thread (quad-partial)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o_acc[mt][j][e] = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) row_max[mt][h] = kNegInf, row_sum[mt][h] = 0.f;
+    }
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // tile landed for all threads; the stage refilled below is free
+        load_kv(tile + STAGES - 1);
+        const T* k_tile = k_s + (tile % STAGES) * BN * kPitch;
+        const T* v_tile = v_s + (tile % STAGES) * BN * kPitch;
+        const int n0 = key_begin + tile * BN;
+
+        // S = Q K^T for this warp's rows (columns beyond d are zero in both operands).
+        float s[MT][BN / 8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][j][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk) {
+            if (kk * 16 >= d) break;
+            unsigned a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (kQInRegs) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][kk][e];
+                } else {
+                    q_fragment(mt, kk, a[mt]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < BN / 8; j += 2) {
+                unsigned b[4];
+                ldmatrix_x4(b, k_tile + (j * 8 + (lane / 16) * 8 + lane % 8) * kPitch + kk * 16 + ((lane / 8) & 1) * 8);
+                const unsigned b_lo[2] = {b[0], b[1]}, b_hi[2] = {b[2], b[3]};
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(s[mt][j], a[mt], b_lo);
+                    mma_16816<T>(s[mt][j + 1], a[mt], b_hi);
+                }
+            }
+        }
+
+        // Scale into log2 units; mask (select, so a NaN key never reaches a row that does not
+        // see it) only in tiles that cross the split end, nk, or the causal diagonal.
+        const int first_row = m0 + warp_row0;
+        const bool need_mask = n0 + BN > key_end || (causal && n0 + BN - 1 > first_row + nk - nq);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float x = s[mt][j][e] * scale_log2;
+                    if (need_mask) {
+                        const int row = first_row + mt * 16 + lane / 4 + (e / 2) * 8;
+                        const int col = n0 + j * 8 + (lane % 4) * 2 + (e % 2);
+                        const bool visible = col < key_end && (!causal || col <= row + nk - nq);
+                        x = visible ? x : kNegInf;
+                    }
+                    s[mt][j][e] = x;
+                }
+
+        // Online softmax. Each row lives in one quad (4 lanes); fmaxf drops NaN from the max
+        // but exp2(NaN - m) brings it back into the row's sum, so a NaN score still makes its
+        // row NaN.
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float tile_max = kNegInf;
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[mt][j][2 * h], s[mt][j][2 * h + 1]));
+                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+                const float new_max = fmaxf(row_max[mt][h], tile_max);
+                const float base = new_max == kNegInf ? 0.f : new_max;  // all masked so far: p = 0
+                const float alpha = fast_exp2(row_max[mt][h] - base);
+                row_max[mt][h] = new_max;
+                float sum = 0.f;
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                    for (int e = 2 * h; e < 2 * h + 2; ++e) {
+                        s[mt][j][e] = fast_exp2(s[mt][j][e] - base);
+                        sum += s[mt][j][e];
+                    }
+                row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+#pragma unroll
+                for (int j = 0; j < HD / 8; ++j) o_acc[mt][j][2 * h] *= alpha, o_acc[mt][j][2 * h + 1] *= alpha;
+            }
+
+        // O += P V with P re-packed from the S accumulators into A fragments: the k16 step t
+        // of P is S tiles 2t (a0, a1) and 2t+1 (a2, a3).
+#pragma unroll
+        for (int t = 0; t < BN / 16; ++t) {
+            unsigned p[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                p[mt][0] = pack2<T>(s[mt][2 * t][0], s[mt][2 * t][1]);
+                p[mt][1] = pack2<T>(s[mt][2 * t][2], s[mt][2 * t][3]);
+                p[mt][2] = pack2<T>(s[mt][2 * t + 1][0], s[mt][2 * t + 1][1]);
+                p[mt][3] = pack2<T>(s[mt][2 * t + 1][2], s[mt][2 * t + 1][3]);
+            }
+#pragma unroll
+            for (int j = 0; j < HD / 8; j += 2) {
+                if (j * 8 >= dv) break;
+                unsigned b[4];
+                ldmatrix_x4_trans(b, v_tile + (t * 16 + ((lane / 8) & 1) * 8 + lane % 8) * kPitch + (j + lane / 16) * 8);
+                const unsigned b_lo[2] = {b[0], b[1]}, b_hi[2] = {b[2], b[3]};
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(o_acc[mt][j], p[mt], b_lo);
+                    mma_16816<T>(o_acc[mt][j + 1], p[mt], b_hi);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();  // no copy may outlive the block
+
+    // Epilogue: O / l written once (0 for a row that saw no key), lse = (m + log2 l) ln 2.
+    const bool write_partial = splits > 1;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float l = row_sum[mt][h];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int row = m0 + warp_row0 + mt * 16 + lane / 4 + h * 8;
+            if (row >= nq) continue;
+            const bool empty = l == 0.f;
+            const float inv = empty ? 0.f : 1.f / l;
+            const float m = row_max[mt][h] == kNegInf ? 0.f : row_max[mt][h];
+            const float row_lse = empty ? kNegInf : (m + __log2f(l)) * kLn2;
+            const int64 out_row = batch * nq + row;
+            const int64 part_row = (split * batch_count + batch) * nq + row;
+#pragma unroll
+            for (int j = 0; j < HD / 8; ++j) {
+                const int col = j * 8 + (lane % 4) * 2;
+                if (col >= dv) break;
+                const float x0 = empty ? 0.f : o_acc[mt][j][2 * h] * inv;
+                const float x1 = empty ? 0.f : o_acc[mt][j][2 * h + 1] * inv;
+                if (write_partial) {
+                    float* dst = partial_o + part_row * dv + col;
+                    dst[0] = x0;
+                    if (col + 1 < dv) dst[1] = x1;
+                } else {
+                    T* dst = out + out_row * dv + col;
+                    if (col + 1 < dv && dv % 2 == 0) {
+                        *reinterpret_cast<unsigned*>(dst) = pack2<T>(x0, x1);
+                    } else {
+                        dst[0] = from_accum<T>(x0);
+                        if (col + 1 < dv) dst[1] = from_accum<T>(x1);
+                    }
+                }
+            }
+            if (lane % 4 == 0) {
+                if (write_partial) partial_lse[part_row] = row_lse;
+                else if (flags & kWriteLse) lse[out_row] = row_lse;
+            }
+        }
+}
+
+// out = sum_s exp(lse_s - lse) o_s with lse = log sum_s exp(lse_s); splits whose keys were
+// all masked (lse_s = -inf) weigh 0; a NaN partial makes the row NaN. One block per row.
+template <typename T>
+__global__ void __launch_bounds__(128)
+    attention_merge(const float* __restrict__ partial_o, const float* __restrict__ partial_lse,
+                    T* __restrict__ out, float* __restrict__ lse, int64 rows, int dv, int splits, int write_lse) {
+    const float kNegInf = neg_infinity<float>();
+    const int64 row = blockIdx.x;
+    float max_lse = kNegInf;
+    for (int s = 0; s < splits; ++s) max_lse = nan_max(max_lse, partial_lse[s * rows + row]);
+    const float base = max_lse == kNegInf ? 0.f : max_lse;
+    float total = 0.f;
+    for (int s = 0; s < splits; ++s) total += __expf(partial_lse[s * rows + row] - base);
+    const float inv = total == 0.f ? 0.f : 1.f / total;
+    for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+        float acc = 0.f;
+        for (int s = 0; s < splits; ++s)
+            acc += __expf(partial_lse[s * rows + row] - base) * partial_o[(s * rows + row) * dv + c];
+        out[row * dv + c] = from_accum<T>(acc * inv);
+    }
+    if (write_lse && threadIdx.x == 0) lse[row] = total == 0.f ? kNegInf : base + __logf(total);
+}
+
+__device__ __forceinline__ float exact_exp(float x) { return expf(x); }
+__device__ __forceinline__ double exact_exp(double x) { return exp(x); }
+__device__ __forceinline__ float exact_log(float x) { return logf(x); }
+__device__ __forceinline__ double exact_log(double x) { return log(x); }
+
+// float32/float64 path: one warp per query row, block = WARPS rows of one batch entry.
+// Lanes take one key each for the scores (q row in shared memory), then the warp
+// accumulates P V with lanes over the head dim (up to 8 columns each: dv <= 256).
+template <typename T, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    attention_fwd_simt(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                       T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv,
+                       int q_tiles, T scale, int flags, int64 q_row, int64 q_col, int64 k_row, int64 k_col,
+                       int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
+    using A = accum_t<T>;
+    constexpr int kMaxHead = 256, kColsPerLane = kMaxHead / 32;
+    __shared__ A q_s[WARPS][kMaxHead];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64 batch = blockIdx.x / q_tiles;
+    const int row = static_cast<int>(blockIdx.x % q_tiles) * WARPS + warp;
+    if (row >= nq) return;
+    int64 q_off, k_off, v_off;
+    BATCH_LAYOUT.offsets(batch, q_off, k_off, v_off);
+    const T* q_g = q + q_off + row * q_row;
+    const T* k_g = k + k_off;
+    const T* v_g = v + v_off;
+    for (int c = lane; c < d; c += 32) q_s[warp][c] = to_accum(q_g[c * q_col]) * to_accum(scale);
+    __syncwarp();
+
+    const bool causal = flags & kCausal;
+    const int key_end = causal ? min(nk, row + nk - nq + 1) : nk;
+    const A neg_inf = neg_infinity<A>();
+    A row_max = neg_inf, row_sum = 0;
+    A acc[kColsPerLane];
+#pragma unroll
+    for (int i = 0; i < kColsPerLane; ++i) acc[i] = 0;
+
+    for (int n0 = 0; n0 < key_end; n0 += 32) {
+        const int key = n0 + lane;
+        A score = neg_inf;
+        if (key < key_end) {
+            const T* k_row_ptr = k_g + key * k_row;
+            A dot = 0;
+            for (int c = 0; c < d; ++c) dot += q_s[warp][c] * to_accum(k_row_ptr[c * k_col]);
+            score = dot;
+        }
+        const A new_max = nan_max(row_max, warp_max(score));
+        const A base = new_max == neg_inf ? A(0) : new_max;
+        const A alpha = exact_exp(row_max - base);
+        const A p = exact_exp(score - base);
+        row_sum = row_sum * alpha + warp_sum(p);
+        row_max = new_max;
+#pragma unroll
+        for (int i = 0; i < kColsPerLane; ++i) acc[i] *= alpha;
+        const int keys = min(32, key_end - n0);
+        for (int t = 0; t < keys; ++t) {
+            const A pt = __shfl_sync(0xffffffffu, p, t);
+            const T* v_row_ptr = v_g + (n0 + t) * v_row;
+#pragma unroll
+            for (int i = 0; i < kColsPerLane; ++i) {
+                const int c = lane + 32 * i;
+                if (c < dv) acc[i] += pt * to_accum(v_row_ptr[c * v_col]);
+            }
+        }
+    }
+    const bool empty = row_sum == A(0);
+    const int64 out_row = batch * nq + row;
+#pragma unroll
+    for (int i = 0; i < kColsPerLane; ++i) {
+        const int c = lane + 32 * i;
+        if (c < dv) out[out_row * dv + c] = from_accum<T>(empty ? A(0) : acc[i] / row_sum);
+    }
+    if ((flags & kWriteLse) && lane == 0) {
+        const A base = row_max == neg_inf ? A(0) : row_max;
+        lse[out_row] = empty ? neg_infinity<float>() : static_cast<float>(base + exact_log(row_sum));
+    }
+}
+
+}  // namespace attention
+}  // namespace cufuse
+
+using cufuse::attention::attention_fwd_mma;
+using cufuse::attention::attention_fwd_simt;
+using cufuse::attention::attention_merge;

@@ -1,0 +1,47 @@
+"""Reduced attention grid for compute-sanitizer (every kernel and load path, small shapes).
+
+    compute-sanitizer --tool memcheck  python tests/sanitize_attention.py
+    compute-sanitizer --tool racecheck python tests/sanitize_attention.py
+
+Exits 1 when a result misses the float64 oracle (FlashAttention's tolerance rule).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import cupy
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from test_attention import BF16, F16, F32, check_against_oracle, make_inputs  # noqa: E402
+
+CASES = [
+    # (n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out)
+    (113, 203, 64, 64, True, "mha", F16, True, True),  # prefill, 4 warps x 2 slices, 16-byte loads
+    (130, 70, 128, 96, False, "gqa", BF16, False, False),  # prefill, 8 warps, Dv < D
+    (40, 90, 59, 59, True, "mqa", F16, True, False),  # odd head dim: scalar loads
+    (1, 3000, 128, 128, False, "mha", BF16, True, True),  # decode, split keys + merge
+    (5, 3, 256, 256, True, "mha", BF16, True, False),  # Nq > Nk causal: empty rows
+    (200, 2100, 32, 32, True, "mha", F16, False, False),  # prefill split keys
+    (37, 41, 40, 24, True, "gqa", F32, True, True),  # SIMT
+]
+
+
+def main() -> int:
+    rng = np.random.default_rng(1234)
+    failed = 0
+    for case in CASES:
+        n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out = case
+        q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, heads=1)
+        failures = check_against_oracle(cupy, q, k, v, causal=causal, return_lse=return_lse, use_out=use_out)
+        print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
+        failed += bool(failures)
+    cupy.cuda.get_current_stream().synchronize()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""fused_linear_relu over a reduced grid that still reaches every kernel branch, for
+compute-sanitizer:
+
+    compute-sanitizer --tool memcheck python tests/sanitize_linear.py
+
+Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks
+as tests/test_linear.py. Exits 1 on any mismatch, 0 when all agree.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.test_linear import BF16, F16, F32, F64, Case, _force, check_case  # noqa: E402
+from cufuse._configs import linear as cfg  # noqa: E402
+
+CASES = [
+    Case((1,), 512, 256, BF16, "nk_t"),  # stream tile, split-K, K-major
+    Case((7,), 512, 40, F16, "kn"),  # stream tile, split-K, N-major
+    Case((3, 5), 512, 33, BF16, "nk_t", bias="none"),  # batched, ragged N
+    Case((7,), 8, 8, F16, "kn"),  # one k tile, no split
+    Case((40,), 512, 24, BF16, "kn", bias="strided"),  # 64x128 tile, split-K
+    Case((65,), 136, 72, F16, "nk_t_padded"),  # GEMM path, ragged M
+    Case((130,), 200, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 2)),  # split-K over several M tiles
+    Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),
+    Case((150,), 136, 264, F16, "kn", config=_force(cfg.LARGE_TILE)),
+    Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows"),
+    Case((9,), 33, 17, F16, "kn"),  # K not a multiple of 8: SIMT
+    Case((7,), 64, 40, BF16, "odd_column", bias="strided"),  # misaligned weight: SIMT
+    Case((5,), 64, 64, BF16, "kn", x_layout="strided_k"),
+    Case((7,), 1, 1, F16, "kn"),
+    Case((130,), 65, 130, F32, "kn", config=cfg.LinearConfig("simt", cfg.SIMT_LARGE)),
+    Case((3, 5), 33, 8, F32, "nk_t"),
+    Case((65,), 40, 33, F64, "every_other_k", bias="none"),
+    Case((3,), 0, 4, F16, "kn"),
+]
+
+
+def main() -> int:
+    import cupy
+
+    rng = np.random.default_rng()
+    failures = [f for f in (check_case(cupy, rng, case) for case in CASES) if f]
+    cupy.cuda.Device().synchronize()
+    for failure in failures:
+        print("MISMATCH", failure)
+    print(f"sanitize_linear: {len(CASES) - len(failures)} of {len(CASES)} cases agree")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

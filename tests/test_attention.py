@@ -1,0 +1,368 @@
+"""attention: config selection and batch layout (CPU), kernels against the float64 oracle (GPU).
+
+Correctness uses FlashAttention's rule: the kernel's max error against the float64 oracle is
+at most twice the error of the same computation done naively in the input dtype (scores,
+probabilities and output rounded to the dtype at each step, emulated on the CPU), plus the
+output dtype's rounding floor.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from cufuse import attention, reference
+from cufuse._configs import A100, H200
+from cufuse._configs import attention as configs
+from cufuse.attention import MAX_BATCH_DIMS, batch_layout
+
+try:
+    from conftest import poisoned
+except ImportError:  # run as a script from elsewhere
+    from tests.conftest import poisoned
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+
+SHAPES = [(1, 1), (1, 239), (113, 203), (128, 217), (108, 256), (256, 512), (512, 256), (1023, 1024),
+          (1024, 1023), (239, 1), (799, 3), (2048, 2048)]
+HEAD_DIMS = [32, 40, 59, 64, 96, 111, 128, 160, 192, 224, 256]
+MODES = ("mha", "mqa", "gqa")
+
+
+# ---------------------------------------------------------------- CPU: configs and layout
+
+
+@pytest.mark.parametrize("dev", [H200, A100], ids=["H200", "A100"])
+def test_every_selected_tile_fits_and_is_instantiated(dev):
+    specs = set(configs.instantiations(dev))
+    for n_q, n_k, d, dv, batch in itertools.product((1, 16, 17, 4096), (1, 100, 65536), (1, 64, 128, 200, 256),
+                                                    (8, 128, 256), (1, 256)):
+        for dtype in (F16, BF16):
+            config = configs.select_config(n_q, n_k, d, dv, batch, dtype, dev)
+            tile = config.tile
+            assert tile.head_dim >= max(d, dv)
+            assert tile.smem_bytes <= dev.max_smem_per_block
+            assert tile.spec(configs.ctype(dtype)) in specs
+            assert (tile.block_m == 16) == (n_q <= configs.DECODE_MAX_QUERIES)
+            if config.splits > 1:
+                assert config.keys_per_split % tile.block_n == 0
+                # every split holds keys, none is left over
+                assert (config.splits - 1) * config.keys_per_split < n_k <= config.splits * config.keys_per_split
+    assert configs.select_config(5, 5, 8, 8, 1, F32, dev).tile is None
+    assert configs.simt_spec("double") in specs and configs.merge_spec("__nv_bfloat16") in specs
+
+
+def test_head_dim_buckets():
+    assert [configs.head_dim_bucket(d) for d in (1, 32, 33, 64, 65, 111, 128, 129, 193, 256)] == [
+        32, 32, 64, 64, 96, 128, 128, 192, 256, 256]
+    with pytest.raises(ValueError):
+        configs.head_dim_bucket(257)
+
+
+def test_split_model():
+    # A full grid is not split; a lone (batch, head) with a long key range is.
+    assert configs.choose_splits(base_blocks=1024, n_tiles=128, slots=264) == 1
+    assert configs.choose_splits(base_blocks=1, n_tiles=1024, slots=264) >= 64
+    assert configs.choose_splits(base_blocks=8, n_tiles=1, slots=264) == 1
+    # decode at B*H = 8 with 65536 keys fills the device
+    plan = configs.select_config(1, 65536, 128, 128, 8, BF16, H200)
+    assert plan.splits * 8 >= H200.sm_count
+
+
+def test_batch_layout_broadcast_and_collapse():
+    # GQA: q (2, 8, 3), k/v (2, 1, 1) heads; contiguous (8, 3) collapses into one dim of q.
+    sizes, strides = batch_layout((2, 8, 3), {
+        "q": ((2, 8, 3, 5, 4), (480, 60, 20, 4, 1)),
+        "k": ((2, 1, 1, 5, 4), (20, 20, 20, 4, 1)),
+        "v": ((1, 5, 4), (20, 4, 1)),
+    })
+    assert sizes == (1, 1, 2, 24)
+    assert strides == {"q": (0, 0, 480, 20), "k": (0, 0, 20, 0), "v": (0, 0, 0, 0)}
+    # a transposed (B, N, H, D) view keeps both strides
+    sizes, strides = batch_layout((3, 4), {n: ((3, 4, 7, 8), (224, 8, 32, 1)) for n in "qkv"})
+    assert sizes == (1, 1, 3, 4) and strides["q"] == (0, 0, 224, 8)
+
+
+def test_batch_layout_too_many_dims():
+    shape = (2,) * (MAX_BATCH_DIMS + 1) + (3, 4)
+    strides = tuple(12 * 3 ** (MAX_BATCH_DIMS - i) for i in range(MAX_BATCH_DIMS + 1)) + (4, 1)  # every third slot
+    with pytest.raises(ValueError, match="attention: arguments 'q', 'k', 'v' expected leading dims"):
+        batch_layout(shape[:-2], {n: (shape, strides) for n in "qkv"})
+
+
+# ---------------------------------------------------------------- GPU helpers
+
+
+def make_inputs(rng, n_q, n_k, d, dv, mode, dtype, batch=1, heads=2, group=2):
+    """q, k, v as NumPy arrays in ``dtype``; k/v broadcast over heads for MQA/GQA."""
+    if mode == "mha":
+        qs, ks = (batch, heads, n_q, d), (batch, heads, n_k, d)
+    elif mode == "mqa":
+        qs, ks = (batch, heads, n_q, d), (batch, 1, n_k, d)
+    else:  # GQA: (B, Hkv, G, N, D) with k/v (B, Hkv, 1, N, D)
+        qs, ks = (batch, heads, group, n_q, d), (batch, heads, 1, n_k, d)
+    q = rng.standard_normal(qs).astype(dtype)
+    k = rng.standard_normal(ks).astype(dtype)
+    v = rng.standard_normal(ks[:-1] + (dv,)).astype(dtype)
+    return q, k, v
+
+
+def naive_in_dtype(q, k, v, causal, scale, dtype):
+    """softmax(q k^T * scale) v with every intermediate rounded to ``dtype`` (float32 math)."""
+    def rnd(x):
+        return x.astype(dtype).astype(np.float32)
+
+    q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
+    scores = rnd(rnd(np.matmul(q32, np.swapaxes(k32, -1, -2))) * np.float32(scale))
+    n_q, n_k = scores.shape[-2:]
+    if causal:
+        visible = np.arange(n_k)[None, :] <= np.arange(n_q)[:, None] + (n_k - n_q)
+        scores = np.where(visible, scores, -np.inf)
+    with np.errstate(invalid="ignore"):
+        m = scores.max(axis=-1, keepdims=True)
+        p = np.where(np.isfinite(m), np.exp(scores - np.where(np.isfinite(m), m, 0)), 0)
+        total = p.sum(axis=-1, keepdims=True)
+        p = rnd(np.where(total > 0, p / np.where(total > 0, total, 1), 0))
+    return rnd(np.matmul(p, v32))
+
+
+def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None):
+    """Run the kernel on (q, k, v), compare with the float64 oracle by FlashAttention's rule.
+    Returns a list of failure messages (empty when it passes)."""
+    dtype = q.dtype
+    scale_value = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    ref, ref_lse = reference.attention(q, k, v, causal=causal, scale=scale_value, return_lse=True)
+    kwargs = dict(causal=causal, scale=scale, return_lse=return_lse)
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    out = poisoned(cp, batch + (q.shape[-2], v.shape[-1]), dtype) if use_out else None
+    result = attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), out=out, **kwargs)
+    got, lse = result if return_lse else (result, None)
+    if use_out and got is not out:
+        return ["out was not returned"]
+    got = cp.asnumpy(got).astype(np.float64)
+    failures = []
+    if not np.isfinite(got).all():
+        failures.append(f"{np.count_nonzero(~np.isfinite(got))} non-finite outputs")
+    naive = naive_in_dtype(q, k, v, causal, scale_value, dtype)
+    naive_err = np.abs(naive.astype(np.float64) - ref).max(initial=0)
+    floor = 2 * np.abs((ref + 0.3 - 0.3).astype(dtype).astype(np.float64) - ref).max(initial=0) + 1e-5
+    err = np.abs(got - ref).max(initial=0)
+    if not err <= 2 * naive_err + floor:
+        failures.append(f"max error {err:.3g} > 2 * naive {naive_err:.3g} + floor {floor:.3g}")
+    if return_lse:
+        lse = cp.asnumpy(lse)
+        if lse.dtype != np.float32 or lse.shape != ref_lse.shape:
+            failures.append(f"lse {lse.dtype} {lse.shape}, expected float32 {ref_lse.shape}")
+        else:
+            same_inf = np.array_equal(np.isneginf(lse), np.isneginf(ref_lse))
+            finite = np.isfinite(ref_lse)
+            lse_err = np.abs(lse[finite] - ref_lse[finite]).max(initial=0)
+            if not same_inf or lse_err > 2e-3 * (1 + np.abs(ref_lse[finite]).max(initial=0)):
+                failures.append(f"lse error {lse_err:.3g} (same -inf pattern: {same_inf})")
+    return failures
+
+
+def covering_cases():
+    """A covering design over the factors (not the cross product): every (Nq, Nk), head dim,
+    Dv != D, causal, mode, dtype and return_lse value appears; f32 on a subset."""
+    cases = []
+    for i in range(24):
+        n_q, n_k = SHAPES[i % len(SHAPES)]
+        d = HEAD_DIMS[(7 * i) % len(HEAD_DIMS)]
+        dv = d if i % 4 else HEAD_DIMS[(7 * i + 5) % len(HEAD_DIMS)]
+        causal = bool((i // 2) % 2) if i < 12 else bool(i % 2)
+        mode = MODES[i % 3]
+        dtype = (F16, BF16)[(i // 3) % 2]
+        return_lse = bool((i // 4) % 2) or i % 5 == 0
+        use_out = i % 3 == 1
+        cases.append((n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out))
+    cases += [
+        (113, 203, 40, 40, True, "gqa", F32, True, True),
+        (1, 239, 128, 64, False, "mqa", F32, True, False),
+        (256, 512, 256, 256, True, "mha", F32, False, False),
+    ]
+    return cases
+
+
+def _case_id(case):
+    n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out = case
+    return f"{n_q}x{n_k}-d{d}-dv{dv}-{'causal' if causal else 'full'}-{mode}-{dtype.name}" + (
+        "-lse" if return_lse else "") + ("-out" if use_out else "")
+
+
+def test_covering_design_covers_every_value():
+    cases = covering_cases()
+    assert {(c[0], c[1]) for c in cases} == set(SHAPES)
+    assert set(HEAD_DIMS) <= {c[2] for c in cases}
+    assert any(c[2] != c[3] for c in cases)
+    assert {c[4] for c in cases} == {False, True} and {c[7] for c in cases} == {False, True}
+    assert {c[5] for c in cases} == set(MODES)
+    assert {c[6] for c in cases} == {F16, BF16, F32}
+    for dtype in (F16, BF16):  # both 16-bit dtypes meet both masks and every mode
+        assert {c[4] for c in cases if c[6] == dtype} == {False, True}
+        assert {c[5] for c in cases if c[6] == dtype} == set(MODES)
+
+
+# ---------------------------------------------------------------- GPU tests
+
+
+@pytest.mark.parametrize("case", covering_cases(), ids=_case_id)
+def test_matches_oracle(cp, rng, case):
+    n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out = case
+    big = n_q * n_k >= 1 << 20
+    q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, heads=1 if big else 2)
+    assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=return_lse, use_out=use_out) == []
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_split_keys_prefill_and_decode(cp, rng, dtype):
+    # One (batch, head) with many keys: the wave model splits them; then merge.
+    for n_q, n_k, causal in ((200, 3000, True), (16, 5000, False), (3, 4099, True)):
+        plan = configs.select_config(n_q, n_k, 64, 64, 1, dtype, configs_device(cp))
+        assert plan.splits > 1
+        q, k, v = make_inputs(rng, n_q, n_k, 64, 64, "mha", dtype, heads=1)
+        assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []
+
+
+def configs_device(cp):
+    from cufuse._configs import current_device_info
+
+    return current_device_info()
+
+
+def test_strided_views_and_scalar_path(cp, rng):
+    # (B, N, H, D) storage viewed as (B, H, N, D): strided rows, no copy, 16-byte loads.
+    stores = [rng.standard_normal((2, n, 3, dd)).astype(F16) for n, dd in ((300, 64), (257, 64), (257, 48))]
+    views = [np.swapaxes(x, 1, 2) for x in stores]
+    ref = reference.attention(*views, causal=True)
+    got = attention(*(cp.asarray(x).swapaxes(1, 2) for x in stores), causal=True)
+    naive_err = np.abs(naive_in_dtype(*views, True, 1 / 8, F16) - ref).max()
+    assert np.abs(cp.asnumpy(got).astype(np.float64) - ref).max() <= 2 * naive_err + 1e-3
+    # a non-unit last-axis stride, a misaligned base and an odd Dv take the scalar-load path
+    wide = cp.asarray(rng.standard_normal((2, 130, 64)).astype(BF16))
+    views = wide[:, :, ::2], wide[:, 1:, 1:33], wide[:, 1:, 33:]
+    host = [cp.asnumpy(x) for x in views]
+    ref = reference.attention(*host, scale=0.3)
+    got = attention(*views, scale=0.3)
+    naive_err = np.abs(naive_in_dtype(*host, False, 0.3, BF16) - ref).max()
+    assert np.abs(cp.asnumpy(got).astype(np.float64) - ref).max() <= 2 * naive_err + 1e-2
+
+
+@pytest.mark.parametrize("dtype", [BF16, F32])
+def test_causal_rows_without_keys_are_exactly_zero(cp, rng, dtype):
+    n_q, n_k = 300, 100  # query i sees key j iff j <= i - 200: rows 0..199 see nothing
+    q, k, v = make_inputs(rng, n_q, n_k, 64, 64, "mha", dtype)
+    out = poisoned(cp, (1, 2, n_q, 64), dtype)
+    got, lse = attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), causal=True, return_lse=True, out=out)
+    got, lse = cp.asnumpy(got).astype(np.float64), cp.asnumpy(lse)
+    assert (got[..., :200, :] == 0).all() and np.isneginf(lse[..., :200]).all()
+    assert np.isfinite(got[..., 200:, :]).all() and np.isfinite(lse[..., 200:]).all()
+    # decode-shaped: Nq = 8 > Nk = 3, split path not needed
+    q, k, v = make_inputs(rng, 8, 3, 32, 32, "mha", dtype)
+    got = cp.asnumpy(attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), causal=True)).astype(np.float64)
+    assert (got[..., :5, :] == 0).all() and np.isfinite(got).all()
+
+
+@pytest.mark.parametrize("n_q,n_k", [(200, 200), (4, 4096)])
+def test_nan_key_reaches_only_rows_that_see_it(cp, rng, n_q, n_k):
+    q, k, v = make_inputs(rng, n_q, n_k, 64, 64, "mha", BF16, heads=1)
+    bad = n_k - 2 if n_q < 16 else 70  # causal: rows i >= bad - (n_k - n_q) see it
+    k[..., bad, 5] = np.nan
+    got = cp.asnumpy(attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), causal=True)).astype(np.float64)
+    first_seeing = bad - (n_k - n_q)
+    assert np.isnan(got[..., first_seeing:, :]).all()
+    assert np.isfinite(got[..., :first_seeing, :]).all()
+    ref = reference.attention(q, k, v, causal=True)[..., :first_seeing, :]
+    naive_err = np.abs(naive_in_dtype(q, k, v, True, 1 / 8, BF16)[..., :first_seeing, :] - ref).max(initial=0)
+    assert np.abs(got[..., :first_seeing, :] - ref).max(initial=0) <= 2 * naive_err + 1e-2
+
+
+def test_float64_simt_path(cp, rng):
+    q, k, v = make_inputs(rng, 37, 71, 24, 40, "gqa", np.dtype(np.float64))
+    got, lse = attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), causal=True, return_lse=True)
+    ref, ref_lse = reference.attention(q, k, v, causal=True, return_lse=True)
+    np.testing.assert_allclose(cp.asnumpy(got), ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(cp.asnumpy(lse), ref_lse.astype(np.float32), rtol=1e-6)
+
+
+def _counting_kernels(monkeypatch):
+    """Patch the loader so every launch through get_kernel is recorded."""
+    import cufuse._loader as loader
+
+    launches = []
+    real = loader.get_kernel
+
+    def get_kernel(source, name, *args, **kwargs):
+        kernel = real(source, name, *args, **kwargs)
+
+        def launch(*a, **kw):
+            launches.append(name)
+            return kernel(*a, **kw)
+
+        return launch
+
+    monkeypatch.setattr(loader, "get_kernel", get_kernel)
+    return launches
+
+
+def test_launch_counts(cp, rng, monkeypatch):
+    launches = _counting_kernels(monkeypatch)
+    q, k, v = (cp.asarray(x) for x in make_inputs(rng, 1, 8192, 128, 128, "mha", BF16, batch=2, heads=2))
+    attention(q, k, v)  # 4 (batch, head) pairs: split-KV decode
+    assert launches == ["attention_fwd_mma", "attention_merge"]
+    launches.clear()
+    q, k, v = (cp.asarray(x) for x in make_inputs(rng, 1024, 1024, 128, 128, "mha", BF16, batch=4, heads=16))
+    attention(q, k, v, causal=True)
+    assert launches == ["attention_fwd_mma"]
+
+
+def test_memory_is_linear_in_sequence_length(cp, rng):
+    n, d = 16384, 64
+    q, k, v = (cp.asarray(rng.standard_normal((1, 1, n, d)).astype(F16)) for _ in range(3))
+    pool = cp.get_default_memory_pool()
+    requested = []
+
+    def counting_malloc(size):
+        requested.append(size)
+        return pool.malloc(size)
+
+    cp.cuda.set_allocator(counting_malloc)
+    try:
+        out, lse = attention(q, k, v, causal=True, return_lse=True)
+        cp.cuda.get_current_stream().synchronize()
+    finally:
+        cp.cuda.set_allocator(pool.malloc)
+    # out + lse + the split workspace (splits * N * (Dv + 1) float32): O(N);
+    # one score matrix alone would be N^2 * 2 bytes = 512 MiB.
+    bound = out.nbytes + lse.nbytes + 16 * n * (d + 1) * 4  # the wave model picks <= 16 splits here
+    assert sum(requested) <= bound < n * n * 2 // 4
+    assert np.isfinite(cp.asnumpy(out[0, 0, ::512]).astype(np.float32)).all()
+
+
+def test_q_beyond_2_pow_31_elements(cp, rng):
+    d, n_k = 128, 64
+    n_q = (1 << 31) // d + 300  # q has more than 2^31 elements
+    q = cp.zeros((1, n_q, d), dtype=BF16)
+    head = rng.standard_normal((64, d)).astype(BF16)
+    tail = rng.standard_normal((300, d)).astype(BF16)
+    q[0, :64] = cp.asarray(head)
+    q[0, -300:] = cp.asarray(tail)
+    k, v = (rng.standard_normal((1, n_k, d)).astype(BF16) for _ in range(2))
+    got = attention(q, cp.asarray(k), cp.asarray(v), causal=True)
+    for rows, sl in ((head, slice(0, 64)), (tail, slice(n_q - 300, n_q))):
+        # bottom-right causal: query i sees keys j <= i + n_k - n_q (none for the head rows)
+        offset = sl.start + n_k - n_q
+        visible = np.arange(n_k)[None, :] <= np.arange(len(rows))[:, None] + offset
+        scores = rows.astype(np.float64) @ k[0].astype(np.float64).T / math.sqrt(d)
+        scores = np.where(visible, scores, -np.inf)
+        with np.errstate(invalid="ignore"):
+            m = scores.max(axis=-1, keepdims=True)
+            p = np.where(np.isfinite(m), np.exp(scores - np.where(np.isfinite(m), m, 0)), 0)
+            total = p.sum(axis=-1, keepdims=True)
+            ref = np.where(total > 0, p / np.where(total > 0, total, 1), 0) @ v[0].astype(np.float64)
+        np.testing.assert_allclose(cp.asnumpy(got[0, sl]).astype(np.float64), ref, atol=3e-2)

@@ -1,0 +1,381 @@
+"""fused_linear_relu: CPU tests of the configuration rules, GPU tests of every dispatch branch.
+
+The GPU oracle is the float64 product computed by CuPy (the same arithmetic as
+``cufuse.reference.fused_linear_relu``, which the small cases also check directly), so the
+large shapes stay fast. Tolerance per element, relative to the problem:
+``2 ulp(dtype) * |ref| + 8 * eps(accumulator) * K * rms(x) * rms(w)``; the second term is
+about 100x below TF32's error at K = 4096, so a float32 case run on TF32 would fail.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+import numpy as np
+import pytest
+
+from tests.conftest import poisoned
+from cufuse import reference
+from cufuse._configs import A100, H200
+from cufuse._configs import linear as cfg
+from cufuse._dtypes import BFLOAT16
+from cufuse.linear import fused_linear_relu
+
+F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+
+
+# ----------------------------------------------------------------------------- CPU: configs
+
+
+@pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (16384, 4096, 4096), (4096, 16384, 4096)])
+def test_large_shapes_take_the_largest_tile(m, n, k):
+    assert cfg.choose_config(m, n, k, BFLOAT16, True, H200) == cfg.LinearConfig("mma", cfg.LARGE_TILE)
+
+
+def test_medium_shape_takes_a_tile_that_fills_the_sms():
+    config = cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200)
+    blocks = cfg.tile_count(512, 4096, config.tile)
+    assert cfg.wave_efficiency(blocks, H200.sm_count * config.tile.blocks_per_sm(H200)) > 0.9
+
+
+@pytest.mark.parametrize("m,tile", [(1, cfg.STREAM_TILE), (16, cfg.STREAM_TILE), (17, cfg.SMALL_TILE), (64, cfg.SMALL_TILE)])
+def test_small_m_streams_the_weight_with_split_k(m, tile):
+    config = cfg.choose_config(m, 8192, 8192, F16, True, H200)
+    assert config.tile == tile
+    blocks = cfg.tile_count(m, 8192, tile) * config.splits
+    assert config.splits > 1
+    assert cfg.wave_efficiency(blocks, H200.sm_count * tile.blocks_per_sm(H200)) > 0.9
+
+
+@pytest.mark.parametrize("k", [8, 64, 65 * 64, 4096, 8192 + 8])
+@pytest.mark.parametrize("n", [1, 33, 4096])
+def test_splits_leave_no_split_empty(k, n):
+    splits = cfg.choose_splits(1, n, k, cfg.STREAM_TILE, H200)
+    k_tiles = math.ceil(k / cfg.STREAM_TILE.bk)
+    per_split = math.ceil(k_tiles / splits)
+    assert 1 <= splits <= cfg.MAX_SPLITS
+    assert (splits - 1) * per_split < k_tiles  # the last split has work
+
+
+def test_few_tiles_split_k_and_many_tiles_do_not():
+    assert cfg.choose_config(65, 4096, 4096, BFLOAT16, True, H200).splits > 1
+    assert cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200).splits == 1
+    assert cfg.choose_config(8192, 8192, 8192, BFLOAT16, True, H200).splits == 1
+
+
+@pytest.mark.parametrize("m,n", [(65, 4096), (300, 264), (4097, 256), (200, 1)])
+def test_split_k_workspace_stays_bounded(m, n):
+    config = cfg.choose_config(m, n, 4096, BFLOAT16, True, H200)
+    if config.splits > 1:
+        assert m * n * 4 <= H200.sm_count * config.tile.blocks_per_sm(H200) * config.tile.bm * config.tile.bn * 4
+
+
+def test_single_column_spreads_k_over_many_blocks():
+    assert cfg.choose_splits(1, 1, 4096, cfg.STREAM_TILE, H200) >= 16
+
+
+def test_wave_efficiency_counts_the_last_wave():
+    assert cfg.wave_efficiency(132, 132) == 1.0
+    assert cfg.wave_efficiency(133, 132) == pytest.approx(133 / 264)
+    assert cfg.wave_efficiency(0, 132) == 0.0
+
+
+def test_simt_tiles():
+    assert cfg.choose_config(4096, 4096, 4096, F32, False, H200).tile == cfg.SIMT_LARGE
+    assert cfg.choose_config(64, 64, 4096, F32, False, H200).tile == cfg.SIMT_SMALL
+    assert cfg.choose_config(4096, 4096, 4096, F64, False, H200).tile == cfg.SIMT_SMALL
+    assert cfg.choose_config(4096, 4096, 4100, F16, False, H200).kind == "simt"
+
+
+def _eligible(dtype, k, n, w_strides, w_offset=0, x_row_stride=None, x_ptr=0):
+    itemsize = np.dtype(dtype).itemsize
+    return cfg.mma_eligible(dtype, k, n, x_ptr, x_row_stride or k, 1, 8, 256 + w_offset * itemsize, *w_strides)
+
+
+def test_mma_eligibility_and_layout():
+    assert _eligible(F16, 64, 40, (1, 64)) is True  # transposed (N, K) array: K-major
+    assert _eligible(F16, 64, 40, (40, 1)) is False  # row-major (K, N): N-major
+    assert _eligible(F16, 64, 33, (1, 64)) is True  # K-major: N may be ragged
+    assert _eligible(F16, 64, 33, (33, 1)) is None  # N-major rows not 16-byte multiples
+    assert _eligible(F16, 64, 40, (43, 1), w_offset=1) is None  # slice starting at an odd column
+    assert _eligible(F16, 33, 40, (40, 1)) is None  # K not a multiple of 8
+    assert _eligible(F16, 64, 40, (80, 2)) is None  # neither axis contiguous
+    assert _eligible(F16, 64, 40, (40, 1), x_ptr=2) is None  # x misaligned
+    assert _eligible(F16, 64, 40, (40, 1), x_row_stride=68) is None  # x rows misaligned
+    assert _eligible(F32, 64, 40, (40, 1)) is None  # float32 runs on SIMT (no TF32)
+
+
+def _chosen_specs(dev):
+    specs = set()
+    for dtype in (F16, BFLOAT16, F32, F64):
+        for m in (1, 7, 16, 17, 64, 65, 512, 4097, 8192):
+            for n in (1, 8, 33, 4096, 16384):
+                for mma_ok in (True, False) if dtype.itemsize == 2 else (False,):
+                    config = cfg.choose_config(m, n, 4096, dtype, mma_ok, dev)
+                    for kmajor in (True, False):
+                        specs.add(cfg.kernel_spec(config, dtype, kmajor))
+    return specs
+
+
+@pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
+def test_instantiations_cover_every_choice(dev):
+    assert _chosen_specs(dev) <= set(cfg.instantiations(dev))
+
+
+@pytest.mark.parametrize("tile", cfg.MMA_TILES)
+@pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
+def test_mma_tiles_fit_shared_memory(tile, dev):
+    assert tile.smem_bytes() <= dev.max_smem_per_block
+    assert tile.blocks_per_sm(dev) >= 1
+
+
+@pytest.mark.parametrize("tile", cfg.MMA_TILES, ids=lambda t: f"{t.bm}x{t.bn}")
+def test_mma_tiles_fit_their_register_budget(tile):
+    from cufuse._loader import compile_spec, resource_usage
+
+    spec = cfg.kernel_spec(cfg.LinearConfig("mma", tile), BFLOAT16, False)
+    usage = resource_usage(compile_spec(spec, "sm_90a").log)
+    assert usage["spill_stores"] == 0
+    assert tile.max_blocks_per_sm * tile.threads * usage["registers"] <= 65536
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One GPU check: x of shape lead + (K,), weight (K, N) built by ``layout``."""
+
+    lead: tuple
+    k: int
+    n: int
+    dtype: np.dtype
+    layout: str = "kn"  # kn | nk_t | nk_t_padded | odd_column | every_other_k
+    bias: str = "contiguous"  # contiguous | none | strided
+    x_layout: str = "contiguous"  # contiguous | padded_rows | strided_k
+    config: cfg.LinearConfig | None = None
+
+    def __str__(self):
+        parts = [f"{'x'.join(map(str, self.lead + (self.k,)))}@{self.k}x{self.n}", self.dtype.name, self.layout]
+        if self.bias != "contiguous":
+            parts.append(f"bias_{self.bias}")
+        if self.x_layout != "contiguous":
+            parts.append(self.x_layout)
+        if self.config:
+            parts.append(f"{self.config.kind}{self.config.tile.bm}x{self.config.tile.bn}s{self.config.splits}")
+        return "-".join(parts)
+
+
+def _force(tile, splits=1):
+    return cfg.LinearConfig("mma", tile, splits)
+
+
+BF16 = BFLOAT16
+CASES = [
+    # tensor cores, weight streaming (M <= 16, split-K), both layouts, ragged N
+    Case((1,), 4096, 4096, BF16, "nk_t"),
+    Case((1,), 4096, 4096, F16, "kn"),
+    Case((7,), 4096, 33, BF16, "nk_t", bias="none"),
+    Case((3, 5), 4096, 4100, F16, "nk_t"),
+    Case((7,), 8, 8, BF16, "kn"),  # one k tile: no split
+    # tensor cores, M in 17..64 (64x128 tile, split-K)
+    Case((64,), 4096, 8, BF16, "kn"),
+    Case((33,), 4096, 1, F16, "nk_t"),
+    Case((64,), 4096, 4096, BF16, "nk_t_padded"),
+    # tensor cores, GEMM tiles
+    Case((65,), 4096, 4100, BF16, "nk_t"),
+    Case((4097,), 4096, 4096, BF16, "kn"),
+    Case((4097,), 4096, 4096, F16, "nk_t", bias="none"),
+    Case((300,), 520, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),
+    Case((300,), 520, 264, F16, "kn", config=_force(cfg.MEDIUM_TILE)),
+    Case((200,), 264, 520, F16, "nk_t", config=_force(cfg.LARGE_TILE)),
+    Case((200,), 264, 520, BF16, "kn", config=_force(cfg.LARGE_TILE)),
+    Case((130,), 1024, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 3)),
+    Case((65,), 64, 64, F16, "every_other_k", bias="strided"),
+    Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows"),
+    # 16-bit operands the tensor-core kernel cannot load: SIMT
+    Case((65,), 4100, 4096, F16, "kn"),
+    Case((7,), 64, 40, BF16, "odd_column", bias="strided"),
+    Case((7,), 1, 1, F16, "kn"),
+    Case((5,), 64, 64, BF16, "kn", x_layout="strided_k"),
+    # float32 (true float32) and float64: SIMT
+    Case((4097,), 256, 4100, F32, "kn"),
+    Case((1,), 4096, 4096, F32, "nk_t"),
+    Case((3, 5), 33, 8, F32, "odd_column", bias="none"),
+    Case((65,), 4100, 33, F64, "nk_t"),
+    Case((3, 5), 33, 8, F64, "kn"),
+    Case((4097,), 8, 1, F64, "every_other_k"),
+    # degenerate
+    Case((3,), 0, 4, F16, "kn"),
+    Case((3,), 0, 4, F32, "kn"),
+    Case((0,), 16, 4, BF16, "kn"),
+]
+
+
+def _random(cp, rng, shape, dtype):
+    return cp.asarray(rng.standard_normal(shape, dtype=np.float32).astype(dtype))
+
+
+def make_inputs(cp, rng, case: Case):
+    k, n, dtype = case.k, case.n, case.dtype
+    x_shape = case.lead + (k,)
+    if case.x_layout == "padded_rows":
+        x = _random(cp, rng, case.lead + (k + 8,), dtype)[..., :k]
+    elif case.x_layout == "strided_k":
+        x = _random(cp, rng, case.lead + (2 * k,), dtype)[..., ::2]
+    else:
+        x = _random(cp, rng, x_shape, dtype)
+    if case.layout == "kn":
+        w = _random(cp, rng, (k, n), dtype)
+    elif case.layout == "nk_t":
+        w = _random(cp, rng, (n, k), dtype).T
+    elif case.layout == "nk_t_padded":
+        w = _random(cp, rng, (n, k + 8), dtype)[:, :k].T
+    elif case.layout == "odd_column":
+        w = _random(cp, rng, (k, n + 3), dtype)[:, 1 : n + 1]
+    elif case.layout == "every_other_k":
+        w = _random(cp, rng, (2 * k, n), dtype)[::2]
+    else:
+        raise AssertionError(case.layout)
+    b = {"contiguous": lambda: _random(cp, rng, (n,), dtype), "none": lambda: None,
+         "strided": lambda: _random(cp, rng, (2 * n,), dtype)[::2]}[case.bias]()
+    return x, w, b
+
+
+def to_float64(cp, a):
+    """float64 copy of a CuPy array; bfloat16 widened through its bits (exact, and needs
+    no bfloat16 arithmetic from CuPy)."""
+    if a.dtype == BFLOAT16:
+        return (a.view(cp.uint16).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+    return a.astype(cp.float64)
+
+
+def oracle(cp, x, w, b):
+    """float64 max(x @ w + b, 0) on the GPU, and the per-element tolerance."""
+    x64, w64 = to_float64(cp, x), to_float64(cp, w)
+    ref = cp.matmul(x64, w64)
+    if b is not None:
+        ref += to_float64(cp, b)
+    ref = cp.maximum(ref, 0.0)
+    k = w.shape[0]
+    dtype = np.dtype(x.dtype)
+    ulp = {F16: 2.0**-10, BFLOAT16: 2.0**-7, F32: 2.0**-23, F64: 2.0**-52}[dtype]
+    eps_acc = 2.0**-52 if dtype == F64 else 2.0**-23
+    rms = lambda a: float(cp.sqrt(cp.mean(a**2))) if a.size else 0.0
+    tol = 2 * ulp * cp.abs(ref) + 8 * eps_acc * max(k, 1) * rms(x64) * rms(w64) + 1e-30
+    return ref, tol
+
+
+def check_case(cp, rng, case: Case) -> str | None:
+    """Run one case into a poisoned out; returns a failure description or None."""
+    x, w, b = make_inputs(cp, rng, case)
+    out = poisoned(cp, case.lead + (case.n,), case.dtype)
+    result = fused_linear_relu(x, w, b, out=out, config=case.config)
+    if result is not out:
+        return "did not return out"
+    ref, tol = oracle(cp, x, w, b)
+    err = cp.abs(to_float64(cp, out) - ref)
+    bad = ~(err <= tol)  # NaN (an unwritten element) counts as bad
+    if bool(bad.any()):
+        idx = tuple(int(i[0]) for i in cp.nonzero(bad))
+        return (f"{case}: {int(bad.sum())} of {out.size} elements off, e.g. at {idx}: got {float(to_float64(cp, out)[idx])}, "
+                f"want {float(ref[idx])} (tol {float(tol[idx]):.3g})")
+    return None
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_matches_float64_oracle(cp, rng, case):
+    failure = check_case(cp, rng, case)
+    assert failure is None, failure
+
+
+def test_new_out_and_numpy_reference_agree(cp, rng):
+    x = rng.standard_normal((3, 5, 40)).astype(np.float32)
+    w = rng.standard_normal((40, 24)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    got = fused_linear_relu(cp.asarray(x), cp.asarray(w), cp.asarray(b))
+    assert got.shape == (3, 5, 24) and got.dtype == np.float32
+    np.testing.assert_allclose(cp.asnumpy(got), reference.fused_linear_relu(x, w, b), rtol=1e-5, atol=1e-4)
+
+
+def test_nan_propagates_through_relu(cp, rng):
+    x = _random(cp, rng, (65, 64), F16)
+    w = _random(cp, rng, (64, 64), F16)
+    x[3, 5] = np.nan
+    out = fused_linear_relu(x, w)
+    assert bool(cp.isnan(out[3]).all()) and not bool(cp.isnan(out[4]).any())
+
+
+def test_uncollapsible_x_is_refused_not_copied(cp, rng):
+    x = _random(cp, rng, (4, 6, 16), F16)[:, ::2]  # rows 0, 2, 4 of each of 4 blocks: no single row stride
+    x = x.transpose(1, 0, 2)
+    with pytest.raises(ValueError, match="fused_linear_relu: argument 'x'"):
+        fused_linear_relu(x, _random(cp, rng, (16, 8), F16))
+
+
+def test_x_row_above_2_31_elements(cp):
+    """64-bit offsets: the last rows of x start past element 2**31."""
+    m, k, n = (1 << 31) // 4096 + 70, 4096, 8
+    x = cp.empty((m, k), dtype=cp.float16)
+    for start in range(0, m, 1 << 16):
+        rows = x[start : start + (1 << 16)]
+        rows[...] = cp.random.standard_normal(rows.shape, dtype=cp.float32)
+    w = cp.random.standard_normal((n, k), dtype=cp.float32).astype(cp.float16).T
+    out = poisoned(cp, (m, n), cp.float16)
+    fused_linear_relu(x, w, out=out)
+    for rows in (slice(0, 64), slice(m - 200, m)):
+        ref, tol = oracle(cp, x[rows], w, None)
+        assert bool((cp.abs(out[rows].astype(cp.float64) - ref) <= tol).all())
+    del x
+
+
+# One case per kernel for the launch/allocation checks: tensor cores with split-K, tensor
+# cores direct, SIMT.
+LAUNCH_CASES = [
+    Case((1,), 4096, 4096, BF16, "nk_t"),
+    Case((300,), 520, 264, BF16, "kn", config=_force(cfg.MEDIUM_TILE)),
+    Case((65,), 256, 264, F32, "kn"),
+]
+
+
+def _captured_nodes(cp, fn):
+    """The node names of a CUDA graph captured around ``fn()``, and its (verbose) DOT text."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        fn()  # warm: compile, split-K workspace
+        stream.begin_capture()
+        fn()
+        graph = stream.end_capture()
+    dot = graph.debug_dot_str(1)  # cudaGraphDebugDotFlagsVerbose
+    return set(re.findall(r'^\s*"([^"]+)"\s*\[', dot, flags=re.MULTILINE)), dot  # node statements
+
+
+@pytest.mark.parametrize("case", LAUNCH_CASES, ids=str)
+def test_one_kernel_launch_per_call(cp, rng, case):
+    x, w, b = make_inputs(cp, rng, case)
+    out = cp.empty(case.lead + (case.n,), dtype=case.dtype)
+    nodes, dot = _captured_nodes(cp, lambda: fused_linear_relu(x, w, b, out=out))
+    assert len(nodes) == 1 and "linear_relu" in dot, dot
+
+
+@pytest.mark.parametrize("case", LAUNCH_CASES, ids=str)
+def test_no_allocation_besides_out(cp, rng, case):
+    class Counter(cp.cuda.MemoryHook):
+        name = "cufuse-test-counter"
+
+        def __init__(self):
+            self.sizes = []
+
+        def malloc_preprocess(self, **kwargs):
+            self.sizes.append(kwargs["size"])
+
+    x, w, b = make_inputs(cp, rng, case)
+    out = cp.empty(case.lead + (case.n,), dtype=case.dtype)
+    fused_linear_relu(x, w, b, out=out)  # warm: compile, split-K workspace (documented, reused)
+    with Counter() as counter:
+        fused_linear_relu(x, w, b, out=out)
+    assert counter.sizes == []
+    with Counter() as counter:
+        fresh = fused_linear_relu(x, w, b)
+    assert len(counter.sizes) == 1 and counter.sizes[0] >= fresh.nbytes
