@@ -174,7 +174,6 @@ def _attention_gpu(q, k, v, causal, scale, return_lse, out, batch, config):
         for n, arr in operands.items():
             if _vec16_ok(arr, head_dim_v if n == "v" else head_dim, strides[n]):
                 flags |= vec_flags[n]
-        q_tiles = -(-n_q // tile.block_m)
         splits = config.splits
         keys_per_split = config.keys_per_split if splits > 1 else n_k
         if splits > 1:  # the documented workspace: splits * B * Nq * (Dv + 1) float32
@@ -182,15 +181,30 @@ def _attention_gpu(q, k, v, causal, scale, return_lse, out, batch, config):
             partial_lse = cupy.empty((splits, batch_count, n_q), dtype=np.float32)
         else:
             partial_o = partial_lse = lse_arg  # not touched with one split
-        kernel = get_kernel(*_spec_args(tile.spec(dtype_name)), dynamic_smem=tile.smem_bytes)
-        kernel(
-            (q_tiles * splits * batch_count,),
-            (tile.threads,),
-            (q, k, v, out, lse_arg, partial_o, partial_lse, *shape_args, np.int32(q_tiles), np.int32(splits),
-             np.int32(keys_per_split), np.float32(scale * np.log2(np.e)), np.int32(flags), *strides_args,
-             *layout_args),
-            shared_mem=tile.smem_bytes,
-        )
+        scale_log2 = np.float32(scale * np.log2(np.e))
+        if isinstance(tile, configs.DecodeTile):
+            if not flags & configs.FLAG_VEC_K or not flags & configs.FLAG_VEC_V:
+                raise ValueError(
+                    f"{_FN}: argument 'config' expected k and v with 16-byte aligned rows for a decode tile, "
+                    f"got k strides {k.strides}, v strides {v.strides}"
+                )
+            kernel = get_kernel(*_spec_args(tile.spec(dtype_name)))
+            kernel(
+                (n_q * splits * batch_count,),
+                (tile.threads,),
+                (q, k, v, out, lse_arg, partial_o, partial_lse, *shape_args, np.int32(splits),
+                 np.int32(keys_per_split), scale_log2, np.int32(flags), *strides_args, *layout_args),
+            )
+        else:
+            q_tiles = -(-n_q // tile.block_m)
+            kernel = get_kernel(*_spec_args(tile.spec(dtype_name)), dynamic_smem=tile.smem_bytes)
+            kernel(
+                (q_tiles * splits * batch_count,),
+                (tile.threads,),
+                (q, k, v, out, lse_arg, partial_o, partial_lse, *shape_args, np.int32(q_tiles), np.int32(splits),
+                 np.int32(keys_per_split), scale_log2, np.int32(flags), *strides_args, *layout_args),
+                shared_mem=tile.smem_bytes,
+            )
         if splits > 1:
             merge = get_kernel(*_spec_args(configs.merge_spec(dtype_name)))
             rows = batch_count * n_q

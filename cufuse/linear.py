@@ -95,16 +95,22 @@ def _linear_relu_gpu(x, weight, bias, out, out_shape, config):
         mma_ok = b_kmajor is not None and dev.cc >= linear_configs.MMA_MIN_CC
         if config is None:
             config = linear_configs.choose_config(m, n, k, x.dtype, mma_ok, dev)
-        if config.kind == "mma" and not mma_ok:
-            raise ValueError(f"{_FN}: argument 'config' asks for the tensor-core kernel, which these operands' "
+        if config.kind in ("mma", "gemv") and not mma_ok:
+            raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which these operands' "
                              f"dtype or alignment rule out")
+        if config.kind == "gemv" and m > config.tile.rows:
+            raise ValueError(f"{_FN}: argument 'config' expected a gemv tile of at least M = {m} rows, "
+                             f"got {config.tile.rows}")
         if not mma_ok:  # the SIMT kernel coalesces along k when the weight's k stride is the unit one
             b_kmajor = abs(w_k_stride) == 1 and abs(w_n_stride) != 1
         spec = linear_configs.kernel_spec(config, x.dtype, b_kmajor)
         tile = config.tile
-        grid = (linear_configs.tile_count(m, n, tile), 1, 1)
         bias_arg = bias if bias is not None else _null_pointer()
         bias_stride = np.int64(bias.strides[0] // itemsize if bias is not None else 0)
+        if config.kind == "gemv":
+            return _launch_gemv(x, weight, bias_arg, out, bias_stride, spec, config, m, n, k, x_row_stride,
+                                w_n_stride if b_kmajor else w_k_stride, b_kmajor)
+        grid = (linear_configs.tile_count(m, n, tile), 1, 1)
         if config.kind == "simt":
             kernel = get_kernel(spec.source, spec.name, *spec.template_args)
             kernel(grid, (tile.threads, 1, 1),
@@ -125,6 +131,24 @@ def _linear_relu_gpu(x, weight, bias, out, out_shape, config):
                 np.int32(k_tiles_per_split), np.int32(config.raster_group), np.int32(paired_store)),
                shared_mem=smem)
         return out
+
+
+def _launch_gemv(x, weight, bias_arg, out, bias_stride, spec, config, m, n, k, ldx, ldw, b_kmajor):
+    """The weight-streaming kernel: K-major weights need no split; row-major ones split K
+    over ``config.splits`` blocks per 256 columns (float32 workspace, as for the mma kernel)."""
+    import cupy
+
+    tile = config.tile
+    col_blocks = -(-n // tile.columns_per_block(b_kmajor))
+    splits = 1 if b_kmajor else max(1, min(config.splits, k))
+    k_rows_per_split = -(-k // splits)
+    splits = -(-k // k_rows_per_split)
+    workspace, counters = _split_workspace(cupy, m * n, col_blocks) if splits > 1 else (_null_pointer(),) * 2
+    kernel = get_kernel(spec.source, spec.name, *spec.template_args)
+    kernel((col_blocks, splits, 1), (tile.threads, 1, 1),
+           (x, weight, bias_arg, out, workspace, counters, np.int64(m), np.int64(n), np.int64(k), np.int64(ldx),
+            np.int64(ldw), bias_stride, np.int64(k_rows_per_split)))
+    return out
 
 
 def _null_pointer():

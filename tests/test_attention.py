@@ -74,6 +74,22 @@ def test_split_model():
     assert plan.splits * 8 >= H200.sm_count
 
 
+@pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (8192, 256), (65536, 256), (65536, 1)])
+def test_decode_plan_covers_the_keys(n_k, batch):
+    for tile in (configs.DecodeTile(128, 4, 8), configs.DecodeTile(64, 8, 4)):
+        plan = configs.plan_decode(tile, 1, n_k, batch, H200)
+        assert 1 <= plan.splits <= configs.MAX_SPLITS
+        if plan.splits > 1:
+            assert plan.keys_per_split % tile.group_keys == 0
+            assert plan.keys_per_split >= configs.DECODE_MIN_KEYS_PER_SPLIT
+            assert (plan.splits - 1) * plan.keys_per_split < n_k <= plan.splits * plan.keys_per_split
+        forced = configs.plan_decode(tile, 1, n_k, batch, H200, splits=7)
+        assert forced.splits <= 7 and (forced.splits == 1 or forced.keys_per_split * forced.splits >= n_k)
+    # B*H = 256 with 8192 keys: thousands of blocks, not 256
+    assert configs.plan_decode(configs.DecodeTile(128, 4, 8), 1, 8192, 256, H200).splits >= 8
+    assert configs.DecodeTile(128, 4, 8).spec("__half").template_args == ("__half", 128, 4, 8)
+
+
 def test_batch_layout_broadcast_and_collapse():
     # GQA: q (2, 8, 3), k/v (2, 1, 1) heads; contiguous (8, 3) collapses into one dim of q.
     sizes, strides = batch_layout((2, 8, 3), {
@@ -131,13 +147,13 @@ def naive_in_dtype(q, k, v, causal, scale, dtype):
     return rnd(np.matmul(p, v32))
 
 
-def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None):
+def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None, config=None):
     """Run the kernel on (q, k, v), compare with the float64 oracle by FlashAttention's rule.
     Returns a list of failure messages (empty when it passes)."""
     dtype = q.dtype
     scale_value = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     ref, ref_lse = reference.attention(q, k, v, causal=causal, scale=scale_value, return_lse=True)
-    kwargs = dict(causal=causal, scale=scale, return_lse=return_lse)
+    kwargs = dict(causal=causal, scale=scale, return_lse=return_lse, config=config)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = poisoned(cp, batch + (q.shape[-2], v.shape[-1]), dtype) if use_out else None
     result = attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), out=out, **kwargs)
@@ -227,6 +243,49 @@ def test_split_keys_prefill_and_decode(cp, rng, dtype):
         assert plan.splits > 1
         q, k, v = make_inputs(rng, n_q, n_k, 64, 64, "mha", dtype, heads=1)
         assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []
+
+
+# Explicit configs of the variants the sweep (bench/sweep_attention.py) tries: the register
+# decode kernel (one query row per block, K/V straight to registers) and a branch-free MMA
+# tile on padded head dims (the zero padding must make the skipped steps harmless).
+OVERRIDE_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, splits)
+    (1, 239, 128, 128, False, "mha", BF16, configs.DecodeTile(128, 4, 8), None),
+    (1, 5000, 64, 64, True, "gqa", F16, configs.DecodeTile(64, 4, 8), None),
+    (3, 4099, 128, 96, True, "mqa", BF16, configs.DecodeTile(128, 8, 4), 5),
+    (16, 700, 40, 40, False, "gqa", F16, configs.DecodeTile(64, 2, 8), 3),
+    (5, 3, 32, 32, True, "mha", BF16, configs.DecodeTile(32, 4, 4), None),
+    (113, 203, 40, 56, True, "gqa", BF16, configs.MmaTile(64, 8, 1, 64, 2, 1, True, False), None),
+    (256, 517, 111, 104, False, "mha", F16, configs.MmaTile(128, 8, 1, 64, 2, 1, True, False), None),
+]
+
+
+@pytest.mark.parametrize("case", OVERRIDE_CASES, ids=lambda c: f"{c[0]}x{c[1]}-d{c[2]}-{type(c[7]).__name__}")
+def test_config_override_variants(cp, rng, case):
+    n_q, n_k, d, dv, causal, mode, dtype, tile, splits = case
+    q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype)
+    batch = int(np.prod(np.broadcast_shapes(q.shape[:-2], k.shape[:-2])))
+    dev = configs_device(cp)
+    if isinstance(tile, configs.DecodeTile):
+        config = configs.plan_decode(tile, n_q, n_k, batch, dev, splits)
+    else:
+        config = configs.plan_splits(tile, n_q, n_k, batch, dev)
+    assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True, config=config) == []
+
+
+def test_decode_tile_nan_key_and_unaligned_rows(cp, rng):
+    # causal, Nq = 4, Nk = 3000: row i sees key j iff j <= i + 2996
+    q, k, v = make_inputs(rng, 4, 3000, 64, 64, "mha", BF16, heads=1)
+    config = configs.plan_decode(configs.DecodeTile(64, 4, 8), 4, 3000, 1, configs_device(cp), 3)
+    for bad, first_seeing in ((100, 0), (2998, 2)):
+        k_bad = k.copy()
+        k_bad[..., bad, 5] = np.nan
+        got = attention(cp.asarray(q), cp.asarray(k_bad), cp.asarray(v), causal=True, config=config)
+        got = cp.asnumpy(got).astype(np.float32)
+        assert np.isfinite(got[..., :first_seeing, :]).all() and np.isnan(got[..., first_seeing:, :]).all()
+    # k rows not 16-byte aligned: the decode tile refuses instead of misreading
+    wide = cp.asarray(rng.standard_normal((1, 3000, 65)).astype(BF16))
+    with pytest.raises(ValueError, match="attention: argument 'config' expected k and v with 16-byte"):
+        attention(cp.asarray(q[0]), wide[:, :, 1:], wide[:, :, 1:], config=config)
 
 
 def configs_device(cp):

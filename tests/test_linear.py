@@ -163,12 +163,18 @@ class Case:
         if self.x_layout != "contiguous":
             parts.append(self.x_layout)
         if self.config:
-            parts.append(f"{self.config.kind}{self.config.tile.bm}x{self.config.tile.bn}s{self.config.splits}")
+            t = self.config.tile
+            shape = f"{t.rows}rows" if self.config.kind == "gemv" else f"{t.bm}x{t.bn}"
+            parts.append(f"{self.config.kind}{shape}s{self.config.splits}")
         return "-".join(parts)
 
 
 def _force(tile, splits=1):
     return cfg.LinearConfig("mma", tile, splits)
+
+
+def _gemv(splits=1):
+    return cfg.LinearConfig("gemv", cfg.GEMV_TILES[0], splits)
 
 
 BF16 = BFLOAT16
@@ -179,6 +185,12 @@ CASES = [
     Case((7,), 4096, 33, BF16, "nk_t", bias="none"),
     Case((3, 5), 4096, 4100, F16, "nk_t"),
     Case((7,), 8, 8, BF16, "kn"),  # one k tile: no split
+    # weight-streaming GEMV (M = 1): K-major ragged N and K, row-major with and without split-K
+    Case((1,), 4104, 4100, BF16, "nk_t", config=_gemv()),
+    Case((1,), 8, 8, F16, "nk_t", bias="none", config=_gemv()),
+    Case((1,), 1000, 4104, F16, "kn", config=_gemv(3)),
+    Case((1,), 1000, 264, BF16, "kn", bias="strided", config=_gemv()),
+    Case((1,), 4096, 4096, BF16, "nk_t_padded", config=_gemv(8)),
     # tensor cores, M in 17..64 (64x128 tile, split-K)
     Case((64,), 4096, 8, BF16, "kn"),
     Case((33,), 4096, 1, F16, "nk_t"),

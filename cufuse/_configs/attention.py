@@ -41,6 +41,12 @@ class MmaTile:
     block_n: int  # keys per K/V tile
     stages: int  # K/V tiles in flight (cp.async ring)
     min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
+    q_in_regs: bool | None = None  # Q fragments held in registers; None: when m_tiles * head_dim <= 64
+    skip_pad_cols: bool = True  # run-time skip of MMA steps beyond d / dv (else branch-free loops)
+
+    def __post_init__(self):
+        if self.q_in_regs is None:
+            object.__setattr__(self, "q_in_regs", self.m_tiles * self.head_dim <= 64)
 
     @property
     def block_m(self) -> int:
@@ -56,7 +62,8 @@ class MmaTile:
         return rows * (self.head_dim + SMEM_PITCH_PAD) * 2
 
     def spec(self, dtype_ctype: str) -> KernelSpec:
-        args = (dtype_ctype, self.head_dim, self.warps, self.m_tiles, self.block_n, self.stages, self.min_blocks)
+        args = (dtype_ctype, self.head_dim, self.warps, self.m_tiles, self.block_n, self.stages, self.min_blocks,
+                self.q_in_regs, self.skip_pad_cols)
         return KernelSpec(SOURCE, "attention_fwd_mma", args)
 
 
@@ -64,9 +71,57 @@ class MmaTile:
 class AttentionConfig:
     """A launch plan: ``tile`` None means the SIMT path (float32/float64, no splits)."""
 
-    tile: MmaTile | None
+    tile: MmaTile | DecodeTile | None
     splits: int = 1
     keys_per_split: int = 0  # a multiple of tile.block_n when splits > 1; unused with one split
+
+
+DECODE_HEAD_DIMS = (32, 64, 128, 256)  # HD / 8 lanes per key row must divide a warp
+DECODE_MIN_KEYS_PER_SPLIT = 512
+DECODE_BLOCKS_PER_SLOT = 2  # blocks launched per resident-block slot (tail balance)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeTile:
+    """One ``attention_decode`` instantiation: K/V streamed straight into registers (no
+    shared-memory staging), one query row per block. Needs k and v with 16-byte rows."""
+
+    head_dim: int  # a DECODE_HEAD_DIMS entry covering D and Dv
+    warps: int
+    unroll: int  # 16-byte K and V loads in flight per lane
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def group_keys(self) -> int:
+        """Keys one block reads per loop step (its split ranges are multiples of this)."""
+        return self.warps * self.unroll * (256 // self.head_dim)
+
+    def spec(self, dtype_ctype: str) -> KernelSpec:
+        return KernelSpec(SOURCE, "attention_decode", (dtype_ctype, self.head_dim, self.warps, self.unroll))
+
+
+def decode_head_dim(head_dim: int) -> int:
+    for bucket in DECODE_HEAD_DIMS:
+        if head_dim <= bucket:
+            return bucket
+    raise ValueError(f"attention: head dim {head_dim} exceeds {DECODE_HEAD_DIMS[-1]}")
+
+
+def plan_decode(tile: DecodeTile, n_q: int, n_k: int, batch_count: int, dev, splits: int | None = None):
+    """``tile`` with a key split: by default enough blocks for DECODE_BLOCKS_PER_SLOT per
+    resident slot (2048 threads per SM), but no split under DECODE_MIN_KEYS_PER_SPLIT keys."""
+    if splits is None:
+        slots = dev.sm_count * min(32, 2048 // tile.threads)
+        base = max(1, n_q * batch_count)
+        splits = min(MAX_SPLITS, math.ceil(DECODE_BLOCKS_PER_SLOT * slots / base),
+                     max(1, n_k // DECODE_MIN_KEYS_PER_SPLIT))
+    splits = max(1, min(splits, MAX_SPLITS, math.ceil(n_k / tile.group_keys)))
+    keys_per_split = math.ceil(math.ceil(n_k / splits) / tile.group_keys) * tile.group_keys
+    splits = math.ceil(n_k / keys_per_split)  # no empty trailing split
+    return AttentionConfig(tile, splits, keys_per_split if splits > 1 else 0)
 
 
 def head_dim_bucket(head_dim: int) -> int:

@@ -16,6 +16,7 @@ A Hopper kind (wgmma + TMA) slots in as a third kind with its own tile class, a 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -84,6 +85,21 @@ STREAM_TILE = MmaTile(16, 128, 64, 1, 4, 6, max_blocks_per_sm=2, relative_speed=
 GEMM_TILES = (LARGE_TILE, MEDIUM_TILE, SMALL_TILE)
 MMA_TILES = GEMM_TILES + (STREAM_TILE,)
 
+@dataclasses.dataclass(frozen=True)
+class GemvTile:
+    """The weight-streaming GEMV kernel for M <= ``rows`` (a few rows of x per thread)."""
+
+    rows: int
+    threads: int = 256
+
+    @staticmethod
+    def columns_per_block(b_kmajor: bool) -> int:
+        """Output columns one block covers (GEMV_KMAJOR_COLS / GEMV_ROWMAJOR_COLS of the kernel)."""
+        return 16 if b_kmajor else 256
+
+
+GEMV_TILES = (GemvTile(1),)
+
 SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
 SIMT_SMALL = SimtTile(64, 64, 16, 4, 4)
 
@@ -93,8 +109,8 @@ MAX_SPLITS = 32
 
 @dataclasses.dataclass(frozen=True)
 class LinearConfig:
-    kind: str  # "mma" or "simt"
-    tile: MmaTile | SimtTile
+    kind: str  # "mma", "gemv" or "simt"
+    tile: MmaTile | GemvTile | SimtTile
     splits: int = 1  # split-K count (mma only); > 1 uses the float32 workspace
     raster_group: int = RASTER_GROUP
 
@@ -153,6 +169,7 @@ def choose_simt_tile(m: int, n: int, dtype, dev) -> SimtTile:
     return SIMT_SMALL
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of hashable values, called on every op call
 def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev) -> LinearConfig:
     """The kernel configuration for an (M, K) @ (K, N) problem.
 
@@ -193,6 +210,8 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
     if config.kind == "mma":
         args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, b_kmajor)
         return KernelSpec(SOURCE, "linear_relu_mma", args, min_cc=MMA_MIN_CC)
+    if config.kind == "gemv":
+        return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     return KernelSpec(SOURCE, "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, b_kmajor))
 
 
@@ -203,4 +222,6 @@ def instantiations(dev):
     simt = [(np.float32, SIMT_LARGE), (np.float32, SIMT_SMALL), (np.float64, SIMT_SMALL),
             (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]
     specs += [kernel_spec(LinearConfig("simt", tile), dt, kmaj) for dt, tile in simt for kmaj in (True, False)]
+    specs += [kernel_spec(LinearConfig("gemv", tile), dt, kmaj) for tile in GEMV_TILES for dt in (np.float16, BFLOAT16)
+              for kmaj in (True, False)]
     return specs

@@ -1,0 +1,176 @@
+"""Sweep of attention kernel variants on the key shapes of issue 5 (H200, standalone).
+
+Run as ``python3 bench/sweep_attention.py``; prints one line per (shape, variant) and the
+peers (torch SDPA FLASH / CUDNN) measured in the same run; writes nothing. Every variant
+goes through the public ``cufuse.attention(..., config=...)`` and its output is compared
+with the default configuration's (and the default with SDPA FLASH), so a fast but wrong
+variant is flagged. One variant failing never stops the sweep; past TIME_LIMIT_S the
+remaining variants are skipped.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import cupy  # noqa: E402
+
+import cufuse  # noqa: E402
+from cufuse._configs import attention as configs  # noqa: E402
+from cufuse._configs import current_device_info  # noqa: E402
+from cufuse.bench import cases  # noqa: E402
+from cufuse.bench.runner import relative_difference, release_memory  # noqa: E402
+from cufuse.bench.timing import rotation_count, time_cuda_budget  # noqa: E402
+
+TIME_LIMIT_S = 80.0
+BUDGET_MS = 120.0  # timing budget per variant
+MAX_REL_ERROR = 2e-2  # vs the default config, relative to max |out| (bf16 rounding is 4e-3)
+ANCHORS = """peers (round 2, same H200): N2048 D128 bf16 full  SDPA flash 349 / cudnn 667 TFLOP/s
+                           N2048 D128 bf16 causal SDPA flash 303 / cudnn 546 TFLOP/s
+                           decode B8 H32 Nk8192 D128: flash 2.71 / cudnn 4.43 TB/s (target >= 3.8)
+anchors-h200.json: FA2 300-350 TFLOP/s at D128, cuDNN 510-613; decode FA2 2.6, cuDNN 4.3-4.7 TB/s
+round 2 cufuse: full 217, causal 163 TFLOP/s, decode 1.81 TB/s"""
+
+M, Dec = configs.MmaTile, configs.DecodeTile
+# (label, tile) per padded head dim; None = the default selection. Each distinct tile is one
+# NVRTC compile (bf16 only).
+PREFILL_VARIANTS = {
+    128: [
+        ("default 4w x32r bn64 s2 Qsmem", None),
+        ("8w x16r bn64 s2 Qreg nobranch", M(128, 8, 1, 64, 2, 1, True, False)),
+        ("8w x16r bn64 s2 Qreg", M(128, 8, 1, 64, 2, 1, True, True)),
+        ("8w x16r bn64 s3 Qreg nobranch", M(128, 8, 1, 64, 3, 1, True, False)),
+        ("8w x16r bn128 s2 Qreg nobranch", M(128, 8, 1, 128, 2, 1, True, False)),
+        ("4w x16r bn64 s2 Qreg (2 blk/SM)", M(128, 4, 1, 64, 2, 1, True, True)),
+        ("4w x32r bn64 s3 Qsmem", M(128, 4, 2, 64, 3, 1, False, True)),
+    ],
+    64: [
+        ("default 4w x32r bn64 s2 Qsmem", None),
+        ("4w x32r bn64 s2 Qreg", M(64, 4, 2, 64, 2, 1, True, True)),
+        ("8w x16r bn64 s2 Qreg nobranch", M(64, 8, 1, 64, 2, 1, True, False)),
+        ("8w x16r bn128 s2 Qreg nobranch", M(64, 8, 1, 128, 2, 1, True, False)),
+        ("4w x16r bn128 s2 Qreg nobranch", M(64, 4, 1, 128, 2, 2, True, False)),
+        ("4w x32r bn64 s3 Qsmem", M(64, 4, 2, 64, 3, 1, False, True)),
+    ],
+}
+# (label, tile, splits); splits None = the tile's own planner.
+DECODE_VARIANTS = [
+    ("default mma 1w bn64 s3", None, None),
+    ("simt 4w u8", Dec(128, 4, 8), None),
+    ("simt 8w u4", Dec(128, 8, 4), None),
+    ("simt 4w u4", Dec(128, 4, 4), None),
+    ("simt 8w u8", Dec(128, 8, 8), None),
+    ("simt 2w u8", Dec(128, 2, 8), None),
+    ("simt 4w u8 splits=8", Dec(128, 4, 8), 8),
+    ("simt 4w u8 splits=32", Dec(128, 4, 8), 32),
+    ("simt 4w u8 splits=64", Dec(128, 4, 8), 64),
+]
+PREFILL_SHAPES = [  # (batch, heads, n, head_dim, causal)
+    (16, 16, 2048, 128, False),
+    (16, 16, 2048, 128, True),
+    (16, 16, 2048, 64, False),
+    (16, 16, 2048, 64, True),
+    (4, 16, 8192, 128, False),
+]
+DECODE_KEYS = (8192, 65536)
+
+START = time.time()
+
+
+def input_sets(case):
+    """Rotated input sets spanning 4x the L2 (one set when a single one already does)."""
+    rng = cupy.random.default_rng(0)
+    first = case.make_inputs(cupy, rng)
+    nbytes = sum(a.nbytes for a in first)
+    count = 1 if nbytes > 8 * current_device_info().l2_bytes else rotation_count(nbytes)
+    return [first] + [case.make_inputs(cupy, rng) for _ in range(count - 1)]
+
+
+def line(shape, variant, ms, rate, unit, err, status):
+    ms_text = f"{ms:8.3f}" if ms is not None else "       -"
+    rate_text = f"{rate:8.1f} {unit}" if rate is not None else " " * (9 + len(unit))
+    err_text = f"{err:8.1e}" if err is not None else "       -"
+    print(f"{shape:34s} {variant:34s} {ms_text} ms {rate_text}  err {err_text}  {status}", flush=True)
+
+
+def time_peer(case, impl_name, sets, label):
+    impl = case.impl(impl_name)
+    if impl is None or not impl.available():
+        line(label, impl_name, None, None, "", None, "unavailable")
+        return None
+    try:
+        prepared = [impl.prepare(s) for s in sets]
+        ms = time_cuda_budget(impl.call, prepared, budget_ms=BUDGET_MS)
+        unit = case.metric
+        line(label, impl_name, ms, case.rate(ms), unit, None, "peer")
+        return impl.call(*prepared[0])
+    except Exception as exc:  # a peer that cannot run is reported, never fatal
+        line(label, impl_name, None, None, "", None, f"failed: {type(exc).__name__}: {str(exc)[:80]}")
+        return None
+
+
+def sweep_case(case, variants, make_config, causal):
+    """Time each variant of ``case``; the first variant (config None) is the reference."""
+    label = f"{case.label} {case.dtype}"
+    try:
+        sets = input_sets(case)
+    except Exception as exc:
+        line(label, "inputs", None, None, "", None, f"failed: {type(exc).__name__}: {exc}")
+        return
+    reference = None
+    for name, tile, splits in variants:
+        if time.time() - START > TIME_LIMIT_S:
+            line(label, name, None, None, "", None, "skipped: sweep time limit")
+            continue
+        try:
+            config = None if tile is None else make_config(tile, splits)
+            desc = "" if config is None else f" [splits {config.splits}]"
+
+            def call(q, k, v, out, config=config):
+                return cufuse.attention(q, k, v, causal=causal, out=out, config=config)
+
+            q, k, v, _ = sets[0]
+            result = cufuse.attention(q, k, v, causal=causal, config=config)
+            if reference is None:
+                reference, err = result, None
+            else:
+                err = relative_difference(result, reference)
+            ms = time_cuda_budget(call, sets, budget_ms=BUDGET_MS)
+            bad = err is not None and not err <= MAX_REL_ERROR
+            line(label, name + desc, ms, case.rate(ms), case.metric, err, "WRONG" if bad else "ok")
+        except Exception as exc:
+            line(label, name, None, None, "", None, f"failed: {type(exc).__name__}: {str(exc)[:100]}")
+    for peer in ("sdpa flash", "sdpa cudnn"):
+        if time.time() - START > TIME_LIMIT_S + 5:
+            line(label, peer, None, None, "", None, "skipped: sweep time limit")
+            continue
+        peer_out = time_peer(case, peer, sets, label)
+        if peer == "sdpa flash" and peer_out is not None and reference is not None:
+            err = relative_difference(reference, cupy.asarray(peer_out.float()))
+            line(label, "default vs sdpa flash", None, None, "", err, "ok" if err <= MAX_REL_ERROR else "WRONG")
+    del sets, reference
+    release_memory()
+
+
+def main():
+    dev = current_device_info()
+    print(f"attention sweep on {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()} "
+          f"({dev.sm_count} SMs); err = max|out - default| / max|default|")
+    print(ANCHORS, flush=True)
+    for batch, heads, n, head_dim, causal in PREFILL_SHAPES:
+        case = cases.attention_case(batch, heads, n, n, head_dim, "bfloat16", causal=causal)
+        variants = [(name, tile, None) for name, tile in PREFILL_VARIANTS[head_dim]]
+        sweep_case(case, variants, lambda tile, _s, n=n, b=batch * heads: configs.plan_splits(tile, n, n, b, dev),
+                   causal)
+    for n_k in DECODE_KEYS:
+        case = cases.decode_case(n_k)
+        batch = cases.DECODE_BATCH * cases.DECODE_HEADS
+        sweep_case(case, DECODE_VARIANTS,
+                   lambda tile, splits, n_k=n_k: configs.plan_decode(tile, 1, n_k, batch, dev, splits), False)
+    print(f"sweep done in {time.time() - START:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

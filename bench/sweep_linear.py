@@ -1,0 +1,288 @@
+"""Sweep of fused_linear_relu kernel variants on the issue's benchmark shapes (issue 4).
+
+Run: ``python3 bench/sweep_linear.py`` (stdout only; about a minute on an H200).
+
+Each variant runs through the public function's ``config=`` override. Two times per
+variant: ``eager`` is what the benchmark sees (a Python call per launch, CUDA events
+around each call, so host overhead counts whenever it exceeds the kernel time); ``graph``
+replays the same calls from a captured CUDA graph, which is the kernel's own time. Every
+variant's output (``out`` poisoned first) is checked against a float32 CuPy reference.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import cupy  # noqa: E402
+import cufuse  # noqa: E402
+from cufuse._configs import current_device_info  # noqa: E402
+from cufuse._configs import linear as L  # noqa: E402
+from cufuse._dtypes import BFLOAT16  # noqa: E402
+from cufuse._loader import arch_for, device_cc, precompile  # noqa: E402
+from cufuse.bench.timing import rotation_count, time_cuda  # noqa: E402
+
+try:
+    import torch  # noqa: F401
+
+    from cufuse.bench.cases import to_torch
+except Exception:  # a peer only
+    torch = None
+
+DTYPES = {"bf16": BFLOAT16, "fp16": np.float16, "fp32": np.float32}
+TOL = {"bf16": 2e-2, "fp16": 1e-2, "fp32": 1e-4}
+
+# Candidate tensor-core tiles (bm, bn, bk, warps_m, warps_n, stages, blocks/SM, speed).
+T = L.MmaTile
+T128x256k64s4 = T(128, 256, 64, 2, 4, 4, 1, 1.0)
+T256x128k64s3 = T(256, 128, 64, 4, 2, 3, 1, 1.0)
+T256x128k64s4 = T(256, 128, 64, 4, 2, 4, 1, 1.0)
+S16x128k128 = T(16, 128, 128, 1, 4, 4, 1, 0.25)
+S16x256k64 = T(16, 256, 64, 1, 8, 4, 1, 0.25)
+S64x128k128 = T(64, 128, 128, 2, 2, 3, 1, 0.75)
+
+
+def mma(tile, splits=1):
+    return L.LinearConfig("mma", tile, splits)
+
+
+LARGE_VARIANTS = [  # after the default (128x256k64s3, 8 warps, 1 block/SM)
+    ("128x128k64s3 2/SM", mma(L.MEDIUM_TILE)),
+    ("256x128k64s3", mma(T256x128k64s3)),
+    ("128x256k64s4", mma(T128x256k64s4)),
+    ("256x128k64s4", mma(T256x128k64s4)),
+    ("128x256k64s3 group16", L.LinearConfig("mma", L.LARGE_TILE, 1, 16)),
+]
+MID_VARIANTS = [  # 512 x 4096 x 4096: one wave or less (default 64x128k64s4, 256 blocks)
+    ("64x128k64s4 split2", mma(L.SMALL_TILE, 2)),
+    ("128x128k64s3", mma(L.MEDIUM_TILE)),
+    ("128x128k64s3 split2", mma(L.MEDIUM_TILE, 2)),
+    ("128x256k64s3", mma(L.LARGE_TILE)),
+    ("128x256k64s3 split2", mma(L.LARGE_TILE, 2)),
+    ("256x128k64s3 split2", mma(T256x128k64s3, 2)),
+]
+STREAM_VARIANTS = [  # M <= 16
+    ("16x128k64s6 split1", mma(L.STREAM_TILE, 1)),
+    ("16x128k64s6 split2", mma(L.STREAM_TILE, 2)),
+    ("16x128k64s6 split4", mma(L.STREAM_TILE, 4)),
+    ("16x128k64s6 split8", mma(L.STREAM_TILE, 8)),
+    ("16x128k128s4 split2", mma(S16x128k128, 2)),
+    ("16x128k128s4 split4", mma(S16x128k128, 4)),
+    ("16x256k64s4 split4", mma(S16x256k64, 4)),
+    ("16x256k64s4 split8", mma(S16x256k64, 8)),
+]
+GEMV_ROWMAJOR_VARIANTS = [  # M = 1, weight (K, N): 32 column blocks x splits
+    ("gemv split8", L.LinearConfig("gemv", L.GEMV_TILES[0], 8)),
+    ("gemv split16", L.LinearConfig("gemv", L.GEMV_TILES[0], 16)),
+    ("gemv split32", L.LinearConfig("gemv", L.GEMV_TILES[0], 32)),
+]
+GEMV_KMAJOR_VARIANTS = [("gemv (no split)", L.LinearConfig("gemv", L.GEMV_TILES[0], 1))]
+M64_VARIANTS = [
+    ("64x128k64s4 split2", mma(L.SMALL_TILE, 2)),
+    ("64x128k64s4 split4", mma(L.SMALL_TILE, 4)),
+    ("64x128k64s4 split8", mma(L.SMALL_TILE, 8)),
+    ("64x128k128s3 split4", mma(S64x128k128, 4)),
+]
+FP32_VARIANTS = [
+    ("simt 128x128k8 8x8", L.LinearConfig("simt", L.SIMT_LARGE)),
+    ("simt 64x64k16 4x4", L.LinearConfig("simt", L.SIMT_SMALL)),
+]
+
+
+def make_sets(m, k, n, dtype, kmajor, count):
+    """``count`` rotating (x, weight, bias, out) sets; weight is (K, N) row-major or the
+    transposed view of an (N, K) array (``kmajor``)."""
+    rng = cupy.random.default_rng(1)
+    sets = []
+    for _ in range(count):
+        x = (rng.standard_normal((m, k), dtype=np.float32)).astype(dtype)
+        w_shape = (n, k) if kmajor else (k, n)
+        w = (rng.standard_normal(w_shape, dtype=np.float32) / np.float32(math.sqrt(k))).astype(dtype)
+        b = rng.standard_normal((n,), dtype=np.float32).astype(dtype)
+        sets.append((x, w.T if kmajor else w, b, cupy.empty((m, n), dtype=dtype)))
+    return sets
+
+
+def widen(a):
+    """float32 copy of a 16-bit array (bfloat16 through its bits), float64 of a float32 one."""
+    if a.dtype == BFLOAT16:
+        return (a.view(cupy.uint16).astype(cupy.uint32) << 16).view(cupy.float32)
+    return a.astype(np.float64 if a.dtype == np.float32 else np.float32)
+
+
+def reference(x, w, b):
+    return cupy.maximum(widen(x) @ widen(w) + widen(b), 0)
+
+
+def graph_ms(fn, sets, rounds=4):
+    """Per-call milliseconds of ``fn(*set)`` replayed from a CUDA graph (no host overhead)."""
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        for s in sets:  # warm: compile, allocate the split-K workspace of this stream
+            fn(*s)
+        stream.synchronize()
+        stream.begin_capture()
+        for _ in range(rounds):
+            for s in sets:
+                fn(*s)
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+        calls = rounds * len(sets)
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        reps = []
+        for _ in range(5):
+            start.record(stream)
+            graph.launch(stream)
+            stop.record(stream)
+            stop.synchronize()
+            reps.append(cupy.cuda.get_elapsed_time(start, stop) / calls)
+    return sorted(reps)[len(reps) // 2]
+
+
+def host_us(fn, args, calls=50):
+    """Host microseconds per call (launches only, no synchronisation inside the loop)."""
+    cupy.cuda.get_current_stream().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    t1 = time.perf_counter()
+    cupy.cuda.get_current_stream().synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def rate(ms, m, k, n, itemsize):
+    if m <= 64:
+        nbytes = (m * k + k * n + n + m * n) * itemsize
+        return f"{nbytes / (ms * 1e-3) / 1e12:6.2f} TB/s"
+    return f"{2 * m * n * k / (ms * 1e-3) / 1e12:6.1f} TFLOP/s"
+
+
+def line(label, variant, eager, graph, hus, err, status, m, k, n, itemsize):
+    g = f"{graph:8.4f}  {rate(graph, m, k, n, itemsize)}" if graph else f"{'-':>8}  {'':14}"
+    e = f"{eager:8.4f}  {rate(eager, m, k, n, itemsize)}" if eager else f"{'-':>8}  {'':14}"
+    h = f"{hus:6.1f}" if hus else "     -"
+    er = f"{err:.1e}" if err is not None else "   -   "
+    print(f"{label:<26} {variant:<24} {e} | {g} | host {h} us | err {er} {status}", flush=True)
+
+
+def run_case(m, k, n, dname, kmajor, variants):
+    dtype = DTYPES[dname]
+    itemsize = np.dtype(dtype).itemsize
+    per_set = (m * k + k * n + n + m * n) * itemsize
+    sets = make_sets(m, k, n, dtype, kmajor, min(rotation_count(per_set), 4))
+    label = f"{m}x{k}x{n} {dname} {'w=(N,K).T' if kmajor else 'w=(K,N)'}"
+    x0, w0, b0, _ = sets[0]
+    ref = reference(x0, w0, b0)
+    scale = float(cupy.abs(ref).max()) or 1.0
+    repeat = 10 if m * n * k > 2**36 else 30
+
+    def peer(name, fn):
+        try:
+            eager = time_cuda(fn, [s[:3] for s in sets], warmup=2, repeat=repeat)
+            line(label, name, eager, None, None, None, "peer", m, k, n, itemsize)
+        except Exception as exc:  # a peer only
+            print(f"{label:<26} {name:<24} failed: {type(exc).__name__}: {exc}", flush=True)
+
+    peer("cupy.matmul", lambda x, w, b: cupy.matmul(x, w))
+    peer("cupy unfused", lambda x, w, b: cupy.maximum(x @ w + b, 0))
+    if torch is not None:
+        try:
+            tsets = [tuple(to_torch(a) for a in s[:3]) for s in sets]
+            eager = time_cuda(lambda x, w, b: torch._addmm_activation(b, x, w), tsets, warmup=2, repeat=repeat)
+            line(label, "torch addmm_relu", eager, None, None, None, "peer", m, k, n, itemsize)
+        except Exception as exc:
+            print(f"{label:<26} torch addmm_relu failed: {type(exc).__name__}: {exc}", flush=True)
+
+    for name, config in variants:
+        if config is None:
+            chosen = default_config(m, k, n, dname)
+            t = chosen.tile
+            print(f"{label:<26} default = {chosen.kind} {t} splits={chosen.splits}", flush=True)
+        try:
+            def call(x, w, b, out, config=config):
+                return cufuse.fused_linear_relu(x, w, b, out=out, config=config)
+
+            out0 = sets[0][3]
+            out0.view(cupy.uint8).fill(255)  # NaN everywhere: an unwritten element shows
+            call(*sets[0])
+            err = float(cupy.abs(widen(out0) - ref).max()) / scale
+            ok = bool(np.isfinite(err)) and err <= TOL[dname]
+            eager = time_cuda(call, sets, warmup=2, repeat=repeat)
+            try:
+                graph = graph_ms(call, sets, rounds=1 if m * n * k > 2**36 else 4)
+            except Exception as exc:
+                graph = None
+                print(f"  graph timing failed: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            hus = host_us(call, sets[0], calls=5 if m * n * k > 2**36 else 50)
+            line(label, name, eager, graph, hus, err, "ok" if ok else "WRONG", m, k, n, itemsize)
+        except Exception as exc:
+            print(f"{label:<26} {name:<24} FAILED {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            traceback.print_exc(limit=2)
+
+
+def default_config(m, k, n, dname):
+    return L.choose_config(m, n, k, DTYPES[dname], dname != "fp32", current_device_info())
+
+
+def all_specs(plan):
+    specs = set()
+    for m, k, n, dname, kmajor, variants in plan:
+        for _, config in variants:
+            specs.add(L.kernel_spec(config or default_config(m, k, n, dname), DTYPES[dname], kmajor))
+    return sorted(specs, key=str)
+
+
+def main():
+    dev = current_device_info()
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    print(f"device: {props['name'].decode()}  {dev}")
+    print("anchors (H200): cuBLASLt RELU_BIAS 8192^3 bf16 ~700-716 TFLOP/s, 512x4096^2 fp16 635; "
+          "M<=64 x 8192^2: cuBLASLt 3.0-3.75 TB/s, copy ceiling 3.6 TB/s at 128 MiB, 4.26 at 1 GiB; "
+          "cupy.matmul fp32 4096^3 ~50 TFLOP/s")
+    print("targets: large M >= 0.60x cuBLASLt (~420 TFLOP/s 8192^3, ~370 at 512x4096^2); M<=64 >= 3.7 TB/s")
+    print("columns: eager ms / rate (what the benchmark sees) | graph ms / rate (kernel only) | host us per call | "
+          "max err / max|ref|")
+    d = [("default", None)]
+    plan = [
+        (8192, 8192, 8192, "bf16", False, d + LARGE_VARIANTS),
+        (16384, 4096, 4096, "bf16", False, d + LARGE_VARIANTS[:3]),
+        (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:3]),
+        (512, 4096, 4096, "bf16", False, d + MID_VARIANTS),
+        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
+        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
+        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),
+        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS),
+        (64, 8192, 8192, "bf16", False, d + M64_VARIANTS),
+        (64, 8192, 8192, "bf16", True, d + M64_VARIANTS),
+        (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2]),
+        (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS),
+        (16, 8192, 8192, "fp16", True, d),
+        (16, 8192, 8192, "fp16", False, d),
+        (64, 8192, 8192, "fp16", False, d),
+        (64, 8192, 8192, "fp16", True, d),
+        (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
+    ]
+    only = os.environ.get("SWEEP_ONLY")  # e.g. "16x8192" to run matching cases only
+    if only:
+        plan = [p for p in plan if only in f"{p[0]}x{p[1]}x{p[2]} {p[3]}"]
+    t0 = time.time()
+    specs = all_specs(plan)
+    failures = [(s, e) for s, _, e in precompile(specs, arch_for(device_cc(cupy.cuda.Device().id)), jobs=16) if e]
+    print(f"precompiled {len(specs)} kernels in {time.time() - t0:.1f} s; failures: {len(failures)}")
+    for spec, error in failures:
+        print(f"  compile FAILED {spec}: {error[:300]}")
+    for m, k, n, dname, kmajor, variants in plan:
+        run_case(m, k, n, dname, kmajor, variants)
+        cupy.get_default_memory_pool().free_all_blocks()
+    print(f"sweep done in {time.time() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Kernel configurations of the softmax op (pure; no GPU needed).
+
+A problem is a row length (``length``, elements of the reduced axis), a row count, the
+dtype and the layout class (reduced axis contiguous -> row kernels; reduced axis strided
+with a contiguous inner axis -> the column kernel). Capacities are counted in 16-byte
+vectors (``VS = 16 // itemsize`` elements), so one ladder serves every dtype:
+
+    vectors per row   kernel                              config
+    1 .. 16           softmax_rows, Group lanes per row   RowsConfig(256, Group, 1)
+    17 .. 256         softmax_rows, one warp per row      RowsConfig(256, 32, Vecs)
+    257 .. 4096       softmax_rows, one block per row     RowsConfig(Threads, Threads, Vecs)
+    4097 .. 8192      softmax_rows_cluster (sm_90)        ClusterConfig(512, 4, 4)
+    8193 .. 16384     softmax_rows_cluster                ClusterConfig(512, 4, 8)
+    16385 .. 32768    softmax_rows_cluster                ClusterConfig(512, 8, 8)
+    beyond            softmax_rows_split, persistent      SplitConfig(256, 4, 2 blocks/SM, ...)
+
+The split kernel holds 16 KB of a row in each block's registers and up to 7 more 16 KB
+tiles in its shared memory (H200: 264 resident blocks, about 33 MB of rows on chip).
+
+Without clusters (sm_80) the split kernel takes over from 4097 vectors.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .._dtypes import ctype
+
+SOURCE = "softmax.cu"
+
+# (Threads, Vecs) of the block-per-row kernel, by capacity; every step doubles it.
+_BLOCK_LADDER = ((128, 4), (256, 4), (512, 4), (512, 8))
+_WARP_VECS = (1, 2, 4, 8)
+_SUBWARP_GROUPS = (1, 2, 4, 8, 16)
+_ROWS_THREADS = 256
+# (Threads, Vecs, Cluster) by capacity. Vecs 4 keeps a block within 64 registers per thread,
+# so two blocks share an SM and one's loads overlap the other's reductions and stores.
+_CLUSTER_LADDER = ((512, 4, 4), (512, 4, 8), (512, 8, 8))
+_MAX_CLUSTER = max(c for _, _, c in _CLUSTER_LADDER)
+_SPLIT_THREADS, _SPLIT_VECS = 256, 4
+# The split kernel's __launch_bounds__(Threads, 2) and at most half an SM's shared memory
+# per block guarantee two resident blocks per SM; its grid never exceeds that, so every
+# block of a row is resident at once (two per SM: one block's loads overlap another's stores).
+_SPLIT_BLOCKS_PER_SM = 2
+_SMEM_RESERVE = 2048  # the driver's 1 KB per block plus the kernel's static shared memory
+# 16 slices x 32 columns = 512 threads, two blocks per SM (__launch_bounds__(512, 2)); loads
+# in flight per thread by element size, so that an SM keeps 24-32 KB of loads in flight (about
+# the latency-bandwidth product) with 2-byte scalar loads too.
+_COLS_SLICES = 16
+_COLS_UNROLL = {2: 12, 4: 8, 8: 2}  # more spills (2-byte: 16; double: 4, exp(double) needs registers)
+# Columns of at least this length go to the cluster column kernel: each of its 8 blocks then
+# still walks 256+ rows.
+_COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 8, 2048
+
+
+def vector_size(dtype) -> int:
+    return 16 // np.dtype(dtype).itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class RowsConfig:
+    """``softmax_rows``: ``group`` threads per row, rows of up to group*vecs vectors."""
+
+    threads: int
+    group: int
+    vecs: int
+
+    @property
+    def capacity_vectors(self) -> int:
+        return self.group * self.vecs
+
+    @property
+    def rows_per_block(self) -> int:
+        return self.threads // self.group
+
+    def spec(self, dtype, log: bool):
+        from .._loader import KernelSpec
+
+        return KernelSpec(SOURCE, "softmax_rows", (ctype(dtype), log, self.threads, self.group, self.vecs))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """``softmax_rows_cluster``: ``cluster`` blocks of ``threads`` x ``vecs`` vectors per row."""
+
+    threads: int
+    vecs: int
+    cluster: int
+
+    @property
+    def capacity_vectors(self) -> int:
+        return self.threads * self.vecs * self.cluster
+
+    def spec(self, dtype, log: bool):
+        from .._loader import KernelSpec
+
+        return KernelSpec(
+            SOURCE, "softmax_rows_cluster", (ctype(dtype), log, self.threads, self.vecs, self.cluster), min_cc=90
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitConfig:
+    """``softmax_rows_split``: ``blocks_per_row`` blocks per row, ``grid`` co-resident blocks.
+
+    Each block owns ``chunk`` elements of a row (a multiple of the vector size), cut into
+    tiles of threads*vecs vectors: the last tile in registers, up to ``smem_tiles`` in
+    dynamic shared memory; any others are streamed and read twice (``streams``).
+    """
+
+    threads: int
+    vecs: int
+    blocks_per_sm: int
+    blocks_per_row: int
+    grid: int
+    chunk: int
+    smem_tiles: int
+    streams: bool
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.smem_tiles * self.threads * self.vecs * 16
+
+    def spec(self, dtype, log: bool):
+        from .._loader import KernelSpec
+
+        return KernelSpec(SOURCE, "softmax_rows_split", (ctype(dtype), log, self.threads, self.vecs, self.blocks_per_sm))
+
+
+@dataclasses.dataclass(frozen=True)
+class ColsConfig:
+    """``softmax_cols`` (cluster 1) or ``softmax_cols_cluster``: 32 columns x ``slices``
+    slices of the reduced axis per block, ``unroll`` loads in flight per thread, the reduced
+    axis split over ``cluster`` blocks."""
+
+    slices: int
+    unroll: int
+    cluster: int = 1
+
+    def spec(self, dtype, log: bool):
+        from .._loader import KernelSpec
+
+        if self.cluster == 1:
+            return KernelSpec(SOURCE, "softmax_cols", (ctype(dtype), log, self.slices, self.unroll))
+        return KernelSpec(
+            SOURCE, "softmax_cols_cluster", (ctype(dtype), log, self.slices, self.unroll, self.cluster), min_cc=90
+        )
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _rows_configs():
+    """Every RowsConfig of the ladder, by increasing capacity."""
+    return (
+        [RowsConfig(_ROWS_THREADS, g, 1) for g in _SUBWARP_GROUPS]
+        + [RowsConfig(_ROWS_THREADS, 32, v) for v in _WARP_VECS]
+        + [RowsConfig(t, t, v) for t, v in _BLOCK_LADDER]
+    )
+
+
+def _cluster_configs():
+    return [ClusterConfig(t, v, c) for t, v, c in _CLUSTER_LADDER]
+
+
+def choose_split(length: int, rows: int, dtype, dev) -> SplitConfig:
+    """Persistent split: as many register tiles per row as the row needs while the resident
+    grid has them; longer rows give each block several tiles (shared memory, then streamed)."""
+    vs = vector_size(dtype)
+    tile = _SPLIT_THREADS * _SPLIT_VECS * vs
+    tile_bytes = _SPLIT_THREADS * _SPLIT_VECS * 16
+    resident = dev.sm_count * _SPLIT_BLOCKS_PER_SM
+    smem_per_block = min(dev.max_smem_per_block, dev.smem_per_sm // _SPLIT_BLOCKS_PER_SM) - _SMEM_RESERVE
+    max_smem_tiles = smem_per_block // tile_bytes
+    tiles = _ceil_div(length, tile)
+    # Fewest tiles per block that take every row in one wave of the resident grid; when the
+    # rows do not fit on chip at once, full blocks (fewer waves, fewer arrival waits).
+    tiles_per_block = max(_ceil_div(tiles * rows, resident), _ceil_div(tiles, resident))
+    if tiles_per_block > 1 + max_smem_tiles:
+        tiles_per_block = max(1 + max_smem_tiles, _ceil_div(tiles, resident))
+    blocks_per_row = _ceil_div(tiles, tiles_per_block)
+    chunk = _ceil_div(_ceil_div(length, blocks_per_row), vs) * vs
+    blocks_per_row = _ceil_div(length, chunk)  # rounding the chunk up may leave a block idle
+    tiles_per_block = _ceil_div(chunk, tile)
+    smem_tiles = min(max_smem_tiles, tiles_per_block - 1)
+    rows_per_wave = min(rows, resident // blocks_per_row)
+    return SplitConfig(
+        _SPLIT_THREADS,
+        _SPLIT_VECS,
+        _SPLIT_BLOCKS_PER_SM,
+        blocks_per_row,
+        rows_per_wave * blocks_per_row,
+        chunk,
+        smem_tiles,
+        tiles_per_block - 1 > smem_tiles,
+    )
+
+
+def choose_rows(length: int, rows: int, dtype, dev):
+    """Config for rows of ``length`` contiguous-or-strided elements (reduced axis contiguous)."""
+    vectors = _ceil_div(length, vector_size(dtype))
+    for config in _rows_configs():
+        if vectors <= config.capacity_vectors:
+            return config
+    if dev.max_cluster_size >= _MAX_CLUSTER:
+        for config in _cluster_configs():
+            if vectors <= config.capacity_vectors:
+                return config
+    return choose_split(length, rows, dtype, dev)
+
+
+def choose_cols(length: int, columns: int, dtype, dev) -> ColsConfig:
+    """Config for a strided reduced axis over a contiguous inner axis. Long columns are split
+    over a cluster where there is one, so that the second read hits L2."""
+    unroll = _COLS_UNROLL[np.dtype(dtype).itemsize]
+    cluster = _COLS_CLUSTER if dev.max_cluster_size >= _COLS_CLUSTER and length >= _COLS_CLUSTER_MIN_LENGTH else 1
+    return ColsConfig(_COLS_SLICES, unroll, cluster)
+
+
+def instantiations(dev):
+    """Every KernelSpec the softmax configs can pick on ``dev``."""
+    from .._dtypes import FLOAT_DTYPES
+
+    specs = []
+    for dtype in FLOAT_DTYPES:
+        for log in (False, True):
+            specs += [c.spec(dtype, log) for c in _rows_configs()]
+            if dev.max_cluster_size >= _MAX_CLUSTER:
+                specs += [c.spec(dtype, log) for c in _cluster_configs()]
+            specs.append(choose_split(1 << 30, 1, dtype, dev).spec(dtype, log))
+            specs += list(dict.fromkeys(choose_cols(n, 1, dtype, dev).spec(dtype, log) for n in (1, 1 << 20)))
+    return specs

@@ -1,0 +1,503 @@
+// softmax / log_softmax over one reduced axis of a (outer, length, inner) view.
+//
+// A "row" is the `length` elements of one (o, i) pair: input element l of row r sits at
+// x[o*so + i*si + l*sl] (any strides, 64-bit), output element at y[(o*length + l)*inner + i]
+// (out is C-contiguous). Every kernel reads each row once and writes it once while it fits
+// on chip; the row is held in registers as 16-byte vectors of T (scalar loads where the
+// row is strided or not 16-byte aligned, and for the ragged tail).
+//
+//   softmax_rows          a group of Group threads per row (Group <= 32: several rows per
+//                         warp; Group == Threads: one block per row)
+//   softmax_rows_cluster  one thread-block cluster per row; the blocks exchange their
+//                         (max, sum) partials through distributed shared memory (sm_90)
+//   softmax_rows_split    a persistent grid of co-resident blocks, blocks_per_row blocks per
+//                         row, each holding its chunk in registers and shared memory;
+//                         partials meet in a global scratch with a per-row arrival counter.
+//                         A chunk beyond registers + shared memory is streamed with the
+//                         online rule and its middle tiles are read a second time
+//   softmax_cols          reduced axis strided, inner axis contiguous: 32 columns per block,
+//                         coalesced across columns; online rule, second read of the column
+//   softmax_cols_cluster  the same with the column split over a cluster (sm_90): the second
+//                         read of each block's small part comes from L2
+//
+// Statistics are exact two-step (max, then sum of exp(x - max)) inside a block; between
+// blocks (max, sum) pairs are merged with the rescaling rule. Non-finite rows follow SciPy:
+// see Normalizer.
+#include "common.cuh"
+#include "mma.cuh"  // cp.async
+#include <cooperative_groups.h>
+
+namespace cufuse {
+namespace softmax_detail {
+
+template <typename T> __device__ __forceinline__ T neg_inf_value() { return from_accum<T>(neg_infinity<accum_t<T>>()); }
+
+// exp for the accumulator: MUFU ex2 for float (softmax is memory-bound only if exp is
+// cheap; relative error ~2 ulp), the precise exp for double.
+__device__ __forceinline__ float exp_accum(float a) {
+    float r;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(a * 1.4426950408889634f));
+    return r;
+}
+__device__ __forceinline__ double exp_accum(double a) { return exp(a); }
+
+template <typename A> __device__ __forceinline__ A nan_value();
+template <> __device__ __forceinline__ float nan_value<float>() { return __int_as_float(0x7fffffff); }
+template <> __device__ __forceinline__ double nan_value<double>() { return __longlong_as_double(0x7ff8000000000000LL); }
+
+// s, a sum of exp(x - m), re-expressed relative to a larger maximum big_m. A part whose max
+// is -inf holds only -inf (its s may be NaN from -inf - -inf) and contributes 0; when m is
+// NaN or +inf so is big_m, and the sum no longer matters.
+template <typename A> __device__ __forceinline__ A rescale(A s, A m, A big_m) {
+    return m == neg_infinity<A>() ? A(0) : s * exp_accum(m - big_m);
+}
+
+// Turns the row statistics into the per-element map, SciPy's non-finite rules included.
+// softmax:     exp(x - m) / s; a row whose max is NaN, +inf or -inf (all -inf) is all NaN
+//              (scale = NaN makes every product NaN, also exp(-inf) = 0 ones).
+// log_softmax: (x - m) - log(s); max +inf: x - inf (NaN at +inf, -inf elsewhere);
+//              max -inf or NaN: NaN ((-inf) - (-inf) and NaN propagate by themselves).
+template <typename A, bool Log> struct Normalizer {
+    A m, k;
+    __device__ __forceinline__ Normalizer(A row_max, A row_sum) : m(row_max) {
+        const bool finite = isfinite(row_max);
+        if (Log) k = finite ? log(row_sum) : A(0);
+        else k = finite ? A(1) / row_sum : nan_value<A>();
+    }
+    __device__ __forceinline__ A operator()(A a) const { return Log ? (a - m) - k : exp_accum(a - m) * k; }
+};
+
+template <typename T> struct RowView {
+    const T* in;
+    T* out;
+    int64 in_stride, out_stride;
+    bool in_vec, out_vec;  // 16-byte vector access allowed (unit stride, aligned base)
+};
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15) == 0; }
+
+template <typename T>
+__device__ __forceinline__ RowView<T> make_row(const T* x, T* y, int64 r, int64 length, int64 inner, int64 so, int64 si, int64 sl) {
+    const int64 o = r / inner, i = r - o * inner;
+    RowView<T> row;
+    row.in = x + o * so + i * si;
+    row.out = y + o * length * inner + i;
+    row.in_stride = sl;
+    row.out_stride = inner;
+    row.in_vec = sl == 1 && aligned16(row.in);
+    row.out_vec = inner == 1 && aligned16(row.out);
+    return row;
+}
+
+// The slow path of a vector slot (strided or unaligned row, ragged tail): `count` (> 0,
+// may be > VS) elements at `stride`, -inf beyond.
+template <typename T> __device__ __forceinline__ Vec16<T> load_scalars_inline(const T* p, int64 stride, int64 count) {
+    Vec16<T> r;
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::size; ++j) r.v[j] = j < count ? p[j * stride] : neg_inf_value<T>();
+    return r;
+}
+template <typename T> __device__ __forceinline__ void store_scalars_inline(T* p, int64 stride, int64 count, Vec16<T> r) {
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::size; ++j)
+        if (j < count) p[j * stride] = r.v[j];
+}
+// For 16-bit types (8 scalars a slot) a call: inlined, ptxas keeps 64-bit addresses of every
+// scalar of every slot live and the split kernel spills. For wider types inlining is
+// cheaper (the call's saved registers made float spill).
+template <typename T> __device__ __noinline__ Vec16<T> load_scalars_call(const T* p, int64 stride, int64 count) {
+    return load_scalars_inline(p, stride, count);
+}
+template <typename T> __device__ __noinline__ void store_scalars_call(T* p, int64 stride, int64 count, Vec16<T> r) {
+    store_scalars_inline(p, stride, count, r);
+}
+template <typename T> __device__ __forceinline__ Vec16<T> load_scalars(const T* p, int64 stride, int64 count) {
+    if constexpr (sizeof(T) == 2) return load_scalars_call(p, stride, count);
+    else return load_scalars_inline(p, stride, count);
+}
+template <typename T> __device__ __forceinline__ void store_scalars(T* p, int64 stride, int64 count, Vec16<T> r) {
+    if constexpr (sizeof(T) == 2) store_scalars_call(p, stride, count, r);
+    else store_scalars_inline(p, stride, count, r);
+}
+
+template <typename T> struct Packed2;
+template <> struct Packed2<__half> { using type = __half2; };
+template <> struct Packed2<__nv_bfloat16> { using type = __nv_bfloat162; };
+
+// Elements [begin, end) of a row spread over Group threads, Vecs 16-byte vectors each:
+// thread `lane` holds elements begin + (k*Group + lane)*VS + j. begin is a multiple of VS.
+// Padding is -inf: it changes neither the max nor the sum.
+template <typename T, int Group, int Vecs> struct Chunk {
+    using A = accum_t<T>;
+    static constexpr int VS = Vec16<T>::size;
+    static constexpr int capacity = Group * Vecs * VS;
+    Vec16<T> v[Vecs];
+
+    __device__ __forceinline__ static int64 slot_begin(int64 begin, int k, int lane) {
+        return begin + (static_cast<int64>(k) * Group + lane) * VS;
+    }
+    __device__ __forceinline__ static bool full_vector(const RowView<T>& row, int64 e0, int64 end) {
+        return row.in_vec && e0 + VS <= end;
+    }
+    // Slot k of elements from e0 that is not a full aligned vector: a padding slot of a
+    // short row, or the slow path.
+    __device__ __forceinline__ void load_partial_slot(int k, const RowView<T>& row, int64 e0, int64 end) {
+        if (e0 >= end) {
+#pragma unroll
+            for (int j = 0; j < VS; ++j) v[k].v[j] = neg_inf_value<T>();
+        } else {
+            v[k] = load_scalars(row.in + e0 * row.in_stride, row.in_stride, end - e0);
+        }
+    }
+    __device__ __forceinline__ void load(const RowView<T>& row, int64 begin, int64 end, int lane) {
+#pragma unroll
+        for (int k = 0; k < Vecs; ++k) {
+            const int64 e0 = slot_begin(begin, k, lane);
+            if (full_vector(row, e0, end)) v[k] = load_vec16(row.in + e0);
+            else load_partial_slot(k, row, e0, end);
+        }
+    }
+    // Asynchronous copy of the full vectors into tile (layout [Vecs][Group]); the other
+    // slots are filled by load_from_stash.
+    __device__ __forceinline__ void stash_async(Vec16<T>* tile, const RowView<T>& row, int64 begin, int64 end, int lane) const {
+#pragma unroll
+        for (int k = 0; k < Vecs; ++k) {
+            const int64 e0 = slot_begin(begin, k, lane);
+            if (full_vector(row, e0, end)) cp_async_16(tile + k * Group + lane, row.in + e0, true);
+        }
+    }
+    __device__ __forceinline__ void stash(Vec16<T>* tile, int lane) const {
+#pragma unroll
+        for (int k = 0; k < Vecs; ++k) tile[k * Group + lane] = v[k];
+    }
+    // From a tile written by stash (all slots) or stash_async (full vectors only).
+    __device__ __forceinline__ void load_from_stash(const Vec16<T>* tile, bool all_slots, const RowView<T>& row, int64 begin,
+                                                    int64 end, int lane) {
+#pragma unroll
+        for (int k = 0; k < Vecs; ++k) {
+            const int64 e0 = slot_begin(begin, k, lane);
+            if (all_slots || full_vector(row, e0, end)) v[k] = tile[k * Group + lane];
+            else load_partial_slot(k, row, e0, end);
+        }
+    }
+    __device__ __forceinline__ A max() const {
+        if constexpr (sizeof(T) == 2) {
+            // Packed max on pairs: half the instructions, and no float copies of the
+            // elements kept alive until sum_exp (they cost registers, bfloat16 spilled).
+            using T2 = typename Packed2<T>::type;
+            T2 m2 = reinterpret_cast<const T2*>(v[0].v)[0];
+#pragma unroll
+            for (int k = 0; k < Vecs; ++k)
+#pragma unroll
+                for (int j = 0; j < VS / 2; ++j) m2 = __hmax2_nan(m2, reinterpret_cast<const T2*>(v[k].v)[j]);
+            return nan_max(to_accum(m2.x), to_accum(m2.y));
+        } else {
+            A m = neg_infinity<A>();
+#pragma unroll
+            for (int k = 0; k < Vecs; ++k)
+#pragma unroll
+                for (int j = 0; j < VS; ++j) m = nan_max(m, to_accum(v[k].v[j]));
+            return m;
+        }
+    }
+    __device__ __forceinline__ A sum_exp(A m) const {
+        A s = 0;
+#pragma unroll
+        for (int k = 0; k < Vecs; ++k)
+#pragma unroll
+            for (int j = 0; j < VS; ++j) s += exp_accum(to_accum(v[k].v[j]) - m);
+        return s;
+    }
+    template <bool Log>
+    __device__ __forceinline__ void store(const RowView<T>& row, int64 begin, int64 end, int lane, const Normalizer<A, Log>& f) const {
+#pragma unroll
+        for (int k = 0; k < Vecs; ++k) {
+            const int64 e0 = slot_begin(begin, k, lane);
+            Vec16<T> r;
+#pragma unroll
+            for (int j = 0; j < VS; ++j) r.v[j] = from_accum<T>(f(to_accum(v[k].v[j])));
+            if (row.out_vec && e0 + VS <= end) {
+                store_vec16(row.out + e0, r);
+            } else if (e0 < end) {
+                store_scalars(row.out + e0 * row.out_stride, row.out_stride, end - e0, r);
+            }
+        }
+    }
+};
+
+template <bool IsMax, typename A> __device__ __forceinline__ A combine(A a, A b) { return IsMax ? nan_max(a, b) : a + b; }
+
+// Reduction over the Group threads of a row: shuffles inside a warp, shared memory across
+// warps (Group == Threads > 32; `slots` holds Threads/32 values and is reusable on return).
+template <bool IsMax, int Group, int Threads, typename A> __device__ __forceinline__ A group_reduce(A v, A* slots) {
+    constexpr int WarpWidth = Group < 32 ? Group : 32;
+#pragma unroll
+    for (int offset = WarpWidth / 2; offset > 0; offset >>= 1) v = combine<IsMax>(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    if (Group > 32) {
+        static_assert(Group <= 32 || Group == Threads, "a group wider than a warp is the whole block");
+        if (threadIdx.x % 32 == 0) slots[threadIdx.x / 32] = v;
+        __syncthreads();
+        v = slots[0];
+#pragma unroll
+        for (int w = 1; w < Threads / 32; ++w) v = combine<IsMax>(v, slots[w]);
+        __syncthreads();
+    }
+    return v;
+}
+
+template <typename A, int Threads> struct BlockSlots {
+    A max[Threads / 32 > 0 ? Threads / 32 : 1];
+    A sum[Threads / 32 > 0 ? Threads / 32 : 1];
+};
+
+// Exact (max, sum of exp(x - max)) of a chunk held by a group.
+template <int Group, int Threads, typename T, int Vecs, typename A = accum_t<T>>
+__device__ __forceinline__ void chunk_stats(const Chunk<T, Group, Vecs>& c, BlockSlots<A, Threads>& slots, A& m, A& s) {
+    m = group_reduce<true, Group, Threads>(c.max(), slots.max);
+    s = group_reduce<false, Group, Threads>(c.sum_exp(m), slots.sum);
+}
+
+}  // namespace softmax_detail
+}  // namespace cufuse
+
+using cufuse::int64;
+using namespace cufuse::softmax_detail;
+
+// Group threads per row, Threads/Group rows per block; rows of length <= Group*Vecs*VS.
+template <typename T, bool Log, int Threads, int Group, int Vecs>
+__global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length,
+                                                        int64 inner, int64 so, int64 si, int64 sl) {
+    using A = cufuse::accum_t<T>;
+    __shared__ BlockSlots<A, Threads> slots;
+    constexpr int RowsPerBlock = Threads / Group;
+    const int lane = threadIdx.x % Group;
+    const int64 r = static_cast<int64>(blockIdx.x) * RowsPerBlock + threadIdx.x / Group;
+    const bool active = r < rows;  // inactive groups still join the shuffles, with an empty row
+    const RowView<T> row = make_row(x, y, active ? r : 0, length, inner, so, si, sl);
+    const int64 end = active ? length : 0;
+    Chunk<T, Group, Vecs> c;
+    c.load(row, 0, end, lane);
+    A m, s;
+    chunk_stats<Group, Threads>(c, slots, m, s);
+    c.store(row, 0, end, lane, Normalizer<A, Log>(m, s));
+}
+
+#if __CUDA_ARCH__ >= 900  // __cluster_dims__ does not compile for earlier targets
+// One cluster of Cluster blocks per row; block `rank` holds elements [rank*chunk_len, ...).
+// Up to 4 vectors a thread, two blocks share an SM (the ladder relies on it).
+template <typename T, bool Log, int Threads, int Vecs, int Cluster>
+__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs <= 4 ? 2 : 1)
+    softmax_rows_cluster(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so, int64 si,
+                         int64 sl, int64 chunk_len) {
+    using A = cufuse::accum_t<T>;
+    namespace cg = cooperative_groups;
+    __shared__ BlockSlots<A, Threads> slots;
+    __shared__ A partial[2];
+    cg::cluster_group cluster = cg::this_cluster();
+    const int rank = static_cast<int>(cluster.block_rank());
+    const int64 r = static_cast<int64>(blockIdx.x) / Cluster;
+    const RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
+    const int64 begin = rank * chunk_len, end = min(length, begin + chunk_len);
+    Chunk<T, Threads, Vecs> c;
+    c.load(row, begin, end, threadIdx.x);
+    A m, s;
+    chunk_stats<Threads, Threads>(c, slots, m, s);
+    if (threadIdx.x == 0) {
+        partial[0] = m;
+        partial[1] = s;
+    }
+    cluster.sync();
+    A row_max = cufuse::neg_infinity<A>(), row_sum = 0;
+#pragma unroll
+    for (int q = 0; q < Cluster; ++q) row_max = cufuse::nan_max(row_max, cluster.map_shared_rank(partial, q)[0]);
+#pragma unroll 1
+    for (int q = 0; q < Cluster; ++q) {
+        const A* p = cluster.map_shared_rank(partial, q);
+        row_sum += rescale(p[1], p[0], row_max);
+    }
+    cluster.sync();  // no block leaves while another still reads its partial
+    c.store(row, begin, end, threadIdx.x, Normalizer<A, Log>(row_max, row_sum));
+}
+#endif
+
+// Persistent grid: gridDim.x = blocks_per_row * rows_per_wave blocks, all co-resident (the
+// host sizes it from the occupancy guaranteed by __launch_bounds__(Threads, BlocksPerSM) and
+// the shared memory per block). Block b serves chunk b % blocks_per_row of rows
+// b / blocks_per_row, + rows_per_wave, ...: the blocks of one row advance together, so the
+// arrival wait cannot deadlock. A chunk is cut into tiles of one register Chunk: the last
+// tile stays in registers, the first smem_tiles tiles are kept in dynamic shared memory,
+// any tiles in between are streamed (read again in the output pass, most recent first).
+// partials: 2 * rows * blocks_per_row accumulators; arrivals: rows counters, zeroed.
+template <typename T, bool Log, int Threads, int Vecs, int BlocksPerSM>
+__global__ void __launch_bounds__(Threads, BlocksPerSM)
+    softmax_rows_split(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so, int64 si,
+                       int64 sl, int64 chunk_len, int blocks_per_row, int smem_tiles, cufuse::accum_t<T>* partials,
+                       unsigned* arrivals) {
+    using A = cufuse::accum_t<T>;
+    using ChunkT = Chunk<T, Threads, Vecs>;
+    using cufuse::Vec16;
+    __shared__ BlockSlots<A, Threads> slots;
+    extern __shared__ uint4 stash_bytes[];
+    Vec16<T>* stash = reinterpret_cast<Vec16<T>*>(stash_bytes);  // [smem_tiles][Vecs][Threads], conflict-free
+    const int part = blockIdx.x % blocks_per_row;
+    const int64 rows_per_wave = gridDim.x / blocks_per_row;
+    for (int64 r = blockIdx.x / blocks_per_row; r < rows; r += rows_per_wave) {
+        const RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
+        const int64 begin = min(length, part * chunk_len), end = min(length, begin + chunk_len);
+        const int64 tiles = max(int64(1), (end - begin + ChunkT::capacity - 1) / ChunkT::capacity);
+        // Tiles [0, stashed) live in shared memory, [stashed, tiles - 1) are streamed, the
+        // last one stays in registers.
+        const int stashed = static_cast<int>(min(static_cast<int64>(smem_tiles), tiles - 1));
+        auto tile_begin = [&](int64 t) { return begin + t * ChunkT::capacity; };
+        auto tile_end = [&](int64 t) { return min(end, tile_begin(t) + ChunkT::capacity); };
+        auto stash_tile = [&](int64 t) { return stash + t * Vecs * Threads; };
+        ChunkT c;
+        A m = cufuse::neg_infinity<A>(), s = 0;
+        auto merge = [&]() {  // the online rule: fold c's exact statistics into (m, s)
+            A tile_m, tile_s;
+            chunk_stats<Threads, Threads>(c, slots, tile_m, tile_s);
+            const A new_m = cufuse::nan_max(m, tile_m);
+            s = rescale(s, m, new_m) + rescale(tile_s, tile_m, new_m);
+            m = new_m;
+        };
+        // Pass 1. Aligned rows: every shared-memory tile is requested at once with cp.async
+        // (up to smem_tiles x 16 KB in flight per block), the other tiles load meanwhile.
+        if (row.in_vec) {
+            for (int t = 0; t < stashed; ++t) c.stash_async(stash_tile(t), row, tile_begin(t), tile_end(t), threadIdx.x);
+            cufuse::cp_async_commit();
+        }
+        for (int64 t = stashed; t < tiles - 1; ++t) {
+            c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
+            merge();
+        }
+        for (int t = 0; t < stashed; ++t) {
+            if (row.in_vec) {
+                cufuse::cp_async_wait<0>();
+                c.load_from_stash(stash_tile(t), false, row, tile_begin(t), tile_end(t), threadIdx.x);
+            } else {
+                c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
+                c.stash(stash_tile(t), threadIdx.x);
+            }
+            merge();
+        }
+        c.load(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x);
+        merge();
+        A* row_partials = partials + 2 * r * blocks_per_row;
+        if (threadIdx.x == 0) {
+            row_partials[2 * part] = m;
+            row_partials[2 * part + 1] = s;
+            __threadfence();
+            atomicAdd(arrivals + r, 1u);
+            // A block of this row that is not resident would make this wait forever; the host
+            // sizes the grid so that cannot happen, and a few seconds of waiting trap instead.
+            for (unsigned spins = 0; *reinterpret_cast<volatile unsigned*>(arrivals + r) < static_cast<unsigned>(blocks_per_row); ++spins) {
+                if (spins == (1u << 24)) __trap();
+                __nanosleep(256);
+            }
+            __threadfence();
+        }
+        __syncthreads();
+        A row_max = cufuse::neg_infinity<A>();
+        for (int q = threadIdx.x; q < blocks_per_row; q += Threads) row_max = cufuse::nan_max(row_max, __ldcg(row_partials + 2 * q));
+        row_max = group_reduce<true, Threads, Threads>(row_max, slots.max);
+        A row_sum = 0;
+        for (int q = threadIdx.x; q < blocks_per_row; q += Threads)
+            row_sum += rescale(__ldcg(row_partials + 2 * q + 1), __ldcg(row_partials + 2 * q), row_max);
+        row_sum = group_reduce<false, Threads, Threads>(row_sum, slots.sum);
+        const Normalizer<A, Log> f(row_max, row_sum);
+        // Pass 2, last tile first (in registers), then the streamed tiles read most recently
+        // (the likeliest to be in L2), then the shared-memory tiles.
+        c.store(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x, f);
+        for (int64 t = tiles - 2; t >= 0; --t) {
+            if (t < stashed) c.load_from_stash(stash_tile(t), !row.in_vec, row, tile_begin(t), tile_end(t), threadIdx.x);
+            else c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
+            c.store(row, tile_begin(t), tile_end(t), threadIdx.x, f);
+        }
+    }
+}
+
+// Reduced axis strided (sl != 1), inner axis contiguous: block = 32 columns x Slices slices of
+// the reduced axis, so every warp access is 32 consecutive elements. Online statistics over
+// the slice (Unroll loads in flight per thread), merged across slices in shared memory; the
+// output pass reads the column again. With Cluster > 1 the blocks of a cluster split the
+// reduced axis and merge their column statistics through distributed shared memory: a
+// block's part is small (1/Cluster of the column tile), so its second read comes from L2.
+template <typename T, bool Log, int Slices, int Unroll, int Cluster>
+__device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __restrict__ y, int64 length, int64 inner,
+                                                  int64 so, int64 si, int64 sl, int64 column_block, int rank) {
+    using A = cufuse::accum_t<T>;
+    __shared__ A slice_max[Slices][32], slice_sum[Slices][32];
+    __shared__ A block_stats[2][32];
+    const int64 column_tiles = (inner + 31) / 32;
+    const int64 o = column_block / column_tiles;
+    const int col = threadIdx.x % 32, slice = threadIdx.x / 32;
+    const int64 i = (column_block - o * column_tiles) * 32 + col;
+    const bool active = i < inner;
+    const T* in = x + o * so + (active ? i : 0) * si;
+    T* out = y + o * length * inner + i;
+    const int64 part = (length + Cluster - 1) / Cluster;
+    const int64 begin = min(length, rank * part), end = min(length, begin + part);
+    A m = cufuse::neg_infinity<A>(), s = 0;
+    for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
+        A a[Unroll];
+        A tile_m = cufuse::neg_infinity<A>();
+#pragma unroll
+        for (int u = 0; u < Unroll; ++u) {
+            const int64 l = l0 + static_cast<int64>(u) * Slices;
+            a[u] = active && l < end ? cufuse::to_accum(in[l * sl]) : cufuse::neg_infinity<A>();
+            tile_m = cufuse::nan_max(tile_m, a[u]);
+        }
+        const A new_m = cufuse::nan_max(m, tile_m);
+        s = rescale(s, m, new_m);
+#pragma unroll
+        for (int u = 0; u < Unroll; ++u) s += exp_accum(a[u] - new_m);
+        m = new_m;
+    }
+    slice_max[slice][col] = m;
+    __syncthreads();
+    A col_max = cufuse::neg_infinity<A>();
+#pragma unroll
+    for (int q = 0; q < Slices; ++q) col_max = cufuse::nan_max(col_max, slice_max[q][col]);
+    slice_sum[slice][col] = rescale(s, m, col_max);
+    __syncthreads();
+    A col_sum = 0;
+#pragma unroll
+    for (int q = 0; q < Slices; ++q) col_sum += slice_sum[q][col];
+#if __CUDA_ARCH__ >= 900
+    if constexpr (Cluster > 1) {
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        if (slice == 0) {
+            block_stats[0][col] = col_max;
+            block_stats[1][col] = col_sum;
+        }
+        cluster.sync();
+        col_max = cufuse::neg_infinity<A>();
+#pragma unroll 1
+        for (int q = 0; q < Cluster; ++q) col_max = cufuse::nan_max(col_max, cluster.map_shared_rank(&block_stats[0][col], q)[0]);
+        col_sum = 0;
+#pragma unroll 1
+        for (int q = 0; q < Cluster; ++q)
+            col_sum += rescale(cluster.map_shared_rank(&block_stats[1][col], q)[0], cluster.map_shared_rank(&block_stats[0][col], q)[0], col_max);
+        cluster.sync();  // no block leaves while another still reads its statistics
+    }
+#endif
+    if (!active) return;
+    const Normalizer<A, Log> f(col_max, col_sum);
+    for (int64 l = begin + slice; l < end; l += Slices) out[l * inner] = cufuse::from_accum<T>(f(cufuse::to_accum(in[l * sl])));
+}
+
+template <typename T, bool Log, int Slices, int Unroll>
+__global__ void __launch_bounds__(32 * Slices, 2) softmax_cols(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length,
+                                                            int64 inner, int64 so, int64 si, int64 sl) {
+    softmax_cols_body<T, Log, Slices, Unroll, 1>(x, y, length, inner, so, si, sl, blockIdx.x, 0);
+}
+
+#if __CUDA_ARCH__ >= 900
+template <typename T, bool Log, int Slices, int Unroll, int Cluster>
+__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(32 * Slices, 2)
+    softmax_cols_cluster(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length, int64 inner, int64 so, int64 si,
+                         int64 sl) {
+    softmax_cols_body<T, Log, Slices, Unroll, Cluster>(x, y, length, inner, so, si, sl, blockIdx.x / Cluster,
+                                                       static_cast<int>(cooperative_groups::this_cluster().block_rank()));
+}
+#endif

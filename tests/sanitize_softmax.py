@@ -1,0 +1,72 @@
+"""Every softmax kernel path on a small grid, for compute-sanitizer:
+
+    compute-sanitizer --tool memcheck --error-exitcode 1 python tests/sanitize_softmax.py
+    compute-sanitizer --tool racecheck --error-exitcode 1 python tests/sanitize_softmax.py
+
+Exits non-zero when a result differs from the float64 oracle. Kernels are compiled (or taken
+from the disk cache) on first use; run ``python -m cufuse precompile`` first to keep the
+sanitized run short.
+"""
+from __future__ import annotations
+
+import sys
+
+import cupy as cp
+import numpy as np
+
+import cufuse
+from cufuse import reference
+from cufuse._configs import softmax as configs
+
+TOL = {np.dtype(np.float16): (2e-3, 1e-2), np.dtype(np.float32): (3e-5, 2e-5)}
+
+
+def _cases():
+    f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
+    yield "sub-warp rows", (37, 5), f16, (1,), None
+    yield "warp rows", (19, 1000), f32, (1,), None
+    yield "block rows, ragged tail", (5, 3001), f32, (1,), None
+    yield "block rows, fp16", (3, 20003), f16, (1,), None
+    yield "cluster rows", (3, 40001), f32, (1,), None
+    yield "split rows, registers only", (3, 140001), f32, (1,), None
+    yield "split rows, several waves", (300, 140001 // 8), f32, (1,), configs.SplitConfig(256, 4, 2, 2, 8, 8752, 2, False)
+    # 25000-element chunks = 7 register tiles: 1 in registers, 2 in shared memory, 4 streamed.
+    yield "split rows, streamed", (2, 50000), f32, (1,), configs.SplitConfig(256, 4, 2, 2, 4, 25000, 2, True)
+    yield "columns (axis 0)", (3000, 70), f32, (0,), None
+    yield "columns, middle axis", (3, 501, 40), f16, (1,), None
+    yield "strided rows", "strided", f32, (1,), None
+    yield "copy path (axes 0, 2)", (6, 7, 300), f32, (0, 2), None
+
+
+def main() -> int:
+    rng = np.random.default_rng(1234)
+    failures = 0
+    for name, shape, dtype, axes, config in _cases():
+        if shape == "strided":
+            x = cp.asarray((rng.standard_normal((33, 4100)) * 3).astype(dtype))[:, 1::2]
+        else:
+            host = (rng.standard_normal(shape) * 3).astype(dtype)
+            host.reshape(-1)[::97] = -np.inf  # a few -inf entries, and one NaN row below
+            host.reshape(host.shape[0], -1)[0, 0] = np.nan
+            x = cp.asarray(host)
+        for log in (False, True):
+            fn = cufuse.log_softmax if log else cufuse.softmax
+            out = cp.empty(x.shape, dtype=x.dtype)
+            out.view(cp.uint8).fill(0xFF)
+            fn(x, axis=axes, out=out, config=config)
+            expected = (reference.log_softmax if log else reference.softmax)(cp.asnumpy(x).astype(np.float64), axes)
+            rtol, log_atol = TOL[x.dtype]
+            try:
+                np.testing.assert_allclose(
+                    cp.asnumpy(out).astype(np.float64), expected, rtol=rtol, atol=log_atol if log else 1e-6, equal_nan=True
+                )
+                print(f"ok    {name} {'log_softmax' if log else 'softmax'}")
+            except AssertionError as error:
+                failures += 1
+                print(f"FAIL  {name} {'log_softmax' if log else 'softmax'}: {error}")
+    cp.cuda.Device().synchronize()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

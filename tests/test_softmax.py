@@ -1,0 +1,371 @@
+"""softmax / log_softmax: config selection and layout collapse (CPU), kernels vs the float64
+oracle and SciPy (GPU)."""
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+import scipy.special
+
+import cufuse
+from cufuse import reference
+from cufuse._configs import A100, H200
+from cufuse._configs import softmax as configs
+from cufuse.softmax import _collapse
+
+from .conftest import poisoned
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+FN = {False: cufuse.softmax, True: cufuse.log_softmax}
+ORACLE = {False: reference.softmax, True: reference.log_softmax}
+SCIPY = {False: scipy.special.softmax, True: scipy.special.log_softmax}
+
+# The capacity ladder in 16-byte vectors: each value is the last length a config holds.
+LADDER = [c.capacity_vectors for c in configs._rows_configs()] + [c.capacity_vectors for c in configs._cluster_configs()]
+
+
+# ---------------------------------------------------------------- CPU: selection rules
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+def test_ladder_picks_the_smallest_config_that_holds_the_row(dtype):
+    vs = configs.vector_size(dtype)
+    previous = 0
+    for capacity in LADDER:
+        at = configs.choose_rows(capacity * vs, 1000, dtype, H200)
+        past_previous = configs.choose_rows(previous * vs + 1, 1000, dtype, H200)
+        assert at.capacity_vectors == capacity
+        assert past_previous == at
+        previous = capacity
+    assert isinstance(configs.choose_rows(LADDER[-1] * vs + 1, 4, dtype, H200), configs.SplitConfig)
+
+
+def test_ladder_is_increasing_and_groups_tile_the_block():
+    assert LADDER == sorted(set(LADDER))
+    for config in configs._rows_configs():
+        assert config.threads % config.group == 0 and config.group <= 32 or config.group == config.threads
+
+
+def test_no_clusters_on_a100():
+    block_max = configs._rows_configs()[-1].capacity_vectors
+    config = configs.choose_rows(block_max * 4 + 1, 8, np.float32, A100)
+    assert isinstance(config, configs.SplitConfig)
+    assert not any(s.name == "softmax_rows_cluster" for s in configs.instantiations(A100))
+
+
+@pytest.mark.parametrize("length,rows", [(131073, 40), (1 << 20, 16), (1 << 22, 4), (1 << 26, 1), (3_000_017, 2), (16385 * 4, 1)])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("dev", [H200, A100])
+def test_split_covers_the_row_with_a_resident_grid(length, rows, dtype, dev):
+    c = configs.choose_split(length, rows, dtype, dev)
+    vs = configs.vector_size(dtype)
+    assert c.chunk % vs == 0
+    assert (c.blocks_per_row - 1) * c.chunk < length <= c.blocks_per_row * c.chunk
+    assert c.grid % c.blocks_per_row == 0 and c.blocks_per_row <= c.grid <= dev.sm_count * c.blocks_per_sm
+    assert c.grid // c.blocks_per_row <= rows
+    tiles_per_block = -(-c.chunk // (c.threads * c.vecs * vs))
+    assert 0 <= c.smem_tiles <= tiles_per_block - 1
+    assert c.streams == (tiles_per_block - 1 > c.smem_tiles)
+    # Two blocks per SM fit in shared memory, and a block's share fits the opt-in limit.
+    assert c.blocks_per_sm * (c.smem_bytes + 2048) <= dev.smem_per_sm
+    assert c.smem_bytes <= dev.max_smem_per_block
+
+
+def test_benchmark_grid_takes_single_read_paths():
+    """Every last-axis benchmark shape reads its rows once on the H200 (no streaming)."""
+    for rows, cols in [(1048576, 32), (262144, 128), (65536, 1024), (16384, 4096), (4096, 16384),
+                       (1024, 65536), (128, 262144), (16, 1048576), (4, 4194304)]:
+        for dtype in (np.float16, np.float32):
+            config = configs.choose_rows(cols, rows, dtype, H200)
+            assert not getattr(config, "streams", False), (rows, cols, dtype)
+
+
+def test_every_choice_is_an_instantiation():
+    for dev in (H200, A100):
+        specs = set(configs.instantiations(dev))
+        for dtype in (np.float16, BF16, np.float32, np.float64):
+            for length in [1, 7, 100, 1000, 5000, 70000, 500000, 1 << 22, 1 << 26]:
+                for log in (False, True):
+                    assert configs.choose_rows(length, 3, dtype, dev).spec(dtype, log) in specs
+                    assert configs.choose_cols(length, 64, dtype, dev).spec(dtype, log) in specs
+
+
+def test_long_columns_take_the_cluster_column_kernel():
+    for dtype in (np.float16, np.float32, np.float64):
+        assert configs.choose_cols(2048, 64, dtype, H200).cluster == 8
+        assert configs.choose_cols(2047, 64, dtype, H200).cluster == 1
+        assert configs.choose_cols(1 << 20, 64, dtype, A100).cluster == 1
+        assert configs.choose_cols(16384, 4096, dtype, H200).spec(dtype, False).name == "softmax_cols_cluster"
+
+
+def test_collapse():
+    # C-contiguous (4, 5, 6): last axis, middle axis, leading axes, everything.
+    assert _collapse((4, 5, 6), (30, 6, 1), {2}) == ((20, 6, 1), (6, 1, 0))
+    assert _collapse((4, 5, 6), (30, 6, 1), {1}) == ((4, 5, 6), (30, 6, 1))
+    assert _collapse((4, 5, 6), (30, 6, 1), {0, 1}) == ((1, 20, 6), (0, 6, 1))
+    assert _collapse((4, 5, 6), (30, 6, 1), {0, 1, 2}) == ((1, 120, 1), (0, 1, 0))
+    # Scattered axes, and a view whose leading axes do not collapse.
+    assert _collapse((4, 5, 6), (30, 6, 1), {0, 2}) is None
+    assert _collapse((4, 5, 6), (60, 18, 1), {2}) is None
+    # Size-1 axes are ignored, a transposed matrix reduces along its unit stride.
+    assert _collapse((4, 1, 6), (6, 6, 1), {0, 2}) == ((1, 24, 1), (0, 1, 0))
+    assert _collapse((6, 4), (1, 6), {0}) == ((1, 6, 4), (0, 1, 6))
+    assert _collapse((3, 1), (1, 1), {1}) == ((3, 1, 1), (1, 0, 0))
+    assert _collapse((), (), set()) == ((1, 1, 1), (0, 0, 0))
+    # Negative strides collapse like positive ones.
+    assert _collapse((4, 5), (-5, -1), {1}) == ((4, 5, 1), (-5, -1, 0))
+
+
+# ---------------------------------------------------------------- GPU helpers
+
+TOL = {
+    np.dtype(np.float16): dict(rtol=2e-3, atol=1e-6),
+    BF16: dict(rtol=1.6e-2, atol=1e-5),
+    np.dtype(np.float32): dict(rtol=3e-5, atol=1e-9),
+    np.dtype(np.float64): dict(rtol=1e-12, atol=1e-300),
+}
+LOG_ATOL = {np.dtype(np.float16): 1e-2, BF16: 8e-2, np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
+
+
+def _random(cp, rng, shape, dtype, scale=3.0):
+    values = rng.standard_normal(shape) * scale
+    return cp.asarray(values.astype(dtype))
+
+
+def _check(cp, x, axis, log, *, out=None, scipy_too=False):
+    """Run cufuse on x (cupy) and compare with the float64 oracle, NaN pattern included."""
+    result = FN[log](x, axis=axis, out=out)
+    if out is not None:
+        assert result is out
+    host = cp.asnumpy(x)
+    dtype = np.dtype(np.float64) if host.dtype.kind in "biu" else host.dtype
+    assert result.dtype == dtype and result.shape == x.shape
+    axes = tuple(range(host.ndim)) if axis is None else axis
+    expected = ORACLE[log](host.astype(np.float64), axes)
+    tol = dict(TOL[dtype])
+    if log:
+        tol["atol"] = LOG_ATOL[dtype]
+    actual = cp.asnumpy(result).astype(np.float64)
+    np.testing.assert_allclose(actual, expected, equal_nan=True, **tol)
+    if scipy_too:
+        np.testing.assert_allclose(actual, SCIPY[log](host.astype(np.float64), axis=axis), equal_nan=True, **tol)
+    return result
+
+
+def configs_device(cp):
+    from cufuse._configs import current_device_info
+
+    return current_device_info()
+
+
+def _lengths_past_each_threshold(dtype):
+    vs = configs.vector_size(dtype)
+    return [1] + [c * vs + 1 for c in LADDER] + [LADDER[-1] * vs]
+
+
+# ---------------------------------------------------------------- GPU tests
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_every_ladder_branch_float32(cp, rng, log):
+    """Lengths 1, at and just past every capacity of the ladder (the last one: the split
+    kernel), odd row counts, poisoned out."""
+    for length in _lengths_past_each_threshold(np.float32):
+        rows = max(1, min(37, (1 << 22) // length))
+        x = _random(cp, rng, (rows, length), np.float32)
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+def test_dtypes_on_each_kernel(cp, rng, dtype, log):
+    """Every dtype on a sub-warp, warp, block, cluster and split row, prime lengths."""
+    vs = configs.vector_size(dtype)
+    for length in (3, 31 * vs - 1, 997, 4096 * vs + 3, 32768 * vs + 7):
+        rows = max(1, min(9, (1 << 21) // length))
+        x = _random(cp, rng, (rows, length), dtype)
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_many_short_rows_and_scipy(cp, rng, log):
+    x = _random(cp, rng, (1001, 32), np.float16)
+    _check(cp, x, -1, log, scipy_too=True)
+    x = _random(cp, rng, (257, 13), np.float32)
+    _check(cp, x, 1, log, scipy_too=True)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_split_multiple_waves_and_streaming(cp, rng, log):
+    # 40 rows of 131073: 9 blocks per row, 14 rows per wave on the H200 -> 3 waves.
+    x = _random(cp, rng, (40, 131073), np.float32)
+    _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+    # Rows that need registers and shared-memory tiles.
+    x = _random(cp, rng, (2, 3_000_017), np.float32)
+    assert configs.choose_rows(3_000_017, 2, np.float32, H200).smem_tiles > 0
+    _check(cp, x, -1, log)
+    # A row longer than the resident grid's registers and shared memory: streamed, read twice.
+    length = 9_000_011
+    assert configs.choose_rows(length, 1, np.float32, configs_device(cp)).streams
+    x = _random(cp, rng, (1, length), np.float32)
+    _check(cp, x, None, log, out=poisoned(cp, x.shape, x.dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("log", [False, True])
+def test_axis_forms(cp, rng, dtype, log):
+    x = _random(cp, rng, (6, 35, 129), dtype)
+    for axis in (None, 0, 1, 2, -1, -2, (0, 1), (1, 2), (0, 2), (0, 1, 2), (-1, 0)):
+        axes = None if axis is None else tuple(sorted(a % 3 for a in np.atleast_1d(axis)))
+        _check(cp, x, axes if axis is not None else None, log, out=poisoned(cp, x.shape, x.dtype))
+    _check(cp, _random(cp, rng, (), dtype), None, log)
+    _check(cp, _random(cp, rng, (5,), dtype), 0, log)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_axis_argument_forms_as_given(cp, rng, log):
+    x = _random(cp, rng, (6, 35, 129), np.float32)
+    for axis in (-1, -2, (-1, 0), (2, 1)):
+        result = FN[log](x, axis=axis)
+        np.testing.assert_allclose(cp.asnumpy(result), SCIPY[log](cp.asnumpy(x).astype(np.float64), axis=axis),
+                                   rtol=3e-5, atol=2e-5 if log else 1e-9)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_leading_axis_reduces_down_columns(cp, rng, log):
+    # Column lengths on both sides of the cluster threshold, ragged column counts.
+    for shape in [(16384, 33), (2048, 100), (2047, 100), (1000, 4096), (3, 4097), (1, 64)]:
+        x = _random(cp, rng, shape, np.float32)
+        _check(cp, x, (0,), log, out=poisoned(cp, x.shape, x.dtype))
+    x = _random(cp, rng, (4, 777, 70), np.float16)  # middle axis: outer > 1
+    _check(cp, x, (1,), log)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_strided_views(cp, rng, log):
+    base = _random(cp, rng, (64, 2050), np.float32)
+    views = [
+        base[:, ::2],  # strided reduced axis (scalar loads)
+        base[:, 1:],  # misaligned rows (scalar path)
+        base[:, :1023],  # odd length, aligned rows: vector body + scalar tail
+        base[::-1, ::-1],  # negative strides
+        base.T,  # reduced axis 0 contiguous in memory
+        base[::3],  # row stride 3 x 2050
+    ]
+    for view in views:
+        for axis in ((view.ndim - 1,), (0,), None):
+            _check(cp, view, axis, log, out=poisoned(cp, view.shape, view.dtype))
+    three = _random(cp, rng, (10, 12, 300), np.float32)[::2, ::3, 1:]  # does not collapse: copy path
+    _check(cp, three, (2,), log)
+    _check(cp, three, (0, 2), log)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.bool_])
+@pytest.mark.parametrize("log", [False, True])
+def test_integer_and_bool_inputs_compute_in_float64(cp, rng, dtype, log):
+    x = cp.asarray(rng.integers(0, 2 if dtype is np.bool_ else 50, size=(17, 301)).astype(dtype))
+    result = _check(cp, x, (1,), log, scipy_too=True)
+    assert result.dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+def test_nan_pattern(cp, rng, dtype, log):
+    """Rows with NaN, +inf, all -inf, some -inf entries, and +inf with -inf, on the warp,
+    block and split paths (the split path merges partials across blocks)."""
+    vs = configs.vector_size(dtype)
+    for length in (5, 100 * vs + 3, 2000 * vs, 40000 * vs + 1):
+        host = (rng.standard_normal((7, length)) * 3).astype(dtype)
+        host[0, length // 2] = np.nan
+        host[1, length - 1] = np.inf
+        host[2, :] = -np.inf
+        host[3, :: 2] = -np.inf
+        host[4, 0] = np.inf
+        host[4, 1:] = -np.inf
+        host[5, 0] = np.inf
+        host[5, -1] = np.inf
+        x = cp.asarray(host)
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+        _check(cp, cp.ascontiguousarray(x.T), 0, log)  # the column kernel
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_empty_arrays(cp, log):
+    for shape, axis in [((0,), None), ((3, 0), 1), ((0, 5), 1), ((0, 5), 0)]:
+        x = cp.empty(shape, dtype=cp.float32)
+        result = FN[log](x, axis=axis)
+        assert result.shape == shape and result.dtype == cp.float32
+
+
+def _count_allocations(cp, fn):
+    pool = cp.get_default_memory_pool()
+    sizes = []
+
+    def counting(nbytes):
+        sizes.append(nbytes)
+        return pool.malloc(nbytes)
+
+    cp.cuda.set_allocator(counting)
+    try:
+        fn()
+    finally:
+        cp.cuda.set_allocator(pool.malloc)
+    return sizes
+
+
+def _graph_nodes(cp, fn):
+    """(kernel names, number of nodes) of fn() captured into a CUDA graph."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        fn()  # the memory pool caches blocks per stream: fill this stream's before capturing
+        stream.synchronize()
+        stream.begin_capture()
+        fn()
+        graph = stream.end_capture()
+    dot = graph.debug_dot_str(0xFFFF)
+    nodes = re.findall(r'^\s*"?graph_\d+_node_\d+"?\s*\[', dot, flags=re.M)
+    return dot, len(nodes)
+
+
+@pytest.mark.parametrize(
+    "shape,axis,kernel,launches,scratch",
+    [
+        ((4096, 32), -1, "softmax_rows", 1, 0),
+        ((1024, 1024), -1, "softmax_rows", 1, 0),
+        ((64, 8192), -1, "softmax_rows", 1, 0),
+        ((16, 1 << 17), -1, "softmax_rows_cluster", 1, 0),
+        ((4096, 300), 0, "softmax_cols", 1, 0),  # leading axis: no transposed copy
+        ((8, 64, 64), None, "softmax_rows", 1, 0),  # axis=None of a contiguous array: one row
+        ((4, 1 << 20), -1, "softmax_rows_split", 2, 2),  # memset of the arrival counters + the kernel
+    ],
+)
+def test_one_launch_and_no_allocation_besides_out(cp, rng, shape, axis, kernel, launches, scratch):
+    x = _random(cp, rng, shape, np.float32)
+    out = cp.empty_like(x)
+    call = lambda: cufuse.softmax(x, axis=axis, out=out)  # noqa: E731
+    call()  # compile and warm the memory pool outside the measurements
+    cp.cuda.Device().synchronize()
+    assert len(_count_allocations(cp, call)) == scratch
+    assert len(_count_allocations(cp, lambda: cufuse.softmax(x, axis=axis))) == scratch + 1
+    dot, nodes = _graph_nodes(cp, call)
+    assert kernel in dot
+    assert nodes == launches, dot
+
+
+def test_more_than_2_31_elements(cp, rng):
+    """float16 (2**15 + 1) x 2**16 = 2**31 + 2**16 elements (4.3 GB): offsets past 2**31.
+    Checked on the last rows against the oracle (the whole array on the host would be slow)."""
+    rows, cols = (1 << 15) + 1, 1 << 16
+    x = cp.empty((rows, cols), dtype=cp.float16)
+    x[...] = cp.random.standard_normal((1, cols), dtype=cp.float32).astype(cp.float16)
+    x[-3:] = _random(cp, rng, (3, cols), np.float16)
+    out = poisoned(cp, x.shape, x.dtype)
+    cufuse.softmax(x, axis=-1, out=out)
+    tail = cp.asnumpy(out[-3:]).astype(np.float64)
+    np.testing.assert_allclose(tail, reference.softmax(cp.asnumpy(x[-3:]).astype(np.float64), (1,)), **TOL[np.dtype(np.float16)])
+    first = cp.asnumpy(out[0]).astype(np.float64)
+    np.testing.assert_allclose(first, reference.softmax(cp.asnumpy(x[0]).astype(np.float64), (0,)), **TOL[np.dtype(np.float16)])
+    assert not bool(cp.isnan(out).any())
+    del x, out
