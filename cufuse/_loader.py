@@ -254,24 +254,33 @@ def get_kernel(source: str, name: str, *template_args, dynamic_smem: int = 0):
     """
     import cupy
 
-    device_id = cupy.cuda.Device().id
-    spec = KernelSpec(source, name, tuple(template_args))
-    key = (device_id, source, spec.expression)
+    # The hot path is one dict lookup on the raw arguments: no spec or string is built
+    # for a kernel that is already loaded.
+    key = (cupy.cuda.runtime.getDevice(), source, name, template_args)
     kernel = _kernels.get(key)
     if kernel is None:
-        with _registry_lock:
-            lock = _kernel_locks.setdefault(key, threading.Lock())
-        with lock:
-            kernel = _kernels.get(key)
-            if kernel is None:
-                entry = ensure_compiled(spec, arch_for(device_cc(device_id)))
-                kernel = cupy.RawModule(path=str(entry.path)).get_function(entry.lowered_name)
-                _kernels[key] = kernel
+        kernel = _load(key)
     if dynamic_smem > 48 * 1024 and dynamic_smem > _smem_limits.get(key, 0):
         with _registry_lock:
             if dynamic_smem > _smem_limits.get(key, 0):
                 kernel.max_dynamic_shared_size_bytes = dynamic_smem
                 _smem_limits[key] = dynamic_smem
+    return kernel
+
+
+def _load(key):
+    """Compile (or find in the disk cache) and load one kernel; one thread per key does it."""
+    import cupy
+
+    device_id, source, name, template_args = key
+    with _registry_lock:
+        lock = _kernel_locks.setdefault(key, threading.Lock())
+    with lock:
+        kernel = _kernels.get(key)
+        if kernel is None:
+            entry = ensure_compiled(KernelSpec(source, name, tuple(template_args)), arch_for(device_cc(device_id)))
+            kernel = cupy.RawModule(path=str(entry.path)).get_function(entry.lowered_name)
+            _kernels[key] = kernel
     return kernel
 
 
