@@ -43,13 +43,22 @@ T = L.MmaTile
 T128x256k64s4 = T(128, 256, 64, 2, 4, 4, 1, 1.0)
 T256x128k64s3 = T(256, 128, 64, 4, 2, 3, 1, 1.0)
 T256x128k64s4 = T(256, 128, 64, 4, 2, 4, 1, 1.0)
+T128x256k32s4 = T(128, 256, 32, 2, 4, 4, 1, 1.0)
+T256x128k32s4 = T(256, 128, 32, 4, 2, 4, 1, 1.0)
+T128x128k32s4 = T(128, 128, 32, 2, 2, 4, 2, 0.9)
 S16x128k128 = T(16, 128, 128, 1, 4, 4, 1, 0.25)
 S16x256k64 = T(16, 256, 64, 1, 8, 4, 1, 0.25)
-S64x128k128 = T(64, 128, 128, 2, 2, 3, 1, 0.75)
 
 
-def mma(tile, splits=1):
-    return L.LinearConfig("mma", tile, splits)
+def mma(tile, splits=1, reduction="atomic"):
+    return L.LinearConfig("mma", tile, splits, reduction=reduction)
+
+
+def slots(tile, splits):
+    return mma(tile, splits, "slots")
+
+
+T64x64k64s6, T32x128k64s5, T64x256k32s6 = L.STREAM64_TILES
 
 
 LARGE_VARIANTS = [  # after the default (128x256k64s3, 8 warps, 1 block/SM)
@@ -58,24 +67,25 @@ LARGE_VARIANTS = [  # after the default (128x256k64s3, 8 warps, 1 block/SM)
     ("128x256k64s4", mma(T128x256k64s4)),
     ("256x128k64s4", mma(T256x128k64s4)),
     ("128x256k64s3 group16", L.LinearConfig("mma", L.LARGE_TILE, 1, 16)),
+    ("128x256k32s4", mma(T128x256k32s4)),
+    ("256x128k32s4", mma(T256x128k32s4)),
+    ("128x128k32s4 2/SM", mma(T128x128k32s4)),
 ]
 MID_VARIANTS = [  # 512 x 4096 x 4096: one wave or less (default 64x128k64s4, 256 blocks)
-    ("64x128k64s4 split2", mma(L.SMALL_TILE, 2)),
     ("128x128k64s3", mma(L.MEDIUM_TILE)),
     ("128x128k64s3 split2", mma(L.MEDIUM_TILE, 2)),
-    ("128x256k64s3", mma(L.LARGE_TILE)),
-    ("128x256k64s3 split2", mma(L.LARGE_TILE, 2)),
-    ("256x128k64s3 split2", mma(T256x128k64s3, 2)),
+    ("128x128k64s3 split2 slots", slots(L.MEDIUM_TILE, 2)),
+    ("128x256k64s3 split2 slots", slots(L.LARGE_TILE, 2)),
+    ("64x128k64s4 split2 slots", slots(L.SMALL_TILE, 2)),
 ]
-STREAM_VARIANTS = [  # M <= 16
+STREAM_VARIANTS = [  # M <= 16 (default 16x128k64s6 split2 atomic)
     ("16x128k64s6 split1", mma(L.STREAM_TILE, 1)),
-    ("16x128k64s6 split2", mma(L.STREAM_TILE, 2)),
     ("16x128k64s6 split4", mma(L.STREAM_TILE, 4)),
-    ("16x128k64s6 split8", mma(L.STREAM_TILE, 8)),
+    ("16x128k64s6 split2 slots", slots(L.STREAM_TILE, 2)),
+    ("16x128k64s6 split4 slots", slots(L.STREAM_TILE, 4)),
     ("16x128k128s4 split2", mma(S16x128k128, 2)),
-    ("16x128k128s4 split4", mma(S16x128k128, 4)),
-    ("16x256k64s4 split4", mma(S16x256k64, 4)),
-    ("16x256k64s4 split8", mma(S16x256k64, 8)),
+    ("16x128k128s4 split2 slots", slots(S16x128k128, 2)),
+    ("16x256k64s4 split4 slots", slots(S16x256k64, 4)),
 ]
 GEMV_ROWMAJOR_VARIANTS = [  # M = 1, weight (K, N): 32 column blocks x splits
     ("gemv split8", L.LinearConfig("gemv", L.GEMV_TILES[0], 8)),
@@ -83,11 +93,16 @@ GEMV_ROWMAJOR_VARIANTS = [  # M = 1, weight (K, N): 32 column blocks x splits
     ("gemv split32", L.LinearConfig("gemv", L.GEMV_TILES[0], 32)),
 ]
 GEMV_KMAJOR_VARIANTS = [("gemv (no split)", L.LinearConfig("gemv", L.GEMV_TILES[0], 1))]
-M64_VARIANTS = [
-    ("64x128k64s4 split2", mma(L.SMALL_TILE, 2)),
-    ("64x128k64s4 split4", mma(L.SMALL_TILE, 4)),
-    ("64x128k64s4 split8", mma(L.SMALL_TILE, 8)),
-    ("64x128k128s3 split4", mma(S64x128k128, 4)),
+M64_VARIANTS = [  # default 64x128k64s4 split4 atomic
+    ("64x128k64s4 split2 slots", slots(L.SMALL_TILE, 2)),
+    ("64x128k64s4 split4 slots", slots(L.SMALL_TILE, 4)),
+    ("64x64k64s6 split2", mma(T64x64k64s6, 2)),
+    ("64x64k64s6 split2 slots", slots(T64x64k64s6, 2)),
+    ("64x64k64s6 split4 slots", slots(T64x64k64s6, 4)),
+    ("32x128k64s5 split2", mma(T32x128k64s5, 2)),
+    ("32x128k64s5 split2 slots", slots(T32x128k64s5, 2)),
+    ("64x256k32s6 split4 slots", slots(T64x256k32s6, 4)),
+    ("64x256k32s6 split8 slots", slots(T64x256k32s6, 8)),
 ]
 FP32_VARIANTS = [
     ("simt 128x128k8 8x8", L.LinearConfig("simt", L.SIMT_LARGE)),
@@ -204,7 +219,7 @@ def run_case(m, k, n, dname, kmajor, variants):
         if config is None:
             chosen = default_config(m, k, n, dname)
             t = chosen.tile
-            print(f"{label:<26} default = {chosen.kind} {t} splits={chosen.splits}", flush=True)
+            print(f"{label:<26} default = {chosen.kind} {t} splits={chosen.splits} {chosen.reduction}", flush=True)
         try:
             def call(x, w, b, out, config=config):
                 return cufuse.fused_linear_relu(x, w, b, out=out, config=config)
@@ -239,6 +254,23 @@ def all_specs(plan):
     return sorted(specs, key=str)
 
 
+def profile_host(m=16, k=8192, n=8192, dname="bf16", calls=300):
+    """Where the host time of one public call goes (cProfile, top functions by own time)."""
+    import cProfile
+    import pstats
+
+    x, w, b, out = make_sets(m, k, n, DTYPES[dname], False, 1)[0]
+    cufuse.fused_linear_relu(x, w, b, out=out)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        cufuse.fused_linear_relu(x, w, b, out=out)
+    profiler.disable()
+    cupy.cuda.get_current_stream().synchronize()
+    print(f"host profile of {calls} calls, {m}x{k}x{n} {dname} (top by own time):")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(14)
+
+
 def main():
     dev = current_device_info()
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -252,10 +284,10 @@ def main():
     d = [("default", None)]
     plan = [
         (8192, 8192, 8192, "bf16", False, d + LARGE_VARIANTS),
-        (16384, 4096, 4096, "bf16", False, d + LARGE_VARIANTS[:3]),
-        (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:3]),
+        (16384, 4096, 4096, "bf16", False, d + LARGE_VARIANTS[:2] + LARGE_VARIANTS[5:7]),
+        (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:2] + LARGE_VARIANTS[5:7]),
         (512, 4096, 4096, "bf16", False, d + MID_VARIANTS),
-        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
+        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4]),
         (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
         (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),
         (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS),
@@ -281,6 +313,10 @@ def main():
     for m, k, n, dname, kmajor, variants in plan:
         run_case(m, k, n, dname, kmajor, variants)
         cupy.get_default_memory_pool().free_all_blocks()
+    try:
+        profile_host()
+    except Exception as exc:
+        print(f"host profile failed: {type(exc).__name__}: {exc}")
     print(f"sweep done in {time.time() - t0:.1f} s")
 
 

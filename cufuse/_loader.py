@@ -234,7 +234,7 @@ def ensure_compiled(spec: KernelSpec, arch: str) -> CacheEntry:
 
 
 _kernels: dict = {}
-_smem_limits: dict = {}  # the dynamic shared-memory limit set on each cached kernel
+_smem_limits: dict = {}  # the dynamic shared-memory bytes each cached kernel may launch with now
 _kernel_locks: dict = {}
 _registry_lock = threading.Lock()
 
@@ -250,7 +250,8 @@ def device_cc(device_id: int) -> int:
 def get_kernel(source: str, name: str, *template_args, dynamic_smem: int = 0):
     """The ``cupy.RawKernel`` for ``name<template_args...>`` of ``kernels/<source>`` on the
     current device, compiled on first use. ``dynamic_smem`` raises the kernel's dynamic
-    shared-memory limit where a launch needs more than the default 48 KB.
+    shared-memory limit where a launch needs more than the default (48 KB less the
+    kernel's static shared memory).
     """
     import cupy
 
@@ -260,11 +261,10 @@ def get_kernel(source: str, name: str, *template_args, dynamic_smem: int = 0):
     kernel = _kernels.get(key)
     if kernel is None:
         kernel = _load(key)
-    if dynamic_smem > 48 * 1024 and dynamic_smem > _smem_limits.get(key, 0):
+    if dynamic_smem > _smem_limits[key]:
         with _registry_lock:
-            if dynamic_smem > _smem_limits.get(key, 0):
-                kernel.max_dynamic_shared_size_bytes = dynamic_smem
-                _smem_limits[key] = dynamic_smem
+            kernel.max_dynamic_shared_size_bytes = dynamic_smem
+            _smem_limits[key] = dynamic_smem
     return kernel
 
 
@@ -280,6 +280,8 @@ def _load(key):
         if kernel is None:
             entry = ensure_compiled(KernelSpec(source, name, tuple(template_args)), arch_for(device_cc(device_id)))
             kernel = cupy.RawModule(path=str(entry.path)).get_function(entry.lowered_name)
+            # Without an explicit limit, static plus dynamic shared memory must fit in 48 KB.
+            _smem_limits[key] = 48 * 1024 - kernel.shared_size_bytes
             _kernels[key] = kernel
     return kernel
 

@@ -5,11 +5,16 @@ oracle of ``cufuse.reference``; CuPy inputs run ``kernels/attention.cu``.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 import numbers
 
 import numpy as np
 
 from . import reference
+from ._configs import attention as configs
+from ._dtypes import ctype
 from ._numpy_path import deliver
 from ._validate import array_namespace, check_out, require_float, require_ndim, require_same_dtype
 
@@ -98,20 +103,35 @@ def batch_layout(batch, operands):
     return tuple(size for size, _ in dims), {n: tuple(st[n] for _, st in dims) for n in operands}
 
 
-def _element_strides(arr):
-    return tuple(s // arr.itemsize for s in arr.strides)
-
-
-def _vec16_ok(arr, cols, batch_strides):
-    """16-byte cp.async applies: unit column stride, 8-element rows and batch strides, aligned base."""
-    strides = _element_strides(arr)
+def _vec16_ok(elem_strides, cols, batch_strides, base_aligned):
+    """16-byte loads apply: unit column stride, 8-element rows and batch strides, aligned base."""
     return (
-        strides[-1] == 1
+        elem_strides[-1] == 1
         and cols % 8 == 0
-        and strides[-2] % 8 == 0
-        and all(s % 8 == 0 for s in batch_strides)
-        and arr.data.ptr % 16 == 0
+        and elem_strides[-2] % 8 == 0
+        and all(st % 8 == 0 for st in batch_strides)
+        and base_aligned
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    """Everything of a GPU call that depends only on shapes, strides, dtype, flags and the
+    device (cached by ``_launch_plan``): kernels, grids and the scalar kernel arguments."""
+
+    out_shape: tuple
+    lse_shape: tuple
+    kernel_args: tuple  # (source, name, *template_args) of the forward kernel
+    grid: tuple
+    block: tuple
+    smem: int
+    takes_partials: bool  # the forward kernel's pointers include partial O and lse (not SIMT)
+    scalars: tuple  # the forward kernel's arguments after the seven pointers
+    splits: int
+    workspace: tuple  # shapes of the partial O and lse (splits > 1)
+    merge_kernel_args: tuple
+    merge_grid: tuple
+    merge_scalars: tuple
 
 
 def _attention_gpu(q, k, v, causal, scale, return_lse, out, batch, config):
@@ -124,97 +144,103 @@ def _attention_gpu(q, k, v, causal, scale, return_lse, out, batch, config):
     """
     import cupy
 
-    from ._configs import attention as configs
-    from ._configs import current_device_info
-    from ._dtypes import ctype
     from ._loader import get_kernel
 
-    n_q, head_dim = q.shape[-2:]
-    n_k, head_dim_v = v.shape[-2:]
-    batch_count = int(np.prod(batch, dtype=np.int64))
     with q.device:
+        aligned = tuple(a.data.ptr % 16 == 0 for a in (q, k, v))
+        plan = _launch_plan(q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, q.dtype, batch, causal,
+                            scale, return_lse, aligned, q.device.id, config)
         if out is None:
-            out = cupy.empty(batch + (n_q, head_dim_v), dtype=q.dtype)
-        lse = cupy.empty(batch + (n_q,), dtype=np.float32) if return_lse else None
+            out = cupy.empty(plan.out_shape, dtype=q.dtype)
+        lse = cupy.empty(plan.lse_shape, dtype=np.float32) if return_lse else None
         if out.size == 0:
             return (out, lse) if return_lse else out
-        operands = {"q": q, "k": k, "v": v}
-        sizes, strides = batch_layout(batch, {n: (a.shape, _element_strides(a)) for n, a in operands.items()})
-        dev = current_device_info()
-        if config is None:
-            config = configs.select_config(n_q, n_k, head_dim, head_dim_v, batch_count, q.dtype, dev)
-        # Kernel argument tail shared by both forward kernels: per-operand (row, col) strides,
-        # then the BatchLayout (sizes of dims 1..3, then q, k, v batch strides).
-        strides_args = tuple(np.int64(s) for a in operands.values() for s in _element_strides(a)[-2:])
-        layout_args = tuple(np.int64(s) for s in sizes[1:]) + tuple(
-            np.int64(s) for n in operands for s in strides[n]
-        )
-        flags = (configs.FLAG_CAUSAL if causal else 0) | (configs.FLAG_WRITE_LSE if return_lse else 0)
         lse_arg = lse if return_lse else out  # not written without FLAG_WRITE_LSE
-        dtype_name = ctype(q.dtype)
-        shape_args = (np.int32(n_q), np.int32(n_k), np.int32(head_dim), np.int32(head_dim_v))
-
-        if config.tile is None:
-            q_tiles = -(-n_q // configs.SIMT_WARPS)
-            kernel = get_kernel(*_spec_args(configs.simt_spec(dtype_name)))
-            kernel(
-                (q_tiles * batch_count,),
-                (32 * configs.SIMT_WARPS,),
-                (q, k, v, out, lse_arg, *shape_args, np.int32(q_tiles), q.dtype.type(scale), np.int32(flags),
-                 *strides_args, *layout_args),
-            )
-            return (out, lse) if return_lse else out
-
-        tile = config.tile
-        if tile.head_dim < max(head_dim, head_dim_v):
-            raise ValueError(
-                f"{_FN}: argument 'config' expected a tile head dim >= {max(head_dim, head_dim_v)}, got {tile.head_dim}"
-            )
-        vec_flags = {"q": configs.FLAG_VEC_Q, "k": configs.FLAG_VEC_K, "v": configs.FLAG_VEC_V}
-        for n, arr in operands.items():
-            if _vec16_ok(arr, head_dim_v if n == "v" else head_dim, strides[n]):
-                flags |= vec_flags[n]
-        splits = config.splits
-        keys_per_split = config.keys_per_split if splits > 1 else n_k
-        if splits > 1:  # the documented workspace: splits * B * Nq * (Dv + 1) float32
-            partial_o = cupy.empty((splits, batch_count, n_q, head_dim_v), dtype=np.float32)
-            partial_lse = cupy.empty((splits, batch_count, n_q), dtype=np.float32)
+        if plan.splits > 1:  # the documented workspace: splits * B * Nq * (Dv + 1) float32
+            partial_o = cupy.empty(plan.workspace[0], dtype=np.float32)
+            partial_lse = cupy.empty(plan.workspace[1], dtype=np.float32)
+            pointers = (q, k, v, out, lse_arg, partial_o, partial_lse)
+        elif plan.takes_partials:
+            pointers = (q, k, v, out, lse_arg, lse_arg, lse_arg)  # partials not touched with one split
         else:
-            partial_o = partial_lse = lse_arg  # not touched with one split
-        scale_log2 = np.float32(scale * np.log2(np.e))
-        if isinstance(tile, configs.DecodeTile):
-            if not flags & configs.FLAG_VEC_K or not flags & configs.FLAG_VEC_V:
-                raise ValueError(
-                    f"{_FN}: argument 'config' expected k and v with 16-byte aligned rows for a decode tile, "
-                    f"got k strides {k.strides}, v strides {v.strides}"
-                )
-            kernel = get_kernel(*_spec_args(tile.spec(dtype_name)))
-            kernel(
-                (n_q * splits * batch_count,),
-                (tile.threads,),
-                (q, k, v, out, lse_arg, partial_o, partial_lse, *shape_args, np.int32(splits),
-                 np.int32(keys_per_split), scale_log2, np.int32(flags), *strides_args, *layout_args),
-            )
-        else:
-            q_tiles = -(-n_q // tile.block_m)
-            kernel = get_kernel(*_spec_args(tile.spec(dtype_name)), dynamic_smem=tile.smem_bytes)
-            kernel(
-                (q_tiles * splits * batch_count,),
-                (tile.threads,),
-                (q, k, v, out, lse_arg, partial_o, partial_lse, *shape_args, np.int32(q_tiles), np.int32(splits),
-                 np.int32(keys_per_split), scale_log2, np.int32(flags), *strides_args, *layout_args),
-                shared_mem=tile.smem_bytes,
-            )
-        if splits > 1:
-            merge = get_kernel(*_spec_args(configs.merge_spec(dtype_name)))
-            rows = batch_count * n_q
-            merge(
-                (rows,),
-                (configs.MERGE_THREADS,),
-                (partial_o, partial_lse, out, lse_arg, np.int64(rows), np.int32(head_dim_v), np.int32(splits),
-                 np.int32(return_lse)),
-            )
+            pointers = (q, k, v, out, lse_arg)
+        kernel = get_kernel(*plan.kernel_args, dynamic_smem=plan.smem)
+        kernel(plan.grid, plan.block, pointers + plan.scalars, shared_mem=plan.smem)
+        if plan.splits > 1:
+            merge = get_kernel(*plan.merge_kernel_args)
+            merge(plan.merge_grid, (configs.MERGE_THREADS,), (partial_o, partial_lse, out, lse_arg) + plan.merge_scalars)
     return (out, lse) if return_lse else out
+
+
+@functools.lru_cache(maxsize=1024)
+def _launch_plan(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, batch, causal, scale, return_lse,
+                 aligned, device_id, config):
+    """The ``_Launch`` of one call signature (pure apart from the device query)."""
+    from ._configs import device_info
+
+    itemsize = dtype.itemsize
+    elem = {n: tuple(st // itemsize for st in strides) for n, strides in
+            (("q", q_strides), ("k", k_strides), ("v", v_strides))}
+    shapes = {"q": q_shape, "k": k_shape, "v": v_shape}
+    n_q, head_dim = q_shape[-2:]
+    n_k, head_dim_v = v_shape[-2:]
+    batch_count = math.prod(batch)
+    sizes, strides = batch_layout(batch, {n: (shapes[n], elem[n]) for n in shapes})
+    vec_ok = {n: _vec16_ok(elem[n], head_dim_v if n == "v" else head_dim, strides[n], aligned[i])
+              for i, n in enumerate(shapes)}
+    dev = device_info(device_id)
+    if config is None:
+        config = configs.select_config(n_q, n_k, head_dim, head_dim_v, batch_count, dtype, dev,
+                                       vec_ok["k"] and vec_ok["v"])
+    # Kernel argument tail shared by the forward kernels: per-operand (row, col) strides,
+    # then the BatchLayout (sizes of dims 1..3, then q, k, v batch strides).
+    strides_args = tuple(np.int64(st) for n in shapes for st in elem[n][-2:])
+    layout_args = tuple(np.int64(st) for st in sizes[1:]) + tuple(np.int64(st) for n in shapes for st in strides[n])
+    flags = (configs.FLAG_CAUSAL if causal else 0) | (configs.FLAG_WRITE_LSE if return_lse else 0)
+    dtype_name = ctype(dtype)
+    shape_args = (np.int32(n_q), np.int32(n_k), np.int32(head_dim), np.int32(head_dim_v))
+    common = dict(out_shape=batch + (n_q, head_dim_v), lse_shape=batch + (n_q,))
+    no_merge = dict(splits=1, workspace=(), merge_kernel_args=(), merge_grid=(), merge_scalars=())
+
+    tile = config.tile
+    if tile is None:
+        q_tiles = -(-n_q // configs.SIMT_WARPS)
+        return _Launch(**common, **no_merge, kernel_args=_spec_args(configs.simt_spec(dtype_name)),
+                       grid=(q_tiles * batch_count,), block=(32 * configs.SIMT_WARPS,), smem=0, takes_partials=False,
+                       scalars=(*shape_args, np.int32(q_tiles), dtype.type(scale), np.int32(flags), *strides_args,
+                                *layout_args))
+    if tile.head_dim < max(head_dim, head_dim_v):
+        raise ValueError(
+            f"{_FN}: argument 'config' expected a tile head dim >= {max(head_dim, head_dim_v)}, got {tile.head_dim}"
+        )
+    for n, bit in (("q", configs.FLAG_VEC_Q), ("k", configs.FLAG_VEC_K), ("v", configs.FLAG_VEC_V)):
+        if vec_ok[n]:
+            flags |= bit
+    splits = config.splits
+    keys_per_split = config.keys_per_split if splits > 1 else n_k
+    scale_log2 = np.float32(scale * math.log2(math.e))
+    split_args = (np.int32(splits), np.int32(keys_per_split), scale_log2, np.int32(flags), *strides_args,
+                  *layout_args)
+    if isinstance(tile, configs.DecodeTile):
+        if not vec_ok["k"] or not vec_ok["v"]:
+            raise ValueError(
+                f"{_FN}: argument 'config' expected k and v with 16-byte aligned rows for a decode tile, "
+                f"got k strides {k_strides}, v strides {v_strides}"
+            )
+        launch = dict(kernel_args=_spec_args(tile.spec(dtype_name)), grid=(n_q * splits * batch_count,),
+                      block=(tile.threads,), smem=0, takes_partials=True, scalars=(*shape_args, *split_args))
+    else:
+        q_tiles = -(-n_q // tile.block_m)
+        launch = dict(kernel_args=_spec_args(tile.spec(dtype_name)), grid=(q_tiles * splits * batch_count,),
+                      block=(tile.threads,), smem=tile.smem_bytes, takes_partials=True,
+                      scalars=(*shape_args, np.int32(q_tiles), *split_args))
+    if splits == 1:
+        return _Launch(**common, **no_merge, **launch)
+    rows = batch_count * n_q
+    return _Launch(**common, **launch, splits=splits,
+                   workspace=((splits, batch_count, n_q, head_dim_v), (splits, batch_count, n_q)),
+                   merge_kernel_args=_spec_args(configs.merge_spec(dtype_name)), merge_grid=(rows,),
+                   merge_scalars=(np.int64(rows), np.int32(head_dim_v), np.int32(splits), np.int32(return_lse)))
 
 
 def _spec_args(spec):

@@ -6,6 +6,8 @@ oracle of ``cufuse.reference``; CuPy inputs run ``kernels/linear_relu.cu``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import reference
@@ -33,8 +35,13 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     float32) and float64 run on a SIMT kernel with arbitrary strides. When M <= 64, or the
     output has fewer tiles than the GPU has block slots, the tensor-core kernel splits K
     over blocks and reduces in a float32 workspace (M x N floats, at most 17 MB on an
-    H200, plus one int per output tile), allocated once per device and stream and reused.
+    H200, plus one int per output tile; a ``config`` with ``reduction="slots"`` takes one
+    tile of floats per block instead), allocated once per device, stream and reduction
+    kind, and reused.
     """
+    plan = _plans.get(_signature(x, weight, bias, out, config)) if _on_gpu(x, weight, bias, out) else None
+    if plan is not None and (out is None or not plan.may_overlap(x, weight, bias, out)):
+        return plan.launch(x, weight, bias, out)
     xp = array_namespace(_FN, x=x, weight=weight, bias=bias)
     require_float(_FN, "x", x)
     require_same_dtype(_FN, "x", x, weight=weight, bias=bias)
@@ -64,7 +71,7 @@ def _rows_view(x):
     """
     itemsize = x.dtype.itemsize
     lead = [(d, st // itemsize) for d, st in zip(x.shape[:-1], x.strides[:-1]) if d != 1]
-    m = int(np.prod([d for d, _ in lead], dtype=np.int64))
+    m = math.prod(d for d, _ in lead)
     for (_, outer), (inner_dim, inner) in zip(lead, lead[1:]):
         if outer != inner * inner_dim:
             raise ValueError(
@@ -76,16 +83,100 @@ def _rows_view(x):
     return m, row_stride, x.strides[-1] // itemsize
 
 
-def _linear_relu_gpu(x, weight, bias, out, out_shape, config):
-    import cupy
+# ----------------------------------------------------------------------------- hot path
+# A call's validation and launch parameters depend only on its arrays' shapes, strides,
+# dtypes, devices and pointer alignments (and ``config``), never on the values of the
+# pointers. The first call of a signature validates in full and records a ``_Plan``; later
+# calls of the same signature reuse it: one dict lookup, then the launch. Only the overlap
+# of ``out`` with an input depends on the pointers: the plan keeps each input's byte
+# extent, and a call whose ``out`` range meets one takes the full path (exact check).
 
+_ndarray = None  # cupy.ndarray once cupy is imported
+
+
+def _on_gpu(x, weight, bias, out) -> bool:
+    global _ndarray
+    if _ndarray is None:
+        try:
+            import cupy
+        except ImportError:
+            return False
+        _ndarray = cupy.ndarray
+    nd = _ndarray
+    return (type(x) is nd and type(weight) is nd and (bias is None or type(bias) is nd)
+            and (out is None or type(out) is nd))
+
+
+def _signature(x, weight, bias, out, config):
+    xd, wd = x.data, weight.data
+    return (x.shape, x.strides, x.dtype, xd.ptr & 15, xd.device_id,
+            weight.shape, weight.strides, weight.dtype, wd.ptr & 15, wd.device_id,
+            None if bias is None else (bias.shape, bias.strides, bias.dtype, bias.data.device_id),
+            None if out is None else (out.shape, out.strides, out.dtype, out.data.ptr & 15, out.data.device_id),
+            config)
+
+
+def _byte_extent(a) -> tuple[int, int]:
+    """[lo, hi) bytes around a.data.ptr that the array can touch."""
+    lo = sum((d - 1) * st for d, st in zip(a.shape, a.strides) if st < 0)
+    hi = sum((d - 1) * st for d, st in zip(a.shape, a.strides) if st > 0) + a.itemsize
+    return lo, hi
+
+
+_MAX_PLANS = 4096
+_plans: dict = {}
+
+
+class _Plan:
+    """Everything one signature's launches share: the kernel, grid, block, shared memory,
+    the scalar arguments and the split-K workspace size."""
+
+    __slots__ = ("out_shape", "dtype", "kernel", "grid", "block", "smem", "scalars", "workspace", "extents", "empty")
+
+    def __init__(self, out_shape, dtype, kernel, grid, block, smem, scalars, workspace, extents, empty=False):
+        self.out_shape, self.dtype, self.kernel, self.grid, self.block = out_shape, dtype, kernel, grid, block
+        self.smem, self.scalars, self.workspace, self.extents, self.empty = smem, scalars, workspace, extents, empty
+
+    def may_overlap(self, x, weight, bias, out) -> bool:
+        out_lo, out_hi = out.data.ptr, out.data.ptr + out.nbytes
+        for a, extent in zip((x, weight, bias), self.extents):
+            if a is not None and a.data.ptr + extent[0] < out_hi and out_lo < a.data.ptr + extent[1]:
+                return True
+        return False
+
+    def launch(self, x, weight, bias, out):
+        import cupy
+
+        with x.device:
+            if out is None:
+                out = cupy.empty(self.out_shape, dtype=self.dtype)
+            if self.empty:
+                return out
+            bias_arg = bias if bias is not None else _NULL
+            if self.workspace is None:
+                args = (x, weight, bias_arg, out) + self.scalars
+            else:
+                args = (x, weight, bias_arg, out) + _split_workspace(cupy, *self.workspace) + self.scalars
+            self.kernel(self.grid, self.block, args, shared_mem=self.smem)
+        return out
+
+
+def _linear_relu_gpu(x, weight, bias, out, out_shape, config):
+    plan = _make_plan(x, weight, bias, out, out_shape, config)
+    if len(_plans) >= _MAX_PLANS:
+        _plans.clear()
+    _plans[_signature(x, weight, bias, out, config)] = plan
+    return plan.launch(x, weight, bias, out)
+
+
+def _make_plan(x, weight, bias, out, out_shape, config):
+    """Config choice and launch parameters of one (validated) signature."""
     m, x_row_stride, x_k_stride = _rows_view(x)
     k, n = weight.shape
+    extents = tuple(None if a is None else _byte_extent(a) for a in (x, weight, bias))
     with x.device:
-        if out is None:
-            out = cupy.empty(out_shape, dtype=x.dtype)
-        if out.size == 0:
-            return out
+        if math.prod(out_shape) == 0:
+            return _Plan(out_shape, x.dtype, None, None, None, 0, (), None, extents, empty=True)
         itemsize = x.dtype.itemsize
         w_k_stride, w_n_stride = (s // itemsize for s in weight.strides)
         b_kmajor = linear_configs.mma_eligible(
@@ -98,6 +189,10 @@ def _linear_relu_gpu(x, weight, bias, out, out_shape, config):
         if config.kind in ("mma", "gemv") and not mma_ok:
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which these operands' "
                              f"dtype or alignment rule out")
+        if config.kind == "wgmma" and (b_kmajor is not True or dev.cc // 10 != linear_configs.WGMMA_MIN_CC // 10):
+            raise ValueError(f"{_FN}: argument 'config' asks for the wgmma kernel, which needs a K-major weight "
+                             f"(a transposed (N, K) array) and compute capability 9.0, got weight strides "
+                             f"{weight.strides} on compute capability {dev.cc}")
         if config.kind == "gemv" and m > config.tile.rows:
             raise ValueError(f"{_FN}: argument 'config' expected a gemv tile of at least M = {m} rows, "
                              f"got {config.tile.rows}")
@@ -105,66 +200,75 @@ def _linear_relu_gpu(x, weight, bias, out, out_shape, config):
             b_kmajor = abs(w_k_stride) == 1 and abs(w_n_stride) != 1
         spec = linear_configs.kernel_spec(config, x.dtype, b_kmajor)
         tile = config.tile
-        bias_arg = bias if bias is not None else _null_pointer()
         bias_stride = np.int64(bias.strides[0] // itemsize if bias is not None else 0)
+        i64 = np.int64
         if config.kind == "gemv":
-            return _launch_gemv(x, weight, bias_arg, out, bias_stride, spec, config, m, n, k, x_row_stride,
-                                w_n_stride if b_kmajor else w_k_stride, b_kmajor)
-        grid = (linear_configs.tile_count(m, n, tile), 1, 1)
+            return _gemv_plan(out_shape, x.dtype, spec, config, m, n, k, x_row_stride,
+                              w_n_stride if b_kmajor else w_k_stride, b_kmajor, bias_stride, extents)
+        tiles = linear_configs.tile_count(m, n, tile)
         if config.kind == "simt":
             kernel = get_kernel(spec.source, spec.name, *spec.template_args)
-            kernel(grid, (tile.threads, 1, 1),
-                   (x, weight, bias_arg, out, np.int64(m), np.int64(n), np.int64(k), np.int64(x_row_stride),
-                    np.int64(x_k_stride), np.int64(w_k_stride), np.int64(w_n_stride), bias_stride,
-                    np.int32(config.raster_group)))
-            return out
+            scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(x_k_stride), i64(w_k_stride), i64(w_n_stride),
+                       bias_stride, np.int32(config.raster_group))
+            return _Plan(out_shape, x.dtype, kernel, (tiles, 1, 1), (tile.threads, 1, 1), 0, scalars, None, extents)
+        # out is C-contiguous (check_out), a fresh one 256-byte aligned, and the plan's
+        # signature holds out's alignment.
+        paired_store = n % 2 == 0 and (out is None or out.data.ptr % (2 * itemsize) == 0)
+        if config.kind == "wgmma":
+            smem = tile.smem_bytes(itemsize)
+            kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
+            scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride), bias_stride,
+                       np.int32(config.raster_group), np.int32(paired_store))
+            return _Plan(out_shape, x.dtype, kernel, (tiles, 1, 1), (tile.threads, 1, 1), smem, scalars, None, extents)
         k_tiles = -(-k // tile.bk)
         splits = linear_configs.effective_splits(max(k_tiles, 1), config.splits)
         k_tiles_per_split = -(-k_tiles // splits)
-        workspace, counters = _split_workspace(cupy, m * n, grid[0]) if splits > 1 else (_null_pointer(),) * 2
         smem = tile.smem_bytes(itemsize)
         kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
-        paired_store = n % 2 == 0 and out.data.ptr % (2 * itemsize) == 0
-        kernel((grid[0], 1, splits), (tile.threads, 1, 1),
-               (x, weight, bias_arg, out, workspace, counters, np.int64(m), np.int64(n), np.int64(k),
-                np.int64(x_row_stride), np.int64(w_n_stride if b_kmajor else w_k_stride), bias_stride,
-                np.int32(k_tiles_per_split), np.int32(config.raster_group), np.int32(paired_store)),
-               shared_mem=smem)
-        return out
+        scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride), bias_stride,
+                   np.int32(k_tiles_per_split), np.int32(config.raster_group), np.int32(paired_store),
+                   np.int32(config.reduction == "slots"))
+        workspace = (config.workspace_floats(m, n, splits), tiles, config.reduction)
+        return _Plan(out_shape, x.dtype, kernel, (tiles, 1, splits), (tile.threads, 1, 1), smem,
+                     *_workspace_args(scalars, splits, workspace), extents)
 
 
-def _launch_gemv(x, weight, bias_arg, out, bias_stride, spec, config, m, n, k, ldx, ldw, b_kmajor):
+def _gemv_plan(out_shape, dtype, spec, config, m, n, k, ldx, ldw, b_kmajor, bias_stride, extents):
     """The weight-streaming kernel: K-major weights need no split; row-major ones split K
     over ``config.splits`` blocks per 256 columns (float32 workspace, as for the mma kernel)."""
-    import cupy
-
     tile = config.tile
     col_blocks = -(-n // tile.columns_per_block(b_kmajor))
     splits = 1 if b_kmajor else max(1, min(config.splits, k))
-    k_rows_per_split = -(-k // splits)
+    k_rows_per_split = max(1, -(-k // splits))
     splits = -(-k // k_rows_per_split)
-    workspace, counters = _split_workspace(cupy, m * n, col_blocks) if splits > 1 else (_null_pointer(),) * 2
     kernel = get_kernel(spec.source, spec.name, *spec.template_args)
-    kernel((col_blocks, splits, 1), (tile.threads, 1, 1),
-           (x, weight, bias_arg, out, workspace, counters, np.int64(m), np.int64(n), np.int64(k), np.int64(ldx),
-            np.int64(ldw), bias_stride, np.int64(k_rows_per_split)))
-    return out
+    scalars = (np.int64(m), np.int64(n), np.int64(k), np.int64(ldx), np.int64(ldw), bias_stride,
+               np.int64(k_rows_per_split))
+    return _Plan(out_shape, dtype, kernel, (col_blocks, splits, 1), (tile.threads, 1, 1), 0,
+                 *_workspace_args(scalars, splits, (m * n, col_blocks, "atomic")), extents)
 
 
-def _null_pointer():
-    return np.uint64(0)
+def _workspace_args(scalars, splits, workspace):
+    """(scalars, workspace) of a _Plan for a kernel taking (workspace, counters) before its
+    scalars: null pointers without split-K, else the workspace's (floats, counters, kind),
+    bound per launch."""
+    return ((_NULL, _NULL) + scalars, None) if splits == 1 else (scalars, workspace)
 
 
-# Split-K workspace, one per (device, stream): a float32 M x N accumulator and one int
-# counter per output tile. Kernels leave both zeroed, so it is allocated (zeroed) only when
-# a larger one is needed and reused by every later split-K call on that stream; calls on
-# one stream are ordered, so they never share it concurrently. Its size is bounded by the
-# configs (``choose_config`` splits only when the tiles are fewer than the block slots).
+_NULL = np.uint64(0)  # a null pointer argument
+
+
+# Split-K workspace, one per (device, stream, reduction kind): float32 cells and one int
+# counter per output tile. Kernels leave the counters zeroed (and, with atomics, the
+# cells), so it is allocated (zeroed) only when a larger one is needed and reused by every
+# later split-K call on that stream; calls on one stream are ordered, so they never share
+# it concurrently. Its size is bounded by the configs (``choose_config`` splits only when
+# the tiles are fewer than the block slots).
 _workspaces: dict = {}
 
 
-def _split_workspace(cupy, cells: int, tiles: int):
-    key = (cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
+def _split_workspace(cupy, cells: int, tiles: int, kind: str):
+    key = (cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr, kind)
     held = _workspaces.get(key)
     if held is None or held[0].size < cells or held[1].size < tiles:
         size = max(cells, held[0].size if held else 0), max(tiles, held[1].size if held else 0)

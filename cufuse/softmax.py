@@ -151,7 +151,8 @@ def _launch(x, out, sizes, strides, config, log):
     elif isinstance(config, configs.ClusterConfig):
         chunk = -(-length // config.cluster)
         chunk = -(-chunk // configs.vector_size(x.dtype)) * configs.vector_size(x.dtype)
-        kernel((rows * config.cluster,), (config.threads,), (x, out, np.int64(rows)) + geometry + (np.int64(chunk),))
+        clusters = -(-rows // config.rows_per_cluster)
+        kernel((clusters * config.cluster,), (config.threads,), (x, out, np.int64(rows)) + geometry + (np.int64(chunk),))
     elif isinstance(config, configs.SplitConfig):
         _require_resident(kernel, config, dev)
         partials = cupy.empty(2 * rows * config.blocks_per_row, dtype=accumulator_dtype(x.dtype))
@@ -165,6 +166,7 @@ def _launch(x, out, sizes, strides, config, log):
 
 _REGISTERS_PER_SM = 65536
 _SMEM_RESERVED_PER_BLOCK = 1024
+_DEFAULT_SMEM_LIMIT = 48 * 1024
 
 
 def _require_resident(kernel, config, dev):
@@ -178,6 +180,11 @@ def _require_resident(kernel, config, dev):
             f"({kernel.num_regs} registers/thread, {smem} B shared memory/block)"
         )
     kernel.preferred_shared_memory_carveout = 100  # the shared-memory tiles of both blocks
+    # The loader raises the dynamic limit only for requests above 48 KB, but the default limit
+    # counts static shared memory too: exactly 48 KB of tiles (3 float32 tiles) plus the
+    # kernel's own slots is already over it (CUDA_ERROR_INVALID_VALUE at launch).
+    if config.smem_bytes + kernel.shared_size_bytes > _DEFAULT_SMEM_LIMIT and kernel.max_dynamic_shared_size_bytes < config.smem_bytes:
+        kernel.max_dynamic_shared_size_bytes = config.smem_bytes
 
 
 def _get_kernel(spec, dynamic_smem):

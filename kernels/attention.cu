@@ -95,15 +95,17 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op
 // SKIP_PAD_COLS skips the MMA steps wholly beyond d / dv at run time; without it the loops
 // are branch-free (the padded columns are zero in shared memory, so the result is the same)
 // and the scheduler can overlap ldmatrix of one step with the MMAs of the previous one.
+// PIPELINE_QK issues the scores of the next key tile before the softmax of the current one
+// (FA3's intra-warp overlap, on mma.sync), so the tensor pipe is busy during the softmax.
 template <typename T, int HD, int WARPS, int MT, int BN, int STAGES, int MIN_BLOCKS, bool Q_IN_REGS,
-          bool SKIP_PAD_COLS>
+          bool SKIP_PAD_COLS, bool PIPELINE_QK>
 __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     attention_fwd_mma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                       T* __restrict__ out, float* __restrict__ lse, float* __restrict__ partial_o,
                       float* __restrict__ partial_lse, int nq, int nk, int d, int dv, int q_tiles, int splits,
                       int keys_per_split, float scale_log2, int flags, int64 q_row, int64 q_col,
                       int64 k_row, int64 k_col, int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
-    static_assert(HD % 32 == 0 && BN % 16 == 0 && STAGES >= 2, "tile shape");
+    static_assert(HD % 32 == 0 && BN % 16 == 0 && STAGES >= (PIPELINE_QK ? 3 : 2), "tile shape");
     constexpr int kThreads = WARPS * 32;
     constexpr int kBlockM = 16 * WARPS * MT;
     constexpr int kPitch = HD + 8;
@@ -159,7 +161,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     cp_async_commit();
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) load_kv(t);
-    cp_async_wait<STAGES - 1>();
+    cp_async_wait<PIPELINE_QK ? STAGES - 2 : STAGES - 1>();  // Q (and tile 0 when pipelined)
     __syncthreads();
 
     const int warp_row0 = warp * 16 * MT;
@@ -186,16 +188,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         for (int h = 0; h < 2; ++h) row_max[mt][h] = kNegInf, row_sum[mt][h] = 0.f;
     }
 
-    for (int tile = 0; tile < n_tiles; ++tile) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // tile landed for all threads; the stage refilled below is free
-        load_kv(tile + STAGES - 1);
-        const T* k_tile = k_s + (tile % STAGES) * BN * kPitch;
-        const T* v_tile = v_s + (tile % STAGES) * BN * kPitch;
-        const int n0 = key_begin + tile * BN;
+    using Scores = float[MT][BN / 8][4];
 
-        // S = Q K^T for this warp's rows (columns beyond d are zero in both operands).
-        float s[MT][BN / 8][4];
+    // S = Q K^T for this warp's rows (columns beyond d are zero in both operands).
+    auto compute_scores = [&](Scores& s, const T* k_tile) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -227,9 +223,11 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                 }
             }
         }
+    };
 
-        // Scale into log2 units; mask (select, so a NaN key never reaches a row that does not
-        // see it) only in tiles that cross the split end, nk, or the causal diagonal.
+    // Scale into log2 units; mask (select, so a NaN key never reaches a row that does not
+    // see it) only in tiles that cross the split end, nk, or the causal diagonal.
+    auto scale_and_mask = [&](Scores& s, int n0) {
         const int first_row = m0 + warp_row0;
         const bool need_mask = n0 + BN > key_end || (causal && n0 + BN - 1 > first_row + nk - nq);
 #pragma unroll
@@ -247,10 +245,12 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                     }
                     s[mt][j][e] = x;
                 }
+    };
 
-        // Online softmax. Each row lives in one quad (4 lanes); fmaxf drops NaN from the max
-        // but exp2(NaN - m) brings it back into the row's sum, so a NaN score still makes its
-        // row NaN.
+    // Online softmax: S becomes P, O and the row sums are rescaled. Each row lives in one
+    // quad (4 lanes); fmaxf drops NaN from the max but exp2(NaN - m) brings it back into
+    // the row's sum, so a NaN score still makes its row NaN.
+    auto online_softmax = [&](Scores& s) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -276,9 +276,11 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 #pragma unroll
                 for (int j = 0; j < HD / 8; ++j) o_acc[mt][j][2 * h] *= alpha, o_acc[mt][j][2 * h + 1] *= alpha;
             }
+    };
 
-        // O += P V with P re-packed from the S accumulators into A fragments: the k16 step t
-        // of P is S tiles 2t (a0, a1) and 2t+1 (a2, a3).
+    // O += P V with P re-packed from the S accumulators into A fragments: the k16 step t
+    // of P is S tiles 2t (a0, a1) and 2t+1 (a2, a3).
+    auto accumulate_pv = [&](const Scores& s, const T* v_tile) {
 #pragma unroll
         for (int t = 0; t < BN / 16; ++t) {
             unsigned p[MT][4];
@@ -301,6 +303,45 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                     mma_16816<T>(o_acc[mt][j + 1], p[mt], b_hi);
                 }
             }
+        }
+    };
+
+    auto k_stage = [&](int tile) { return k_s + (tile % STAGES) * BN * kPitch; };
+    auto v_stage = [&](int tile) { return v_s + (tile % STAGES) * BN * kPitch; };
+
+    if constexpr (PIPELINE_QK) {
+        // S(tile + 1) = Q K(tile + 1)^T is issued before the softmax of tile, in one
+        // branch-free stretch, so the tensor pipe works while the softmax runs. Needs K/V of
+        // tile + 1 resident while tile is processed: STAGES >= 3. The last step computes
+        // scores of a stale stage, never used.
+        Scores s;
+        compute_scores(s, k_stage(0));  // tile 0 landed (prologue wait)
+        for (int tile = 0; tile < n_tiles; ++tile) {
+            cp_async_wait<STAGES - 3>();
+            __syncthreads();  // tile + 1 landed for all threads; stage tile - 1 is free
+            load_kv(tile + STAGES - 1);
+            scale_and_mask(s, key_begin + tile * BN);
+            Scores s_next;
+            compute_scores(s_next, k_stage(tile + 1));
+            online_softmax(s);
+            accumulate_pv(s, v_stage(tile));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[mt][j][e] = s_next[mt][j][e];
+        }
+    } else {
+        for (int tile = 0; tile < n_tiles; ++tile) {
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();  // tile landed for all threads; the stage refilled below is free
+            load_kv(tile + STAGES - 1);
+            Scores s;
+            compute_scores(s, k_stage(tile));
+            scale_and_mask(s, key_begin + tile * BN);
+            online_softmax(s);
+            accumulate_pv(s, v_stage(tile));
         }
     }
     cp_async_wait<0>();  // no copy may outlive the block

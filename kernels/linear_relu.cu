@@ -4,9 +4,9 @@
 //  * linear_relu_mma  -- float16/bfloat16 tensor cores (cp.async multi-stage pipeline,
 //    XOR-swizzled shared memory, ldmatrix, mma.sync m16n8k16). One template serves the big
 //    GEMM tiles and, for M <= 64, the weight-streaming tiles (BM = 16 or 64) with split-K:
-//    each split adds its float32 partial tile into a workspace with atomics and the block
-//    that finishes last (a per-tile counter) applies bias+ReLU, stores, and re-zeroes the
-//    workspace and counter for the next call. B_KMAJOR picks the weight layout: true for
+//    each split adds its float32 partial tile into a workspace with atomics, or stores it
+//    to its own slot (`slot_reduce`), and the block that finishes last (a per-tile
+//    counter) reduces, applies bias+ReLU, stores, and re-zeroes what the next call needs. B_KMAJOR picks the weight layout: true for
 //    w[k, n] at w + n * ldw + k (a transposed (N, K) array, PyTorch's Linear weight),
 //    false for w + k * ldw + n (row-major (K, N)).
 //  * linear_relu_simt -- register-tiled SIMT GEMM with arbitrary strides: float32 (true
@@ -40,11 +40,14 @@ __device__ __forceinline__ void raster_tile(int64 tile, int64 tiles_m, int64 til
 //
 // Shared memory holds tiles as rows of 16-byte chunks; chunk c of row r lives at chunk
 // c ^ (r & 7), so the 8 rows one ldmatrix reads (and the rows cp.async writes) fall in 8
-// distinct bank groups: no bank conflicts without padding.
+// distinct bank groups: no bank conflicts without padding. Rows of 4 chunks (64 bytes, two
+// rows per 128-byte bank line) use c ^ ((r >> 1) & 3) to the same end.
 template <int RowChunks>
 __device__ __forceinline__ int swizzled(int row, int col) {  // element offset, col in elements
+    static_assert(RowChunks >= 8 || RowChunks == 4, "rows of 4 or >= 8 chunks");
     const int chunk = col >> 3;
-    return row * RowChunks * 8 + ((chunk ^ (row & 7)) << 3) + (col & 7);
+    const int phys = RowChunks >= 8 ? chunk ^ (row & 7) : chunk ^ ((row >> 1) & 3);
+    return row * RowChunks * 8 + (phys << 3) + (col & 7);
 }
 
 template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
@@ -58,7 +61,7 @@ struct MmaTile {
     // A: [BM][BK]; B: [BN][BK] when K-major, else [BK][BN].
     static constexpr int a_row_chunks = BK / 8;
     static constexpr int b_row_chunks = B_KMAJOR ? BK / 8 : BN / 8;
-    static_assert(BK % 16 == 0 && BK / 8 >= 8 && BN / 8 >= 8, "swizzle needs rows of >= 8 chunks");
+    static_assert(BK % 16 == 0 && (BK / 8 >= 8 || BK / 8 == 4) && BN / 8 >= 8, "swizzle needs rows of 4 or >= 8 chunks");
     static_assert(warp_m % 16 == 0 && warp_n % 16 == 0, "warp tile must hold whole x4 ldmatrix loads");
     static_assert(b_elems / 8 % threads == 0, "B chunks per thread");
 };
@@ -157,6 +160,33 @@ __device__ __forceinline__ void mma_compute_stage(
     }
 }
 
+// Bias + ReLU on a warp's accumulators and the only store of the output. Layout of
+// mma.sync m16n8 (and of wgmma, per 16-row warp slice): tile (i, j) element r sits at row
+// row_base + 16i + 8(r/2), column col_base + 8j + r%2.
+template <typename T, int MI, int NI>
+__device__ __forceinline__ void store_bias_relu(const float (&acc)[MI][NI][4], T* __restrict__ out,
+                                                const T* __restrict__ bias, int64 bias_stride, int64 row_base,
+                                                int64 col_base, int64 M, int64 N, int paired_store) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int64 m = row_base + i * 16 + h * 8, n = col_base + j * 8;
+                if (m >= M) continue;
+                T* dst = out + m * N + n;
+                if (paired_store && n + 1 < N) {
+                    T pair[2] = {bias_relu<T>(acc[i][j][2 * h], bias, bias_stride, n),
+                                 bias_relu<T>(acc[i][j][2 * h + 1], bias, bias_stride, n + 1)};
+                    *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(pair);
+                } else {
+                    if (n < N) dst[0] = bias_relu<T>(acc[i][j][2 * h], bias, bias_stride, n);
+                    if (n + 1 < N) dst[1] = bias_relu<T>(acc[i][j][2 * h + 1], bias, bias_stride, n + 1);
+                }
+            }
+}
+
 }  // namespace linear
 }  // namespace cufuse
 
@@ -166,14 +196,17 @@ using namespace cufuse::linear;
 // Grid: (tiles_m * tiles_n, 1, splits). Block tile BM x BN; split z covers k tiles
 // [z * k_tiles_per_split, (z + 1) * k_tiles_per_split). Requires (checked on the host):
 // x rows 16-byte aligned with unit k stride, K % 8 == 0, the weight's contiguous axis
-// 16-byte aligned and a multiple of 8 long. With splits > 1, `workspace` (M x N float32)
-// and `counters` (one int per output tile) must be zero on entry; they are zero on exit.
+// 16-byte aligned and a multiple of 8 long. With splits > 1, `counters` (one int per
+// output tile) must be zero on entry and are zero on exit; `workspace` is, by
+// `slot_reduce`, either M x N float32 zero on entry and on exit (atomics), or one
+// BM x BN float32 slot per block, tiles x splits of them, any contents (slots).
 // Blocks of 4 warps are meant to run two per SM (cufuse/_configs/linear.py, max_blocks_per_sm).
 template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
 linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                 float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
-                int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store) {
+                int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store,
+                int slot_reduce) {
     using Tile = MmaTile<T, BM, BN, BK, WARPS_M, WARPS_N, STAGES, B_KMAJOR>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
@@ -219,54 +252,223 @@ linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __res
 
     // Accumulator (i, j, r) sits at row warp_row + 16i + lane/4 + 8(r/2), column warp_col + 8j + 2(lane%4) + r%2.
     const int64 row_base = m0 + warp_row + (lane >> 2), col_base = n0 + warp_col + 2 * (lane & 3);
-    if (splits == 1) {
+    if (splits > 1 && !slot_reduce) {
+        // Split-K through atomics: add the partial tile into the float32 M x N workspace
+        // (L2 atomics); the last block of this tile to arrive finishes it.
 #pragma unroll
         for (int i = 0; i < Tile::mi; ++i)
 #pragma unroll
             for (int j = 0; j < Tile::ni; ++j)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int64 m = row_base + i * 16 + h * 8, n = col_base + j * 8;
-                    if (m >= M) continue;
-                    T* dst = out + m * N + n;
-                    if (paired_store && n + 1 < N) {
-                        T pair[2] = {bias_relu<T>(acc[i][j][2 * h], bias, bias_stride, n),
-                                     bias_relu<T>(acc[i][j][2 * h + 1], bias, bias_stride, n + 1)};
-                        *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(pair);
-                    } else {
-                        if (n < N) dst[0] = bias_relu<T>(acc[i][j][2 * h], bias, bias_stride, n);
-                        if (n + 1 < N) dst[1] = bias_relu<T>(acc[i][j][2 * h + 1], bias, bias_stride, n + 1);
-                    }
+                for (int r = 0; r < 4; ++r) {
+                    const int64 m = row_base + i * 16 + (r >> 1) * 8, n = col_base + j * 8 + (r & 1);
+                    if (m < M && n < N) atomicAdd(workspace + m * N + n, acc[i][j][r]);
                 }
+        __threadfence();
+        __syncthreads();
+        __shared__ bool is_last;
+        if (threadIdx.x == 0) is_last = atomicAdd(counters + blockIdx.x, 1) == splits - 1;
+        __syncthreads();
+        if (!is_last) return;
+        __threadfence();
+        const int rows = int(min(int64(BM), M - m0)), cols = int(min(int64(BN), N - n0));
+        for (int e = threadIdx.x; e < rows * cols; e += Tile::threads) {
+            const int64 m = m0 + e / cols, n = n0 + e % cols;
+            float* cell = workspace + m * N + n;
+            out[m * N + n] = bias_relu<T>(__ldcg(cell), bias, bias_stride, n);
+            *cell = 0.f;
+        }
+        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
         return;
     }
-
-    // Split-K: add the partial tile into the float32 workspace (L2 atomics), then the last
-    // block of this tile to arrive finishes it.
+    if (splits > 1) {
+        // Split-K through slots: every split stores its partial tile, in accumulator
+        // order (one float4 per thread and (i, j): each warp writes 512 contiguous bytes),
+        // to its own slot of this tile; the last block to arrive adds the other slots to
+        // its registers and stores like an unsplit block. No atomics on the M x N cells
+        // and nothing to re-zero but the counter.
+        constexpr int slot_vecs = BM * BN / 4;
+        float4* slots = reinterpret_cast<float4*>(workspace) + int64(blockIdx.x) * splits * slot_vecs;
+        const int split = blockIdx.z;
 #pragma unroll
-    for (int i = 0; i < Tile::mi; ++i)
+        for (int i = 0; i < Tile::mi; ++i)
 #pragma unroll
-        for (int j = 0; j < Tile::ni; ++j)
+            for (int j = 0; j < Tile::ni; ++j)
+                slots[int64(split) * slot_vecs + (i * Tile::ni + j) * Tile::threads + threadIdx.x] =
+                    make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+        __threadfence();
+        __syncthreads();
+        __shared__ bool is_last_slot;
+        if (threadIdx.x == 0) is_last_slot = atomicAdd(counters + blockIdx.x, 1) == splits - 1;
+        __syncthreads();
+        if (!is_last_slot) return;
+        __threadfence();
+        for (int z = 0; z < splits; ++z) {
+            if (z == split) continue;
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int64 m = row_base + i * 16 + (r >> 1) * 8, n = col_base + j * 8 + (r & 1);
-                if (m < M && n < N) atomicAdd(workspace + m * N + n, acc[i][j][r]);
-            }
-    __threadfence();
-    __syncthreads();
-    __shared__ bool is_last;
-    if (threadIdx.x == 0) is_last = atomicAdd(counters + blockIdx.x, 1) == splits - 1;
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-    const int rows = int(min(int64(BM), M - m0)), cols = int(min(int64(BN), N - n0));
-    for (int e = threadIdx.x; e < rows * cols; e += Tile::threads) {
-        const int64 m = m0 + e / cols, n = n0 + e % cols;
-        float* cell = workspace + m * N + n;
-        out[m * N + n] = bias_relu<T>(__ldcg(cell), bias, bias_stride, n);
-        *cell = 0.f;
+            for (int i = 0; i < Tile::mi; ++i)
+#pragma unroll
+                for (int j = 0; j < Tile::ni; ++j) {
+                    const float4 v = __ldcg(slots + int64(z) * slot_vecs + (i * Tile::ni + j) * Tile::threads + threadIdx.x);
+                    acc[i][j][0] += v.x;
+                    acc[i][j][1] += v.y;
+                    acc[i][j][2] += v.z;
+                    acc[i][j][3] += v.w;
+                }
+        }
+        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
     }
-    if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+    store_bias_relu<T>(acc, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
+}
+
+namespace cufuse {
+namespace linear {
+// ---------------------------------------------------------------------------------------
+// Hopper path (sm_90a): warpgroup MMA. Block tile 128 x 256 x 64, two warpgroups of 64
+// rows each; A (x) and B (the weight, K-major only: a transposed (N, K) array) come from
+// shared memory through matrix descriptors. The cp.async loader above writes both tiles
+// as rows of 128 bytes with chunk c of row r at c ^ (r & 7): on a 1024-byte aligned stage
+// that is exactly the 128-byte swizzle wgmma reads (address bits [4:6] ^= bits [7:9]).
+
+// Shared-memory matrix descriptor of a K-major tile whose rows are 128 bytes, 128-byte
+// swizzle: start address >> 4 (bits 0-13), leading byte offset unused by swizzled K-major
+// layouts (1, bits 16-29), stride byte offset 1024 >> 4 = 8 rows of 128 bytes between
+// core-matrix groups (bits 32-45), layout type 1 = 128-byte swizzle (bits 62-63).
+__device__ __forceinline__ unsigned long long sw128_kmajor_desc(const void* tile) {
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
+           (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int Pending> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
+}
+// Shared memory written by the generic proxy (cp.async) becomes visible to wgmma's async proxy.
+__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Keeps the compiler from moving accumulator reads or writes across wgmma issue and wait.
+__device__ __forceinline__ void pin(float& v) { asm volatile("" : "+f"(v)::"memory"); }
+
+#define CUFUSE_WGMMA_D128 \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define CUFUSE_WGMMA_REGS \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
+    "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
+    "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
+    "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63," \
+    "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79," \
+    "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95," \
+    "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111," \
+    "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127" 
+
+// d (64 x 256 float32, wgmma accumulator layout) += A (64 x 16) * B (16 x 256), both from
+// K-major 128-byte-swizzled shared memory.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b);
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16<__half>(float (&d)[128], unsigned long long desc_a,
+                                                          unsigned long long desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\nwgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+                 CUFUSE_WGMMA_REGS "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : CUFUSE_WGMMA_D128
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16<__nv_bfloat16>(float (&d)[128], unsigned long long desc_a,
+                                                                 unsigned long long desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\nwgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 CUFUSE_WGMMA_REGS "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : CUFUSE_WGMMA_D128
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+#undef CUFUSE_WGMMA_D128
+#undef CUFUSE_WGMMA_REGS
+}  // namespace linear
+}  // namespace cufuse
+
+// Grid: (tiles_m * tiles_n). Block: 256 threads (2 warpgroups), tile 128 x 256 x 64,
+// STAGES-deep cp.async pipeline (dynamic shared memory STAGES x 48 KB + 1 KB to align the
+// stages to 1024 bytes). Operand rules as linear_relu_mma with a K-major weight
+// (w + n * ldw + k). One wgmma group stays in flight while the next stage is waited for;
+// the loads run STAGES - 2 tiles ahead so they never overwrite a stage a wgmma may read.
+template <typename T, int STAGES>
+__global__ void __launch_bounds__(256, 1)
+linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
+                  int64 M, int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride, int raster_group,
+                  int paired_store) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int BM = 128, BN = 256, BK = 64;
+    static_assert(STAGES >= 3, "loads run STAGES - 2 tiles ahead");
+    using Tile = MmaTile<T, BM, BN, BK, 2, 4, STAGES, true>;  // the cp.async loader's geometry (256 threads)
+    extern __shared__ unsigned char smem_raw[];
+    T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+
+    const int64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    int64 tile_m, tile_n;
+    raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
+    const int64 m0 = tile_m * BM, n0 = tile_n * BN;
+    const int k_tiles = int((K + BK - 1) / BK);
+    const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+
+    auto load = [&](int kt) {
+        T* stage = smem + (kt % STAGES) * Tile::stage_elems;
+        if (kt < k_tiles)
+            mma_load_stage<T, BM, BN, BK, 2, 4, STAGES, true>(stage, stage + Tile::a_elems, x, w, m0, n0,
+                                                             int64(kt) * BK, M, N, K, ldx, ldw);
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES - 2; ++s) load(s);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        cp_async_wait<STAGES - 3>();
+        fence_proxy_async_shared();
+        __syncthreads();  // stage kt landed for all; every warp's wgmmas of tile kt - 2 are done
+        load(kt + STAGES - 2);
+        const T* stage = smem + (kt % STAGES) * Tile::stage_elems;
+        const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * BK);
+        const unsigned long long desc_b = sw128_kmajor_desc(stage + Tile::a_elems);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)  // k16 steps: 32 bytes further along the swizzled rows
+            wgmma_m64n256k16<T>(acc, desc_a + 2 * kk, desc_b + 2 * kk);
+        wgmma_commit();
+        wgmma_wait<1>();
+#pragma unroll
+        for (int i = 0; i < 128; ++i) pin(acc[i]);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 128; ++i) pin(acc[i]);
+    cp_async_wait<0>();
+
+    // wgmma accumulator layout: warp q of a warpgroup owns rows 16q..16q+15 of its 64, as
+    // mma.sync m16n8 tiles along N: d[4j + r] at row lane/4 + 8(r/2), column 8j + 2(lane%4) + r%2.
+    const int64 row_base = m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = n0 + 2 * (lane & 3);
+    store_bias_relu<T>(reinterpret_cast<const float(&)[1][32][4]>(acc), out, bias, bias_stride, row_base, col_base,
+                       M, N, paired_store);
+#else
+    __trap();  // sm_90a only (the host never launches it elsewhere)
+#endif
 }
 
 // ---------------------------------------------------------------------------------------

@@ -40,6 +40,14 @@ __device__ __forceinline__ float exp_accum(float a) {
     return r;
 }
 __device__ __forceinline__ double exp_accum(double a) { return exp(a); }
+// The same with subnormal results flushed to zero: a single MUFU.EX2 without the subnormal
+// fix-up instructions. For 16-bit outputs only, whose smallest values (float16: 6e-8;
+// bfloat16 keeps float's normal range) are far above float's subnormals.
+__device__ __forceinline__ float exp_accum_ftz(float a) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a * 1.4426950408889634f));
+    return r;
+}
 
 template <typename A> __device__ __forceinline__ A nan_value();
 template <> __device__ __forceinline__ float nan_value<float>() { return __int_as_float(0x7fffffff); }
@@ -121,8 +129,28 @@ template <typename T> __device__ __forceinline__ void store_scalars(T* p, int64 
 }
 
 template <typename T> struct Packed2;
-template <> struct Packed2<__half> { using type = __half2; };
-template <> struct Packed2<__nv_bfloat16> { using type = __nv_bfloat162; };
+template <> struct Packed2<__half> {
+    using type = __half2;
+    __device__ __forceinline__ static type from_floats(float a, float b) { return __floats2half2_rn(a, b); }
+};
+template <> struct Packed2<__nv_bfloat16> {
+    using type = __nv_bfloat162;
+    __device__ __forceinline__ static type from_floats(float a, float b) { return __floats2bfloat162_rn(a, b); }
+};
+
+// Accumulator values to one vector of T; 16-bit types convert in pairs (one F2FP a pair).
+template <typename T, typename A = accum_t<T>> __device__ __forceinline__ Vec16<T> vector_from_accum(const A (&a)[Vec16<T>::size]) {
+    Vec16<T> r;
+    if constexpr (sizeof(T) == 2) {
+        using P = Packed2<T>;
+#pragma unroll
+        for (int j = 0; j < Vec16<T>::size / 2; ++j) reinterpret_cast<typename P::type*>(r.v)[j] = P::from_floats(a[2 * j], a[2 * j + 1]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < Vec16<T>::size; ++j) r.v[j] = from_accum<T>(a[j]);
+    }
+    return r;
+}
 
 // Elements [begin, end) of a row spread over Group threads, Vecs 16-byte vectors each:
 // thread `lane` holds elements begin + (k*Group + lane)*VS + j. begin is a multiple of VS.
@@ -208,20 +236,51 @@ template <typename T, int Group, int Vecs> struct Chunk {
             for (int j = 0; j < VS; ++j) s += exp_accum(to_accum(v[k].v[j]) - m);
         return s;
     }
+    // The sum of exp(x - m) (16-bit types: flushed subnormals), keeping every exp for
+    // store_scaled: one exp an element instead of two (for 16-bit types the multi-function
+    // unit, not memory, limits the two-exp kernel).
+    __device__ __forceinline__ A sum_exp_kept(A m, A (&e)[Vecs][VS]) const {
+        A s = 0;
+#pragma unroll
+        for (int k = 0; k < Vecs; ++k)
+#pragma unroll
+            for (int j = 0; j < VS; ++j) {
+                const A a = to_accum(v[k].v[j]) - m;
+                if constexpr (sizeof(T) == 2) e[k][j] = exp_accum_ftz(a);
+                else e[k][j] = exp_accum(a);
+                s += e[k][j];
+            }
+        return s;
+    }
+    __device__ __forceinline__ void store_vector(const RowView<T>& row, int64 e0, int64 end, Vec16<T> r) const {
+        if (row.out_vec && e0 + VS <= end) {
+            store_vec16(row.out + e0, r);
+        } else if (e0 < end) {
+            store_scalars(row.out + e0 * row.out_stride, row.out_stride, end - e0, r);
+        }
+    }
     template <bool Log>
     __device__ __forceinline__ void store(const RowView<T>& row, int64 begin, int64 end, int lane, const Normalizer<A, Log>& f) const {
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
-            const int64 e0 = slot_begin(begin, k, lane);
             Vec16<T> r;
 #pragma unroll
             for (int j = 0; j < VS; ++j) r.v[j] = from_accum<T>(f(to_accum(v[k].v[j])));
-            if (row.out_vec && e0 + VS <= end) {
-                store_vec16(row.out + e0, r);
-            } else if (e0 < end) {
-                store_scalars(row.out + e0 * row.out_stride, row.out_stride, end - e0, r);
-            }
+            store_vector(row, slot_begin(begin, k, lane), end, r);
         }
+    }
+    // softmax from the exps of sum_exp_kept: e * scale. Every vector is converted before the
+    // first store, so that no float stays live across the (non-inlined) scalar stores.
+    __device__ __forceinline__ void store_scaled(const RowView<T>& row, int64 begin, int64 end, int lane, A (&e)[Vecs][VS], A scale) const {
+        Vec16<T> r[Vecs];
+#pragma unroll
+        for (int k = 0; k < Vecs; ++k) {
+#pragma unroll
+            for (int j = 0; j < VS; ++j) e[k][j] *= scale;
+            r[k] = vector_from_accum<T>(e[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < Vecs; ++k) store_vector(row, slot_begin(begin, k, lane), end, r[k]);
     }
 };
 
@@ -264,9 +323,11 @@ using cufuse::int64;
 using namespace cufuse::softmax_detail;
 
 // Group threads per row, Threads/Group rows per block; rows of length <= Group*Vecs*VS.
-template <typename T, bool Log, int Threads, int Group, int Vecs>
+// ExpOnce (softmax only): the exps of the sum are kept in registers and scaled at the store.
+template <typename T, bool Log, int Threads, int Group, int Vecs, bool ExpOnce>
 __global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length,
                                                         int64 inner, int64 so, int64 si, int64 sl) {
+    static_assert(!(ExpOnce && Log), "log_softmax stores x - m - log(s): no exp to keep");
     using A = cufuse::accum_t<T>;
     __shared__ BlockSlots<A, Threads> slots;
     constexpr int RowsPerBlock = Threads / Group;
@@ -275,48 +336,72 @@ __global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x,
     const bool active = r < rows;  // inactive groups still join the shuffles, with an empty row
     const RowView<T> row = make_row(x, y, active ? r : 0, length, inner, so, si, sl);
     const int64 end = active ? length : 0;
-    Chunk<T, Group, Vecs> c;
+    using ChunkT = Chunk<T, Group, Vecs>;
+    ChunkT c;
     c.load(row, 0, end, lane);
-    A m, s;
-    chunk_stats<Group, Threads>(c, slots, m, s);
-    c.store(row, 0, end, lane, Normalizer<A, Log>(m, s));
+    if constexpr (ExpOnce) {
+        A e[Vecs][ChunkT::VS];
+        const A m = group_reduce<true, Group, Threads>(c.max(), slots.max);
+        const A s = group_reduce<false, Group, Threads>(c.sum_exp_kept(m, e), slots.sum);
+        c.store_scaled(row, 0, end, lane, e, Normalizer<A, false>(m, s).k);
+    } else {
+        A m, s;
+        chunk_stats<Group, Threads>(c, slots, m, s);
+        c.store(row, 0, end, lane, Normalizer<A, Log>(m, s));
+    }
 }
 
 #if __CUDA_ARCH__ >= 900  // __cluster_dims__ does not compile for earlier targets
 // One cluster of Cluster blocks per row; block `rank` holds elements [rank*chunk_len, ...).
-// Up to 4 vectors a thread, two blocks share an SM (the ladder relies on it).
-template <typename T, bool Log, int Threads, int Vecs, int Cluster>
-__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs <= 4 ? 2 : 1)
+// Up to 4 vectors a thread, two blocks share an SM (the ladder relies on it; with Prefetch
+// the two register chunks may take the registers of a second block). Without Prefetch one
+// cluster a row; with it fewer clusters than rows, cluster q serving rows q, q + clusters,
+// ...: each block loads its part of the cluster's next row into a second register chunk
+// right after the barrier of the current row, so those loads overlap the partials' exchange
+// and the stores.
+template <typename T, bool Log, int Threads, int Vecs, int Cluster, bool Prefetch>
+__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs <= 4 && !Prefetch ? 2 : 1)
     softmax_rows_cluster(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so, int64 si,
                          int64 sl, int64 chunk_len) {
     using A = cufuse::accum_t<T>;
+    using ChunkT = Chunk<T, Threads, Vecs>;
     namespace cg = cooperative_groups;
     __shared__ BlockSlots<A, Threads> slots;
-    __shared__ A partial[2];
+    // [row parity][max, sum]: a block writes the next row's partial while the others may
+    // still read this row's.
+    __shared__ A partial[2][2];
     cg::cluster_group cluster = cg::this_cluster();
     const int rank = static_cast<int>(cluster.block_rank());
-    const int64 r = static_cast<int64>(blockIdx.x) / Cluster;
-    const RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
+    const int64 clusters = gridDim.x / Cluster;
     const int64 begin = rank * chunk_len, end = min(length, begin + chunk_len);
-    Chunk<T, Threads, Vecs> c;
-    c.load(row, begin, end, threadIdx.x);
-    A m, s;
-    chunk_stats<Threads, Threads>(c, slots, m, s);
-    if (threadIdx.x == 0) {
-        partial[0] = m;
-        partial[1] = s;
-    }
-    cluster.sync();
-    A row_max = cufuse::neg_infinity<A>(), row_sum = 0;
+    int64 r = static_cast<int64>(blockIdx.x) / Cluster;
+    ChunkT c;
+    c.load(make_row(x, y, r, length, inner, so, si, sl), begin, end, threadIdx.x);
+    for (int parity = 0; r < rows; r += clusters, parity ^= 1) {
+        const bool has_next = r + clusters < rows;
+        A m, s;
+        chunk_stats<Threads, Threads>(c, slots, m, s);
+        if (threadIdx.x == 0) {
+            partial[parity][0] = m;
+            partial[parity][1] = s;
+        }
+        // Also orders the previous row's reads of partial[parity ^ 1] before its next write.
+        cluster.sync();
+        ChunkT next;
+        if (Prefetch && has_next) next.load(make_row(x, y, r + clusters, length, inner, so, si, sl), begin, end, threadIdx.x);
+        A row_max = cufuse::neg_infinity<A>(), row_sum = 0;
 #pragma unroll
-    for (int q = 0; q < Cluster; ++q) row_max = cufuse::nan_max(row_max, cluster.map_shared_rank(partial, q)[0]);
+        for (int q = 0; q < Cluster; ++q) row_max = cufuse::nan_max(row_max, cluster.map_shared_rank(partial[parity], q)[0]);
 #pragma unroll 1
-    for (int q = 0; q < Cluster; ++q) {
-        const A* p = cluster.map_shared_rank(partial, q);
-        row_sum += rescale(p[1], p[0], row_max);
+        for (int q = 0; q < Cluster; ++q) {
+            const A* p = cluster.map_shared_rank(partial[parity], q);
+            row_sum += rescale(p[1], p[0], row_max);
+        }
+        c.store(make_row(x, y, r, length, inner, so, si, sl), begin, end, threadIdx.x, Normalizer<A, Log>(row_max, row_sum));
+        if constexpr (!Prefetch) break;  // the host launches one cluster a row
+        c = next;
     }
-    cluster.sync();  // no block leaves while another still reads its partial
-    c.store(row, begin, end, threadIdx.x, Normalizer<A, Log>(row_max, row_sum));
+    cluster.sync();  // no block leaves while another still reads its partials
 }
 #endif
 

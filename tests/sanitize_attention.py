@@ -16,7 +16,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from test_attention import BF16, F16, F32, check_against_oracle, make_inputs  # noqa: E402
+from test_attention import BF16, F16, F32, OVERRIDE_CASES, check_against_oracle, make_inputs, override_config  # noqa: E402
+
+from cufuse._configs import current_device_info  # noqa: E402
 
 CASES = [
     # (n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out)
@@ -28,6 +30,8 @@ CASES = [
     (200, 2100, 32, 32, True, "mha", F16, False, False),  # prefill split keys
     (37, 41, 40, 24, True, "gqa", F32, True, True),  # SIMT
 ]
+# config overrides: register decode kernel (auto and forced splits), branch-free MMA tile
+OVERRIDES = [OVERRIDE_CASES[i] for i in (1, 2, 5)]
 
 
 def main() -> int:
@@ -37,6 +41,14 @@ def main() -> int:
         n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out = case
         q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, heads=1)
         failures = check_against_oracle(cupy, q, k, v, causal=causal, return_lse=return_lse, use_out=use_out)
+        print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
+        failed += bool(failures)
+    dev = current_device_info()
+    for case in OVERRIDES:
+        n_q, n_k, d, dv, causal, mode, dtype = case[:7]
+        q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype)
+        config = override_config(case, q, k, dev)
+        failures = check_against_oracle(cupy, q, k, v, causal=causal, return_lse=True, use_out=True, config=config)
         print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
         failed += bool(failures)
     cupy.cuda.get_current_stream().synchronize()

@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_linear import BF16, F16, F32, F64, Case, _force, check_case  # noqa: E402
+from tests.test_linear import BF16, F16, F32, F64, Case, _force, _gemv, check_case  # noqa: E402
 from cufuse._configs import linear as cfg  # noqa: E402
 
 CASES = [
@@ -26,6 +26,8 @@ CASES = [
     Case((40,), 512, 24, BF16, "kn", bias="strided"),  # 64x128 tile, split-K
     Case((65,), 136, 72, F16, "nk_t_padded"),  # GEMM path, ragged M
     Case((130,), 200, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 2)),  # split-K over several M tiles
+    Case((130,), 200, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 2, "slots")),  # split-K through slots
+    Case((7,), 1032, 40, F16, "nk_t", config=_force(cfg.STREAM_TILE, 3, "slots")),
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),
     Case((150,), 136, 264, F16, "kn", config=_force(cfg.LARGE_TILE)),
     Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows"),
@@ -37,6 +39,9 @@ CASES = [
     Case((3, 5), 33, 8, F32, "nk_t"),
     Case((65,), 40, 33, F64, "every_other_k", bias="none"),
     Case((3,), 0, 4, F16, "kn"),
+    Case((1,), 1032, 40, BF16, "nk_t", config=_gemv()),  # GEMV, K-major, ragged N and K
+    Case((1,), 200, 264, F16, "kn", config=_gemv(3)),  # GEMV, row-major, split-K, ragged split
+    Case((1,), 64, 24, BF16, "kn", bias="none", config=_gemv()),
 ]
 
 

@@ -40,17 +40,23 @@ MODES = ("mha", "mqa", "gqa")
 @pytest.mark.parametrize("dev", [H200, A100], ids=["H200", "A100"])
 def test_every_selected_tile_fits_and_is_instantiated(dev):
     specs = set(configs.instantiations(dev))
-    for n_q, n_k, d, dv, batch in itertools.product((1, 16, 17, 4096), (1, 100, 65536), (1, 64, 128, 200, 256),
-                                                    (8, 128, 256), (1, 256)):
+    for n_q, n_k, d, dv, batch, kv_rows_16b in itertools.product(
+            (1, 4, 5, 16, 17, 4096), (1, 100, 65536), (1, 64, 128, 200, 256), (8, 128, 256), (1, 256), (False, True)):
         for dtype in (F16, BF16):
-            config = configs.select_config(n_q, n_k, d, dv, batch, dtype, dev)
+            config = configs.select_config(n_q, n_k, d, dv, batch, dtype, dev, kv_rows_16b)
             tile = config.tile
             assert tile.head_dim >= max(d, dv)
-            assert tile.smem_bytes <= dev.max_smem_per_block
             assert tile.spec(configs.ctype(dtype)) in specs
-            assert (tile.block_m == 16) == (n_q <= configs.DECODE_MAX_QUERIES)
+            streamed = kv_rows_16b and n_q <= configs.DECODE_STREAM_MAX_QUERIES
+            assert isinstance(tile, configs.DecodeTile) == streamed
+            if streamed:
+                step = tile.group_keys
+            else:
+                assert tile.smem_bytes <= dev.max_smem_per_block
+                assert (tile.block_m == 16) == (n_q <= configs.DECODE_MAX_QUERIES)
+                step = tile.block_n
             if config.splits > 1:
-                assert config.keys_per_split % tile.block_n == 0
+                assert config.keys_per_split % step == 0
                 # every split holds keys, none is left over
                 assert (config.splits - 1) * config.keys_per_split < n_k <= config.splits * config.keys_per_split
     assert configs.select_config(5, 5, 8, 8, 1, F32, dev).tile is None
@@ -69,9 +75,22 @@ def test_split_model():
     assert configs.choose_splits(base_blocks=1024, n_tiles=128, slots=264) == 1
     assert configs.choose_splits(base_blocks=1, n_tiles=1024, slots=264) >= 64
     assert configs.choose_splits(base_blocks=8, n_tiles=1, slots=264) == 1
-    # decode at B*H = 8 with 65536 keys fills the device
-    plan = configs.select_config(1, 65536, 128, 128, 8, BF16, H200)
-    assert plan.splits * 8 >= H200.sm_count
+    # decode at B*H = 8 with 65536 keys fills the device, on both decode paths
+    for kv_rows_16b in (False, True):
+        plan = configs.select_config(1, 65536, 128, 128, 8, BF16, H200, kv_rows_16b)
+        assert plan.splits * 8 >= H200.sm_count
+
+
+def test_default_tiles_are_the_measured_best():
+    # round-3 sweep (H200 bf16): register-streaming decode, 8 warps x 16 rows x 128 keys prefill
+    decode = configs.select_config(1, 8192, 128, 128, 256, BF16, H200, True)
+    assert decode.tile == configs.DecodeTile(128, 4, 8) and decode.splits > 1
+    assert isinstance(configs.select_config(1, 8192, 59, 59, 256, BF16, H200, False).tile, configs.MmaTile)
+    for d in (64, 128):
+        assert configs.select_config(2048, 2048, d, d, 256, F16, H200).tile == configs.MmaTile(
+            d, 8, 1, 128, 2, 1, True, False)
+    assert configs.prefill_tile(128, A100).block_n == 64  # 128-key tiles exceed A100's shared memory
+    assert configs.prefill_tile(256, A100).block_n == 32
 
 
 @pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (8192, 256), (65536, 256), (65536, 1)])
@@ -239,7 +258,7 @@ def test_matches_oracle(cp, rng, case):
 def test_split_keys_prefill_and_decode(cp, rng, dtype):
     # One (batch, head) with many keys: the wave model splits them; then merge.
     for n_q, n_k, causal in ((200, 3000, True), (16, 5000, False), (3, 4099, True)):
-        plan = configs.select_config(n_q, n_k, 64, 64, 1, dtype, configs_device(cp))
+        plan = configs.select_config(n_q, n_k, 64, 64, 1, dtype, configs_device(cp), True)
         assert plan.splits > 1
         q, k, v = make_inputs(rng, n_q, n_k, 64, 64, "mha", dtype, heads=1)
         assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []
@@ -256,19 +275,28 @@ OVERRIDE_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, splits)
     (5, 3, 32, 32, True, "mha", BF16, configs.DecodeTile(32, 4, 4), None),
     (113, 203, 40, 56, True, "gqa", BF16, configs.MmaTile(64, 8, 1, 64, 2, 1, True, False), None),
     (256, 517, 111, 104, False, "mha", F16, configs.MmaTile(128, 8, 1, 64, 2, 1, True, False), None),
+    # pipelined QK^T: causal diagonal, a ragged last tile, one-tile and empty key ranges, key splits
+    (113, 203, 40, 56, True, "gqa", BF16, configs.MmaTile(64, 8, 1, 64, 3, 1, True, False, True), None),
+    (256, 517, 111, 104, False, "mha", F16, configs.MmaTile(128, 8, 1, 64, 3, 1, True, False, True), None),
+    (239, 1, 64, 64, True, "mqa", F16, configs.MmaTile(64, 4, 1, 64, 3, 2, True, False, True), None),
+    (200, 3000, 64, 64, True, "mha", BF16, configs.MmaTile(64, 8, 1, 64, 3, 1, True, False, True), None),
 ]
+
+
+def override_config(case, q, k, dev):
+    """The AttentionConfig of an OVERRIDE_CASES entry for inputs q, k."""
+    n_q, n_k, tile, splits = case[0], case[1], case[7], case[8]
+    batch = int(np.prod(np.broadcast_shapes(q.shape[:-2], k.shape[:-2])))
+    if isinstance(tile, configs.DecodeTile):
+        return configs.plan_decode(tile, n_q, n_k, batch, dev, splits)
+    return configs.plan_splits(tile, n_q, n_k, batch, dev)
 
 
 @pytest.mark.parametrize("case", OVERRIDE_CASES, ids=lambda c: f"{c[0]}x{c[1]}-d{c[2]}-{type(c[7]).__name__}")
 def test_config_override_variants(cp, rng, case):
     n_q, n_k, d, dv, causal, mode, dtype, tile, splits = case
     q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype)
-    batch = int(np.prod(np.broadcast_shapes(q.shape[:-2], k.shape[:-2])))
-    dev = configs_device(cp)
-    if isinstance(tile, configs.DecodeTile):
-        config = configs.plan_decode(tile, n_q, n_k, batch, dev, splits)
-    else:
-        config = configs.plan_splits(tile, n_q, n_k, batch, dev)
+    config = override_config(case, q, k, configs_device(cp))
     assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True, config=config) == []
 
 
@@ -373,6 +401,9 @@ def test_launch_counts(cp, rng, monkeypatch):
     launches = _counting_kernels(monkeypatch)
     q, k, v = (cp.asarray(x) for x in make_inputs(rng, 1, 8192, 128, 128, "mha", BF16, batch=2, heads=2))
     attention(q, k, v)  # 4 (batch, head) pairs: split-KV decode
+    assert launches == ["attention_decode", "attention_merge"]
+    launches.clear()
+    attention(q[..., :127], k[..., :127], v)  # k rows not 16-byte aligned: the MMA decode tile
     assert launches == ["attention_fwd_mma", "attention_merge"]
     launches.clear()
     q, k, v = (cp.asarray(x) for x in make_inputs(rng, 1024, 1024, 128, 128, "mha", BF16, batch=4, heads=16))

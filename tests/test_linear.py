@@ -45,7 +45,20 @@ def test_small_m_streams_the_weight_with_split_k(m, tile):
     assert config.tile == tile
     blocks = cfg.tile_count(m, 8192, tile) * config.splits
     assert config.splits > 1
-    assert cfg.wave_efficiency(blocks, H200.sm_count * tile.blocks_per_sm(H200)) > 0.9
+    # The streaming tile covers every SM once (more blocks only add reduction traffic);
+    # the 64-row tile fills every block slot.
+    slots = H200.sm_count * (1 if tile == cfg.STREAM_TILE else tile.blocks_per_sm(H200))
+    assert cfg.wave_efficiency(blocks, slots) > 0.9
+
+
+@pytest.mark.parametrize("n,k", [(1, 4096), (33, 8), (4096, 4096), (8192, 8192), (65536, 4096)])
+def test_stream_splits_cover_the_sms_once(n, k):
+    splits = cfg.stream_splits(1, n, k, cfg.STREAM_TILE, H200)
+    tiles = cfg.tile_count(1, n, cfg.STREAM_TILE)
+    k_tiles = math.ceil(k / cfg.STREAM_TILE.bk)
+    assert 1 <= splits <= min(cfg.MAX_SPLITS, k_tiles)
+    assert tiles * splits >= 0.9 * H200.sm_count or splits == min(cfg.MAX_SPLITS, k_tiles)
+    assert splits == 1 or tiles * (splits - 1) < 0.9 * H200.sm_count  # the fewest that do
 
 
 @pytest.mark.parametrize("k", [8, 64, 65 * 64, 4096, 8192 + 8])
@@ -165,12 +178,15 @@ class Case:
         if self.config:
             t = self.config.tile
             shape = f"{t.rows}rows" if self.config.kind == "gemv" else f"{t.bm}x{t.bn}"
-            parts.append(f"{self.config.kind}{shape}s{self.config.splits}")
+            parts.append(f"{self.config.kind}{shape}s{self.config.splits}{self.config.reduction[0]}")
         return "-".join(parts)
 
 
-def _force(tile, splits=1):
-    return cfg.LinearConfig("mma", tile, splits)
+def _force(tile, splits=1, reduction="atomic"):
+    return cfg.LinearConfig("mma", tile, splits, reduction=reduction)
+
+
+K32_TILE = cfg.MmaTile(128, 128, 32, 2, 2, 4, 2, 0.9)  # rows of 4 chunks: the second swizzle
 
 
 def _gemv(splits=1):
@@ -204,6 +220,17 @@ CASES = [
     Case((200,), 264, 520, F16, "nk_t", config=_force(cfg.LARGE_TILE)),
     Case((200,), 264, 520, BF16, "kn", config=_force(cfg.LARGE_TILE)),
     Case((130,), 1024, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 3)),
+    Case((200,), 264, 520, BF16, "nk_t", config=_force(K32_TILE)),
+    Case((200,), 1000, 136, F16, "kn", config=_force(K32_TILE, 2)),
+    # split-K through per-split slots (vector stores, last block reduces), ragged tiles
+    Case((7,), 4096, 4100, BF16, "nk_t", config=_force(cfg.STREAM_TILE, 4, "slots")),
+    Case((3, 5), 1032, 136, F16, "kn", bias="none", config=_force(cfg.STREAM_TILE, 3, "slots")),
+    Case((64,), 4096, 264, BF16, "kn", config=_force(cfg.SMALL_TILE, 4, "slots")),
+    Case((130,), 1024, 136, F16, "nk_t", bias="strided", config=_force(cfg.SMALL_TILE, 3, "slots")),
+    # candidate tiles for M in 17..64
+    Case((64,), 2048, 200, BF16, "kn", config=_force(cfg.STREAM64_TILES[0], 2, "slots")),
+    Case((40,), 2048, 264, BF16, "nk_t", config=_force(cfg.STREAM64_TILES[1], 3)),
+    Case((64,), 2048, 520, BF16, "kn", config=_force(cfg.STREAM64_TILES[2], 4, "slots")),
     Case((65,), 64, 64, F16, "every_other_k", bias="strided"),
     Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows"),
     # 16-bit operands the tensor-core kernel cannot load: SIMT
@@ -300,6 +327,33 @@ def check_case(cp, rng, case: Case) -> str | None:
 def test_matches_float64_oracle(cp, rng, case):
     failure = check_case(cp, rng, case)
     assert failure is None, failure
+
+
+WGMMA = cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)
+WGMMA_CASES = [  # Hopper kernel (K-major weights): ragged M, N and K; several k tiles
+    Case((300,), 520, 264, BF16, "nk_t", config=WGMMA),
+    Case((1000,), 1024, 1000, F16, "nk_t_padded", bias="none", config=WGMMA),
+    Case((3, 50), 4096, 520, BF16, "nk_t", bias="strided", config=WGMMA),
+]
+
+
+def _require_sm90(cp):
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the wgmma kernel needs compute capability 9.0")
+
+
+@pytest.mark.parametrize("case", WGMMA_CASES, ids=str)
+def test_wgmma_matches_float64_oracle(cp, rng, case):
+    _require_sm90(cp)
+    failure = check_case(cp, rng, case)
+    assert failure is None, failure
+
+
+def test_wgmma_refuses_a_row_major_weight(cp, rng):
+    _require_sm90(cp)
+    x, w, b = make_inputs(cp, rng, Case((8,), 64, 64, BF16, "kn"))
+    with pytest.raises(ValueError, match="K-major"):
+        fused_linear_relu(x, w, b, config=WGMMA)
 
 
 def test_new_out_and_numpy_reference_agree(cp, rng):

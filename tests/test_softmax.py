@@ -134,9 +134,9 @@ def _random(cp, rng, shape, dtype, scale=3.0):
     return cp.asarray(values.astype(dtype))
 
 
-def _check(cp, x, axis, log, *, out=None, scipy_too=False):
+def _check(cp, x, axis, log, *, out=None, scipy_too=False, config=None):
     """Run cufuse on x (cupy) and compare with the float64 oracle, NaN pattern included."""
-    result = FN[log](x, axis=axis, out=out)
+    result = FN[log](x, axis=axis, out=out, config=config)
     if out is not None:
         assert result is out
     host = cp.asnumpy(x)
@@ -213,6 +213,17 @@ def test_split_multiple_waves_and_streaming(cp, rng, log):
     _check(cp, x, None, log, out=poisoned(cp, x.shape, x.dtype))
 
 
+def test_benchmark_long_rows_float16_against_the_oracle(cp, rng):
+    """The benchmark's float16 shapes whose peer check (CuPy's unfused float16 softmax, whose
+    float16 sum overflows) flagged a difference: 4 x 4194304 (split kernel, one wave) and
+    axis=None of 2**26 elements (split kernel, streamed), against the float64 oracle."""
+    x = _random(cp, rng, (4, 4194304), np.float16)
+    _check(cp, x, -1, False, out=poisoned(cp, x.shape, x.dtype))
+    x = _random(cp, rng, (8192, 8192), np.float16)
+    assert configs.choose_rows(x.size, 1, np.float16, configs_device(cp)).streams
+    _check(cp, x, None, False, out=poisoned(cp, x.shape, x.dtype))
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("log", [False, True])
 def test_axis_forms(cp, rng, dtype, log):
@@ -277,18 +288,52 @@ def test_nan_pattern(cp, rng, dtype, log):
     block and split paths (the split path merges partials across blocks)."""
     vs = configs.vector_size(dtype)
     for length in (5, 100 * vs + 3, 2000 * vs, 40000 * vs + 1):
-        host = (rng.standard_normal((7, length)) * 3).astype(dtype)
-        host[0, length // 2] = np.nan
-        host[1, length - 1] = np.inf
-        host[2, :] = -np.inf
-        host[3, :: 2] = -np.inf
-        host[4, 0] = np.inf
-        host[4, 1:] = -np.inf
-        host[5, 0] = np.inf
-        host[5, -1] = np.inf
-        x = cp.asarray(host)
+        x = cp.asarray(_rows_with_non_finite(rng, length, dtype))
         _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
         _check(cp, cp.ascontiguousarray(x.T), 0, log)  # the column kernel
+
+
+def _rows_with_non_finite(rng, length, dtype):
+    """7 rows: NaN, +inf, all -inf, every other -inf, +inf with -inf, two +inf, finite."""
+    host = (rng.standard_normal((7, length)) * 3).astype(dtype)
+    host[0, length // 2] = np.nan
+    host[1, length - 1] = np.inf
+    host[2, :] = -np.inf
+    host[3, ::2] = -np.inf
+    host[4, 0] = np.inf
+    host[4, 1:] = -np.inf
+    host[5, 0] = np.inf
+    host[5, -1] = np.inf
+    return host
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32])
+def test_rows_exp_once(cp, rng, dtype):
+    """softmax_rows with exp_once (a sweep candidate): sub-warp, warp and block rows, ragged
+    lengths, non-finite rows, a strided row (scalar path); log_softmax ignores the flag."""
+    vs = configs.vector_size(dtype)
+    cases = [(configs.RowsConfig(256, 32, 4, True), 100 * vs + 3)]
+    if dtype == np.float16:
+        cases += [(configs.RowsConfig(256, 4, 1, True), 4 * vs - 3), (configs.RowsConfig(256, 256, 4, True), 1000 * vs + 1)]
+    for config, length in cases:
+        x = cp.asarray(_rows_with_non_finite(rng, length, dtype))
+        _check(cp, x, -1, False, out=poisoned(cp, x.shape, x.dtype), config=config)
+        _check(cp, x, -1, True, config=config)
+        strided = cp.asarray(_rows_with_non_finite(rng, 2 * length, dtype))[:, ::2]
+        _check(cp, strided, -1, False, out=poisoned(cp, strided.shape, strided.dtype), config=config)
+
+
+@pytest.mark.parametrize(("dtype", "log"), [(np.float16, True), (np.float32, False)])
+def test_cluster_rows_per_cluster(cp, rng, dtype, log):
+    """softmax_rows_cluster serving several rows per cluster with the next row prefetched
+    (a sweep candidate): 7 rows on 3 clusters (3, 2 and 2 rows), non-finite rows, a ragged
+    last block."""
+    if configs_device(cp).max_cluster_size < 8:
+        pytest.skip("thread-block clusters need sm_90")
+    config = configs.ClusterConfig(512, 2, 8, 3)
+    length = config.capacity_vectors * configs.vector_size(dtype) - 5
+    x = cp.asarray(_rows_with_non_finite(rng, length, dtype))
+    _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
 
 
 @pytest.mark.parametrize("log", [False, True])

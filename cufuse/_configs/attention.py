@@ -3,13 +3,16 @@
 f16/bf16 run ``attention_fwd_mma`` (tensor cores), float32/float64 ``attention_fwd_simt``.
 An ``MmaTile`` fixes one instantiation: the padded head dim (a bucket covering both D and
 Dv), warps, 16-row MMA slices per warp, keys per K/V tile and pipeline stages. Prefill
-(Nq > 16) uses 128-query tiles; decode (Nq <= 16) uses one-warp blocks with a deeper
-pipeline. Both may split the keys over ``splits`` blocks (merged by ``attention_merge``)
-when the grid is too small to fill the device, chosen by a wave model.
+(Nq > 16) uses 128-query tiles. Decode with at most DECODE_STREAM_MAX_QUERIES rows and
+16-byte K/V rows streams K/V straight into registers (``attention_decode``, a
+``DecodeTile``); other decode shapes use one-warp MMA blocks with a deeper pipeline. All
+may split the keys over ``splits`` blocks (merged by ``attention_merge``) when the grid is
+too small to fill the device.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from .._dtypes import ctype
@@ -43,6 +46,7 @@ class MmaTile:
     min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
     q_in_regs: bool | None = None  # Q fragments held in registers; None: when m_tiles * head_dim <= 64
     skip_pad_cols: bool = True  # run-time skip of MMA steps beyond d / dv (else branch-free loops)
+    pipeline_qk: bool = False  # scores of key tile j+1 issued before the softmax of tile j (stages >= 3)
 
     def __post_init__(self):
         if self.q_in_regs is None:
@@ -63,7 +67,7 @@ class MmaTile:
 
     def spec(self, dtype_ctype: str) -> KernelSpec:
         args = (dtype_ctype, self.head_dim, self.warps, self.m_tiles, self.block_n, self.stages, self.min_blocks,
-                self.q_in_regs, self.skip_pad_cols)
+                self.q_in_regs, self.skip_pad_cols, self.pipeline_qk)
         return KernelSpec(SOURCE, "attention_fwd_mma", args)
 
 
@@ -77,6 +81,10 @@ class AttentionConfig:
 
 
 DECODE_HEAD_DIMS = (32, 64, 128, 256)  # HD / 8 lanes per key row must divide a warp
+# attention_decode reads K/V once per query row (one row per block; the rows of a split are
+# adjacent blocks and share K/V in L2): worth it while the L2 re-reads stay cheap.
+DECODE_STREAM_MAX_QUERIES = 4
+DECODE_STREAM_TILE = (4, 8)  # (warps, unroll): 4.2-4.5 TB/s on the H200 (round-3 sweep)
 DECODE_MIN_KEYS_PER_SPLIT = 512
 DECODE_BLOCKS_PER_SLOT = 2  # blocks launched per resident-block slot (tail balance)
 
@@ -119,8 +127,8 @@ def plan_decode(tile: DecodeTile, n_q: int, n_k: int, batch_count: int, dev, spl
         splits = min(MAX_SPLITS, math.ceil(DECODE_BLOCKS_PER_SLOT * slots / base),
                      max(1, n_k // DECODE_MIN_KEYS_PER_SPLIT))
     splits = max(1, min(splits, MAX_SPLITS, math.ceil(n_k / tile.group_keys)))
-    keys_per_split = math.ceil(math.ceil(n_k / splits) / tile.group_keys) * tile.group_keys
-    splits = math.ceil(n_k / keys_per_split)  # no empty trailing split
+    keys_per_split = max(1, math.ceil(math.ceil(n_k / splits) / tile.group_keys)) * tile.group_keys
+    splits = max(1, math.ceil(n_k / keys_per_split))  # no empty trailing split
     return AttentionConfig(tile, splits, keys_per_split if splits > 1 else 0)
 
 
@@ -133,19 +141,18 @@ def head_dim_bucket(head_dim: int) -> int:
 
 
 def prefill_tile(head_dim: int, dev) -> MmaTile:
-    """128-query tiles, 64-key tiles, double-buffered (FlashAttention-2's shape). Up to 128
-    columns, 4 warps hold two row slices each (32 rows: every K/V fragment read from shared
-    memory feeds two MMAs; <= 255 registers, no spills); wider heads use 8 warps of one
-    slice so O fits in registers. 32-key tiles where a 256-wide head would not fit the
-    device's shared memory. (Alternative for sweeps at 128: ``MmaTile(128, 8, 1, 64, 2,
-    min_blocks=2)``, 127 registers on sm_90a, two 8-warp blocks per SM.)"""
+    """128-query tiles. Up to 128 columns: 8 warps of one 16-row slice each, Q fragments in
+    registers, 128-key tiles double-buffered, branch-free MMA loops (round-3 sweep, H200 bf16:
+    the best variant at D64 and D128, full and causal, +8-13% over 4 warps x 32 rows with Q
+    re-read from shared memory); 64-key tiles where 128 would not fit the device's shared
+    memory (A100 at D128). Wider heads: 8 warps of one slice, Q from shared memory, 64-key
+    tiles (32 where a 256-wide head would not fit) so O fits in registers."""
     if head_dim <= 128:
-        warps, m_tiles = 4, 2
+        tile = MmaTile(head_dim, 8, 1, 128, 2, 1, True, False)
     else:
-        warps, m_tiles = 8, 1
-    tile = MmaTile(head_dim, warps, m_tiles, 64, 2)
-    if tile.smem_bytes > dev.max_smem_per_block:
-        tile = dataclasses.replace(tile, block_n=32)
+        tile = MmaTile(head_dim, 8, 1, 64, 2)
+    while tile.smem_bytes > dev.max_smem_per_block:
+        tile = dataclasses.replace(tile, block_n=tile.block_n // 2)
     return tile
 
 
@@ -176,11 +183,17 @@ def choose_splits(base_blocks: int, n_tiles: int, slots: int) -> int:
     return best
 
 
-def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev) -> AttentionConfig:
-    """The launch plan for one call (pure)."""
+@functools.lru_cache(maxsize=4096)
+def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev,
+                  kv_rows_16b: bool = False) -> AttentionConfig:
+    """The launch plan for one call (pure, cached). ``kv_rows_16b``: k and v have unit column
+    stride and 16-byte aligned rows, so decode can use ``attention_decode``."""
     if ctype(dtype) in SIMT_CTYPES:
         return AttentionConfig(None)
-    bucket = head_dim_bucket(max(head_dim, head_dim_v))
+    width = max(head_dim, head_dim_v)
+    if n_q <= DECODE_STREAM_MAX_QUERIES and kv_rows_16b:
+        return plan_decode(DecodeTile(decode_head_dim(width), *DECODE_STREAM_TILE), n_q, n_k, batch_count, dev)
+    bucket = head_dim_bucket(width)
     tile = decode_tile(bucket, dev) if n_q <= DECODE_MAX_QUERIES else prefill_tile(bucket, dev)
     return plan_splits(tile, n_q, n_k, batch_count, dev)
 
@@ -212,6 +225,7 @@ def instantiations(dev):
         for bucket in HEAD_DIM_BUCKETS:
             specs.append(prefill_tile(bucket, dev).spec(name))
             specs.append(decode_tile(bucket, dev).spec(name))
+        specs.extend(DecodeTile(bucket, *DECODE_STREAM_TILE).spec(name) for bucket in DECODE_HEAD_DIMS)
         specs.append(merge_spec(name))
     specs.extend(simt_spec(name) for name in SIMT_CTYPES)
     return list(dict.fromkeys(specs))

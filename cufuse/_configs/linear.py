@@ -7,11 +7,17 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   weight whose rows are 16-byte aligned (``mma_eligible``). The same kernel streams the
   weight for M <= 64 (``STREAM_TILE`` / ``SMALL_TILE`` with split-K), and splits K for
   any shape with fewer output tiles than the SMs' block slots.
+* ``"gemv"``: weight streaming for M <= ``GemvTile.rows`` (16-byte loads straight to
+  registers, float32 FMA; row-major weights split K over ``splits`` blocks). Same operand
+  rules as ``"mma"``. Reached only through ``config=`` until the H200 sweep
+  (bench/sweep_linear.py) shows where it beats the tensor-core streaming tile.
 * ``"simt"``: register-tiled SIMT GEMM with arbitrary strides: float32 (true float32),
   float64, and 16-bit inputs the tensor-core kernel cannot take.
 
-A Hopper kind (wgmma + TMA) slots in as a third kind with its own tile class, a branch in
-``choose_config`` and its specs in ``instantiations``; nothing else changes.
+* ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, 128x256x64 tiles, operands from
+  128-byte-swizzled shared memory, K-major weights only. Reached only through ``config=``
+  until the H200 sweep measures it; ``choose_config`` then gets a branch and
+  ``instantiations`` its specs.
 """
 from __future__ import annotations
 
@@ -82,6 +88,13 @@ LARGE_TILE = MmaTile(128, 256, 64, 2, 4, 3, max_blocks_per_sm=1, relative_speed=
 MEDIUM_TILE = MmaTile(128, 128, 64, 2, 2, 3, max_blocks_per_sm=2, relative_speed=0.9)
 SMALL_TILE = MmaTile(64, 128, 64, 2, 2, 4, max_blocks_per_sm=2, relative_speed=0.75)
 STREAM_TILE = MmaTile(16, 128, 64, 1, 4, 6, max_blocks_per_sm=2, relative_speed=0.25)
+# Candidates for M in 17..64 (sweep only until the H200 measures them): smaller tiles
+# and deeper pipelines put more weight bytes in flight per SM for the same blocks.
+STREAM64_TILES = (
+    MmaTile(64, 64, 64, 2, 2, 6, max_blocks_per_sm=2, relative_speed=0.6),
+    MmaTile(32, 128, 64, 1, 4, 5, max_blocks_per_sm=2, relative_speed=0.5),
+    MmaTile(64, 256, 32, 2, 4, 6, max_blocks_per_sm=1, relative_speed=0.75),
+)
 GEMM_TILES = (LARGE_TILE, MEDIUM_TILE, SMALL_TILE)
 MMA_TILES = GEMM_TILES + (STREAM_TILE,)
 
@@ -100,6 +113,25 @@ class GemvTile:
 
 GEMV_TILES = (GemvTile(1),)
 
+@dataclasses.dataclass(frozen=True)
+class WgmmaTile:
+    """The Hopper kernel: 128 x 256 x 64 tiles, two warpgroups, ``stages``-deep cp.async
+    pipeline; K-major weights only (a transposed (N, K) array)."""
+
+    stages: int = 4
+    bm: int = 128
+    bn: int = 256
+    bk: int = 64
+    threads: int = 256
+
+    def smem_bytes(self, itemsize: int = 2) -> int:
+        """Dynamic shared memory, with 1 KB to align the stages for the 128-byte swizzle."""
+        return self.stages * (self.bm + self.bn) * self.bk * itemsize + 1024
+
+
+WGMMA_TILE = WgmmaTile()
+WGMMA_MIN_CC = 90
+
 SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
 SIMT_SMALL = SimtTile(64, 64, 16, 4, 4)
 
@@ -109,10 +141,20 @@ MAX_SPLITS = 32
 
 @dataclasses.dataclass(frozen=True)
 class LinearConfig:
-    kind: str  # "mma", "gemv" or "simt"
-    tile: MmaTile | GemvTile | SimtTile
+    kind: str  # "mma", "gemv", "simt" or "wgmma"
+    tile: MmaTile | GemvTile | SimtTile | WgmmaTile
     splits: int = 1  # split-K count (mma only); > 1 uses the float32 workspace
     raster_group: int = RASTER_GROUP
+    # Split-K reduction of the mma kernel: "atomic" (float32 atomics into an M x N
+    # workspace) or "slots" (each split stores its partial tile to its own slot, the last
+    # block adds them: vector stores and loads, no atomics; tiles x splits x BM x BN floats).
+    reduction: str = "atomic"
+
+    def workspace_floats(self, m: int, n: int, splits: int) -> int:
+        """float32 cells of the split-K workspace of an (M, N) output."""
+        if self.reduction == "slots":
+            return tile_count(m, n, self.tile) * splits * self.tile.bm * self.tile.bn
+        return m * n
 
 
 def wave_efficiency(blocks: int, slots: int) -> float:
@@ -142,6 +184,17 @@ def choose_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
 
     candidates = {effective_splits(k_tiles, s) for s in range(1, min(MAX_SPLITS, k_tiles) + 1)}
     return min(sorted(candidates), key=cost)
+
+
+def stream_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
+    """Split-K count for the weight-streaming tile (M <= 16): the fewest splits whose
+    blocks cover 90% of the SMs once. The time is the weight's bytes over the SMs that
+    stream them; more blocks than SMs add only reduction traffic (H200, 1 and 16 x
+    8192^2: 2 splits 3.41-3.81 TB/s, 4 splits 3.26-3.82, 8 splits 3.00-3.64)."""
+    tiles = tile_count(m, n, tile)
+    k_tiles = max(1, math.ceil(k / tile.bk))
+    wanted = math.ceil(0.9 * dev.sm_count / tiles)
+    return effective_splits(k_tiles, max(1, min(wanted, MAX_SPLITS, k_tiles)))
 
 
 def effective_splits(k_tiles: int, splits: int) -> int:
@@ -178,9 +231,10 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev) -> LinearCon
     """
     if not mma_ok:
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
+    if m <= STREAM_TILE.bm:
+        return LinearConfig("mma", STREAM_TILE, stream_splits(m, n, k, STREAM_TILE, dev))
     if m <= SMALL_M:
-        tile = STREAM_TILE if m <= STREAM_TILE.bm else SMALL_TILE
-        return LinearConfig("mma", tile, choose_splits(m, n, k, tile, dev))
+        return LinearConfig("mma", SMALL_TILE, choose_splits(m, n, k, SMALL_TILE, dev))
     tile = choose_gemm_tile(m, n, dev)
     # Fewer tiles than block slots: split K too (the workspace then stays below
     # slots x tile area floats, 17 MB on the H200).
@@ -212,6 +266,8 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
         return KernelSpec(SOURCE, "linear_relu_mma", args, min_cc=MMA_MIN_CC)
     if config.kind == "gemv":
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
+    if config.kind == "wgmma":
+        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.stages), min_cc=WGMMA_MIN_CC)
     return KernelSpec(SOURCE, "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, b_kmajor))
 
 

@@ -60,11 +60,14 @@ def vector_size(dtype) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class RowsConfig:
-    """``softmax_rows``: ``group`` threads per row, rows of up to group*vecs vectors."""
+    """``softmax_rows``: ``group`` threads per row, rows of up to group*vecs vectors.
+    ``exp_once`` (softmax only; log_softmax ignores it): the exps of the sum stay in
+    registers for the store, one exp an element instead of two."""
 
     threads: int
     group: int
     vecs: int
+    exp_once: bool = False
 
     @property
     def capacity_vectors(self) -> int:
@@ -77,16 +80,20 @@ class RowsConfig:
     def spec(self, dtype, log: bool):
         from .._loader import KernelSpec
 
-        return KernelSpec(SOURCE, "softmax_rows", (ctype(dtype), log, self.threads, self.group, self.vecs))
+        exp_once = self.exp_once and not log
+        return KernelSpec(SOURCE, "softmax_rows", (ctype(dtype), log, self.threads, self.group, self.vecs, exp_once))
 
 
 @dataclasses.dataclass(frozen=True)
 class ClusterConfig:
-    """``softmax_rows_cluster``: ``cluster`` blocks of ``threads`` x ``vecs`` vectors per row."""
+    """``softmax_rows_cluster``: ``cluster`` blocks of ``threads`` x ``vecs`` vectors per row.
+    ``rows_per_cluster`` > 1: a grid of rows / rows_per_cluster clusters, each loading its
+    next row while it normalises the current one (a second register chunk)."""
 
     threads: int
     vecs: int
     cluster: int
+    rows_per_cluster: int = 1
 
     @property
     def capacity_vectors(self) -> int:
@@ -96,7 +103,10 @@ class ClusterConfig:
         from .._loader import KernelSpec
 
         return KernelSpec(
-            SOURCE, "softmax_rows_cluster", (ctype(dtype), log, self.threads, self.vecs, self.cluster), min_cc=90
+            SOURCE,
+            "softmax_rows_cluster",
+            (ctype(dtype), log, self.threads, self.vecs, self.cluster, self.rows_per_cluster > 1),
+            min_cc=90,
         )
 
 

@@ -1,0 +1,207 @@
+"""Sweep of softmax kernel configurations on the issue's benchmark shapes (issue 3).
+
+Run: ``python3 bench/sweep_softmax.py [substring]`` (stdout only; under a minute and a half
+on an H200, compiles included: every candidate is compiled first, in parallel).
+
+For each shape and dtype: the default config and a few alternatives, all through the public
+``cufuse.softmax(..., config=)`` override, timed with CUDA events over rotating input sets
+(``out`` poisoned first), each output checked against a float64 softmax computed on the GPU.
+Columns: ms, TB/s (2 x bytes of x / time), fraction of the measured copy of the same bytes,
+max |error| / max(reference), status.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import cupy  # noqa: E402
+import cufuse  # noqa: E402
+from cufuse._configs import current_device_info  # noqa: E402
+from cufuse._configs import softmax as S  # noqa: E402
+from cufuse._loader import arch_for, device_cc, precompile  # noqa: E402
+from cufuse.bench.timing import copy_ceiling_tbps, rotation_count, time_cuda  # noqa: E402
+
+DTYPES = {"fp16": np.float16, "fp32": np.float32}
+TOL = {"fp16": 2e-3, "fp32": 2e-5}  # of max(reference)
+ANCHORS = (
+    "peers (H200, anchors): torch.softmax 1.25-2.5 TB/s at common sizes, 0.07-0.34 TB/s at 1M+ "
+    "columns; cupyx softmax 0.2-0.5 TB/s; copy ~3.6 TB/s at 128 MiB, ~4.2 TB/s at 1 GiB"
+)
+
+R, C = S.RowsConfig, S.ClusterConfig
+
+
+def split_variant(length, rows, dtype, dev, tiles_per_block):
+    """choose_split with the tiles per block forced (fewer: more blocks per row and more
+    waves; the rule keeps every block of a wave resident)."""
+    vs = S.vector_size(dtype)
+    tile = S._SPLIT_THREADS * S._SPLIT_VECS * vs
+    tile_bytes = S._SPLIT_THREADS * S._SPLIT_VECS * 16
+    resident = dev.sm_count * S._SPLIT_BLOCKS_PER_SM
+    max_smem_tiles = (min(dev.max_smem_per_block, dev.smem_per_sm // S._SPLIT_BLOCKS_PER_SM) - S._SMEM_RESERVE) // tile_bytes
+    tiles = -(-length // tile)
+    blocks_per_row = -(-tiles // max(tiles_per_block, -(-tiles // resident)))
+    chunk = -(-(-(-length // blocks_per_row)) // vs) * vs
+    blocks_per_row = -(-length // chunk)
+    tiles_per_block = -(-chunk // tile)
+    smem_tiles = min(max_smem_tiles, tiles_per_block - 1)
+    rows_per_wave = min(rows, resident // blocks_per_row)
+    return S.SplitConfig(S._SPLIT_THREADS, S._SPLIT_VECS, S._SPLIT_BLOCKS_PER_SM, blocks_per_row,
+                         rows_per_wave * blocks_per_row, chunk, smem_tiles, tiles_per_block - 1 > smem_tiles)
+
+
+def alternatives(rows, length, dname, axis, dev):
+    """(name, config) candidates besides the default, by the default's kernel; for the
+    register-row kernel also the default and the first alternative with ``exp_once``."""
+    out = _alternatives(rows, length, dname, axis, dev)
+    default = default_config(rows, length, DTYPES[dname], axis, dev)
+    if isinstance(default, R):
+        out += [("default exp_once", dataclasses.replace(default, exp_once=True))]
+        out += [(name + " exp_once", dataclasses.replace(config, exp_once=True)) for name, config in out[:1]]
+    return out
+
+
+def _alternatives(rows, length, dname, axis, dev):
+    dtype = DTYPES[dname]
+    if axis == 0:
+        u = S._COLS_UNROLL[np.dtype(dtype).itemsize]
+        return [("cols 16x%d" % u, S.ColsConfig(16, u, 1)), ("cols 16x%d c4" % u, S.ColsConfig(16, u, 4)),
+                ("cols 8x%d c8" % u, S.ColsConfig(8, u, 8))]
+    if axis is None:  # beyond the split kernel's on-chip capacity: nothing to vary yet
+        return []
+    vectors = -(-length // S.vector_size(dtype))
+    if vectors <= 16:  # sub-warp groups: fewer lanes per row, more vectors per lane
+        g = vectors
+        out = []
+        for k in (2, 4):
+            if g // k >= 1:
+                out.append((f"rows 256 g{g // k} v{k}", R(256, g // k, k)))
+        return out
+    if vectors <= 256:
+        v = vectors // 32
+        out = [(f"rows 128 g32 v{v}", R(128, 32, v))]
+        if v <= 4:
+            out += [(f"rows 256 g16 v{2 * v}", R(256, 16, 2 * v)), (f"rows 512 g32 v{v}", R(512, 32, v))]
+        return out
+    if vectors <= 4096:
+        out = []
+        for t in (128, 256, 512) if vectors < 4096 else (256, 1024):
+            v = vectors // t
+            if 1 <= v <= 8 and S.choose_rows(length, rows, dtype, dev) != R(t, t, v):
+                out.append((f"block {t} v{v}", R(t, t, v)))
+        if vectors == 4096:
+            out.append(("cluster 512 v4 c2", C(512, 4, 2)))
+        return out
+    if vectors <= 32768:
+        out = []
+        for t, v, c in ((256, 4, 8), (512, 8, 4)):
+            if t * v * c == vectors and C(t, v, c) != S.choose_rows(length, rows, dtype, dev):
+                out.append((f"cluster {t} v{v} c{c}", C(t, v, c)))
+        # Prefetching the next row: several rows per cluster.
+        for t, v, c, k in ((512, 2, 8, 4), (512, 2, 8, 16), (256, 4, 8, 4), (1024, 2, 8, 4), (1024, 2, 8, 16), (512, 4, 8, 8)):
+            if t * v * c == vectors:
+                out.append((f"cluster {t} v{v} c{c} rpc{k}", C(t, v, c, k)))
+        if vectors > 8192:
+            out.append(("split tpb2", split_variant(length, rows, dtype, dev, 2)))
+        return out
+    return [(f"split tpb{k}", split_variant(length, rows, dtype, dev, k)) for k in (2, 4)]
+
+
+CASES = [(r, c, -1) for r, c in ((1048576, 32), (262144, 128), (65536, 1024), (16384, 4096), (4096, 16384),
+                                 (1024, 65536), (128, 262144), (16, 1048576), (4, 4194304))]
+CASES += [(16384, 4096, 0), (8192, 8192, None)]
+
+
+def default_config(rows, length, dtype, axis, dev):
+    if axis == 0:
+        return S.choose_cols(rows, length, dtype, dev)
+    if axis is None:
+        return S.choose_rows(rows * length, 1, dtype, dev)
+    return S.choose_rows(length, rows, dtype, dev)
+
+
+def plan(dev, only):
+    out = []
+    for rows, length, axis in CASES:
+        for dname, dtype in DTYPES.items():
+            label = f"{rows}x{length} axis={axis} {dname}"
+            if only and only not in label:
+                continue
+            variants = {}  # by config: no candidate twice
+            for name, config in [("default", default_config(rows, length, dtype, axis, dev))] + alternatives(rows, length, dname, axis, dev):
+                variants.setdefault(config, name)
+            variants = [(name, config) for config, name in variants.items()]
+            out.append((rows, length, axis, dname, variants))
+    return out
+
+
+def reference(x, axis):
+    a = x.astype(cupy.float64)
+    a = a - a.max(axis=axis, keepdims=axis is not None)
+    e = cupy.exp(a)
+    return e / e.sum(axis=axis, keepdims=axis is not None)
+
+
+_ceilings = {}
+
+
+def ceiling(nbytes):
+    if nbytes not in _ceilings:
+        _ceilings[nbytes] = copy_ceiling_tbps(nbytes, repeat=20)
+    return _ceilings[nbytes]
+
+
+def run_case(rows, length, axis, dname, variants):
+    dtype = DTYPES[dname]
+    nbytes = rows * length * np.dtype(dtype).itemsize
+    rng = cupy.random.default_rng(rows + length)
+    sets = [(2 * rng.standard_normal((rows, length), dtype=cupy.float32)).astype(dtype) for _ in range(rotation_count(2 * nbytes))]
+    outs = [cupy.empty_like(s) for s in sets]
+    ref = reference(sets[0], axis)
+    scale = float(ref.max())
+    ceil = ceiling(nbytes)
+    print(f"{rows}x{length} axis={axis} {dname}: {nbytes / 2**20:.0f} MiB, copy ceiling {ceil:.2f} TB/s")
+    for name, config in variants:
+        try:
+            out = outs[0]
+            out.fill(np.nan)
+            cufuse.softmax(sets[0], axis=axis, out=out, config=config)
+            err = float(cupy.abs(out.astype(cupy.float64) - ref).max()) / scale
+            status = "ok" if err <= TOL[dname] else "WRONG"
+            ms = time_cuda(lambda a, b: cufuse.softmax(a, axis=axis, out=b, config=config), list(zip(sets, outs)),
+                           warmup=3, repeat=20)
+            tbps = 2 * nbytes / (ms * 1e-3) / 1e12
+            print(f"  {name:<20} {ms:7.3f} ms {tbps:5.2f} TB/s {tbps / ceil:5.2f}x copy  err {err:.1e}  {status}  {config}")
+        except Exception as exc:
+            print(f"  {name:<20} FAILED {type(exc).__name__}: {str(exc)[:200]}  {config}")
+            if os.environ.get("SWEEP_TRACE"):
+                traceback.print_exc()
+    del sets, outs, ref
+
+
+def main():
+    only = sys.argv[1] if len(sys.argv) > 1 else ""
+    dev = current_device_info()
+    print(ANCHORS)
+    t0 = time.time()
+    cases = plan(dev, only)
+    specs = [cfg.spec(DTYPES[d], False) for _, _, _, d, vs in cases for _, cfg in vs]
+    failures = [(s, e) for s, _, e in precompile(specs, arch_for(device_cc(cupy.cuda.Device().id)), jobs=16) if e]
+    print(f"precompiled {len(set(specs))} kernels in {time.time() - t0:.1f} s; failures: {len(failures)}")
+    for spec, error in failures:
+        print(f"  compile FAILED {spec}: {error[:300]}")
+    for case in cases:
+        run_case(*case)
+        cupy.get_default_memory_pool().free_all_blocks()
+    print(f"sweep done in {time.time() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
