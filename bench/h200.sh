@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: install, compile every kernel, run the tests, the sanitizers and the
 # benchmarks, logs under $OUT (default ./h200-out), a short summary printed last.
-# Usage: bash bench/h200.sh [stage ...]   stages: info tests sanitize bench pybench (default: all)
+# Usage: bash bench/h200.sh [stage ...]   stages: info tests sanitize bench pybench sweep (default:
+# all but sweep; sweep runs the per-op tuning sweeps bench/sweep_*.py)
 set -u
 OUT=${OUT:-$PWD/h200-out}
 mkdir -p "$OUT"
@@ -31,6 +32,10 @@ for stage in $stages; do
             cat "$OUT"/mem-*.log "$OUT"/race-*.log >"$OUT/sanitize.log" 2>/dev/null; rm -f "$OUT"/mem-*.log "$OUT"/race-*.log ;;
         bench) run_stage bench ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench.json" --plot "$OUT/roofline.png" ;;
         pybench) run_stage pybench ${PYBENCH_LIMIT:-240} python3 -m pytest -q -p no:cacheprovider bench/ ${PYBENCH_ARGS:-} --benchmark-json "$OUT/pybench.json" ;;
+        sweep)
+            for op in linear attention softmax; do
+                [ -f "bench/sweep_$op.py" ] && run_stage "sweep_$op" ${SWEEP_LIMIT:-100} python3 "bench/sweep_$op.py"
+            done ;;
         *) echo "unknown stage $stage"; exit 2 ;;
     esac
 done

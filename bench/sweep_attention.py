@@ -33,29 +33,28 @@ ANCHORS = """peers (round 2, same H200): N2048 D128 bf16 full  SDPA flash 349 / 
                            decode B8 H32 Nk8192 D128: flash 2.71 / cudnn 4.43 TB/s (target >= 3.8)
 anchors-h200.json: FA2 300-350 TFLOP/s at D128, cuDNN 510-613; decode FA2 2.6, cuDNN 4.3-4.7 TB/s
 round 2 cufuse: full 217, causal 163 TFLOP/s, decode 1.81 TB/s
-round 3 sweep: 8w x16r bn128 nobranch full 238 / causal 199 (D128), decode simt 4w u8 4.2-4.5 TB/s"""
+round 3 sweep: 8w x16r bn128 nobranch full 238 / causal 199 (D128), decode simt 4w u8 4.2-4.5 TB/s
+round 4 sweep: D128 N2048 full 236 / causal 184; D64 3 blk/SM 188 / 158; N512 D128 causal 2 blk/SM 138"""
 
 M, Dec = configs.MmaTile, configs.DecodeTile
 # (label, tile) per padded head dim; None = the default selection. Each distinct tile is one
-# NVRTC compile (per dtype). Round 3: the new default against the round-1/2 default;
-# variants with two or three independent blocks per SM (their softmax phases need not line
-# up with each other's MMA phases, as FA2's two 4-warp blocks per SM); and pipeQK, which
-# issues the next tile's QK^T before the current softmax (vs the same tile without it).
+# NVRTC compile (per dtype). Round 4 defaults (from the round-4 sweep, /tmp/h200-run8): D64
+# the 3-blocks/SM tile everywhere; D128 the 8-warp 128-key tile for long key ranges, the
+# 2-blocks/SM tile when a row sees <= 512 keys on average. Each is swept explicitly against
+# the other candidates, and the O store now goes through shared memory (16-byte stores).
 PREFILL_VARIANTS = {
     128: [
-        ("default (8w x16r bn128 s2 Qreg nobranch)", None),
+        ("default", None),
+        ("8w x16r bn128 s2 Qreg nobranch (long keys)", M(128, 8, 1, 128, 2, 1, True, False)),
+        ("4w x16r bn64 s2 Qreg nobranch (2 blk/SM, short keys)", M(128, 4, 1, 64, 2, 2, True, False)),
         ("old default 4w x32r bn64 s2 Qsmem", M(128, 4, 2, 64, 2)),
-        ("4w x16r bn64 s2 Qreg nobranch (2 blk/SM)", M(128, 4, 1, 64, 2, 2, True, False)),
-        ("8w x16r bn64 s3 Qreg nobranch", M(128, 8, 1, 64, 3, 1, True, False)),
         ("8w x16r bn64 s3 Qreg nobranch pipeQK", M(128, 8, 1, 64, 3, 1, True, False, True)),
     ],
     64: [
-        ("default (8w x16r bn128 s2 Qreg nobranch)", None),
-        ("old default 4w x32r bn64 s2 Qsmem", M(64, 4, 2, 64, 2)),
-        ("4w x16r bn128 s2 Qreg nobranch (2 blk/SM)", M(64, 4, 1, 128, 2, 2, True, False)),
+        ("default", None),
         ("4w x16r bn64 s2 Qreg nobranch (3 blk/SM)", M(64, 4, 1, 64, 2, 3, True, False)),
-        ("8w x16r bn64 s3 Qreg nobranch pipeQK", M(64, 8, 1, 64, 3, 1, True, False, True)),
-        ("4w x16r bn64 s3 Qreg nobranch pipeQK (2 blk/SM)", M(64, 4, 1, 64, 3, 2, True, False, True)),
+        ("8w x16r bn128 s2 Qreg nobranch (v3 default)", M(64, 8, 1, 128, 2, 1, True, False)),
+        ("4w x16r bn128 s2 Qreg nobranch (2 blk/SM)", M(64, 4, 1, 128, 2, 2, True, False)),
     ],
 }
 # (label, tile, splits); splits None = the tile's own planner.
@@ -94,7 +93,7 @@ def line(shape, variant, ms, rate, unit, err, status):
     ms_text = f"{ms:8.3f}" if ms is not None else "       -"
     rate_text = f"{rate:8.1f} {unit}" if rate is not None else " " * (9 + len(unit))
     err_text = f"{err:8.1e}" if err is not None else "       -"
-    print(f"{shape:34s} {variant:46s} {ms_text} ms {rate_text}  err {err_text}  {status}", flush=True)
+    print(f"{shape:34s} {variant:48s} {ms_text} ms {rate_text}  err {err_text}  {status}", flush=True)
 
 
 def time_peer(case, impl_name, sets, label):
@@ -160,10 +159,10 @@ def precompile_variants(dev):
     """Every kernel the sweep launches, compiled into the disk cache in parallel processes."""
     bf16 = "__nv_bfloat16"
     specs = [configs.merge_spec(bf16)]
-    for batch, heads, n, head_dim, _, dtype in PREFILL_SHAPES:
+    for batch, heads, n, head_dim, causal, dtype in PREFILL_SHAPES:
         name = configs.ctype(cases.resolve_dtype(dtype))
         specs.append(configs.select_config(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
-                                           dev).tile.spec(name))
+                                           dev, True, causal).tile.spec(name))
         specs += [tile.spec(name) for _, tile in PREFILL_VARIANTS[head_dim] if tile is not None]
     specs.append(configs.select_config(1, DECODE_KEYS[0], 128, 128, cases.DECODE_BATCH * cases.DECODE_HEADS,
                                        cases.resolve_dtype("bfloat16"), dev, True).tile.spec(bf16))

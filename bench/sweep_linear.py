@@ -71,14 +71,14 @@ LARGE_VARIANTS = [  # after the default (128x256k64s3, 8 warps, 1 block/SM)
     ("256x128k32s4", mma(T256x128k32s4)),
     ("128x128k32s4 2/SM", mma(T128x128k32s4)),
 ]
-MID_VARIANTS = [  # 512 x 4096 x 4096: one wave or less (default 64x128k64s4, 256 blocks)
+MID_VARIANTS = [  # 512 x 4096 x 4096: one wave or less (defaults: (K,N) 128x128k64s3 split2 slots, (N,K).T 64x128k64s4)
     ("128x128k64s3", mma(L.MEDIUM_TILE)),
     ("128x128k64s3 split2", mma(L.MEDIUM_TILE, 2)),
     ("128x128k64s3 split2 slots", slots(L.MEDIUM_TILE, 2)),
     ("128x256k64s3 split2 slots", slots(L.LARGE_TILE, 2)),
     ("64x128k64s4 split2 slots", slots(L.SMALL_TILE, 2)),
 ]
-STREAM_VARIANTS = [  # M <= 16 (default 16x128k64s6 split2 atomic)
+STREAM_VARIANTS = [  # M <= 16 (default 16x128k64s6 split2: atomic for M = 1, slots above)
     ("16x128k64s6 split1", mma(L.STREAM_TILE, 1)),
     ("16x128k64s6 split4", mma(L.STREAM_TILE, 4)),
     ("16x128k64s6 split2 slots", slots(L.STREAM_TILE, 2)),
@@ -93,7 +93,7 @@ GEMV_ROWMAJOR_VARIANTS = [  # M = 1, weight (K, N): 32 column blocks x splits
     ("gemv split32", L.LinearConfig("gemv", L.GEMV_TILES[0], 32)),
 ]
 GEMV_KMAJOR_VARIANTS = [("gemv (no split)", L.LinearConfig("gemv", L.GEMV_TILES[0], 1))]
-M64_VARIANTS = [  # default 64x128k64s4 split4 atomic
+M64_VARIANTS = [  # default 64x64k64s6 split2 slots
     ("64x128k64s4 split2 slots", slots(L.SMALL_TILE, 2)),
     ("64x128k64s4 split4 slots", slots(L.SMALL_TILE, 4)),
     ("64x64k64s6 split2", mma(T64x64k64s6, 2)),
@@ -103,6 +103,10 @@ M64_VARIANTS = [  # default 64x128k64s4 split4 atomic
     ("32x128k64s5 split2 slots", slots(T32x128k64s5, 2)),
     ("64x256k32s6 split4 slots", slots(T64x256k32s6, 4)),
     ("64x256k32s6 split8 slots", slots(T64x256k32s6, 8)),
+]
+WGMMA_VARIANTS = [  # Hopper kernel (K-major: the default; N-major: opt-in, read transposed)
+    ("wgmma 128x256k64s4", L.LinearConfig("wgmma", L.WGMMA_TILE)),
+    ("wgmma 128x256k64s3", L.LinearConfig("wgmma", L.WgmmaTile(stages=3))),
 ]
 FP32_VARIANTS = [
     ("simt 128x128k8 8x8", L.LinearConfig("simt", L.SIMT_LARGE)),
@@ -217,7 +221,7 @@ def run_case(m, k, n, dname, kmajor, variants):
 
     for name, config in variants:
         if config is None:
-            chosen = default_config(m, k, n, dname)
+            chosen = default_config(m, k, n, dname, kmajor)
             t = chosen.tile
             print(f"{label:<26} default = {chosen.kind} {t} splits={chosen.splits} {chosen.reduction}", flush=True)
         try:
@@ -242,15 +246,15 @@ def run_case(m, k, n, dname, kmajor, variants):
             traceback.print_exc(limit=2)
 
 
-def default_config(m, k, n, dname):
-    return L.choose_config(m, n, k, DTYPES[dname], dname != "fp32", current_device_info())
+def default_config(m, k, n, dname, kmajor):
+    return L.choose_config(m, n, k, DTYPES[dname], dname != "fp32", current_device_info(), kmajor)
 
 
 def all_specs(plan):
     specs = set()
     for m, k, n, dname, kmajor, variants in plan:
         for _, config in variants:
-            specs.add(L.kernel_spec(config or default_config(m, k, n, dname), DTYPES[dname], kmajor))
+            specs.add(L.kernel_spec(config or default_config(m, k, n, dname, kmajor), DTYPES[dname], kmajor))
     return sorted(specs, key=str)
 
 
@@ -283,10 +287,12 @@ def main():
           "max err / max|ref|")
     d = [("default", None)]
     plan = [
-        (8192, 8192, 8192, "bf16", False, d + LARGE_VARIANTS),
+        (8192, 8192, 8192, "bf16", False, d + WGMMA_VARIANTS + LARGE_VARIANTS),
         (16384, 4096, 4096, "bf16", False, d + LARGE_VARIANTS[:2] + LARGE_VARIANTS[5:7]),
         (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:2] + LARGE_VARIANTS[5:7]),
-        (512, 4096, 4096, "bf16", False, d + MID_VARIANTS),
+        (8192, 8192, 8192, "bf16", True, d + WGMMA_VARIANTS),
+        (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_VARIANTS[:1]),
+        (512, 4096, 4096, "bf16", True, d + MID_VARIANTS[2:3] + WGMMA_VARIANTS[:1]),
         (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4]),
         (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
         (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),

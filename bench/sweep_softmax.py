@@ -59,12 +59,12 @@ def split_variant(length, rows, dtype, dev, tiles_per_block):
 
 def alternatives(rows, length, dname, axis, dev):
     """(name, config) candidates besides the default, by the default's kernel; for the
-    register-row kernel also the default and the first alternative with ``exp_once``."""
+    register-row kernel also the default with exp_once flipped."""
     out = _alternatives(rows, length, dname, axis, dev)
     default = default_config(rows, length, DTYPES[dname], axis, dev)
     if isinstance(default, R):
-        out += [("default exp_once", dataclasses.replace(default, exp_once=True))]
-        out += [(name + " exp_once", dataclasses.replace(config, exp_once=True)) for name, config in out[:1]]
+        flipped = dataclasses.replace(default, exp_once=not default.exp_once)
+        out += [("default exp_once" if flipped.exp_once else "default no exp_once", flipped)]
     return out
 
 
@@ -72,44 +72,39 @@ def _alternatives(rows, length, dname, axis, dev):
     dtype = DTYPES[dname]
     if axis == 0:
         u = S._COLS_UNROLL[np.dtype(dtype).itemsize]
-        return [("cols 16x%d" % u, S.ColsConfig(16, u, 1)), ("cols 16x%d c4" % u, S.ColsConfig(16, u, 4)),
-                ("cols 8x%d c8" % u, S.ColsConfig(8, u, 8))]
+        return [("cols 16x%d c4" % u, S.ColsConfig(16, u, 4)), ("cols 8x%d c8" % u, S.ColsConfig(8, u, 8))]
     if axis is None:  # beyond the split kernel's on-chip capacity: nothing to vary yet
         return []
     vectors = -(-length // S.vector_size(dtype))
-    if vectors <= 16:  # sub-warp groups: fewer lanes per row, more vectors per lane
-        g = vectors
-        out = []
-        for k in (2, 4):
-            if g // k >= 1:
-                out.append((f"rows 256 g{g // k} v{k}", R(256, g // k, k)))
-        return out
+    with_exp_once = lambda c: S.with_exp_once(c, dtype)  # noqa: E731
+    if vectors <= 32:  # sub-warp groups: lanes per row x vectors per lane
+        return [(f"rows 256 g{vectors // k} v{k}", with_exp_once(R(256, vectors // k, k))) for k in (1, 4) if vectors // k >= 1]
     if vectors <= 256:
         v = vectors // 32
-        out = [(f"rows 128 g32 v{v}", R(128, 32, v))]
+        out = [(f"rows 256 g32 v{v}", with_exp_once(R(256, 32, v)))]
         if v <= 4:
-            out += [(f"rows 256 g16 v{2 * v}", R(256, 16, 2 * v)), (f"rows 512 g32 v{v}", R(512, 32, v))]
+            out.append((f"rows 128 g16 v{2 * v}", with_exp_once(R(128, 16, 2 * v))))
         return out
     if vectors <= 4096:
         out = []
-        for t in (128, 256, 512) if vectors < 4096 else (256, 1024):
+        for t in (128, 256, 512, 1024):
             v = vectors // t
-            if 1 <= v <= 8 and S.choose_rows(length, rows, dtype, dev) != R(t, t, v):
-                out.append((f"block {t} v{v}", R(t, t, v)))
-        if vectors == 4096:
-            out.append(("cluster 512 v4 c2", C(512, 4, 2)))
+            if 2 <= v <= 8 and S.choose_rows(length, rows, dtype, dev) != with_exp_once(R(t, t, v)):
+                out.append((f"block {t} v{v}", with_exp_once(R(t, t, v))))
         return out
-    if vectors <= 32768:
+    if vectors <= 16384:
         out = []
-        for t, v, c in ((256, 4, 8), (512, 8, 4)):
+        for t, v, c in ((512, 4, 8), (256, 4, 8), (512, 8, 4), (512, 4, 4), (256, 8, 4)):
             if t * v * c == vectors and C(t, v, c) != S.choose_rows(length, rows, dtype, dev):
                 out.append((f"cluster {t} v{v} c{c}", C(t, v, c)))
-        # Prefetching the next row: several rows per cluster.
-        for t, v, c, k in ((512, 2, 8, 4), (512, 2, 8, 16), (256, 4, 8, 4), (1024, 2, 8, 4), (1024, 2, 8, 16), (512, 4, 8, 8)):
-            if t * v * c == vectors:
-                out.append((f"cluster {t} v{v} c{c} rpc{k}", C(t, v, c, k)))
-        if vectors > 8192:
-            out.append(("split tpb2", split_variant(length, rows, dtype, dev, 2)))
+        # Persistent clusters: the default's cluster shape looping over rows; "fill": as many
+        # clusters as are resident at once (2 blocks per SM at 4 vectors a thread, else 1).
+        default = S.choose_rows(length, rows, dtype, dev)
+        if isinstance(default, C):
+            resident = dev.sm_count * (2 if default.vecs <= 4 else 1) // default.cluster
+            for k in sorted({2, -(-rows // resident)}):
+                out.append((f"default rpc{k}", dataclasses.replace(default, rows_per_cluster=k)))
+        out.append(("split", S.choose_split(length, rows, dtype, dev)))
         return out
     return [(f"split tpb{k}", split_variant(length, rows, dtype, dev, k)) for k in (2, 4)]
 
@@ -158,6 +153,17 @@ def ceiling(nbytes):
     return _ceilings[nbytes]
 
 
+def host_us(x, out, axis, calls=200):
+    """Python time per call of the public function, launches only queued (the GPU lags)."""
+    cupy.cuda.get_current_stream().synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        cufuse.softmax(x, axis=axis, out=out)
+    elapsed = time.perf_counter() - start
+    cupy.cuda.get_current_stream().synchronize()
+    return elapsed / calls * 1e6
+
+
 def run_case(rows, length, axis, dname, variants):
     dtype = DTYPES[dname]
     nbytes = rows * length * np.dtype(dtype).itemsize
@@ -169,6 +175,8 @@ def run_case(rows, length, axis, dname, variants):
     ceil = ceiling(nbytes)
     print(f"{rows}x{length} axis={axis} {dname}: {nbytes / 2**20:.0f} MiB, copy ceiling {ceil:.2f} TB/s")
     for name, config in variants:
+        if name == "default":
+            print(f"  host {host_us(sets[0], outs[0], axis):.1f} us per call (default, eager, launches queued)")
         try:
             out = outs[0]
             out.fill(np.nan)

@@ -20,9 +20,10 @@ def _progress(done: int, total: int, spec) -> None:
     width = 30
     filled = width * done // total
     line = f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {spec.source} {spec.expression}"
-    sys.stderr.write(line[:160].ljust(160) if sys.stderr.isatty() else line.lstrip("\r") + "\n")
-    if done == total and sys.stderr.isatty():
-        sys.stderr.write("\n")
+    if sys.stderr.isatty():
+        sys.stderr.write(line[:160].ljust(160) + ("\n" if done == total else ""))
+    elif done == total or done % max(1, total // 10) == 0:  # a log gets every tenth step
+        sys.stderr.write(line.lstrip("\r") + "\n")
     sys.stderr.flush()
 
 

@@ -126,7 +126,7 @@ class _Launch:
     block: tuple
     smem: int
     takes_partials: bool  # the forward kernel's pointers include partial O and lse (not SIMT)
-    scalars: tuple  # the forward kernel's arguments after the seven pointers
+    scalars: tuple  # the forward kernel's arguments after its pointers
     splits: int
     workspace: tuple  # shapes of the partial O and lse (splits > 1)
     merge_kernel_args: tuple
@@ -168,7 +168,8 @@ def _attention_gpu(q, k, v, causal, scale, return_lse, out, batch, config):
         kernel(plan.grid, plan.block, pointers + plan.scalars, shared_mem=plan.smem)
         if plan.splits > 1:
             merge = get_kernel(*plan.merge_kernel_args)
-            merge(plan.merge_grid, (configs.MERGE_THREADS,), (partial_o, partial_lse, out, lse_arg) + plan.merge_scalars)
+            merge(plan.merge_grid, (configs.MERGE_THREADS,),
+                  (partial_o, partial_lse, out, lse_arg) + plan.merge_scalars)
     return (out, lse) if return_lse else out
 
 
@@ -191,7 +192,7 @@ def _launch_plan(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dty
     dev = device_info(device_id)
     if config is None:
         config = configs.select_config(n_q, n_k, head_dim, head_dim_v, batch_count, dtype, dev,
-                                       vec_ok["k"] and vec_ok["v"])
+                                       vec_ok["k"] and vec_ok["v"], causal)
     # Kernel argument tail shared by the forward kernels: per-operand (row, col) strides,
     # then the BatchLayout (sizes of dims 1..3, then q, k, v batch strides).
     strides_args = tuple(np.int64(st) for n in shapes for st in elem[n][-2:])

@@ -185,14 +185,13 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         dev = current_device_info()
         mma_ok = b_kmajor is not None and dev.cc >= linear_configs.MMA_MIN_CC
         if config is None:
-            config = linear_configs.choose_config(m, n, k, x.dtype, mma_ok, dev)
-        if config.kind in ("mma", "gemv") and not mma_ok:
+            config = linear_configs.choose_config(m, n, k, x.dtype, mma_ok, dev, kmajor=b_kmajor is True)
+        if config.kind in ("mma", "gemv", "wgmma") and not mma_ok:
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which these operands' "
                              f"dtype or alignment rule out")
-        if config.kind == "wgmma" and (b_kmajor is not True or dev.cc // 10 != linear_configs.WGMMA_MIN_CC // 10):
-            raise ValueError(f"{_FN}: argument 'config' asks for the wgmma kernel, which needs a K-major weight "
-                             f"(a transposed (N, K) array) and compute capability 9.0, got weight strides "
-                             f"{weight.strides} on compute capability {dev.cc}")
+        if config.kind == "wgmma" and not linear_configs.wgmma_supported(dev):
+            raise ValueError(f"{_FN}: argument 'config' asks for the wgmma kernel, which needs compute "
+                             f"capability 9.0, got {dev.cc}")
         if config.kind == "gemv" and m > config.tile.rows:
             raise ValueError(f"{_FN}: argument 'config' expected a gemv tile of at least M = {m} rows, "
                              f"got {config.tile.rows}")
@@ -217,8 +216,8 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         if config.kind == "wgmma":
             smem = tile.smem_bytes(itemsize)
             kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
-            scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride), bias_stride,
-                       np.int32(config.raster_group), np.int32(paired_store))
+            scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride),
+                       bias_stride, np.int32(config.raster_group), np.int32(paired_store))
             return _Plan(out_shape, x.dtype, kernel, (tiles, 1, 1), (tile.threads, 1, 1), smem, scalars, None, extents)
         k_tiles = -(-k // tile.bk)
         splits = linear_configs.effective_splits(max(k_tiles, 1), config.splits)

@@ -29,18 +29,27 @@ Documented exceptions:
   shared memory on the H200: about 17 M float16 / 8.4 M float32 elements) are streamed with
   the online rule: the tiles that fit in neither are read a second time, most recent first
   so that part of that comes from L2 (axis=None of 2**26 elements rereads about 3/4 of x).
-- the split kernel (rows beyond a cluster's 512 KB, or beyond a block's 64 KB without clusters)
-  allocates a scratch of 2 x rows x blocks_per_row accumulators plus rows arrival counters
-  (zeroed: one memset) besides out.
+- the split kernel (rows beyond a cluster's 256 KB, or beyond a block's 64 KB without clusters)
+  uses a scratch of 2 x rows x blocks_per_row accumulators plus rows arrival counters, one per
+  (device, stream), allocated (counters zeroed) only when a larger one is needed: the kernel
+  leaves its counters at zero, so later calls on that stream reuse it without a memset.
+
+Host path: everything derived from (shape, strides, dtype, axes, device, config) -- layout,
+config, kernel, grid, shared memory, the scalar arguments -- is built once into a ``_Plan``;
+a later call is validation, one dict lookup, ``out`` if none was given, and the launch.
 """
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import numpy as np
 
 from . import reference
-from ._configs import current_device_info
+from ._configs import device_info
 from ._configs import softmax as configs
 from ._dtypes import accumulator_dtype, is_supported_float
+from ._loader import get_kernel
 from ._numpy_path import deliver
 from ._validate import array_namespace, check_out, describe, normalize_axis
 
@@ -72,6 +81,15 @@ def _result_dtype(fn: str, x) -> np.dtype:
 
 
 def _softmax(fn, x, axis, out, config, *, log):
+    # A signature seen before (it passed validation and has a plan): only what differs
+    # between calls with one signature is checked -- the current device, out's overlap.
+    signature = _signature(x, axis, out, config, log)
+    plan = _signatures.get(signature) if signature is not None else None
+    if plan is not None and _launchable(x, out):
+        if out is None:
+            out = _cupy.empty(x.shape, dtype=x.dtype)
+        plan.launch(x, out)
+        return out
     xp = array_namespace(fn, x=x)
     dtype = _result_dtype(fn, x)
     axes = normalize_axis(fn, axis, x.ndim)
@@ -79,7 +97,7 @@ def _softmax(fn, x, axis, out, config, *, log):
     if xp is np:
         oracle = reference.log_softmax if log else reference.softmax
         return deliver(oracle(x, axes), out, dtype)
-    return _softmax_gpu(fn, x, axes, out, dtype, config, log=log)
+    return _softmax_gpu(fn, x, axis, axes, out, dtype, config, log=log)
 
 
 def _collapse(shape, strides, axes):
@@ -98,80 +116,177 @@ def _collapse(shape, strides, axes):
         for a, b in zip(group, group[1:]):
             if strides[a] != strides[b] * shape[b]:
                 return None
-        sizes.append(int(np.prod([shape[d] for d in group], dtype=np.int64)))
+        sizes.append(math.prod(shape[d] for d in group))
         group_strides.append(strides[group[-1]] if group else 0)
     return tuple(sizes), tuple(group_strides)
 
 
-def _softmax_gpu(fn, x, axes, out, dtype, config, *, log):
+def _softmax_gpu(fn, x, axis, axes, out, dtype, config, *, log):
+    global _cupy
     import cupy
 
-    with x.device:
-        if x.dtype != dtype:  # integers and bools: SciPy computes them in float64
-            x = x.astype(dtype)
-        if out is None:
-            out = cupy.empty(x.shape, dtype=dtype)
-        if x.size == 0:
-            return out
-        element_strides = tuple(s // x.itemsize for s in x.strides)
-        layout = _collapse(x.shape, element_strides, set(axes))
-        if layout is not None:
-            _launch(x, out, *layout, config, log)
-            return out
-        # Scattered reduced axes or a view that does not collapse: explicit copy (see above).
-        trailing = tuple(range(x.ndim - len(axes), x.ndim))
-        moved = cupy.ascontiguousarray(cupy.moveaxis(x, axes, trailing))
-        result = cupy.empty(moved.shape, dtype=dtype)
-        layout = _collapse(moved.shape, tuple(s // x.itemsize for s in moved.strides), set(trailing))
-        _launch(moved, result, *layout, config, log)
-        out[...] = cupy.moveaxis(result, trailing, axes)
+    _cupy = cupy
+    device_id = x.data.device_id
+    if cupy.cuda.runtime.getDevice() != device_id:
+        with cupy.cuda.Device(device_id):
+            return _softmax_gpu(fn, x, axis, axes, out, dtype, config, log=log)
+    original, out_given = x, out
+    if x.dtype != dtype:  # integers and bools: SciPy computes them in float64
+        x = x.astype(dtype)
+    if out is None:
+        out = cupy.empty(x.shape, dtype=dtype)
+    if x.size == 0:
         return out
+    plan = _plan(x.shape, x.strides, dtype, axes, device_id, config, log)
+    if plan is not None:
+        plan.launch(x, out)
+        if x is original:  # no float64 copy made: later calls may take the fast path
+            _remember(_signature(x, axis, out_given, config, log), plan)
+        return out
+    # Scattered reduced axes or a view that does not collapse: explicit copy (see above).
+    trailing = tuple(range(x.ndim - len(axes), x.ndim))
+    moved = cupy.ascontiguousarray(cupy.moveaxis(x, axes, trailing))
+    result = cupy.empty(moved.shape, dtype=dtype)
+    _plan(moved.shape, moved.strides, dtype, trailing, device_id, config, log).launch(moved, result)
+    out[...] = cupy.moveaxis(result, trailing, axes)
+    return out
 
 
-def _launch(x, out, sizes, strides, config, log):
-    """One softmax over the (outer, length, inner) view of x into C-contiguous out."""
-    import cupy
+_cupy = None  # the cupy module, once a GPU call has imported it
+_signatures: dict = {}  # call signature -> _Plan, for calls that launch one plan on x itself
 
+
+def _signature(x, axis, out, config, log):
+    """What a call's validation and plan depend on, or None where no GPU call was made yet,
+    x is not a cupy array or axis is not None, an int or a tuple of ints (anything else,
+    e.g. 1.0 == 1, is left to the full validation)."""
+    if _cupy is None or type(x) is not _cupy.ndarray:
+        return None
+    if not (axis is None or type(axis) is int or (type(axis) is tuple and all(type(a) is int for a in axis))):
+        return None
+    if out is None:
+        out_key = None
+    elif type(out) is _cupy.ndarray:
+        out_key = (out.shape, out.strides, out.dtype, out.data.device_id)
+    else:
+        return None
+    return x.shape, x.strides, x.dtype, x.data.device_id, axis, out_key, config, log
+
+
+def _remember(signature, plan):
+    if signature is not None:
+        if len(_signatures) >= _MAX_PLANS:
+            _signatures.clear()
+        _signatures[signature] = plan
+
+
+def _launchable(x, out):
+    return _cupy.cuda.runtime.getDevice() == x.data.device_id and (out is None or not _cupy.may_share_memory(out, x))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """One launch, with everything that depends only on the call's signature."""
+
+    kernel: object  # cupy.RawKernel
+    grid: tuple
+    block: tuple
+    scalars: tuple  # the numpy scalar arguments after (x, out)
+    smem: int  # dynamic shared memory bytes
+    scratch: tuple | None  # split kernel: (accumulator dtype, accumulators, counters)
+
+    def launch(self, x, out):
+        args = (x, out) + self.scalars
+        if self.scratch is not None:
+            args += _split_scratch(*self.scratch)
+        self.kernel(self.grid, self.block, args, shared_mem=self.smem)
+
+
+_plans: dict = {}
+_MAX_PLANS = 4096
+_COPY = "copy"  # the signature's view does not collapse: the explicit-copy path
+
+
+def _plan(shape, strides, dtype, axes, device_id, config, log):
+    """The _Plan of a signature (None: the copy path), built on its first call."""
+    key = (shape, strides, dtype, axes, device_id, config, log)
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= _MAX_PLANS:
+            _plans.clear()
+        layout = _collapse(shape, tuple(st // dtype.itemsize for st in strides), set(axes))
+        plan = _COPY if layout is None else _make_plan(*layout, dtype, device_id, config, log)
+        _plans[key] = plan
+    return None if plan is _COPY else plan
+
+
+def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
+    """The launch of one softmax over the (outer, length, inner) view of x into C-contiguous out."""
     outer, length, inner = sizes
     so, sl, si = strides
     rows = outer * inner
-    dev = current_device_info()
+    dev = device_info(device_id)
     if config is None:
         if sl != 1 and si == 1:
-            config = configs.choose_cols(length, rows, x.dtype, dev)
+            config = configs.choose_cols(length, rows, dtype, dev)
         else:
-            config = configs.choose_rows(length, rows, x.dtype, dev)
-    spec = config.spec(x.dtype, log)
+            config = configs.choose_rows(length, rows, dtype, dev)
+    spec = config.spec(dtype, log)
     smem = config.smem_bytes if isinstance(config, configs.SplitConfig) else 0
-    kernel = _get_kernel(spec, smem)
+    kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
     geometry = tuple(np.int64(v) for v in (length, inner, so, si, sl))
+    scratch = None
     if isinstance(config, configs.RowsConfig):
-        grid = -(-rows // config.rows_per_block)
-        kernel((grid,), (config.threads,), (x, out, np.int64(rows)) + geometry)
+        grid = _ceil_div(rows, config.rows_per_block)
+        scalars = (np.int64(rows),) + geometry
     elif isinstance(config, configs.ClusterConfig):
-        chunk = -(-length // config.cluster)
-        chunk = -(-chunk // configs.vector_size(x.dtype)) * configs.vector_size(x.dtype)
-        clusters = -(-rows // config.rows_per_cluster)
-        kernel((clusters * config.cluster,), (config.threads,), (x, out, np.int64(rows)) + geometry + (np.int64(chunk),))
+        vs = configs.vector_size(dtype)
+        chunk = _ceil_div(_ceil_div(length, config.cluster), vs) * vs
+        grid = _ceil_div(rows, config.rows_per_cluster) * config.cluster
+        scalars = (np.int64(rows),) + geometry + (np.int64(chunk),)
     elif isinstance(config, configs.SplitConfig):
         _require_resident(kernel, config, dev)
-        partials = cupy.empty(2 * rows * config.blocks_per_row, dtype=accumulator_dtype(x.dtype))
-        arrivals = cupy.zeros(rows, dtype=np.uint32)
-        split_args = (np.int64(config.chunk), np.int32(config.blocks_per_row), np.int32(config.smem_tiles), partials, arrivals)
-        kernel((config.grid,), (config.threads,), (x, out, np.int64(rows)) + geometry + split_args, shared_mem=smem)
+        grid = config.grid
+        scalars = (np.int64(rows),) + geometry + (np.int64(config.chunk), np.int32(config.blocks_per_row), np.int32(config.smem_tiles))
+        scratch = (np.dtype(accumulator_dtype(dtype)), 2 * rows * config.blocks_per_row, rows)
     else:
-        grid = outer * -(-inner // 32) * config.cluster
-        kernel((grid,), (32 * config.slices,), (x, out, np.int64(outer)) + geometry)
+        grid = outer * _ceil_div(inner, 32) * config.cluster
+        scalars = (np.int64(outer),) + geometry
+    threads = 32 * config.slices if isinstance(config, configs.ColsConfig) else config.threads
+    return _Plan(kernel, (grid,), (threads,), scalars, smem, scratch)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# Split-kernel scratch, one per (device, stream, accumulator dtype): the kernel leaves its
+# arrival counters at zero, so the scratch is allocated (counters zeroed) only when a larger
+# one is needed and reused by every later call on that stream; calls on one stream are
+# ordered, so they never share it concurrently.
+_scratches: dict = {}
+
+
+def _split_scratch(accum_dtype, accumulators: int, counters: int):
+    import cupy
+
+    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr, accum_dtype)
+    held = _scratches.get(key)
+    if held is None or held[0].size < accumulators or held[1].size < counters:
+        accumulators = max(accumulators, held[0].size if held else 0)
+        counters = max(counters, held[1].size if held else 0)
+        held = (cupy.empty(accumulators, dtype=accum_dtype), cupy.zeros(counters, dtype=np.uint32))
+        _scratches[key] = held
+    return held
 
 
 _REGISTERS_PER_SM = 65536
 _SMEM_RESERVED_PER_BLOCK = 1024
-_DEFAULT_SMEM_LIMIT = 48 * 1024
 
 
 def _require_resident(kernel, config, dev):
     """The split kernel's blocks wait for each other: all of its grid must be resident at once.
-    The config assumes blocks_per_sm per SM; check it against the compiled kernel."""
+    The config assumes blocks_per_sm per SM; check it against the compiled kernel (once per plan)."""
     registers = -(-kernel.num_regs // 8) * 8 * config.threads
     smem = config.smem_bytes + kernel.shared_size_bytes + _SMEM_RESERVED_PER_BLOCK
     if config.blocks_per_sm * registers > _REGISTERS_PER_SM or config.blocks_per_sm * smem > dev.smem_per_sm:
@@ -180,14 +295,3 @@ def _require_resident(kernel, config, dev):
             f"({kernel.num_regs} registers/thread, {smem} B shared memory/block)"
         )
     kernel.preferred_shared_memory_carveout = 100  # the shared-memory tiles of both blocks
-    # The loader raises the dynamic limit only for requests above 48 KB, but the default limit
-    # counts static shared memory too: exactly 48 KB of tiles (3 float32 tiles) plus the
-    # kernel's own slots is already over it (CUDA_ERROR_INVALID_VALUE at launch).
-    if config.smem_bytes + kernel.shared_size_bytes > _DEFAULT_SMEM_LIMIT and kernel.max_dynamic_shared_size_bytes < config.smem_bytes:
-        kernel.max_dynamic_shared_size_bytes = config.smem_bytes
-
-
-def _get_kernel(spec, dynamic_smem):
-    from ._loader import get_kernel
-
-    return get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=dynamic_smem)

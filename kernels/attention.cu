@@ -87,6 +87,20 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op
     }
 }
 
+// One warp copies `rows` x `cols` elements from shared memory (row pitch `pitch`) to the
+// contiguous rows of dst, Chunk (sizeof(Chunk) / sizeof(T) elements, dividing cols) per lane
+// and step: consecutive lanes take consecutive chunks, so each store instruction is coalesced.
+template <typename Chunk, typename T>
+__device__ __forceinline__ void copy_rows(T* dst, const T* src, int pitch, int rows, int cols, int lane) {
+    constexpr int kElems = sizeof(Chunk) / sizeof(T);
+    const int chunks = cols / kElems;
+    for (int idx = lane; idx < rows * chunks; idx += 32) {
+        const int r = idx / chunks, c = (idx % chunks) * kElems;
+        *reinterpret_cast<Chunk*>(dst + static_cast<int64>(r) * cols + c) =
+            *reinterpret_cast<const Chunk*>(src + r * pitch + c);
+    }
+}
+
 // Each warp owns MT 16-row slices of the BLOCK_M = 16 * WARPS * MT query rows of a block
 // and keeps its O accumulator (MT x 16 x HD) in registers; the BN keys of a K/V tile are
 // shared by all warps. With Q_IN_REGS the Q fragments stay in registers for the whole key
@@ -347,7 +361,12 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     cp_async_wait<0>();  // no copy may outlive the block
 
     // Epilogue: O / l written once (0 for a row that saw no key), lse = (m + log2 l) ln 2.
+    // The final O goes through shared memory: each warp stages its rows in its own Q rows
+    // (read only by this warp, and done with), then stores them as contiguous runs, 16 bytes
+    // per lane where dv and out allow (a fragment row is 4 lanes x 4 bytes: half a sector).
     const bool write_partial = splits > 1;
+    T* o_stage = q_s + warp_row0 * kPitch;
+    __syncwarp();  // this warp's last Q reads precede the staging writes
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -355,32 +374,31 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
             float l = row_sum[mt][h];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const int row = m0 + warp_row0 + mt * 16 + lane / 4 + h * 8;
-            if (row >= nq) continue;
+            const int stage_row = mt * 16 + lane / 4 + h * 8;
+            const int row = m0 + warp_row0 + stage_row;
             const bool empty = l == 0.f;
             const float inv = empty ? 0.f : 1.f / l;
+            // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
+            auto o_value = [&](int j, int e) { return empty ? 0.f : o_acc[mt][j][2 * h + e] * inv; };
+            if (!write_partial) {
+#pragma unroll
+                for (int j = 0; j < HD / 8; ++j)
+                    *reinterpret_cast<unsigned*>(o_stage + stage_row * kPitch + j * 8 + (lane % 4) * 2) =
+                        pack2<T>(o_value(j, 0), o_value(j, 1));
+            }
+            if (row >= nq) continue;
             const float m = row_max[mt][h] == kNegInf ? 0.f : row_max[mt][h];
             const float row_lse = empty ? kNegInf : (m + __log2f(l)) * kLn2;
             const int64 out_row = batch * nq + row;
             const int64 part_row = (split * batch_count + batch) * nq + row;
+            if (write_partial) {
 #pragma unroll
-            for (int j = 0; j < HD / 8; ++j) {
-                const int col = j * 8 + (lane % 4) * 2;
-                if (col >= dv) break;
-                const float x0 = empty ? 0.f : o_acc[mt][j][2 * h] * inv;
-                const float x1 = empty ? 0.f : o_acc[mt][j][2 * h + 1] * inv;
-                if (write_partial) {
+                for (int j = 0; j < HD / 8; ++j) {
+                    const int col = j * 8 + (lane % 4) * 2;
+                    if (col >= dv) break;
                     float* dst = partial_o + part_row * dv + col;
-                    dst[0] = x0;
-                    if (col + 1 < dv) dst[1] = x1;
-                } else {
-                    T* dst = out + out_row * dv + col;
-                    if (col + 1 < dv && dv % 2 == 0) {
-                        *reinterpret_cast<unsigned*>(dst) = pack2<T>(x0, x1);
-                    } else {
-                        dst[0] = from_accum<T>(x0);
-                        if (col + 1 < dv) dst[1] = from_accum<T>(x1);
-                    }
+                    dst[0] = o_value(j, 0);
+                    if (col + 1 < dv) dst[1] = o_value(j, 1);
                 }
             }
             if (lane % 4 == 0) {
@@ -388,6 +406,16 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                 else if (flags & kWriteLse) lse[out_row] = row_lse;
             }
         }
+    if (!write_partial) {
+        __syncwarp();  // staged rows visible to the whole warp
+        const int rows = min(16 * MT, nq - (m0 + warp_row0));
+        T* dst = out + (batch * nq + m0 + warp_row0) * dv;  // the warp's rows are contiguous in out
+        if (dv % 8 == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0) {
+            copy_rows<uint4>(dst, o_stage, kPitch, rows, dv, lane);
+        } else {
+            copy_rows<T>(dst, o_stage, kPitch, rows, dv, lane);
+        }
+    }
 }
 
 // Decode (few query rows, long keys): pure K/V streaming without shared-memory staging.

@@ -66,11 +66,10 @@ struct MmaTile {
     static_assert(b_elems / 8 % threads == 0, "B chunks per thread");
 };
 
-template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
-__device__ __forceinline__ void mma_load_stage(T* sa, T* sb, const T* __restrict__ x, const T* __restrict__ w,
-                                               int64 m0, int64 n0, int64 k0, int64 M, int64 N, int64 k_end,
-                                               int64 ldx, int64 ldw) {
-    using Tile = MmaTile<T, BM, BN, BK, WARPS_M, WARPS_N, STAGES, B_KMAJOR>;
+// The x tile [BM][BK] of one stage (zero-filled outside M and k_end).
+template <typename Tile, typename T>
+__device__ __forceinline__ void mma_load_a(T* sa, const T* __restrict__ x, int64 m0, int64 k0, int64 M, int64 k_end,
+                                           int64 ldx) {
     const int tid = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < (Tile::a_elems / 8 + Tile::threads - 1) / Tile::threads; ++i) {
@@ -81,6 +80,15 @@ __device__ __forceinline__ void mma_load_stage(T* sa, T* sb, const T* __restrict
         const T* src = ok ? x + (m0 + row) * ldx + k0 + col : x;
         cp_async_16(sa + swizzled<Tile::a_row_chunks>(row, col), src, ok);
     }
+}
+
+template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
+__device__ __forceinline__ void mma_load_stage(T* sa, T* sb, const T* __restrict__ x, const T* __restrict__ w,
+                                               int64 m0, int64 n0, int64 k0, int64 M, int64 N, int64 k_end,
+                                               int64 ldx, int64 ldw) {
+    using Tile = MmaTile<T, BM, BN, BK, WARPS_M, WARPS_N, STAGES, B_KMAJOR>;
+    const int tid = threadIdx.x;
+    mma_load_a<Tile>(sa, x, m0, k0, M, k_end, ldx);
 #pragma unroll
     for (int i = 0; i < Tile::b_elems / 8 / Tile::threads; ++i) {
         const int c = tid + i * Tile::threads;
@@ -325,10 +333,12 @@ namespace cufuse {
 namespace linear {
 // ---------------------------------------------------------------------------------------
 // Hopper path (sm_90a): warpgroup MMA. Block tile 128 x 256 x 64, two warpgroups of 64
-// rows each; A (x) and B (the weight, K-major only: a transposed (N, K) array) come from
-// shared memory through matrix descriptors. The cp.async loader above writes both tiles
+// rows each; A (x) and B (the weight) come from shared memory through matrix descriptors.
+// The cp.async loader above writes x, and a K-major weight (a transposed (N, K) array),
 // as rows of 128 bytes with chunk c of row r at c ^ (r & 7): on a 1024-byte aligned stage
 // that is exactly the 128-byte swizzle wgmma reads (address bits [4:6] ^= bits [7:9]).
+// A row-major (K, N) weight is N-major: wgmma reads it transposed (imm-trans-b = 1, 16-bit
+// types only) from 128-byte swizzle atoms that run along N (wgmma_load_b_nmajor).
 
 // Shared-memory matrix descriptor of a K-major tile whose rows are 128 bytes, 128-byte
 // swizzle: start address >> 4 (bits 0-13), leading byte offset unused by swizzled K-major
@@ -338,6 +348,43 @@ __device__ __forceinline__ unsigned long long sw128_kmajor_desc(const void* tile
     const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(tile));
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
            (1ull << 62);
+}
+
+// N-major B tile [BK][BN] as 128-byte swizzle atoms of 8 k rows x 64 n (1024 bytes each):
+// atom (n / 64, k / 8) at element (n / 64) * BK * 64 + (k / 8) * 512, row k % 8 of the atom
+// 64 elements further per row, its 16-byte chunk c at chunk c ^ (k % 8).
+enum : int { WGMMA_ATOM_N = 64 };  // n per 128-byte swizzle atom row (16-bit types)
+template <int BK>
+__device__ __forceinline__ int nmajor_atom_offset(int k, int n) {  // element offset, n a multiple of 8
+    const int r = k & 7;
+    return (n / WGMMA_ATOM_N) * BK * WGMMA_ATOM_N + (k >> 3) * 8 * WGMMA_ATOM_N + r * WGMMA_ATOM_N +
+           ((((n % WGMMA_ATOM_N) >> 3) ^ r) << 3);
+}
+
+// Descriptor of that layout (the MN-major canonical form ((8 chunks, n atoms), (8 rows, k groups))):
+// leading byte offset = bytes between n atoms (BK * 128, bits 16-29), stride byte offset =
+// bytes between groups of 8 k rows (1024, bits 32-45), 128-byte swizzle (bits 62-63).
+template <int BK>
+__device__ __forceinline__ unsigned long long sw128_nmajor_desc(const void* tile) {
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(BK * 128 >> 4) << 16) |
+           ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+// cp.async of one N-major weight tile (w + k * ldw + n; N % 8 == 0, so a chunk is all in or
+// all out): consecutive threads take consecutive 16-byte chunks of a k row (coalesced).
+template <typename T, int BN, int BK, int THREADS>
+__device__ __forceinline__ void wgmma_load_b_nmajor(T* sb, const T* __restrict__ w, int64 n0, int64 k0, int64 N,
+                                                    int64 k_end, int64 ldw) {
+    constexpr int row_chunks = BN / 8;
+    static_assert(BN % WGMMA_ATOM_N == 0 && BK % 8 == 0 && BK * row_chunks % THREADS == 0, "B tile geometry");
+#pragma unroll
+    for (int i = 0; i < BK * row_chunks / THREADS; ++i) {
+        const int c = threadIdx.x + i * THREADS;
+        const int k = c / row_chunks, n = (c % row_chunks) * 8;
+        const bool ok = k0 + k < k_end && n0 + n < N;
+        cp_async_16(sb + nmajor_atom_offset<BK>(k, n), ok ? w + (k0 + k) * ldw + n0 + n : w, ok);
+    }
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -378,25 +425,25 @@ __device__ __forceinline__ void pin(float& v) { asm volatile("" : "+f"(v)::"memo
     "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127" 
 
 // d (64 x 256 float32, wgmma accumulator layout) += A (64 x 16) * B (16 x 256), both from
-// K-major 128-byte-swizzled shared memory.
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b);
-template <>
-__device__ __forceinline__ void wgmma_m64n256k16<__half>(float (&d)[128], unsigned long long desc_a,
-                                                          unsigned long long desc_b) {
+// 128-byte-swizzled shared memory; A K-major, B K-major (TransB 0) or N-major (TransB 1).
+// The last argument (a null pointer of the element type) picks the instruction's type.
+template <int TransB>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a,
+                                                 unsigned long long desc_b, const __half*) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\nwgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
-                 CUFUSE_WGMMA_REGS "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 CUFUSE_WGMMA_REGS "}, %128, %129, p, 1, 1, 0, %131;\n}\n"
                  : CUFUSE_WGMMA_D128
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
+                 : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransB));
 }
-template <>
-__device__ __forceinline__ void wgmma_m64n256k16<__nv_bfloat16>(float (&d)[128], unsigned long long desc_a,
-                                                                 unsigned long long desc_b) {
+template <int TransB>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a,
+                                                 unsigned long long desc_b, const __nv_bfloat16*) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\nwgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-                 CUFUSE_WGMMA_REGS "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 CUFUSE_WGMMA_REGS "}, %128, %129, p, 1, 1, 0, %131;\n}\n"
                  : CUFUSE_WGMMA_D128
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
+                 : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransB));
 }
+
 #undef CUFUSE_WGMMA_D128
 #undef CUFUSE_WGMMA_REGS
 }  // namespace linear
@@ -404,10 +451,11 @@ __device__ __forceinline__ void wgmma_m64n256k16<__nv_bfloat16>(float (&d)[128],
 
 // Grid: (tiles_m * tiles_n). Block: 256 threads (2 warpgroups), tile 128 x 256 x 64,
 // STAGES-deep cp.async pipeline (dynamic shared memory STAGES x 48 KB + 1 KB to align the
-// stages to 1024 bytes). Operand rules as linear_relu_mma with a K-major weight
-// (w + n * ldw + k). One wgmma group stays in flight while the next stage is waited for;
-// the loads run STAGES - 2 tiles ahead so they never overwrite a stage a wgmma may read.
-template <typename T, int STAGES>
+// stages to 1024 bytes). Operand rules as linear_relu_mma; B_KMAJOR as there (true:
+// w + n * ldw + k; false: w + k * ldw + n, read by wgmma transposed). One wgmma group stays
+// in flight while the next stage is waited for; the loads run STAGES - 2 tiles ahead so
+// they never overwrite a stage a wgmma may read.
+template <typename T, int STAGES, bool B_KMAJOR>
 __global__ void __launch_bounds__(256, 1)
 linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                   int64 M, int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride, int raster_group,
@@ -432,9 +480,15 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 
     auto load = [&](int kt) {
         T* stage = smem + (kt % STAGES) * Tile::stage_elems;
-        if (kt < k_tiles)
-            mma_load_stage<T, BM, BN, BK, 2, 4, STAGES, true>(stage, stage + Tile::a_elems, x, w, m0, n0,
-                                                             int64(kt) * BK, M, N, K, ldx, ldw);
+        if (kt < k_tiles) {
+            if constexpr (B_KMAJOR) {
+                mma_load_stage<T, BM, BN, BK, 2, 4, STAGES, true>(stage, stage + Tile::a_elems, x, w, m0, n0,
+                                                                 int64(kt) * BK, M, N, K, ldx, ldw);
+            } else {
+                mma_load_a<Tile>(stage, x, m0, int64(kt) * BK, M, K, ldx);
+                wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, int64(kt) * BK, N, K, ldw);
+            }
+        }
         cp_async_commit();
     };
 #pragma unroll
@@ -446,11 +500,15 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
         load(kt + STAGES - 2);
         const T* stage = smem + (kt % STAGES) * Tile::stage_elems;
         const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * BK);
-        const unsigned long long desc_b = sw128_kmajor_desc(stage + Tile::a_elems);
+        const unsigned long long desc_b =
+            B_KMAJOR ? sw128_kmajor_desc(stage + Tile::a_elems) : sw128_nmajor_desc<BK>(stage + Tile::a_elems);
+        // k16 steps (descriptor addresses in 16-byte units): 32 bytes further along the
+        // swizzled K-major rows; for the N-major B, two 1024-byte groups of 8 k rows further.
+        constexpr int b_step = B_KMAJOR ? 2 : 2 * 1024 / 16;
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)  // k16 steps: 32 bytes further along the swizzled rows
-            wgmma_m64n256k16<T>(acc, desc_a + 2 * kk, desc_b + 2 * kk);
+        for (int kk = 0; kk < BK / 16; ++kk)
+            wgmma_m64n256k16<B_KMAJOR ? 0 : 1>(acc, desc_a + 2 * kk, desc_b + b_step * kk, static_cast<const T*>(nullptr));
         wgmma_commit();
         wgmma_wait<1>();
 #pragma unroll

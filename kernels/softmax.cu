@@ -353,42 +353,37 @@ __global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x,
 
 #if __CUDA_ARCH__ >= 900  // __cluster_dims__ does not compile for earlier targets
 // One cluster of Cluster blocks per row; block `rank` holds elements [rank*chunk_len, ...).
-// Up to 4 vectors a thread, two blocks share an SM (the ladder relies on it; with Prefetch
-// the two register chunks may take the registers of a second block). Without Prefetch one
-// cluster a row; with it fewer clusters than rows, cluster q serving rows q, q + clusters,
-// ...: each block loads its part of the cluster's next row into a second register chunk
-// right after the barrier of the current row, so those loads overlap the partials' exchange
-// and the stores.
-template <typename T, bool Log, int Threads, int Vecs, int Cluster, bool Prefetch>
-__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs <= 4 && !Prefetch ? 2 : 1)
+// Up to 4 vectors a thread, two blocks share an SM (the ladder relies on it). A grid of fewer
+// clusters than rows loops: cluster q serves rows q, q + clusters, ... (persistent clusters:
+// no cluster launch per row, whose placement needs Cluster free slots in one GPC at once).
+template <typename T, bool Log, int Threads, int Vecs, int Cluster>
+__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs <= 4 ? 2 : 1)
     softmax_rows_cluster(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so, int64 si,
                          int64 sl, int64 chunk_len) {
     using A = cufuse::accum_t<T>;
-    using ChunkT = Chunk<T, Threads, Vecs>;
     namespace cg = cooperative_groups;
     __shared__ BlockSlots<A, Threads> slots;
-    // [row parity][max, sum]: a block writes the next row's partial while the others may
-    // still read this row's.
+    // [row parity][max, sum], read by the whole cluster: a block writes its next row's
+    // partial while the others may still read this row's.
     __shared__ A partial[2][2];
     cg::cluster_group cluster = cg::this_cluster();
     const int rank = static_cast<int>(cluster.block_rank());
     const int64 clusters = gridDim.x / Cluster;
     const int64 begin = rank * chunk_len, end = min(length, begin + chunk_len);
-    int64 r = static_cast<int64>(blockIdx.x) / Cluster;
-    ChunkT c;
-    c.load(make_row(x, y, r, length, inner, so, si, sl), begin, end, threadIdx.x);
-    for (int parity = 0; r < rows; r += clusters, parity ^= 1) {
-        const bool has_next = r + clusters < rows;
+    int parity = 0;
+    for (int64 r = static_cast<int64>(blockIdx.x) / Cluster; r < rows; r += clusters, parity ^= 1) {
+        const RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
+        Chunk<T, Threads, Vecs> c;
+        c.load(row, begin, end, threadIdx.x);
         A m, s;
         chunk_stats<Threads, Threads>(c, slots, m, s);
         if (threadIdx.x == 0) {
             partial[parity][0] = m;
             partial[parity][1] = s;
         }
-        // Also orders the previous row's reads of partial[parity ^ 1] before its next write.
+        // Also orders every block's reads of partial[parity ^ 1] (previous row) before the
+        // next row's writes to it.
         cluster.sync();
-        ChunkT next;
-        if (Prefetch && has_next) next.load(make_row(x, y, r + clusters, length, inner, so, si, sl), begin, end, threadIdx.x);
         A row_max = cufuse::neg_infinity<A>(), row_sum = 0;
 #pragma unroll
         for (int q = 0; q < Cluster; ++q) row_max = cufuse::nan_max(row_max, cluster.map_shared_rank(partial[parity], q)[0]);
@@ -397,9 +392,7 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs 
             const A* p = cluster.map_shared_rank(partial[parity], q);
             row_sum += rescale(p[1], p[0], row_max);
         }
-        c.store(make_row(x, y, r, length, inner, so, si, sl), begin, end, threadIdx.x, Normalizer<A, Log>(row_max, row_sum));
-        if constexpr (!Prefetch) break;  // the host launches one cluster a row
-        c = next;
+        c.store(row, begin, end, threadIdx.x, Normalizer<A, Log>(row_max, row_sum));
     }
     cluster.sync();  // no block leaves while another still reads its partials
 }
@@ -412,7 +405,8 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs 
 // arrival wait cannot deadlock. A chunk is cut into tiles of one register Chunk: the last
 // tile stays in registers, the first smem_tiles tiles are kept in dynamic shared memory,
 // any tiles in between are streamed (read again in the output pass, most recent first).
-// partials: 2 * rows * blocks_per_row accumulators; arrivals: rows counters, zeroed.
+// partials: 2 * rows * blocks_per_row accumulators; arrivals: rows counters, zero at entry
+// and left zero at exit (each block of a row adds 1 on arrival and 1 on leaving).
 template <typename T, bool Log, int Threads, int Vecs, int BlocksPerSM>
 __global__ void __launch_bounds__(Threads, BlocksPerSM)
     softmax_rows_split(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so, int64 si,
@@ -489,6 +483,10 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         for (int q = threadIdx.x; q < blocks_per_row; q += Threads)
             row_sum += rescale(__ldcg(row_partials + 2 * q + 1), __ldcg(row_partials + 2 * q), row_max);
         row_sum = group_reduce<false, Threads, Threads>(row_sum, slots.sum);
+        // Every thread has read the partials (group_reduce ends with a barrier): leave the
+        // row. The last of its blocks to leave re-arms the counter for the next call, so the
+        // scratch is reused without a memset (the others have all passed their wait).
+        if (threadIdx.x == 0 && atomicAdd(arrivals + r, 1u) == 2u * blocks_per_row - 1u) atomicExch(arrivals + r, 0u);
         const Normalizer<A, Log> f(row_max, row_sum);
         // Pass 2, last tile first (in registers), then the streamed tiles read most recently
         // (the likeliest to be in L2), then the shared-memory tiles.

@@ -22,16 +22,19 @@ from cufuse._configs import current_device_info  # noqa: E402
 
 CASES = [
     # (n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out)
-    (113, 203, 64, 64, True, "mha", F16, True, True),  # prefill, 4 warps x 2 slices, 16-byte loads
-    (130, 70, 128, 96, False, "gqa", BF16, False, False),  # prefill, 8 warps, Dv < D
+    (113, 203, 64, 64, True, "mha", F16, True, True),  # prefill, default D64 tile (3 blocks/SM), 16-byte loads
+    (130, 70, 128, 96, False, "gqa", BF16, False, False),  # prefill, short-key D128 tile (2 blocks/SM), Dv < D
+    (40, 30, 64, 64, False, "mha", BF16, True, True),  # one key tile: unsplit, O staged in smem, 16-byte stores
     (40, 90, 59, 59, True, "mqa", F16, True, False),  # odd head dim: scalar loads
-    (1, 3000, 128, 128, False, "mha", BF16, True, True),  # decode, split keys + merge
+    (1, 3000, 128, 128, False, "mha", BF16, True, True),  # register decode (default), split keys + merge
+    (2, 3000, 59, 59, False, "mha", BF16, True, False),  # unaligned rows: MMA decode tile, split keys
     (5, 3, 256, 256, True, "mha", BF16, True, False),  # Nq > Nk causal: empty rows
     (200, 2100, 32, 32, True, "mha", F16, False, False),  # prefill split keys
     (37, 41, 40, 24, True, "gqa", F32, True, True),  # SIMT
 ]
-# config overrides: register decode kernel (auto and forced splits), branch-free MMA tile
-OVERRIDES = [OVERRIDE_CASES[i] for i in (1, 2, 5)]
+# config overrides: register decode kernel (auto and forced splits), branch-free MMA tile,
+# pipelined QK^T (causal diagonal; key splits), the unsplit long-key tile (odd Dv store)
+OVERRIDES = [OVERRIDE_CASES[i] for i in (1, 2, 5, 7, 10, 11)]
 
 
 def main() -> int:

@@ -23,11 +23,14 @@ CASES = [
     Case((7,), 512, 40, F16, "kn"),  # stream tile, split-K, N-major
     Case((3, 5), 512, 33, BF16, "nk_t", bias="none"),  # batched, ragged N
     Case((7,), 8, 8, F16, "kn"),  # one k tile, no split
-    Case((40,), 512, 24, BF16, "kn", bias="strided"),  # 64x128 tile, split-K
+    Case((40,), 2048, 24, BF16, "kn", bias="strided"),  # 64x64 tile, split-K through slots
     Case((65,), 136, 72, F16, "nk_t_padded"),  # GEMM path, ragged M
     Case((130,), 200, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 2)),  # split-K over several M tiles
     Case((130,), 200, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 2, "slots")),  # split-K through slots
     Case((7,), 1032, 40, F16, "nk_t", config=_force(cfg.STREAM_TILE, 3, "slots")),
+    Case((300,), 520, 264, BF16, "nk_t", config=cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)),  # Hopper kernel
+    Case((300,), 520, 264, F16, "kn", config=cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)),  # Hopper, N-major weight
+    Case((70,), 1024, 136, F16, "kn"),  # row-major weight, few tiles: 128x128 split-K through slots
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),
     Case((150,), 136, 264, F16, "kn", config=_force(cfg.LARGE_TILE)),
     Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows"),

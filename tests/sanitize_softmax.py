@@ -28,10 +28,12 @@ def _cases():
     yield "block rows, ragged tail", (5, 3001), f32, (1,), None
     yield "block rows, fp16", (3, 20003), f16, (1,), None
     yield "cluster rows", (3, 40001), f32, (1,), None
-    # 7 rows on 3 clusters (3, 2, 2 rows each): the partials' parity buffers and the prefetch.
-    yield "cluster rows, prefetch", (7, 32763), f32, (1,), configs.ClusterConfig(512, 2, 8, 3)
-    yield "warp rows, exp_once", (19, 1000), f16, (1,), configs.RowsConfig(256, 32, 4, True)
+    yield "cluster rows, fp16", (3, 40001), f16, (1,), None
+    # 7 rows on 3 persistent clusters (3, 2, 2 rows each): the partials' parity buffers.
+    yield "cluster rows, persistent", (7, 32763), f32, (1,), configs.ClusterConfig(512, 4, 4, 3)
     yield "split rows, registers only", (3, 140001), f32, (1,), None
+    # The same launch again: the arrival counters left at zero by the first are reused.
+    yield "split rows, scratch reused", (3, 140001), f32, (1,), None
     yield "split rows, several waves", (300, 140001 // 8), f32, (1,), configs.SplitConfig(256, 4, 2, 2, 8, 8752, 2, False)
     # 25000-element chunks = 7 register tiles: 1 in registers, 2 in shared memory, 4 streamed.
     yield "split rows, streamed", (2, 50000), f32, (1,), configs.SplitConfig(256, 4, 2, 2, 4, 25000, 2, True)

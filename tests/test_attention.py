@@ -42,8 +42,8 @@ def test_every_selected_tile_fits_and_is_instantiated(dev):
     specs = set(configs.instantiations(dev))
     for n_q, n_k, d, dv, batch, kv_rows_16b in itertools.product(
             (1, 4, 5, 16, 17, 4096), (1, 100, 65536), (1, 64, 128, 200, 256), (8, 128, 256), (1, 256), (False, True)):
-        for dtype in (F16, BF16):
-            config = configs.select_config(n_q, n_k, d, dv, batch, dtype, dev, kv_rows_16b)
+        for dtype, causal in itertools.product((F16, BF16), (False, True)):
+            config = configs.select_config(n_q, n_k, d, dv, batch, dtype, dev, kv_rows_16b, causal)
             tile = config.tile
             assert tile.head_dim >= max(d, dv)
             assert tile.spec(configs.ctype(dtype)) in specs
@@ -75,6 +75,9 @@ def test_split_model():
     assert configs.choose_splits(base_blocks=1024, n_tiles=128, slots=264) == 1
     assert configs.choose_splits(base_blocks=1, n_tiles=1024, slots=264) >= 64
     assert configs.choose_splits(base_blocks=8, n_tiles=1, slots=264) == 1
+    # 4096 blocks on 132 slots: 2 splits model 0.05% faster, less than the merge costs
+    assert configs.choose_splits(base_blocks=4096, n_tiles=128, slots=132) == 1
+    assert configs.choose_splits(base_blocks=140, n_tiles=100, slots=132) > 1  # 1.06 waves
     # decode at B*H = 8 with 65536 keys fills the device, on both decode paths
     for kv_rows_16b in (False, True):
         plan = configs.select_config(1, 65536, 128, 128, 8, BF16, H200, kv_rows_16b)
@@ -82,15 +85,33 @@ def test_split_model():
 
 
 def test_default_tiles_are_the_measured_best():
-    # round-3 sweep (H200 bf16): register-streaming decode, 8 warps x 16 rows x 128 keys prefill
+    # round-3 sweep (H200 bf16): register-streaming decode
     decode = configs.select_config(1, 8192, 128, 128, 256, BF16, H200, True)
     assert decode.tile == configs.DecodeTile(128, 4, 8) and decode.splits > 1
     assert isinstance(configs.select_config(1, 8192, 59, 59, 256, BF16, H200, False).tile, configs.MmaTile)
-    for d in (64, 128):
-        assert configs.select_config(2048, 2048, d, d, 256, F16, H200).tile == configs.MmaTile(
-            d, 8, 1, 128, 2, 1, True, False)
-    assert configs.prefill_tile(128, A100).block_n == 64  # 128-key tiles exceed A100's shared memory
-    assert configs.prefill_tile(256, A100).block_n == 32
+    # round-4 sweep (/tmp/h200-run8): D64 4 warps x 16 rows x 64 keys, 3 blocks per SM, at every
+    # length; D128 the 8-warp 128-key tile for long key ranges, the 2-block tile for short ones
+    three_blocks = configs.MmaTile(64, 4, 1, 64, 2, 3, True, False)
+    long_keys = configs.MmaTile(128, 8, 1, 128, 2, 1, True, False)
+    short_keys = configs.MmaTile(128, 4, 1, 64, 2, 2, True, False)
+    for n, causal in itertools.product((512, 2048, 16384), (False, True)):
+        assert configs.select_config(n, n, 64, 64, 32768 // n * 16, F16, H200, True, causal).tile == three_blocks
+    for n, causal, tile in ((512, False, short_keys), (512, True, short_keys), (2048, True, long_keys),
+                            (2048, False, long_keys), (8192, False, long_keys), (16384, True, long_keys)):
+        config = configs.select_config(n, n, 128, 128, 32768 // n * 16, BF16, H200, True, causal)
+        assert config.tile == tile and config.splits == 1
+    assert configs.prefill_tiles(128, A100)[0].block_n == 64  # 128-key tiles exceed A100's shared memory
+    assert configs.prefill_tiles(256, A100)[0].block_n == 32
+
+
+def test_mean_visible_keys():
+    assert configs.mean_visible_keys(512, 512, False) == 512
+    assert configs.mean_visible_keys(512, 512, True) == 256.5  # rows see 1..512 keys
+    assert configs.mean_visible_keys(100, 300, True) == 250.5  # rows see 201..300
+    assert configs.mean_visible_keys(300, 100, True) == 100 * 101 / 2 / 300  # 200 rows see none
+    for n_q, n_k in ((1, 1), (7, 3), (3, 7), (64, 1000)):
+        exact = sum(min(n_k, max(0, i + n_k - n_q + 1)) for i in range(n_q)) / n_q
+        assert math.isclose(configs.mean_visible_keys(n_q, n_k, True), exact)
 
 
 @pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (8192, 256), (65536, 256), (65536, 1)])
@@ -277,18 +298,25 @@ OVERRIDE_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, splits)
     (256, 517, 111, 104, False, "mha", F16, configs.MmaTile(128, 8, 1, 64, 2, 1, True, False), None),
     # pipelined QK^T: causal diagonal, a ragged last tile, one-tile and empty key ranges, key splits
     (113, 203, 40, 56, True, "gqa", BF16, configs.MmaTile(64, 8, 1, 64, 3, 1, True, False, True), None),
-    (256, 517, 111, 104, False, "mha", F16, configs.MmaTile(128, 8, 1, 64, 3, 1, True, False, True), None),
-    (239, 1, 64, 64, True, "mqa", F16, configs.MmaTile(64, 4, 1, 64, 3, 2, True, False, True), None),
+    (256, 517, 111, 104, False, "mha", BF16, configs.MmaTile(128, 8, 1, 64, 3, 1, True, False, True), None),
+    (239, 1, 64, 64, True, "mqa", BF16, configs.MmaTile(64, 8, 1, 64, 3, 1, True, False, True), None),
     (200, 3000, 64, 64, True, "mha", BF16, configs.MmaTile(64, 8, 1, 64, 3, 1, True, False, True), None),
+    # the long-key default tile without a key split: O staged in shared memory, then stored
+    # element-wise (odd Dv) or in 16-byte chunks, on ragged last query tiles (300 = 2 x 128 + 44)
+    (300, 700, 128, 111, True, "mha", BF16, configs.MmaTile(128, 8, 1, 128, 2, 1, True, False), 1),
+    (300, 700, 96, 128, False, "gqa", F16, configs.MmaTile(128, 8, 1, 128, 2, 1, True, False), 1),
 ]
 
 
 def override_config(case, q, k, dev):
-    """The AttentionConfig of an OVERRIDE_CASES entry for inputs q, k."""
+    """The AttentionConfig of an OVERRIDE_CASES entry for inputs q, k (an MMA tile with
+    splits 1: unsplit; None: the planner's splits)."""
     n_q, n_k, tile, splits = case[0], case[1], case[7], case[8]
     batch = int(np.prod(np.broadcast_shapes(q.shape[:-2], k.shape[:-2])))
     if isinstance(tile, configs.DecodeTile):
         return configs.plan_decode(tile, n_q, n_k, batch, dev, splits)
+    if splits == 1:
+        return configs.AttentionConfig(tile)
     return configs.plan_splits(tile, n_q, n_k, batch, dev)
 
 
@@ -327,7 +355,10 @@ def test_strided_views_and_scalar_path(cp, rng):
     stores = [rng.standard_normal((2, n, 3, dd)).astype(F16) for n, dd in ((300, 64), (257, 64), (257, 48))]
     views = [np.swapaxes(x, 1, 2) for x in stores]
     ref = reference.attention(*views, causal=True)
-    got = attention(*(cp.asarray(x).swapaxes(1, 2) for x in stores), causal=True)
+    # out 2 bytes off 16-byte alignment (Dv 48): the epilogue's element-wise store path
+    out = cp.full(math.prod(ref.shape) + 1, np.nan, dtype=F16)[1:].reshape(ref.shape)
+    got = attention(*(cp.asarray(x).swapaxes(1, 2) for x in stores), causal=True, out=out)
+    assert got is out
     naive_err = np.abs(naive_in_dtype(*views, True, 1 / 8, F16) - ref).max()
     assert np.abs(cp.asnumpy(got).astype(np.float64) - ref).max() <= 2 * naive_err + 1e-3
     # a non-unit last-axis stride, a misaligned base and an odd Dv take the scalar-load path

@@ -33,16 +33,37 @@ def test_large_shapes_take_the_largest_tile(m, n, k):
     assert cfg.choose_config(m, n, k, BFLOAT16, True, H200) == cfg.LinearConfig("mma", cfg.LARGE_TILE)
 
 
-def test_medium_shape_takes_a_tile_that_fills_the_sms():
-    config = cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200)
-    blocks = cfg.tile_count(512, 4096, config.tile)
+@pytest.mark.parametrize("kmajor", [True, False])
+def test_medium_shape_takes_a_tile_that_fills_the_sms(kmajor):
+    config = cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200, kmajor)
+    assert config.kind == "mma"
+    blocks = cfg.tile_count(512, 4096, config.tile) * config.splits
     assert cfg.wave_efficiency(blocks, H200.sm_count * config.tile.blocks_per_sm(H200)) > 0.9
 
 
-@pytest.mark.parametrize("m,tile", [(1, cfg.STREAM_TILE), (16, cfg.STREAM_TILE), (17, cfg.SMALL_TILE), (64, cfg.SMALL_TILE)])
-def test_small_m_streams_the_weight_with_split_k(m, tile):
-    config = cfg.choose_config(m, 8192, 8192, F16, True, H200)
-    assert config.tile == tile
+@pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (16384, 4096, 4096), (4097, 4096, 4096)])
+def test_k_major_weights_take_wgmma_on_hopper_only(m, n, k):
+    assert cfg.choose_config(m, n, k, BFLOAT16, True, H200, True) == cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)
+    assert cfg.choose_config(m, n, k, BFLOAT16, True, H200, False).kind == "mma"  # row-major weight
+    assert cfg.choose_config(m, n, k, BFLOAT16, True, A100, True).kind == "mma"
+
+
+@pytest.mark.parametrize("m,n", [(512, 4096), (2048, 2048), (524358, 8), (64, 8192)])
+def test_wgmma_needs_a_full_wave_and_the_better_score(m, n):
+    assert cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True).kind == "mma"
+
+
+def test_row_major_few_tiles_split_k_through_slots():
+    config = cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200, False)
+    assert config == cfg.LinearConfig("mma", cfg.MEDIUM_TILE, 2, reduction="slots")
+
+
+@pytest.mark.parametrize("kmajor", [True, False])
+@pytest.mark.parametrize("m,tile,reduction", [(1, cfg.STREAM_TILE, "atomic"), (16, cfg.STREAM_TILE, "slots"),
+                                              (17, cfg.STREAM64_TILE, "slots"), (64, cfg.STREAM64_TILE, "slots")])
+def test_small_m_streams_the_weight_with_split_k(m, tile, reduction, kmajor):
+    config = cfg.choose_config(m, 8192, 8192, F16, True, H200, kmajor)
+    assert config.kind == "mma" and config.tile == tile and config.reduction == reduction
     blocks = cfg.tile_count(m, 8192, tile) * config.splits
     assert config.splits > 1
     # The streaming tile covers every SM once (more blocks only add reduction traffic);
@@ -71,17 +92,20 @@ def test_splits_leave_no_split_empty(k, n):
     assert (splits - 1) * per_split < k_tiles  # the last split has work
 
 
-def test_few_tiles_split_k_and_many_tiles_do_not():
-    assert cfg.choose_config(65, 4096, 4096, BFLOAT16, True, H200).splits > 1
-    assert cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200).splits == 1
-    assert cfg.choose_config(8192, 8192, 8192, BFLOAT16, True, H200).splits == 1
+@pytest.mark.parametrize("kmajor", [True, False])
+def test_few_tiles_split_k_and_many_tiles_do_not(kmajor):
+    assert cfg.choose_config(65, 4096, 4096, BFLOAT16, True, H200, kmajor).splits > 1
+    assert cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200, kmajor).splits == (1 if kmajor else 2)
+    assert cfg.choose_config(8192, 8192, 8192, BFLOAT16, True, H200, kmajor).splits == 1
 
 
-@pytest.mark.parametrize("m,n", [(65, 4096), (300, 264), (4097, 256), (200, 1)])
-def test_split_k_workspace_stays_bounded(m, n):
-    config = cfg.choose_config(m, n, 4096, BFLOAT16, True, H200)
-    if config.splits > 1:
-        assert m * n * 4 <= H200.sm_count * config.tile.blocks_per_sm(H200) * config.tile.bm * config.tile.bn * 4
+@pytest.mark.parametrize("kmajor", [True, False])
+@pytest.mark.parametrize("m,n", [(1, 8192), (16, 8192), (64, 8192), (65, 4096), (300, 264), (4097, 256), (200, 1)])
+def test_split_k_workspace_stays_bounded(m, n, kmajor):
+    config = cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, kmajor)
+    if config.splits > 1:  # at most two waves of block slots' tiles
+        slots = H200.sm_count * config.tile.blocks_per_sm(H200)
+        assert config.workspace_floats(m, n, config.splits) <= 2 * slots * config.tile.bm * config.tile.bn
 
 
 def test_single_column_spreads_k_over_many_blocks():
@@ -125,8 +149,8 @@ def _chosen_specs(dev):
         for m in (1, 7, 16, 17, 64, 65, 512, 4097, 8192):
             for n in (1, 8, 33, 4096, 16384):
                 for mma_ok in (True, False) if dtype.itemsize == 2 else (False,):
-                    config = cfg.choose_config(m, n, 4096, dtype, mma_ok, dev)
                     for kmajor in (True, False):
+                        config = cfg.choose_config(m, n, 4096, dtype, mma_ok, dev, kmajor)
                         specs.add(cfg.kernel_spec(config, dtype, kmajor))
     return specs
 
@@ -207,14 +231,15 @@ CASES = [
     Case((1,), 1000, 4104, F16, "kn", config=_gemv(3)),
     Case((1,), 1000, 264, BF16, "kn", bias="strided", config=_gemv()),
     Case((1,), 4096, 4096, BF16, "nk_t_padded", config=_gemv(8)),
-    # tensor cores, M in 17..64 (64x128 tile, split-K)
+    # tensor cores, M in 17..64 (64x64 tile, split-K through slots)
     Case((64,), 4096, 8, BF16, "kn"),
     Case((33,), 4096, 1, F16, "nk_t"),
     Case((64,), 4096, 4096, BF16, "nk_t_padded"),
     # tensor cores, GEMM tiles
     Case((65,), 4096, 4100, BF16, "nk_t"),
     Case((4097,), 4096, 4096, BF16, "kn"),
-    Case((4097,), 4096, 4096, F16, "nk_t", bias="none"),
+    Case((4097,), 4096, 4096, F16, "nk_t", bias="none"),  # wgmma on compute capability 9.0
+    Case((65,), 1024, 4100, F16, "kn"),  # row-major weight, few tiles: 128x128, split-K through slots
     Case((300,), 520, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),
     Case((300,), 520, 264, F16, "kn", config=_force(cfg.MEDIUM_TILE)),
     Case((200,), 264, 520, F16, "nk_t", config=_force(cfg.LARGE_TILE)),
@@ -330,10 +355,14 @@ def test_matches_float64_oracle(cp, rng, case):
 
 
 WGMMA = cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)
-WGMMA_CASES = [  # Hopper kernel (K-major weights): ragged M, N and K; several k tiles
+WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
     Case((300,), 520, 264, BF16, "nk_t", config=WGMMA),
     Case((1000,), 1024, 1000, F16, "nk_t_padded", bias="none", config=WGMMA),
     Case((3, 50), 4096, 520, BF16, "nk_t", bias="strided", config=WGMMA),
+    # row-major (K, N) weight, read transposed (opt-in): N-major swizzle atoms
+    Case((300,), 520, 264, BF16, "kn", config=WGMMA),
+    Case((3, 50), 1024, 520, F16, "kn", bias="strided", config=WGMMA),
+    Case((200,), 264, 520, BF16, "every_other_k", bias="none", config=WGMMA),  # weight rows 2N apart
 ]
 
 
@@ -349,10 +378,10 @@ def test_wgmma_matches_float64_oracle(cp, rng, case):
     assert failure is None, failure
 
 
-def test_wgmma_refuses_a_row_major_weight(cp, rng):
+def test_wgmma_refuses_a_weight_it_cannot_load(cp, rng):
     _require_sm90(cp)
-    x, w, b = make_inputs(cp, rng, Case((8,), 64, 64, BF16, "kn"))
-    with pytest.raises(ValueError, match="K-major"):
+    x, w, b = make_inputs(cp, rng, Case((8,), 64, 40, BF16, "odd_column"))
+    with pytest.raises(ValueError, match="asks for the wgmma kernel"):
         fused_linear_relu(x, w, b, config=WGMMA)
 
 
@@ -396,10 +425,11 @@ def test_x_row_above_2_31_elements(cp):
     del x
 
 
-# One case per kernel for the launch/allocation checks: tensor cores with split-K, tensor
-# cores direct, SIMT.
+# One case per kernel for the launch/allocation checks: tensor cores with split-K through
+# atomics and through slots, tensor cores direct, SIMT.
 LAUNCH_CASES = [
     Case((1,), 4096, 4096, BF16, "nk_t"),
+    Case((16,), 4096, 4096, BF16, "kn"),  # split-K through slots
     Case((300,), 520, 264, BF16, "kn", config=_force(cfg.MEDIUM_TILE)),
     Case((65,), 256, 264, F32, "kn"),
 ]

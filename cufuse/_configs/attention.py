@@ -3,7 +3,8 @@
 f16/bf16 run ``attention_fwd_mma`` (tensor cores), float32/float64 ``attention_fwd_simt``.
 An ``MmaTile`` fixes one instantiation: the padded head dim (a bucket covering both D and
 Dv), warps, 16-row MMA slices per warp, keys per K/V tile and pipeline stages. Prefill
-(Nq > 16) uses 128-query tiles. Decode with at most DECODE_STREAM_MAX_QUERIES rows and
+(Nq > 16) picks its tile by head dim and, at 96-128 columns, by the keys a row sees
+(``prefill_tiles``). Decode with at most DECODE_STREAM_MAX_QUERIES rows and
 16-byte K/V rows streams K/V straight into registers (``attention_decode``, a
 ``DecodeTile``); other decode shapes use one-warp MMA blocks with a deeper pipeline. All
 may split the keys over ``splits`` blocks (merged by ``attention_merge``) when the grid is
@@ -29,6 +30,7 @@ SMEM_RESERVED_PER_BLOCK = 1024  # the driver's per-block shared-memory reservati
 MAX_SPLITS = 128
 # Per-block fixed cost of the wave model, in K/V tiles (prologue, epilogue, merge share).
 SPLIT_OVERHEAD_TILES = 2
+SPLIT_MIN_GAIN = 0.05  # modelled gain a key split needs over one split
 MERGE_THREADS = 128
 # Runtime flag bits of the forward kernels (kernels/attention.cu: enum Flags).
 FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_VEC_Q, FLAG_VEC_K, FLAG_VEC_V = 1, 2, 4, 8, 16
@@ -140,20 +142,52 @@ def head_dim_bucket(head_dim: int) -> int:
     raise ValueError(f"attention: head dim {head_dim} exceeds {HEAD_DIM_BUCKETS[-1]}")
 
 
-def prefill_tile(head_dim: int, dev) -> MmaTile:
-    """128-query tiles. Up to 128 columns: 8 warps of one 16-row slice each, Q fragments in
-    registers, 128-key tiles double-buffered, branch-free MMA loops (round-3 sweep, H200 bf16:
-    the best variant at D64 and D128, full and causal, +8-13% over 4 warps x 32 rows with Q
-    re-read from shared memory); 64-key tiles where 128 would not fit the device's shared
-    memory (A100 at D128). Wider heads: 8 warps of one slice, Q from shared memory, 64-key
-    tiles (32 where a 256-wide head would not fit) so O fits in registers."""
-    if head_dim <= 128:
-        tile = MmaTile(head_dim, 8, 1, 128, 2, 1, True, False)
+# Prefill tiles by head-dim bucket (H200 bf16 sweeps, /tmp/h200-run8; TFLOP/s vs the 8-warp
+# 128-key tile): up to 64 columns, 4 warps x 16 rows x 64 keys at 3 blocks per SM won every
+# measured shape (N512 full 167 vs 150, N2048 full 188 vs 183 and causal 158 vs 150, N16384
+# causal 179 vs 166); at 96-128 columns the 8-warp 128-key tile (1 block per SM) wins long key
+# ranges (N2048 full 236 vs 214, N8192 full 252 vs 224) and 4 warps x 16 rows x 64 keys at 2
+# blocks per SM short ones (N512 causal 138 vs 110), where a block's prologue and epilogue are a
+# large share of its time and a second resident block hides them.
+SHORT_KEYS_MAX = 512  # mean keys a query row visits, up to which the 2-block D128 tile is used
+
+
+def prefill_tiles(head_dim: int, dev) -> tuple[MmaTile, ...]:
+    """The candidate prefill tiles of a head-dim bucket, long-key tile first. Up to 64
+    columns one tile; 96-128 the 8-warp 128-key tile (64-key tiles where 128 would not fit
+    the device's shared memory: A100) and the 2-blocks-per-SM short-key tile; wider heads 8
+    warps of one slice, Q from shared memory, 64-key tiles (32 where a 256-wide head would
+    not fit) so O fits in registers. All branch-free with Q in registers up to 128 columns."""
+    if head_dim <= 64:
+        tiles = (MmaTile(head_dim, 4, 1, 64, 2, 3, True, False),)
+    elif head_dim <= 128:
+        tiles = (MmaTile(head_dim, 8, 1, 128, 2, 1, True, False), MmaTile(head_dim, 4, 1, 64, 2, 2, True, False))
     else:
-        tile = MmaTile(head_dim, 8, 1, 64, 2)
+        tiles = (MmaTile(head_dim, 8, 1, 64, 2),)
+    return tuple(fit_smem(tile, dev) for tile in tiles)
+
+
+def fit_smem(tile: MmaTile, dev) -> MmaTile:
     while tile.smem_bytes > dev.max_smem_per_block:
         tile = dataclasses.replace(tile, block_n=tile.block_n // 2)
     return tile
+
+
+def mean_visible_keys(n_q: int, n_k: int, causal: bool) -> float:
+    """Mean keys a query row sees; bottom-right causal: row i sees clip(i + n_k - n_q + 1, 0, n_k),
+    so the rows that see keys see n_k - rows + 1 ... n_k of them."""
+    if not causal:
+        return n_k
+    rows = min(n_q, n_k)
+    return rows * (2 * n_k - rows + 1) / 2 / n_q
+
+
+def prefill_tile(head_dim: int, dev, n_q: int, n_k: int, causal: bool) -> MmaTile:
+    """The prefill tile of a head-dim bucket for a call's key range (see prefill_tiles)."""
+    tiles = prefill_tiles(head_dim, dev)
+    if len(tiles) > 1 and mean_visible_keys(n_q, n_k, causal) <= SHORT_KEYS_MAX:
+        return tiles[1]
+    return tiles[0]
 
 
 def decode_tile(head_dim: int, dev) -> MmaTile:
@@ -171,30 +205,35 @@ def blocks_per_sm(tile: MmaTile, dev) -> int:
 
 def choose_splits(base_blocks: int, n_tiles: int, slots: int) -> int:
     """Key splits minimising the modelled time ``waves * (tiles per block + overhead)``
-    where ``waves = ceil(base_blocks * splits / slots)``; ties go to fewer splits."""
+    where ``waves = ceil(base_blocks * splits / slots)``; a split must beat one split by
+    SPLIT_MIN_GAIN (the merge pass and the float32 partials are not in the model: at a near
+    tie, e.g. 4096 blocks on 132 slots, one split is faster); ties go to fewer splits."""
     if base_blocks <= 0 or n_tiles <= 1:
         return 1
-    best, best_cost = 1, math.inf
-    for splits in range(1, min(MAX_SPLITS, n_tiles) + 1):
-        waves = math.ceil(base_blocks * splits / slots)
-        cost = waves * (math.ceil(n_tiles / splits) + SPLIT_OVERHEAD_TILES)
-        if cost < best_cost:
-            best, best_cost = splits, cost
-    return best
+
+    def cost(splits):
+        return math.ceil(base_blocks * splits / slots) * (math.ceil(n_tiles / splits) + SPLIT_OVERHEAD_TILES)
+
+    best = min(range(1, min(MAX_SPLITS, n_tiles) + 1), key=lambda splits: (cost(splits), splits))
+    return best if cost(best) < (1 - SPLIT_MIN_GAIN) * cost(1) else 1
 
 
 @functools.lru_cache(maxsize=4096)
 def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev,
-                  kv_rows_16b: bool = False) -> AttentionConfig:
+                  kv_rows_16b: bool = False, causal: bool = False) -> AttentionConfig:
     """The launch plan for one call (pure, cached). ``kv_rows_16b``: k and v have unit column
-    stride and 16-byte aligned rows, so decode can use ``attention_decode``."""
+    stride and 16-byte aligned rows, so decode can use ``attention_decode``. ``causal`` sets
+    the keys a row sees, on which the prefill tile depends."""
     if ctype(dtype) in SIMT_CTYPES:
         return AttentionConfig(None)
     width = max(head_dim, head_dim_v)
     if n_q <= DECODE_STREAM_MAX_QUERIES and kv_rows_16b:
         return plan_decode(DecodeTile(decode_head_dim(width), *DECODE_STREAM_TILE), n_q, n_k, batch_count, dev)
     bucket = head_dim_bucket(width)
-    tile = decode_tile(bucket, dev) if n_q <= DECODE_MAX_QUERIES else prefill_tile(bucket, dev)
+    if n_q <= DECODE_MAX_QUERIES:
+        tile = decode_tile(bucket, dev)
+    else:
+        tile = prefill_tile(bucket, dev, n_q, n_k, causal)
     return plan_splits(tile, n_q, n_k, batch_count, dev)
 
 
@@ -223,7 +262,7 @@ def instantiations(dev):
     specs = []
     for name in MMA_CTYPES:
         for bucket in HEAD_DIM_BUCKETS:
-            specs.append(prefill_tile(bucket, dev).spec(name))
+            specs.extend(tile.spec(name) for tile in prefill_tiles(bucket, dev))
             specs.append(decode_tile(bucket, dev).spec(name))
         specs.extend(DecodeTile(bucket, *DECODE_STREAM_TILE).spec(name) for bucket in DECODE_HEAD_DIMS)
         specs.append(merge_spec(name))

@@ -15,9 +15,11 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   float64, and 16-bit inputs the tensor-core kernel cannot take.
 
 * ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, 128x256x64 tiles, operands from
-  128-byte-swizzled shared memory, K-major weights only. Reached only through ``config=``
-  until the H200 sweep measures it; ``choose_config`` then gets a branch and
-  ``instantiations`` its specs.
+  128-byte-swizzled shared memory; same operand rules as ``"mma"``. The default for M > 64 on
+  compute capability 9.0 with a K-major weight once its tiles fill every SM (H200,
+  8192^3 bf16: 533 TFLOP/s against 319 for the mma kernel; 512 x 4096^2, 64 tiles: 238
+  against 259, so few-tile shapes stay on mma). Row-major (K, N) weights (the weight read
+  transposed, imm-trans-b) only through ``config=`` until the H200 measures them.
 """
 from __future__ import annotations
 
@@ -88,15 +90,18 @@ LARGE_TILE = MmaTile(128, 256, 64, 2, 4, 3, max_blocks_per_sm=1, relative_speed=
 MEDIUM_TILE = MmaTile(128, 128, 64, 2, 2, 3, max_blocks_per_sm=2, relative_speed=0.9)
 SMALL_TILE = MmaTile(64, 128, 64, 2, 2, 4, max_blocks_per_sm=2, relative_speed=0.75)
 STREAM_TILE = MmaTile(16, 128, 64, 1, 4, 6, max_blocks_per_sm=2, relative_speed=0.25)
-# Candidates for M in 17..64 (sweep only until the H200 measures them): smaller tiles
-# and deeper pipelines put more weight bytes in flight per SM for the same blocks.
+# M in 17..64: a small tile with a deep pipeline puts more weight bytes in flight per SM
+# for the same blocks (H200, 64 x 8192^2 bf16, split 2 through slots: 2.85-2.88 TB/s,
+# against 2.10-2.16 for 64x128k64s4 split 4 atomic).
+STREAM64_TILE = MmaTile(64, 64, 64, 2, 2, 6, max_blocks_per_sm=2, relative_speed=0.6)
+# Other candidates for M in 17..64, measured slower (sweep only).
 STREAM64_TILES = (
-    MmaTile(64, 64, 64, 2, 2, 6, max_blocks_per_sm=2, relative_speed=0.6),
+    STREAM64_TILE,
     MmaTile(32, 128, 64, 1, 4, 5, max_blocks_per_sm=2, relative_speed=0.5),
     MmaTile(64, 256, 32, 2, 4, 6, max_blocks_per_sm=1, relative_speed=0.75),
 )
 GEMM_TILES = (LARGE_TILE, MEDIUM_TILE, SMALL_TILE)
-MMA_TILES = GEMM_TILES + (STREAM_TILE,)
+MMA_TILES = GEMM_TILES + (STREAM_TILE, STREAM64_TILE)
 
 @dataclasses.dataclass(frozen=True)
 class GemvTile:
@@ -116,13 +121,18 @@ GEMV_TILES = (GemvTile(1),)
 @dataclasses.dataclass(frozen=True)
 class WgmmaTile:
     """The Hopper kernel: 128 x 256 x 64 tiles, two warpgroups, ``stages``-deep cp.async
-    pipeline; K-major weights only (a transposed (N, K) array)."""
+    pipeline. ``choose_config`` picks it for K-major weights (a transposed (N, K) array);
+    row-major (K, N) weights (read by wgmma transposed) only through ``config=`` until the
+    H200 measures them."""
 
     stages: int = 4
     bm: int = 128
     bn: int = 256
     bk: int = 64
     threads: int = 256
+    # Throughput of a full tile relative to the mma kernel's LARGE_TILE (H200, 8192^3 bf16:
+    # 494-533 against 319-337 TFLOP/s), used only to compare with the mma tiles.
+    relative_speed: float = 1.5
 
     def smem_bytes(self, itemsize: int = 2) -> int:
         """Dynamic shared memory, with 1 KB to align the stages for the 128-byte swizzle."""
@@ -206,12 +216,7 @@ def choose_gemm_tile(m: int, n: int, dev) -> MmaTile:
     """The tensor-core tile for M > 64: best estimated throughput = tile speed x last-wave
     fill x the fraction of the tiles' area inside the matrix."""
 
-    def score(tile: MmaTile) -> float:
-        tiles = tile_count(m, n, tile)
-        area = m * n / (tiles * tile.bm * tile.bn)
-        return tile.relative_speed * wave_efficiency(tiles, dev.sm_count * tile.blocks_per_sm(dev)) * area
-
-    return max(GEMM_TILES, key=score)
+    return max(GEMM_TILES, key=lambda tile: gemm_score(m, n, tile, tile.blocks_per_sm(dev), dev))
 
 
 def choose_simt_tile(m: int, n: int, dtype, dev) -> SimtTile:
@@ -222,20 +227,56 @@ def choose_simt_tile(m: int, n: int, dtype, dev) -> SimtTile:
     return SIMT_SMALL
 
 
+def gemm_score(m: int, n: int, tile, blocks_per_sm: int, dev) -> float:
+    """Estimated throughput of ``tile`` on an M x N output: tile speed x last-wave fill x
+    the fraction of the tiles' area inside the matrix."""
+    tiles = tile_count(m, n, tile)
+    area = m * n / (tiles * tile.bm * tile.bn)
+    return tile.relative_speed * wave_efficiency(tiles, dev.sm_count * blocks_per_sm) * area
+
+
+def wgmma_supported(dev) -> bool:
+    """The wgmma kernel is compiled for sm_90a, which runs on compute capability 9.0 only."""
+    return dev.cc == WGMMA_MIN_CC
+
+
+def prefers_wgmma(m: int, n: int, dev) -> bool:
+    """The Hopper kernel when its tiles fill every SM at least once and it scores above
+    the best mma tile. With fewer tiles than SMs it measured slower (H200, 512 x 4096^2
+    bf16, 64 tiles: 238 TFLOP/s against 259 for the mma kernel's 64x128 tile)."""
+    if not wgmma_supported(dev) or tile_count(m, n, WGMMA_TILE) < dev.sm_count:
+        return False
+    mma_tile = choose_gemm_tile(m, n, dev)
+    return gemm_score(m, n, WGMMA_TILE, 1, dev) >= gemm_score(m, n, mma_tile, mma_tile.blocks_per_sm(dev), dev)
+
+
 @functools.lru_cache(maxsize=1024)  # a pure function of hashable values, called on every op call
-def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev) -> LinearConfig:
+def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool = False) -> LinearConfig:
     """The kernel configuration for an (M, K) @ (K, N) problem.
 
     ``mma_ok``: the dtype is 16-bit, the operands meet the tensor-core kernel's alignment
-    rules (see ``mma_eligible``) and the device has ``MMA_MIN_CC``.
+    rules (see ``mma_eligible``) and the device has ``MMA_MIN_CC``. ``kmajor``: the weight
+    is K-major (a transposed (N, K) array), which the wgmma kernel needs.
     """
     if not mma_ok:
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
     if m <= STREAM_TILE.bm:
-        return LinearConfig("mma", STREAM_TILE, stream_splits(m, n, k, STREAM_TILE, dev))
+        # One row: atomics add only N floats per split (H200, 1 x 8192^2: 3.62 TB/s
+        # against 3.51 through slots); more rows: slots (16 x 8192^2: 3.31-3.50 TB/s
+        # against 3.06-3.19 through atomics).
+        return LinearConfig("mma", STREAM_TILE, stream_splits(m, n, k, STREAM_TILE, dev),
+                            reduction="atomic" if m == 1 else "slots")
     if m <= SMALL_M:
-        return LinearConfig("mma", SMALL_TILE, choose_splits(m, n, k, SMALL_TILE, dev))
+        return LinearConfig("mma", STREAM64_TILE, choose_splits(m, n, k, STREAM64_TILE, dev), reduction="slots")
+    if kmajor and prefers_wgmma(m, n, dev):
+        return LinearConfig("wgmma", WGMMA_TILE)
     tile = choose_gemm_tile(m, n, dev)
+    if not kmajor and tile_count(m, n, MEDIUM_TILE) < dev.sm_count * MEDIUM_TILE.blocks_per_sm(dev):
+        # A row-major weight and at most one wave of 128x128 tiles: split K through slots
+        # (H200, 512 x 4096^2 bf16: 261 TFLOP/s at 2 splits, against 228 for the 64x128
+        # tile unsplit and 165 for 2 splits through atomics).
+        splits = choose_splits(m, n, k, MEDIUM_TILE, dev)
+        return LinearConfig("mma", MEDIUM_TILE, splits, reduction="slots" if splits > 1 else "atomic")
     # Fewer tiles than block slots: split K too (the workspace then stays below
     # slots x tile area floats, 17 MB on the H200).
     if tile_count(m, n, tile) < dev.sm_count * tile.blocks_per_sm(dev):
@@ -267,7 +308,7 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
     if config.kind == "gemv":
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     if config.kind == "wgmma":
-        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.stages), min_cc=WGMMA_MIN_CC)
+        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.stages, b_kmajor), min_cc=WGMMA_MIN_CC)
     return KernelSpec(SOURCE, "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, b_kmajor))
 
 
@@ -275,6 +316,9 @@ def instantiations(dev):
     """Every KernelSpec the linear configs can pick on ``dev``."""
     mma = [LinearConfig("mma", tile) for tile in MMA_TILES] if dev.cc >= MMA_MIN_CC else []
     specs = [kernel_spec(c, dt, kmaj) for c in mma for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
+    if wgmma_supported(dev):  # K-major: the default; N-major: through config= (compiled here for CI)
+        specs += [kernel_spec(LinearConfig("wgmma", WGMMA_TILE), dt, kmaj) for dt in (np.float16, BFLOAT16)
+                  for kmaj in (True, False)]
     simt = [(np.float32, SIMT_LARGE), (np.float32, SIMT_SMALL), (np.float64, SIMT_SMALL),
             (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]
     specs += [kernel_spec(LinearConfig("simt", tile), dt, kmaj) for dt, tile in simt for kmaj in (True, False)]

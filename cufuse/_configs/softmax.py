@@ -6,13 +6,17 @@ with a contiguous inner axis -> the column kernel). Capacities are counted in 16
 vectors (``VS = 16 // itemsize`` elements), so one ladder serves every dtype:
 
     vectors per row   kernel                              config
-    1 .. 16           softmax_rows, Group lanes per row   RowsConfig(256, Group, 1)
-    17 .. 256         softmax_rows, one warp per row      RowsConfig(256, 32, Vecs)
+    1, 2              softmax_rows, one lane per row      RowsConfig(256, 1, 1 | 2)
+    3 .. 32           softmax_rows, Group lanes per row   RowsConfig(256, Group, 2)
+    33 .. 256         softmax_rows, one warp per row      RowsConfig(128, 32, Vecs)
     257 .. 4096       softmax_rows, one block per row     RowsConfig(Threads, Threads, Vecs)
     4097 .. 8192      softmax_rows_cluster (sm_90)        ClusterConfig(512, 4, 4)
-    8193 .. 16384     softmax_rows_cluster                ClusterConfig(512, 4, 8)
-    16385 .. 32768    softmax_rows_cluster                ClusterConfig(512, 8, 8)
+    8193 .. 16384     softmax_rows_cluster                ClusterConfig(512, 8, 4) (float64: 512, 4, 8)
     beyond            softmax_rows_split, persistent      SplitConfig(256, 4, 2 blocks/SM, ...)
+
+Two vectors a lane (not one) in the sub-warp rows and 128-thread blocks for warp rows
+measured fastest (H200 run 7). softmax (not log_softmax) keeps its exps in registers
+(``exp_once``) where they take at most 32 registers a thread.
 
 The split kernel holds 16 KB of a row in each block's registers and up to 7 more 16 KB
 tiles in its shared memory (H200: 264 resident blocks, about 33 MB of rows on chip).
@@ -30,14 +34,21 @@ from .._dtypes import ctype
 SOURCE = "softmax.cu"
 
 # (Threads, Vecs) of the block-per-row kernel, by capacity; every step doubles it.
-_BLOCK_LADDER = ((128, 4), (256, 4), (512, 4), (512, 8))
-_WARP_VECS = (1, 2, 4, 8)
-_SUBWARP_GROUPS = (1, 2, 4, 8, 16)
-_ROWS_THREADS = 256
+_BLOCK_LADDER = ((128, 4), (128, 8), (256, 8), (512, 8))
+_WARP_THREADS, _WARP_VECS = 128, (2, 4, 8)
+# (Group, Vecs) of the sub-warp rows by capacity.
+_SUBWARP_LADDER = ((1, 1), (1, 2), (2, 2), (4, 2), (8, 2), (16, 2))
+_SUBWARP_THREADS = 256
+# The exps kept by exp_once: at most this many accumulators a thread (more spilled or slowed
+# the block rows: 4096 x 16384 float16, 256 x 8 vectors, 0.66 -> 0.53x copy).
+_EXP_ONCE_MAX_ELEMENTS = 32
 # (Threads, Vecs, Cluster) by capacity. Vecs 4 keeps a block within 64 registers per thread,
 # so two blocks share an SM and one's loads overlap the other's reductions and stores.
-_CLUSTER_LADDER = ((512, 4, 4), (512, 4, 8), (512, 8, 8))
-_MAX_CLUSTER = max(c for _, _, c in _CLUSTER_LADDER)
+# Longer rows take the split kernel (128 x 262144 float16: split 0.40x copy, cluster 8 0.31x).
+_CLUSTER_LADDER = ((512, 4, 4), (512, 8, 4))
+# float64 at 8 vectors a thread spills (the precise exp's temporaries): 8 blocks of 4 vectors.
+_CLUSTER_LADDER_FLOAT64 = ((512, 4, 4), (512, 4, 8))
+_MAX_CLUSTER = max(c for _, _, c in _CLUSTER_LADDER + _CLUSTER_LADDER_FLOAT64)
 _SPLIT_THREADS, _SPLIT_VECS = 256, 4
 # The split kernel's __launch_bounds__(Threads, 2) and at most half an SM's shared memory
 # per block guarantee two resident blocks per SM; its grid never exceeds that, so every
@@ -62,7 +73,8 @@ def vector_size(dtype) -> int:
 class RowsConfig:
     """``softmax_rows``: ``group`` threads per row, rows of up to group*vecs vectors.
     ``exp_once`` (softmax only; log_softmax ignores it): the exps of the sum stay in
-    registers for the store, one exp an element instead of two."""
+    registers for the store, one exp an element instead of two (``choose_rows`` sets it
+    where they fit, see ``_EXP_ONCE_MAX_ELEMENTS``)."""
 
     threads: int
     group: int
@@ -86,9 +98,9 @@ class RowsConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ClusterConfig:
-    """``softmax_rows_cluster``: ``cluster`` blocks of ``threads`` x ``vecs`` vectors per row.
-    ``rows_per_cluster`` > 1: a grid of rows / rows_per_cluster clusters, each loading its
-    next row while it normalises the current one (a second register chunk)."""
+    """``softmax_rows_cluster``: ``cluster`` blocks of ``threads`` x ``vecs`` vectors per row;
+    a grid of rows / ``rows_per_cluster`` clusters, each looping over its rows (a run-time
+    parameter: same kernel)."""
 
     threads: int
     vecs: int
@@ -105,7 +117,7 @@ class ClusterConfig:
         return KernelSpec(
             SOURCE,
             "softmax_rows_cluster",
-            (ctype(dtype), log, self.threads, self.vecs, self.cluster, self.rows_per_cluster > 1),
+            (ctype(dtype), log, self.threads, self.vecs, self.cluster),
             min_cc=90,
         )
 
@@ -163,16 +175,22 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def _rows_configs():
-    """Every RowsConfig of the ladder, by increasing capacity."""
+    """Every RowsConfig of the ladder, by increasing capacity (exp_once not yet set)."""
     return (
-        [RowsConfig(_ROWS_THREADS, g, 1) for g in _SUBWARP_GROUPS]
-        + [RowsConfig(_ROWS_THREADS, 32, v) for v in _WARP_VECS]
+        [RowsConfig(_SUBWARP_THREADS, g, v) for g, v in _SUBWARP_LADDER]
+        + [RowsConfig(_WARP_THREADS, 32, v) for v in _WARP_VECS]
         + [RowsConfig(t, t, v) for t, v in _BLOCK_LADDER]
     )
 
 
-def _cluster_configs():
-    return [ClusterConfig(t, v, c) for t, v, c in _CLUSTER_LADDER]
+def with_exp_once(config: RowsConfig, dtype) -> RowsConfig:
+    """config with exp_once where a thread's exps fit in _EXP_ONCE_MAX_ELEMENTS registers."""
+    return dataclasses.replace(config, exp_once=config.vecs * vector_size(dtype) <= _EXP_ONCE_MAX_ELEMENTS)
+
+
+def _cluster_configs(dtype):
+    ladder = _CLUSTER_LADDER_FLOAT64 if np.dtype(dtype).itemsize == 8 else _CLUSTER_LADDER
+    return [ClusterConfig(t, v, c) for t, v, c in ladder]
 
 
 def choose_split(length: int, rows: int, dtype, dev) -> SplitConfig:
@@ -213,9 +231,9 @@ def choose_rows(length: int, rows: int, dtype, dev):
     vectors = _ceil_div(length, vector_size(dtype))
     for config in _rows_configs():
         if vectors <= config.capacity_vectors:
-            return config
+            return with_exp_once(config, dtype)
     if dev.max_cluster_size >= _MAX_CLUSTER:
-        for config in _cluster_configs():
+        for config in _cluster_configs(dtype):
             if vectors <= config.capacity_vectors:
                 return config
     return choose_split(length, rows, dtype, dev)
@@ -236,9 +254,9 @@ def instantiations(dev):
     specs = []
     for dtype in FLOAT_DTYPES:
         for log in (False, True):
-            specs += [c.spec(dtype, log) for c in _rows_configs()]
+            specs += [with_exp_once(c, dtype).spec(dtype, log) for c in _rows_configs()]
             if dev.max_cluster_size >= _MAX_CLUSTER:
-                specs += [c.spec(dtype, log) for c in _cluster_configs()]
+                specs += [c.spec(dtype, log) for c in _cluster_configs(dtype)]
             specs.append(choose_split(1 << 30, 1, dtype, dev).spec(dtype, log))
             specs += list(dict.fromkeys(choose_cols(n, 1, dtype, dev).spec(dtype, log) for n in (1, 1 << 20)))
     return specs
