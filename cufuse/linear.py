@@ -32,12 +32,13 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     layout raises ValueError rather than being copied silently. float16/bfloat16 operands
     whose rows are 16-byte aligned (unit stride along K for x, K % 8 == 0, the weight
     contiguous along K or along N) run on tensor cores; everything else, float32 (true
-    float32) and float64 run on a SIMT kernel with arbitrary strides. When M <= 64, or the
-    output has fewer tiles than the GPU has block slots, the tensor-core kernel splits K
-    over blocks and reduces in a float32 workspace (M x N floats, at most 17 MB on an
-    H200, plus one int per output tile; a ``config`` with ``reduction="slots"`` takes one
-    tile of floats per block instead), allocated once per device, stream and reduction
-    kind, and reused.
+    float32) and float64 run on a SIMT kernel with arbitrary strides. On compute
+    capability 9.0 a K-major weight with enough output tiles runs on the warpgroup-MMA
+    kernel. When M <= 64, or the output has fewer tiles than the GPU has block slots, the
+    tensor-core kernel splits K over blocks and reduces in a float32 workspace (through
+    atomics, M x N floats, for one row and K-major few-tile shapes; otherwise through
+    slots, one tile of floats per block, at most about 2 x 17 MB on an H200), plus one int
+    per output tile, allocated once per device, stream and reduction kind, and reused.
     """
     plan = _plans.get(_signature(x, weight, bias, out, config)) if _on_gpu(x, weight, bias, out) else None
     if plan is not None and (out is None or not plan.may_overlap(x, weight, bias, out)):

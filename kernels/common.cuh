@@ -57,4 +57,17 @@ template <typename T> __device__ __forceinline__ void store_vec16(T* p, const Ve
     *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&r);
 }
 
+// Split reductions: every block of a group calls this once, after writing its partial
+// result to global memory; it returns true in the one block that arrives last, which then
+// sees every other block's partial (the fences order the partials before the count).
+__device__ __forceinline__ bool last_to_arrive(int* counter, int group_size) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1) == group_size - 1;
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 }  // namespace cufuse

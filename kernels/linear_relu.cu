@@ -272,13 +272,7 @@ linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __res
                     const int64 m = row_base + i * 16 + (r >> 1) * 8, n = col_base + j * 8 + (r & 1);
                     if (m < M && n < N) atomicAdd(workspace + m * N + n, acc[i][j][r]);
                 }
-        __threadfence();
-        __syncthreads();
-        __shared__ bool is_last;
-        if (threadIdx.x == 0) is_last = atomicAdd(counters + blockIdx.x, 1) == splits - 1;
-        __syncthreads();
-        if (!is_last) return;
-        __threadfence();
+        if (!last_to_arrive(counters + blockIdx.x, splits)) return;
         const int rows = int(min(int64(BM), M - m0)), cols = int(min(int64(BN), N - n0));
         for (int e = threadIdx.x; e < rows * cols; e += Tile::threads) {
             const int64 m = m0 + e / cols, n = n0 + e % cols;
@@ -304,13 +298,7 @@ linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __res
             for (int j = 0; j < Tile::ni; ++j)
                 slots[int64(split) * slot_vecs + (i * Tile::ni + j) * Tile::threads + threadIdx.x] =
                     make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-        __threadfence();
-        __syncthreads();
-        __shared__ bool is_last_slot;
-        if (threadIdx.x == 0) is_last_slot = atomicAdd(counters + blockIdx.x, 1) == splits - 1;
-        __syncthreads();
-        if (!is_last_slot) return;
-        __threadfence();
+        if (!last_to_arrive(counters + blockIdx.x, splits)) return;
         for (int z = 0; z < splits; ++z) {
             if (z == split) continue;
 #pragma unroll
@@ -767,13 +755,7 @@ linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __re
         }
         if (splits == 1) return;
         // Split-K: the last block of this column range to arrive finishes it (see linear_relu_mma).
-        __threadfence();
-        __syncthreads();
-        __shared__ bool is_last;
-        if (threadIdx.x == 0) is_last = atomicAdd(counters + blockIdx.x, 1) == splits - 1;
-        __syncthreads();
-        if (!is_last) return;
-        __threadfence();
+        if (!last_to_arrive(counters + blockIdx.x, splits)) return;
         for (int e = threadIdx.x; e < ROWS * GEMV_ROWMAJOR_COLS; e += GEMV_THREADS) {
             const int r = e / GEMV_ROWMAJOR_COLS, c = e % GEMV_ROWMAJOR_COLS;
             if (r >= rows || n0 + c >= N) continue;

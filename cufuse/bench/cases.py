@@ -217,12 +217,16 @@ LINEAR_DTYPES = ("bfloat16", "float16")
 SMALL_M = 64  # up to here the op streams the weight: report TB/s against the copy ceiling
 
 
-def linear_case(m, k, n, dtype) -> Case:
+LINEAR_LAYOUTS = ("kn", "nk")  # weight (K, N) row-major, or PyTorch Linear's (N, K) viewed as (K, N)
+
+
+def linear_case(m, k, n, dtype, layout="kn") -> Case:
     def make_inputs(xp, rng):
         x = _random(rng, (m, k), dtype)
-        weight = _random(rng, (k, n), dtype, scale=1 / math.sqrt(k))
+        shape = (k, n) if layout == "kn" else (n, k)
+        weight = _random(rng, shape, dtype, scale=1 / math.sqrt(k))
         bias = _random(rng, (n,), dtype)
-        return x, weight, bias, xp.empty((m, n), dtype=resolve_dtype(dtype))
+        return x, weight if layout == "kn" else weight.T, bias, xp.empty((m, n), dtype=resolve_dtype(dtype))
 
     def addmm_relu(x, weight, bias):
         return torch_module()._addmm_activation(bias, x, weight)
@@ -232,7 +236,7 @@ def linear_case(m, k, n, dtype) -> Case:
 
     return Case(
         op="linear",
-        label=f"{m}x{k}x{n}",
+        label=f"{m}x{k}x{n}" + ("" if layout == "kn" else " w=(N,K).T"),
         dtype=dtype,
         traffic=traffic.linear_relu((m, k), (k, n), resolve_dtype(dtype)),
         metric="TB/s" if m <= SMALL_M else "TFLOP/s",
@@ -248,9 +252,10 @@ def linear_case(m, k, n, dtype) -> Case:
 
 def linear_cases(quick: bool = False) -> list:
     if quick:
-        return [linear_case(8192, 8192, 8192, "bfloat16"), linear_case(512, 4096, 4096, "float16"),
-                linear_case(16, 8192, 8192, "bfloat16")]
-    cases = [linear_case(*shape, dtype) for dtype in LINEAR_DTYPES for shape in LINEAR_SHAPES]
+        return [linear_case(8192, 8192, 8192, "bfloat16"), linear_case(8192, 8192, 8192, "bfloat16", "nk"),
+                linear_case(512, 4096, 4096, "float16"), linear_case(16, 8192, 8192, "bfloat16")]
+    cases = [linear_case(*shape, dtype, layout)
+             for dtype in LINEAR_DTYPES for shape in LINEAR_SHAPES for layout in LINEAR_LAYOUTS]
     cases.append(linear_case(4096, 4096, 4096, "float32"))
     return cases
 

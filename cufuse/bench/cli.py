@@ -87,7 +87,8 @@ def run_gpu(args, device: str) -> int:
     print(format_table(results))
     print("\nrate: TB/s counts inputs read once and the output written once; TFLOP/s counts 2*M*N*K "
           "(linear) or 4*B*H*N^2*D, halved for causal (attention). % ceil: of the copy of the same bytes, "
-          "or of cupy.matmul at 8192^3. check: cufuse's output against the unfused CuPy composition's. "
+          "or of cupy.matmul at 8192^3. check: cufuse's output against the unfused CuPy composition "
+          "on float32 copies of the inputs. "
           "vs peer: peer time / cufuse time (peer's rate).")
     problems = failures(results)
     if problems:
