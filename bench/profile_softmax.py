@@ -7,7 +7,7 @@
 # Launches matching softmax_, in order: 4 warm-ups (compile, split scratch), then the 4
 # profiled ones, all float32 at benchmark shapes below the copy ceiling in run 7:
 # (1) 4096 x 16384 -- softmax_rows, one 512-thread block per row (0.79x copy);
-# (2) 1024 x 65536 -- softmax_rows_cluster, 4 blocks per row (0.50x);
+# (2) 1024 x 65536 -- softmax_rows_split, 2 blocks per row (0.65x in run 9; was the cluster kernel);
 # (3) 128 x 262144 -- softmax_rows_split, 8 blocks per row, 7 shared-memory tiles (0.60x);
 # (4) 16384 x 4096 axis=0 -- softmax_cols_cluster, 8 blocks per column tile (0.44x).
 # No other kernel matches (inputs come from cupy.random, whose kernels have other names).

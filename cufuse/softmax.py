@@ -29,7 +29,8 @@ Documented exceptions:
   shared memory on the H200: about 17 M float16 / 8.4 M float32 elements) are streamed with
   the online rule: the tiles that fit in neither are read a second time, most recent first
   so that part of that comes from L2 (axis=None of 2**26 elements rereads about 3/4 of x).
-- the split kernel (rows beyond a cluster's 256 KB, or beyond a block's 64 KB without clusters)
+- the split kernel (rows beyond a cluster's 128 KB -- float64: 256 KB --, or beyond a block's
+  64 KB without clusters)
   uses a scratch of 2 x rows x blocks_per_row accumulators plus rows arrival counters, one per
   (device, stream), allocated (counters zeroed) only when a larger one is needed: the kernel
   leaves its counters at zero, so later calls on that stream reuse it without a memset.

@@ -24,13 +24,14 @@ TOL = {np.dtype(np.float16): (2e-3, 1e-2), np.dtype(np.float32): (3e-5, 2e-5)}
 def _cases():
     f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
     yield "sub-warp rows", (37, 5), f16, (1,), None
+    yield "sub-warp rows, 16 lanes", (37, 100), f16, (1,), None
     yield "warp rows", (19, 1000), f32, (1,), None
     yield "block rows, ragged tail", (5, 3001), f32, (1,), None
     yield "block rows, fp16", (3, 20003), f16, (1,), None
-    yield "cluster rows", (3, 40001), f32, (1,), None
+    yield "cluster rows", (3, 30001), f32, (1,), None
     yield "cluster rows, fp16", (3, 40001), f16, (1,), None
     # 7 rows on 3 persistent clusters (3, 2, 2 rows each): the partials' parity buffers.
-    yield "cluster rows, persistent", (7, 32763), f32, (1,), configs.ClusterConfig(512, 4, 4, 3)
+    yield "cluster rows, persistent", (7, 32763), f32, (1,), configs.ClusterConfig(256, 8, 4, 3)
     yield "split rows, registers only", (3, 140001), f32, (1,), None
     # The same launch again: the arrival counters left at zero by the first are reused.
     yield "split rows, scratch reused", (3, 140001), f32, (1,), None

@@ -22,8 +22,13 @@ FN = {False: cufuse.softmax, True: cufuse.log_softmax}
 ORACLE = {False: reference.softmax, True: reference.log_softmax}
 SCIPY = {False: scipy.special.softmax, True: scipy.special.log_softmax}
 
-# The capacity ladder in 16-byte vectors: each value is the last length a config holds.
-LADDER = [c.capacity_vectors for c in configs._rows_configs()] + [c.capacity_vectors for c in configs._cluster_configs(np.float32)]
+
+
+def ladder(dtype):
+    """The H200 capacity ladder of ``dtype`` in 16-byte vectors: each value is the last length
+    a config holds."""
+    configs_in_order = configs._rows_configs(dtype) + configs._cluster_configs(dtype)
+    return [c.capacity_vectors for c in configs_in_order]
 
 
 # ---------------------------------------------------------------- CPU: selection rules
@@ -33,24 +38,43 @@ LADDER = [c.capacity_vectors for c in configs._rows_configs()] + [c.capacity_vec
 def test_ladder_picks_the_smallest_config_that_holds_the_row(dtype):
     vs = configs.vector_size(dtype)
     previous = 0
-    for capacity in LADDER:
+    for capacity in ladder(dtype):
         at = configs.choose_rows(capacity * vs, 1000, dtype, H200)
         past_previous = configs.choose_rows(previous * vs + 1, 1000, dtype, H200)
         assert at.capacity_vectors == capacity
         assert past_previous == at
         previous = capacity
-    assert isinstance(configs.choose_rows(LADDER[-1] * vs + 1, 4, dtype, H200), configs.SplitConfig)
+    assert isinstance(configs.choose_rows(ladder(dtype)[-1] * vs + 1, 4, dtype, H200), configs.SplitConfig)
 
 
-def test_ladder_is_increasing_and_groups_tile_the_block():
-    assert LADDER == sorted(set(LADDER))
-    assert [c.capacity_vectors for c in configs._cluster_configs(np.float64)] == LADDER[-2:]
-    for config in configs._rows_configs():
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+def test_ladder_is_increasing_and_groups_tile_the_block(dtype):
+    assert ladder(dtype) == sorted(set(ladder(dtype)))
+    rows = configs._rows_configs(dtype)
+    assert [c.capacity_vectors for c in rows] == [c.capacity_vectors for c in configs._rows_configs(np.float32)]
+    for config in rows:
         assert config.threads % config.group == 0 and config.group <= 32 or config.group == config.threads
 
 
+def test_measured_winners_of_h200_run_9():
+    """Sub-warp rows: 8 elements a lane (float16 g4 v1 / g16 v1, float32 g4 v2 / g16 v2); rows of
+    8192 vectors: cluster 256 x 8 c4 (float16 65536 columns); beyond: the split kernel (float32)."""
+    R, C = configs.RowsConfig, configs.ClusterConfig
+    for dtype, cols, expected in [
+        (np.float16, 32, R(256, 4, 1, True)),
+        (np.float16, 128, R(256, 16, 1, True)),
+        (np.float32, 32, R(256, 4, 2, True)),
+        (np.float32, 128, R(256, 16, 2, True)),
+        (np.float16, 65536, C(256, 8, 4)),
+        (np.float32, 32768, C(256, 8, 4)),
+    ]:
+        assert configs.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
+    split = configs.choose_rows(65536, 1024, np.float32, H200)
+    assert isinstance(split, configs.SplitConfig) and (split.blocks_per_row, split.smem_tiles, split.streams) == (2, 7, False)
+
+
 def test_no_clusters_on_a100():
-    block_max = configs._rows_configs()[-1].capacity_vectors
+    block_max = configs._rows_configs(np.float32)[-1].capacity_vectors
     config = configs.choose_rows(block_max * 4 + 1, 8, np.float32, A100)
     assert isinstance(config, configs.SplitConfig)
     assert not any(s.name == "softmax_rows_cluster" for s in configs.instantiations(A100))
@@ -259,7 +283,7 @@ def _check(cp, x, axis, log, *, out=None, scipy_too=False, config=None):
 
 def _lengths_past_each_threshold(dtype):
     vs = configs.vector_size(dtype)
-    return [1] + [c * vs + 1 for c in LADDER] + [LADDER[-1] * vs]
+    return [1] + [c * vs + 1 for c in ladder(dtype)] + [ladder(dtype)[-1] * vs]
 
 
 # ---------------------------------------------------------------- GPU tests
@@ -274,12 +298,13 @@ def _rows_for(length, most=37):
     return max(1, min(most, _MAX_ELEMENTS // length))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("log", [False, True])
-def test_every_ladder_branch_float32(cp, rng, log):
+def test_every_ladder_branch(cp, rng, dtype, log):
     """Lengths 1, at and just past every capacity of the ladder (the last one: the split
     kernel), odd row counts, poisoned out."""
-    for length in _lengths_past_each_threshold(np.float32):
-        x = _random(cp, rng, (_rows_for(length), length), np.float32)
+    for length in _lengths_past_each_threshold(dtype):
+        x = _random(cp, rng, (_rows_for(length), length), dtype)
         _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
 
 
@@ -352,9 +377,9 @@ def test_cluster_rows_per_cluster(cp, rng, log):
     a ragged last block."""
     if configs_device().max_cluster_size < 4:
         pytest.skip("thread-block clusters need sm_90")
-    config = configs.ClusterConfig(512, 4, 4, 3)
+    config = configs.ClusterConfig(256, 8, 4, 3)
     length = config.capacity_vectors * configs.vector_size(np.float32) - 5
-    assert configs.choose_rows(length, 7, np.float32, H200) == configs.ClusterConfig(512, 4, 4)
+    assert configs.choose_rows(length, 7, np.float32, H200) == configs.ClusterConfig(256, 8, 4)
     x = cp.asarray(_rows_with_non_finite(rng, length, np.float32))
     _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
 

@@ -6,17 +6,18 @@ with a contiguous inner axis -> the column kernel). Capacities are counted in 16
 vectors (``VS = 16 // itemsize`` elements), so one ladder serves every dtype:
 
     vectors per row   kernel                              config
-    1, 2              softmax_rows, one lane per row      RowsConfig(256, 1, 1 | 2)
-    3 .. 32           softmax_rows, Group lanes per row   RowsConfig(256, Group, 2)
+    1 .. 32           softmax_rows, Group lanes per row   RowsConfig(256, Group, Vecs)
     33 .. 256         softmax_rows, one warp per row      RowsConfig(128, 32, Vecs)
     257 .. 4096       softmax_rows, one block per row     RowsConfig(Threads, Threads, Vecs)
-    4097 .. 8192      softmax_rows_cluster (sm_90)        ClusterConfig(512, 4, 4)
-    8193 .. 16384     softmax_rows_cluster                ClusterConfig(512, 8, 4) (float64: 512, 4, 8)
+    4097 .. 8192      softmax_rows_cluster (sm_90)        ClusterConfig(256, 8, 4) (float64: 512, 4, 4)
+    8193 .. 16384     float64: softmax_rows_cluster       ClusterConfig(512, 4, 8)
     beyond            softmax_rows_split, persistent      SplitConfig(256, 4, 2 blocks/SM, ...)
 
-Two vectors a lane (not one) in the sub-warp rows and 128-thread blocks for warp rows
-measured fastest (H200 run 7). softmax (not log_softmax) keeps its exps in registers
-(``exp_once``) where they take at most 32 registers a thread.
+Sub-warp rows: one vector a lane for 2-byte types, two for wider ones (8 elements a lane for
+float16 and float32; H200 run 9: 1M x 32 float16 g4 v1 0.92x copy vs g2 v2 0.85x,
+262144 x 128 float16 g16 v1 0.90x vs g8 v2 0.85x; float32 g16 v2 0.97x vs g32 v1 0.92x).
+128-thread blocks for warp rows measured fastest (H200 run 7). softmax (not log_softmax)
+keeps its exps in registers (``exp_once``) where they take at most 32 registers a thread.
 
 The split kernel holds 16 KB of a row in each block's registers and up to 7 more 16 KB
 tiles in its shared memory (H200: 264 resident blocks, about 33 MB of rows on chip).
@@ -36,17 +37,20 @@ SOURCE = "softmax.cu"
 # (Threads, Vecs) of the block-per-row kernel, by capacity; every step doubles it.
 _BLOCK_LADDER = ((128, 4), (128, 8), (256, 8), (512, 8))
 _WARP_THREADS, _WARP_VECS = 128, (2, 4, 8)
-# (Group, Vecs) of the sub-warp rows by capacity.
+# (Group, Vecs) of the sub-warp rows by capacity: 2-byte types, then wider ones.
+_SUBWARP_LADDER_2BYTE = ((1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1))
 _SUBWARP_LADDER = ((1, 1), (1, 2), (2, 2), (4, 2), (8, 2), (16, 2))
 _SUBWARP_THREADS = 256
 # The exps kept by exp_once: at most this many accumulators a thread (more spilled or slowed
 # the block rows: 4096 x 16384 float16, 256 x 8 vectors, 0.66 -> 0.53x copy).
 _EXP_ONCE_MAX_ELEMENTS = 32
-# (Threads, Vecs, Cluster) by capacity. Vecs 4 keeps a block within 64 registers per thread,
-# so two blocks share an SM and one's loads overlap the other's reductions and stores.
-# Longer rows take the split kernel (128 x 262144 float16: split 0.40x copy, cluster 8 0.31x).
-_CLUSTER_LADDER = ((512, 4, 4), (512, 8, 4))
-# float64 at 8 vectors a thread spills (the precise exp's temporaries): 8 blocks of 4 vectors.
+# (Threads, Vecs, Cluster) by capacity. H200 run 9, 1024 x 65536 float16: 256 x 8 c4 0.72x
+# copy, 512 x 4 c4 0.57x, 256 x 4 c8 0.52x, split 0.53x. Longer rows take the split kernel
+# (1024 x 65536 float32: split 0.65x, cluster 512 x 8 c4 0.49x, its rpc2 0.55x; 128 x 262144
+# float16: split 0.40x, cluster 8 0.31x in run 7).
+_CLUSTER_LADDER = ((256, 8, 4),)
+# float64 at 8 vectors a thread spills (the precise exp's temporaries): blocks of 4 vectors
+# (not measured on the H200: float64 is outside the benchmark grid).
 _CLUSTER_LADDER_FLOAT64 = ((512, 4, 4), (512, 4, 8))
 _MAX_CLUSTER = max(c for _, _, c in _CLUSTER_LADDER + _CLUSTER_LADDER_FLOAT64)
 _SPLIT_THREADS, _SPLIT_VECS = 256, 4
@@ -174,10 +178,11 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _rows_configs():
-    """Every RowsConfig of the ladder, by increasing capacity (exp_once not yet set)."""
+def _rows_configs(dtype):
+    """Every RowsConfig of the ladder for ``dtype``, by increasing capacity (exp_once not yet set)."""
+    subwarp = _SUBWARP_LADDER_2BYTE if np.dtype(dtype).itemsize == 2 else _SUBWARP_LADDER
     return (
-        [RowsConfig(_SUBWARP_THREADS, g, v) for g, v in _SUBWARP_LADDER]
+        [RowsConfig(_SUBWARP_THREADS, g, v) for g, v in subwarp]
         + [RowsConfig(_WARP_THREADS, 32, v) for v in _WARP_VECS]
         + [RowsConfig(t, t, v) for t, v in _BLOCK_LADDER]
     )
@@ -229,7 +234,7 @@ def choose_split(length: int, rows: int, dtype, dev) -> SplitConfig:
 def choose_rows(length: int, rows: int, dtype, dev):
     """Config for rows of ``length`` contiguous-or-strided elements (reduced axis contiguous)."""
     vectors = _ceil_div(length, vector_size(dtype))
-    for config in _rows_configs():
+    for config in _rows_configs(dtype):
         if vectors <= config.capacity_vectors:
             return with_exp_once(config, dtype)
     if dev.max_cluster_size >= _MAX_CLUSTER:
@@ -254,7 +259,7 @@ def instantiations(dev):
     specs = []
     for dtype in FLOAT_DTYPES:
         for log in (False, True):
-            specs += [with_exp_once(c, dtype).spec(dtype, log) for c in _rows_configs()]
+            specs += [with_exp_once(c, dtype).spec(dtype, log) for c in _rows_configs(dtype)]
             if dev.max_cluster_size >= _MAX_CLUSTER:
                 specs += [c.spec(dtype, log) for c in _cluster_configs(dtype)]
             specs.append(choose_split(1 << 30, 1, dtype, dev).spec(dtype, log))
