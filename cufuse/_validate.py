@@ -37,16 +37,17 @@ def describe(value) -> str:
     return type(value).__name__
 
 
-def array_namespace(fn: str, **arrays):
-    """The module (numpy or cupy) every given array belongs to; ``None`` values are skipped.
+def array_namespace(fn: str, *, optional: tuple = (), **arrays):
+    """The module (numpy or cupy) every given array belongs to; the arguments named in
+    ``optional`` may also be None (and are then skipped).
 
-    Anything that is not a numpy or cupy ndarray is a TypeError, and so is a mix of the
-    two; cupy arrays on different devices are a ValueError.
+    Anything else that is not a numpy or cupy ndarray is a TypeError, and so is a mix of
+    the two; cupy arrays on different devices are a ValueError.
     """
     cp = _cupy()
     found = {}
     for name, arr in arrays.items():
-        if arr is None:
+        if arr is None and name in optional:
             continue
         if isinstance(arr, np.ndarray):
             found[name] = np

@@ -43,7 +43,7 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     plan = _plans.get(_signature(x, weight, bias, out, config)) if _on_gpu(x, weight, bias, out) else None
     if plan is not None and (out is None or not plan.may_overlap(x, weight, bias, out)):
         return plan.launch(x, weight, bias, out)
-    xp = array_namespace(_FN, x=x, weight=weight, bias=bias)
+    xp = array_namespace(_FN, optional=("bias",), x=x, weight=weight, bias=bias)
     require_float(_FN, "x", x)
     require_same_dtype(_FN, "x", x, weight=weight, bias=bias)
     require_ndim(_FN, "x", x, at_least=1)
