@@ -44,3 +44,20 @@ def poisoned(cp, shape, dtype):
     arr = cp.empty(shape, dtype=dtype)
     arr.view(cp.uint8).fill(0xFF)
     return arr
+
+
+def allocations(cp, fn):
+    """``(fn(), sizes)``: what fn returned and the byte size of every device allocation it
+    made through CuPy's allocator."""
+    pool = cp.get_default_memory_pool()
+    sizes = []
+
+    def counting(nbytes):
+        sizes.append(nbytes)
+        return pool.malloc(nbytes)
+
+    cp.cuda.set_allocator(counting)
+    try:
+        return fn(), sizes
+    finally:
+        cp.cuda.set_allocator(pool.malloc)

@@ -20,9 +20,9 @@ from cufuse._configs import attention as configs
 from cufuse.attention import MAX_BATCH_DIMS, batch_layout
 
 try:
-    from conftest import poisoned
+    from conftest import allocations, poisoned
 except ImportError:  # run as a script from elsewhere
-    from tests.conftest import poisoned
+    from tests.conftest import allocations, poisoned
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -445,19 +445,8 @@ def test_launch_counts(cp, rng, monkeypatch):
 def test_memory_is_linear_in_sequence_length(cp, rng):
     n, d = 16384, 64
     q, k, v = (cp.asarray(rng.standard_normal((1, 1, n, d)).astype(F16)) for _ in range(3))
-    pool = cp.get_default_memory_pool()
-    requested = []
-
-    def counting_malloc(size):
-        requested.append(size)
-        return pool.malloc(size)
-
-    cp.cuda.set_allocator(counting_malloc)
-    try:
-        out, lse = attention(q, k, v, causal=True, return_lse=True)
-        cp.cuda.get_current_stream().synchronize()
-    finally:
-        cp.cuda.set_allocator(pool.malloc)
+    (out, lse), requested = allocations(cp, lambda: attention(q, k, v, causal=True, return_lse=True))
+    cp.cuda.get_current_stream().synchronize()
     # out + lse + the split workspace (splits * N * (Dv + 1) float32): O(N);
     # one score matrix alone would be N^2 * 2 bytes = 512 MiB.
     bound = out.nbytes + lse.nbytes + 16 * n * (d + 1) * 4  # the wave model picks <= 16 splits here

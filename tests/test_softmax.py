@@ -15,7 +15,7 @@ from cufuse._configs import A100, H200
 from cufuse._configs import softmax as configs
 from cufuse.softmax import _collapse
 
-from .conftest import poisoned
+from .conftest import allocations, poisoned
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FN = {False: cufuse.softmax, True: cufuse.log_softmax}
@@ -483,22 +483,6 @@ def test_empty_arrays(cp, log):
         assert result.shape == shape and result.dtype == cp.float32
 
 
-def _count_allocations(cp, fn):
-    pool = cp.get_default_memory_pool()
-    sizes = []
-
-    def counting(nbytes):
-        sizes.append(nbytes)
-        return pool.malloc(nbytes)
-
-    cp.cuda.set_allocator(counting)
-    try:
-        fn()
-    finally:
-        cp.cuda.set_allocator(pool.malloc)
-    return sizes
-
-
 def _graph_nodes(cp, fn):
     """(kernel names, number of nodes) of fn() captured into a CUDA graph."""
     stream = cp.cuda.Stream(non_blocking=True)
@@ -531,8 +515,8 @@ def test_one_launch_and_no_allocation_besides_out(cp, rng, shape, axis, kernel, 
     call = lambda: cufuse.softmax(x, axis=axis, out=out)  # noqa: E731
     call()  # compile and warm the memory pool outside the measurements
     cp.cuda.Device().synchronize()
-    assert len(_count_allocations(cp, call)) == scratch
-    assert len(_count_allocations(cp, lambda: cufuse.softmax(x, axis=axis))) == scratch + 1
+    assert len(allocations(cp, call)[1]) == scratch
+    assert len(allocations(cp, lambda: cufuse.softmax(x, axis=axis))[1]) == scratch + 1
     dot, nodes = _graph_nodes(cp, call)
     assert kernel in dot
     assert nodes == launches, dot
