@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One device call: install, compile every kernel, run the tests, the sanitizers and the
 # benchmarks, logs under $OUT (default ./h200-out), a short summary printed last.
-# Usage: bash bench/h200.sh [stage ...]   stages: info tests sanitize bench pybench sweep (default:
-# all but sweep; sweep runs the per-op tuning sweeps bench/sweep_*.py)
+# Usage: bash bench/h200.sh [stage ...]   stages: info tests sanitize bench pybench bench2 sweep
+# (default: info tests sanitize bench pybench; bench2 repeats the CLI run so that
+# bench/compare_runs.py can set the CLI/pytest agreement against the CLI's own spread;
+# sweep runs the per-op tuning sweeps bench/sweep_*.py, SWEEP_OPS picks which)
 set -u
 OUT=${OUT:-$PWD/h200-out}
 mkdir -p "$OUT"
@@ -32,13 +34,18 @@ for stage in $stages; do
             cat "$OUT"/mem-*.log "$OUT"/race-*.log >"$OUT/sanitize.log" 2>/dev/null; rm -f "$OUT"/mem-*.log "$OUT"/race-*.log ;;
         bench) run_stage bench ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench.json" --plot "$OUT/roofline.png" ;;
         pybench) run_stage pybench ${PYBENCH_LIMIT:-240} python3 -m pytest -q -p no:cacheprovider bench/ ${PYBENCH_ARGS:-} --benchmark-json "$OUT/pybench.json" ;;
+        bench2) run_stage bench2 ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench2.json" ;;
         sweep)
-            for op in linear attention softmax; do
+            for op in ${SWEEP_OPS:-linear attention softmax}; do
                 [ -f "bench/sweep_$op.py" ] && run_stage "sweep_$op" ${SWEEP_LIMIT:-100} python3 "bench/sweep_$op.py"
             done ;;
         *) echo "unknown stage $stage"; exit 2 ;;
     esac
 done
 echo "==== tail of bench.log ===="; tail -n 60 "$OUT/bench.log" 2>/dev/null
+if [ -f "$OUT/bench.json" ] && [ -f "$OUT/pybench.json" ]; then
+    python3 bench/compare_runs.py "$OUT/bench.json" "$OUT/pybench.json" $([ -f "$OUT/bench2.json" ] && echo "$OUT/bench2.json") >"$OUT/compare.log" 2>&1
+    echo "==== CLI vs pytest-benchmark ===="; tail -n 5 "$OUT/compare.log"
+fi
 echo "==== tests failures ===="; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" 2>/dev/null | head -30
 echo "==== summary ===="; printf '%s\n' "${summary[@]}"
