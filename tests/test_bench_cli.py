@@ -207,3 +207,28 @@ def test_gpu_flow_on_cpu_stand_ins(monkeypatch, tmp_path, capsys):
     assert impls["linear"]["cupy unfused"]["speedup"] > 0
     assert all(row["relative_difference_from_unfused"] < 1e-5 for row in document["results"])
     assert plot.exists()
+
+
+def test_compare_runs_matches_cli_and_pytest_benchmark_cases(tmp_path):
+    """bench/compare_runs.py pairs a CLI JSON with a pytest-benchmark JSON case by case
+    (implementation names with spaces are dashes in the pytest ids) and reports the ratios."""
+    cli = {"results": [{"op": "linear", "case": "64x8192x8192 w=(N,K).T", "dtype": "bfloat16",
+                        "impls": {"cufuse": {"rate": 3.0}, "torch addmm_relu": {"rate": 2.0},
+                                  "cupy unfused": {"rate": None}}}]}
+    group = "linear 64x8192x8192 w=(N,K).T bfloat16"
+
+    def bench(impl, rate):
+        return {"group": group, "name": f"test_linear[{group.replace(' ', '-')}-{impl.replace(' ', '-')}]",
+                "extra_info": {"metric": "TB/s", "TB/s": rate}}
+
+    py = {"benchmarks": [bench("cufuse", 2.7), bench("torch addmm_relu", 2.0)]}
+    (tmp_path / "cli.json").write_text(json.dumps(cli))
+    (tmp_path / "py.json").write_text(json.dumps(py))
+    done = subprocess.run([sys.executable, os.path.join(REPO, "bench", "compare_runs.py"),
+                           str(tmp_path / "cli.json"), str(tmp_path / "py.json"), str(tmp_path / "cli.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "cases in both: 2" in done.stdout
+    assert "median 0.950" in done.stdout  # (0.9 + 1.0) / 2
+    assert "speed-up over each peer, pytest / cli: median 0.900" in done.stdout
+    assert "cli2 / cli:     median 1.000" in done.stdout
