@@ -61,7 +61,8 @@ def slots(tile, splits):
 T64x64k64s6, T32x128k64s5, T64x256k32s6 = L.STREAM64_TILES
 
 
-LARGE_VARIANTS = [  # after the default (128x256k64s3, 8 warps, 1 block/SM)
+LARGE_VARIANTS = [  # mma.sync tiles (the default on H200 is wgmma 128x256k64s4)
+    ("128x256k64s3", mma(L.LARGE_TILE)),
     ("128x128k64s3 2/SM", mma(L.MEDIUM_TILE)),
     ("256x128k64s3", mma(T256x128k64s3)),
     ("128x256k64s4", mma(T128x256k64s4)),
@@ -104,9 +105,37 @@ M64_VARIANTS = [  # default 64x64k64s6 split2 slots
     ("64x256k32s6 split4 slots", slots(T64x256k32s6, 4)),
     ("64x256k32s6 split8 slots", slots(T64x256k32s6, 8)),
 ]
-WGMMA_VARIANTS = [  # Hopper kernel (K-major: the default; N-major: opt-in, read transposed)
+WGMMA_VARIANTS = [  # Hopper kernel, 128x256k64s4: the default for M > 64 once it fills every SM
     ("wgmma 128x256k64s4", L.LinearConfig("wgmma", L.WGMMA_TILE)),
     ("wgmma 128x256k64s3", L.LinearConfig("wgmma", L.WgmmaTile(stages=3))),
+]
+
+
+def wgmma(tile, splits=1):
+    return L.LinearConfig("wgmma", tile, splits, reduction="slots" if splits > 1 else "atomic")
+
+
+WGMMA_AUTO = "wgmma auto"  # resolved per case by L.choose_wgmma_config
+WGMMA_MID_VARIANTS = [  # 512 x 4096^2: 64 tiles of 128x256 on 132 SMs
+    ("wgmma auto", WGMMA_AUTO),
+    ("wgmma 128x128k64s5", wgmma(L.WGMMA_128x128)),
+    ("wgmma 64x256k64s4", wgmma(L.WGMMA_64x256)),
+    ("wgmma 128x256k64s4 split2", wgmma(L.WGMMA_TILE, 2)),
+    ("wgmma 64x128k64s4 2/SM", wgmma(L.WGMMA_64x128)),
+]
+WGMMA_M64_VARIANTS = [  # M = 64: the weight stream with MMA to spare
+    ("wgmma auto", WGMMA_AUTO),
+    ("wgmma 64x256k64s4 split2", wgmma(L.WGMMA_64x256, 2)),
+    ("wgmma 64x256k64s5 split4", wgmma(L.WgmmaTile(64, 256, 5, relative_speed=1.3), 4)),
+    ("wgmma 64x128k64s4 split2", wgmma(L.WGMMA_64x128, 2)),
+    ("wgmma 64x128k64s4 split4", wgmma(L.WGMMA_64x128, 4)),
+    ("wgmma 64x64k64s6 split2", wgmma(L.WGMMA_64x64, 2)),
+    ("wgmma 64x64k64s6 split4", wgmma(L.WGMMA_64x64, 4)),
+]
+WGMMA_STREAM_VARIANTS = [  # M <= 16: a 64-row tile pads the MMA, which is not the limit here
+    ("wgmma auto", WGMMA_AUTO),
+    ("wgmma 64x256k64s4 split2", wgmma(L.WGMMA_64x256, 2)),
+    ("wgmma 64x128k64s4 split2", wgmma(L.WGMMA_64x128, 2)),
 ]
 FP32_VARIANTS = [
     ("simt 128x128k8 8x8", L.LinearConfig("simt", L.SIMT_LARGE)),
@@ -220,6 +249,7 @@ def run_case(m, k, n, dname, kmajor, variants):
             print(f"{label:<26} torch addmm_relu failed: {type(exc).__name__}: {exc}", flush=True)
 
     for name, config in variants:
+        config = resolve(config, m, k, n, dname, kmajor)
         if config is None:
             chosen = default_config(m, k, n, dname, kmajor)
             t = chosen.tile
@@ -250,11 +280,19 @@ def default_config(m, k, n, dname, kmajor):
     return L.choose_config(m, n, k, DTYPES[dname], dname != "fp32", current_device_info(), kmajor)
 
 
+def resolve(config, m, k, n, dname, kmajor):
+    """A variant's config: WGMMA_AUTO becomes the shape's ``choose_wgmma_config``."""
+    if config == WGMMA_AUTO:
+        return L.choose_wgmma_config(m, n, k, current_device_info())
+    return config
+
+
 def all_specs(plan):
     specs = set()
     for m, k, n, dname, kmajor, variants in plan:
         for _, config in variants:
-            specs.add(L.kernel_spec(config or default_config(m, k, n, dname, kmajor), DTYPES[dname], kmajor))
+            config = resolve(config, m, k, n, dname, kmajor) or default_config(m, k, n, dname, kmajor)
+            specs.add(L.kernel_spec(config, DTYPES[dname], kmajor))
     return sorted(specs, key=str)
 
 
@@ -275,6 +313,34 @@ def profile_host(m=16, k=8192, n=8192, dname="bf16", calls=300):
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(14)
 
 
+def sweep_plan():
+    """(M, K, N, dtype name, K-major weight, variants) of every case, in run order."""
+    d = [("default", None)]
+    return [
+        (8192, 8192, 8192, "bf16", False, d + WGMMA_VARIANTS[1:] + LARGE_VARIANTS),
+        (16384, 4096, 4096, "bf16", False, d + LARGE_VARIANTS[:3]),
+        (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:3]),
+        (8192, 8192, 8192, "bf16", True, d + WGMMA_VARIANTS[1:]),
+        (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_VARIANTS[:1] + WGMMA_MID_VARIANTS),
+        (512, 4096, 4096, "bf16", True, d + MID_VARIANTS[2:3] + WGMMA_VARIANTS[:1] + WGMMA_MID_VARIANTS),
+        (512, 4096, 4096, "fp16", False, d + WGMMA_MID_VARIANTS[:3]),
+        (512, 4096, 4096, "fp16", True, d + WGMMA_MID_VARIANTS[:3]),
+        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + WGMMA_STREAM_VARIANTS),
+        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + WGMMA_STREAM_VARIANTS),
+        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + WGMMA_STREAM_VARIANTS),
+        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS + WGMMA_STREAM_VARIANTS),
+        (64, 8192, 8192, "bf16", False, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (64, 8192, 8192, "bf16", True, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2] + WGMMA_STREAM_VARIANTS[:1]),
+        (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS + WGMMA_STREAM_VARIANTS[:1]),
+        (16, 8192, 8192, "fp16", True, d + WGMMA_STREAM_VARIANTS[:1]),
+        (16, 8192, 8192, "fp16", False, d + WGMMA_STREAM_VARIANTS[:1]),
+        (64, 8192, 8192, "fp16", False, d + WGMMA_M64_VARIANTS[:1] + WGMMA_M64_VARIANTS[3:4]),
+        (64, 8192, 8192, "fp16", True, d + WGMMA_M64_VARIANTS[:1] + WGMMA_M64_VARIANTS[3:4]),
+        (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
+    ]
+
+
 def main():
     dev = current_device_info()
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -285,28 +351,7 @@ def main():
     print("targets: large M >= 0.60x cuBLASLt (~420 TFLOP/s 8192^3, ~370 at 512x4096^2); M<=64 >= 3.7 TB/s")
     print("columns: eager ms / rate (what the benchmark sees) | graph ms / rate (kernel only) | host us per call | "
           "max err / max|ref|")
-    d = [("default", None)]
-    plan = [
-        (8192, 8192, 8192, "bf16", False, d + WGMMA_VARIANTS + LARGE_VARIANTS),
-        (16384, 4096, 4096, "bf16", False, d + LARGE_VARIANTS[:2] + LARGE_VARIANTS[5:7]),
-        (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:2] + LARGE_VARIANTS[5:7]),
-        (8192, 8192, 8192, "bf16", True, d + WGMMA_VARIANTS),
-        (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_VARIANTS[:1]),
-        (512, 4096, 4096, "bf16", True, d + MID_VARIANTS[2:3] + WGMMA_VARIANTS[:1]),
-        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4]),
-        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
-        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),
-        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS),
-        (64, 8192, 8192, "bf16", False, d + M64_VARIANTS),
-        (64, 8192, 8192, "bf16", True, d + M64_VARIANTS),
-        (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2]),
-        (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS),
-        (16, 8192, 8192, "fp16", True, d),
-        (16, 8192, 8192, "fp16", False, d),
-        (64, 8192, 8192, "fp16", False, d),
-        (64, 8192, 8192, "fp16", True, d),
-        (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
-    ]
+    plan = sweep_plan()
     only = os.environ.get("SWEEP_ONLY")  # e.g. "16x8192" to run matching cases only
     if only:
         plan = [p for p in plan if only in f"{p[0]}x{p[1]}x{p[2]} {p[3]}"]

@@ -33,7 +33,7 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     whose rows are 16-byte aligned (unit stride along K for x, K % 8 == 0, the weight
     contiguous along K or along N) run on tensor cores; everything else, float32 (true
     float32) and float64 run on a SIMT kernel with arbitrary strides. On compute
-    capability 9.0 a K-major weight with enough output tiles runs on the warpgroup-MMA
+    capability 9.0 (either weight layout) enough output tiles run on the warpgroup-MMA
     kernel. When M <= 64, or the output has fewer tiles than the GPU has block slots, the
     tensor-core kernel splits K over blocks and reduces in a float32 workspace (through
     atomics, M x N floats, for one row and K-major few-tile shapes; otherwise through
@@ -193,6 +193,9 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         if config.kind == "wgmma" and not linear_configs.wgmma_supported(dev):
             raise ValueError(f"{_FN}: argument 'config' asks for the wgmma kernel, which needs compute "
                              f"capability 9.0, got {dev.cc}")
+        if config.kind == "wgmma" and config.splits > 1 and config.reduction != "slots":
+            raise ValueError(f"{_FN}: argument 'config' expected reduction='slots' for a split wgmma "
+                             f"config (the kernel's only split-K reduction), got {config.reduction!r}")
         if config.kind == "gemv" and m > config.tile.rows:
             raise ValueError(f"{_FN}: argument 'config' expected a gemv tile of at least M = {m} rows, "
                              f"got {config.tile.rows}")
@@ -214,20 +217,16 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         # out is C-contiguous (check_out), a fresh one 256-byte aligned, and the plan's
         # signature holds out's alignment.
         paired_store = n % 2 == 0 and (out is None or out.data.ptr % (2 * itemsize) == 0)
-        if config.kind == "wgmma":
-            smem = tile.smem_bytes(itemsize)
-            kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
-            scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride),
-                       bias_stride, np.int32(config.raster_group), np.int32(paired_store))
-            return _Plan(out_shape, x.dtype, kernel, (tiles, 1, 1), (tile.threads, 1, 1), smem, scalars, None, extents)
+        # The tensor-core kernels (mma, wgmma): same arguments, but for mma's reduction flag.
         k_tiles = -(-k // tile.bk)
         splits = linear_configs.effective_splits(max(k_tiles, 1), config.splits)
         k_tiles_per_split = -(-k_tiles // splits)
         smem = tile.smem_bytes(itemsize)
         kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
         scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride), bias_stride,
-                   np.int32(k_tiles_per_split), np.int32(config.raster_group), np.int32(paired_store),
-                   np.int32(config.reduction == "slots"))
+                   np.int32(k_tiles_per_split), np.int32(config.raster_group), np.int32(paired_store))
+        if config.kind == "mma":
+            scalars += (np.int32(config.reduction == "slots"),)
         workspace = (config.workspace_floats(m, n, splits), tiles, config.reduction)
         return _Plan(out_shape, x.dtype, kernel, (tiles, 1, splits), (tile.threads, 1, 1), smem,
                      *_workspace_args(scalars, splits, workspace), extents)

@@ -195,6 +195,45 @@ __device__ __forceinline__ void store_bias_relu(const float (&acc)[MI][NI][4], T
             }
 }
 
+// Split-K through slots (grid z = the splits of one output tile, blockIdx.x the tile):
+// every split stores its partial tile, in accumulator order (one float4 per thread and
+// (i, j): each warp writes 512 contiguous bytes), to its own slot of this tile; the last
+// block to arrive adds the other slots to its registers and returns true, to store like
+// an unsplit block. No atomics on the M x N cells and nothing to re-zero but the counter.
+// Workspace: gridDim.x x gridDim.z slots of MI x NI x 4 x THREADS floats.
+template <int THREADS, int MI, int NI>
+__device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], float* __restrict__ workspace,
+                                                   int* __restrict__ counters) {
+    constexpr int slot_vecs = MI * NI * THREADS;
+    const int splits = gridDim.z, split = blockIdx.z;
+    // This thread's first float4 of the tile's first slot: every access below is a
+    // constant offset from it or from one per-slot pointer, so no table of addresses is
+    // kept in registers across the slots.
+    float4* const mine = reinterpret_cast<float4*>(workspace) + int64(blockIdx.x) * splits * slot_vecs + threadIdx.x;
+    float4* const own = mine + int64(split) * slot_vecs;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+            own[(i * NI + j) * THREADS] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+    if (!last_to_arrive(counters + blockIdx.x, splits)) return false;
+    for (int z = 0; z < splits; ++z) {
+        if (z == split) continue;
+        const float4* part = mine + int64(z) * slot_vecs;
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+            for (int j = 0; j < NI; ++j) {
+                const float4 v = __ldcg(part + (i * NI + j) * THREADS);
+                acc[i][j][0] += v.x;
+                acc[i][j][1] += v.y;
+                acc[i][j][2] += v.z;
+                acc[i][j][3] += v.w;
+            }
+    }
+    if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+    return true;
+}
 }  // namespace linear
 }  // namespace cufuse
 
@@ -283,60 +322,34 @@ linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __res
         if (threadIdx.x == 0) counters[blockIdx.x] = 0;
         return;
     }
-    if (splits > 1) {
-        // Split-K through slots: every split stores its partial tile, in accumulator
-        // order (one float4 per thread and (i, j): each warp writes 512 contiguous bytes),
-        // to its own slot of this tile; the last block to arrive adds the other slots to
-        // its registers and stores like an unsplit block. No atomics on the M x N cells
-        // and nothing to re-zero but the counter.
-        constexpr int slot_vecs = BM * BN / 4;
-        float4* slots = reinterpret_cast<float4*>(workspace) + int64(blockIdx.x) * splits * slot_vecs;
-        const int split = blockIdx.z;
-#pragma unroll
-        for (int i = 0; i < Tile::mi; ++i)
-#pragma unroll
-            for (int j = 0; j < Tile::ni; ++j)
-                slots[int64(split) * slot_vecs + (i * Tile::ni + j) * Tile::threads + threadIdx.x] =
-                    make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-        if (!last_to_arrive(counters + blockIdx.x, splits)) return;
-        for (int z = 0; z < splits; ++z) {
-            if (z == split) continue;
-#pragma unroll
-            for (int i = 0; i < Tile::mi; ++i)
-#pragma unroll
-                for (int j = 0; j < Tile::ni; ++j) {
-                    const float4 v = __ldcg(slots + int64(z) * slot_vecs + (i * Tile::ni + j) * Tile::threads + threadIdx.x);
-                    acc[i][j][0] += v.x;
-                    acc[i][j][1] += v.y;
-                    acc[i][j][2] += v.z;
-                    acc[i][j][3] += v.w;
-                }
-        }
-        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
-    }
+    if (splits > 1 && !reduce_split_slots<Tile::threads>(acc, workspace, counters)) return;
     store_bias_relu<T>(acc, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
 }
 
 namespace cufuse {
 namespace linear {
 // ---------------------------------------------------------------------------------------
-// Hopper path (sm_90a): warpgroup MMA. Block tile 128 x 256 x 64, two warpgroups of 64
-// rows each; A (x) and B (the weight) come from shared memory through matrix descriptors.
-// The cp.async loader above writes x, and a K-major weight (a transposed (N, K) array),
-// as rows of 128 bytes with chunk c of row r at c ^ (r & 7): on a 1024-byte aligned stage
-// that is exactly the 128-byte swizzle wgmma reads (address bits [4:6] ^= bits [7:9]).
-// A row-major (K, N) weight is N-major: wgmma reads it transposed (imm-trans-b = 1, 16-bit
-// types only) from 128-byte swizzle atoms that run along N (wgmma_load_b_nmajor).
+// Hopper path (sm_90a): warpgroup MMA. Block tile BM x BN x 64 (BM = 64 or 128: one or two
+// warpgroups of 64 rows; BN = 64, 128 or 256: the wgmma instruction's N); A (x) and B (the
+// weight) come from shared memory through matrix descriptors. The cp.async loader above
+// writes x, and a K-major weight (a transposed (N, K) array), as rows of 128 bytes with
+// chunk c of row r at c ^ (r & 7): on a 1024-byte aligned stage that is exactly the
+// 128-byte swizzle wgmma reads (address bits [4:6] ^= bits [7:9]). A row-major (K, N)
+// weight is N-major: wgmma reads it transposed (imm-trans-b = 1, 16-bit types only) from
+// 128-byte swizzle atoms that run along N (wgmma_load_b_nmajor).
 
-#define CUFUSE_WGMMA_D128 \
+// Accumulator operand lists of wgmma m64nNk16 (N / 2 floats per thread), nested by size.
+#define CUFUSE_WGMMA_D32 \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
     "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
     "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define CUFUSE_WGMMA_D64 CUFUSE_WGMMA_D32, \
     "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
     "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
     "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define CUFUSE_WGMMA_D128 CUFUSE_WGMMA_D64, \
     "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
     "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
     "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
@@ -345,56 +358,67 @@ namespace linear {
     "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
     "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
     "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-#define CUFUSE_WGMMA_REGS \
+#define CUFUSE_WGMMA_R32 \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
-    "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
+    "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define CUFUSE_WGMMA_R64 CUFUSE_WGMMA_R32 "," \
     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
-    "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63," \
+    "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define CUFUSE_WGMMA_R128 CUFUSE_WGMMA_R64 "," \
     "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79," \
     "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95," \
     "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111," \
-    "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127" 
+    "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
 
-// d (64 x 256 float32, wgmma accumulator layout) += A (64 x 16) * B (16 x 256), both from
-// 128-byte-swizzled shared memory; A K-major, B K-major (TransB 0) or N-major (TransB 1).
-// The last argument (a null pointer of the element type) picks the instruction's type.
-template <int TransB>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a,
-                                                 unsigned long long desc_b, const __half*) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\nwgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
-                 CUFUSE_WGMMA_REGS "}, %128, %129, p, 1, 1, 0, %131;\n}\n"
-                 : CUFUSE_WGMMA_D128
-                 : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransB));
-}
-template <int TransB>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a,
-                                                 unsigned long long desc_b, const __nv_bfloat16*) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\nwgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-                 CUFUSE_WGMMA_REGS "}, %128, %129, p, 1, 1, 0, %131;\n}\n"
-                 : CUFUSE_WGMMA_D128
-                 : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransB));
-}
+// d (64 x N float32, wgmma accumulator layout, N = 2 x the size of d) += A (64 x 16) *
+// B (16 x N), both from 128-byte-swizzled shared memory; A K-major, B K-major (TransB 0)
+// or N-major (TransB 1). The last argument (a null pointer of the element type) picks the
+// instruction's type; the operand numbers after the accumulators are DESC_A (then desc_b,
+// the scale-d flag, TransB).
+#define CUFUSE_WGMMA_SS(N, CTYPE, PTX_TYPE, DLIST, RLIST, DESC_A, DESC_B, SCALE_D, TRANS_B)                        \
+    template <int TransB>                                                                                        \
+    __device__ __forceinline__ void wgmma_k16_ss(float (&d)[N / 2], unsigned long long desc_a,                   \
+                                                 unsigned long long desc_b, const CTYPE*) {                      \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE_D ", 0;\n"                                      \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE " {" RLIST "}, %"   \
+                     #DESC_A ", %" #DESC_B ", p, 1, 1, 0, %" #TRANS_B ";\n}\n"                                   \
+                     : DLIST                                                                                     \
+                     : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransB));                                          \
+    }
+CUFUSE_WGMMA_SS(64, __half, "f16", CUFUSE_WGMMA_D32, CUFUSE_WGMMA_R32, 32, 33, 34, 35)
+CUFUSE_WGMMA_SS(64, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D32, CUFUSE_WGMMA_R32, 32, 33, 34, 35)
+CUFUSE_WGMMA_SS(128, __half, "f16", CUFUSE_WGMMA_D64, CUFUSE_WGMMA_R64, 64, 65, 66, 67)
+CUFUSE_WGMMA_SS(128, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D64, CUFUSE_WGMMA_R64, 64, 65, 66, 67)
+CUFUSE_WGMMA_SS(256, __half, "f16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128, 128, 129, 130, 131)
+CUFUSE_WGMMA_SS(256, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128, 128, 129, 130, 131)
 
+#undef CUFUSE_WGMMA_SS
+#undef CUFUSE_WGMMA_D32
+#undef CUFUSE_WGMMA_D64
 #undef CUFUSE_WGMMA_D128
-#undef CUFUSE_WGMMA_REGS
+#undef CUFUSE_WGMMA_R32
+#undef CUFUSE_WGMMA_R64
+#undef CUFUSE_WGMMA_R128
 }  // namespace linear
 }  // namespace cufuse
 
-// Grid: (tiles_m * tiles_n). Block: 256 threads (2 warpgroups), tile 128 x 256 x 64,
-// STAGES-deep cp.async pipeline (dynamic shared memory STAGES x 48 KB + 1 KB to align the
-// stages to 1024 bytes). Operand rules as linear_relu_mma; B_KMAJOR as there (true:
-// w + n * ldw + k; false: w + k * ldw + n, read by wgmma transposed). One wgmma group stays
-// in flight while the next stage is waited for; the loads run STAGES - 2 tiles ahead so
-// they never overwrite a stage a wgmma may read.
-template <typename T, int STAGES, bool B_KMAJOR>
-__global__ void __launch_bounds__(256, 1)
+// Grid: (tiles_m * tiles_n, 1, splits). Block: BM / 64 warpgroups (2 x BM threads), tile
+// BM x BN x 64, STAGES-deep cp.async pipeline (dynamic shared memory STAGES x (BM + BN) x
+// 128 bytes + 1 KB to align the stages to 1024 bytes). Operand rules, B_KMAJOR, split-K
+// (k tiles per split, counters) as linear_relu_mma; split-K always reduces through slots.
+// One wgmma group stays in flight while the next stage is waited for; the loads run
+// STAGES - 2 tiles ahead so they never overwrite a stage a wgmma may read.
+template <typename T, int BM, int BN, int STAGES, bool B_KMAJOR>
+__global__ void __launch_bounds__(2 * BM, 1)
 linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
-                  int64 M, int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride, int raster_group,
-                  int paired_store) {
+                  float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
+                  int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int BM = 128, BN = 256, BK = 64;
+    constexpr int BK = 64, ACC = BN / 2;
+    static_assert(BM == 64 || BM == 128, "one or two warpgroups of 64 rows");
+    static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma m64nBNk16 wrappers exist for 64, 128, 256");
     static_assert(STAGES >= 3, "loads run STAGES - 2 tiles ahead");
-    using Tile = MmaTile<T, BM, BN, BK, 2, 4, STAGES, true>;  // the cp.async loader's geometry (256 threads)
+    using Tile = MmaTile<T, BM, BN, BK, BM / 64, 4, STAGES, true>;  // the cp.async loader's geometry (2 x BM threads)
     extern __shared__ unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
 
@@ -402,22 +426,25 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
     int64 tile_m, tile_n;
     raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
     const int64 m0 = tile_m * BM, n0 = tile_n * BN;
-    const int k_tiles = int((K + BK - 1) / BK);
+    const int64 k_begin = int64(blockIdx.z) * k_tiles_per_split * BK;
+    const int64 k_end = min(K, k_begin + int64(k_tiles_per_split) * BK);
+    const int k_tiles = int((k_end - k_begin + BK - 1) / BK);
     const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
 
-    float acc[128];
+    float acc[ACC];
 #pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+    for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
 
     auto load = [&](int kt) {
         T* stage = smem + (kt % STAGES) * Tile::stage_elems;
         if (kt < k_tiles) {
+            const int64 k0 = k_begin + int64(kt) * BK;
             if constexpr (B_KMAJOR) {
-                mma_load_stage<T, BM, BN, BK, 2, 4, STAGES, true>(stage, stage + Tile::a_elems, x, w, m0, n0,
-                                                                 int64(kt) * BK, M, N, K, ldx, ldw);
+                mma_load_stage<T, BM, BN, BK, BM / 64, 4, STAGES, true>(stage, stage + Tile::a_elems, x, w, m0, n0, k0,
+                                                                       M, N, k_end, ldx, ldw);
             } else {
-                mma_load_a<Tile>(stage, x, m0, int64(kt) * BK, M, K, ldx);
-                wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, int64(kt) * BK, N, K, ldw);
+                mma_load_a<Tile>(stage, x, m0, k0, M, k_end, ldx);
+                wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, k0, N, k_end, ldw);
             }
         }
         cp_async_commit();
@@ -439,22 +466,24 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-            wgmma_m64n256k16<B_KMAJOR ? 0 : 1>(acc, desc_a + 2 * kk, desc_b + b_step * kk, static_cast<const T*>(nullptr));
+            linear::wgmma_k16_ss<B_KMAJOR ? 0 : 1>(acc, desc_a + 2 * kk, desc_b + b_step * kk,
+                                                   static_cast<const T*>(nullptr));
         wgmma_commit();
         wgmma_wait<1>();
 #pragma unroll
-        for (int i = 0; i < 128; ++i) pin(acc[i]);
+        for (int i = 0; i < ACC; ++i) pin(acc[i]);
     }
     wgmma_wait<0>();
 #pragma unroll
-    for (int i = 0; i < 128; ++i) pin(acc[i]);
+    for (int i = 0; i < ACC; ++i) pin(acc[i]);
     cp_async_wait<0>();
 
     // wgmma accumulator layout: warp q of a warpgroup owns rows 16q..16q+15 of its 64, as
     // mma.sync m16n8 tiles along N: d[4j + r] at row lane/4 + 8(r/2), column 8j + 2(lane%4) + r%2.
+    float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
+    if (gridDim.z > 1 && !reduce_split_slots<Tile::threads>(tiles, workspace, counters)) return;
     const int64 row_base = m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = n0 + 2 * (lane & 3);
-    store_bias_relu<T>(reinterpret_cast<const float(&)[1][32][4]>(acc), out, bias, bias_stride, row_base, col_base,
-                       M, N, paired_store);
+    store_bias_relu<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif

@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_linear import BF16, F16, F32, F64, Case, _force, _gemv, check_case  # noqa: E402
+from tests.test_linear import BF16, F16, F32, F64, Case, _force, _gemv, _wgmma, check_case  # noqa: E402
 from cufuse._configs import linear as cfg  # noqa: E402
 
 CASES = [
@@ -30,6 +30,9 @@ CASES = [
     Case((7,), 1032, 40, F16, "nk_t", config=_force(cfg.STREAM_TILE, 3, "slots")),
     Case((300,), 520, 264, BF16, "nk_t", config=cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)),  # Hopper kernel
     Case((300,), 520, 264, F16, "kn", config=cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)),  # Hopper, N-major weight
+    Case((64,), 4096, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256, 4)),  # wgmma split-K through slots
+    Case((65,), 4096, 8, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64, 4)),  # m64n64, two M tiles, split-K
+    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128)),  # m64n128, two warpgroups
     Case((70,), 1024, 136, F16, "kn"),  # row-major weight, few tiles: 128x128 split-K through slots
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),
     Case((150,), 136, 264, F16, "kn", config=_force(cfg.LARGE_TILE)),

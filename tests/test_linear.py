@@ -30,7 +30,7 @@ F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
 @pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (16384, 4096, 4096), (4096, 16384, 4096)])
 def test_large_shapes_take_the_largest_tile(m, n, k):
-    assert cfg.choose_config(m, n, k, BFLOAT16, True, H200) == cfg.LinearConfig("mma", cfg.LARGE_TILE)
+    assert cfg.choose_config(m, n, k, BFLOAT16, True, A100) == cfg.LinearConfig("mma", cfg.LARGE_TILE)
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
@@ -41,16 +41,45 @@ def test_medium_shape_takes_a_tile_that_fills_the_sms(kmajor):
     assert cfg.wave_efficiency(blocks, H200.sm_count * config.tile.blocks_per_sm(H200)) > 0.9
 
 
+@pytest.mark.parametrize("kmajor", [True, False])
 @pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (16384, 4096, 4096), (4097, 4096, 4096)])
-def test_k_major_weights_take_wgmma_on_hopper_only(m, n, k):
-    assert cfg.choose_config(m, n, k, BFLOAT16, True, H200, True) == cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)
-    assert cfg.choose_config(m, n, k, BFLOAT16, True, H200, False).kind == "mma"  # row-major weight
-    assert cfg.choose_config(m, n, k, BFLOAT16, True, A100, True).kind == "mma"
+def test_large_shapes_take_wgmma_on_hopper_only(m, n, k, kmajor):
+    assert cfg.choose_config(m, n, k, BFLOAT16, True, H200, kmajor) == cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)
+    assert cfg.choose_config(m, n, k, BFLOAT16, True, A100, kmajor).kind == "mma"
 
 
+@pytest.mark.parametrize("kmajor", [True, False])
 @pytest.mark.parametrize("m,n", [(512, 4096), (2048, 2048), (524358, 8), (64, 8192)])
-def test_wgmma_needs_a_full_wave_and_the_better_score(m, n):
-    assert cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True).kind == "mma"
+def test_wgmma_needs_a_full_wave_and_the_better_score(m, n, kmajor):
+    assert cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, kmajor).kind == "mma"
+
+
+def test_wgmma_candidates_fill_one_wave_on_few_tiles():
+    # 512 x 4096^2: 128x256 would leave half the SMs idle; a 128-tile choice fills one wave.
+    config = cfg.choose_wgmma_config(512, 4096, 4096, H200)
+    assert config.tile in (cfg.WGMMA_128x128, cfg.WGMMA_64x256) and config.splits == 1
+    assert cfg.choose_wgmma_config(8192, 8192, 8192, H200) == cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)
+
+
+@pytest.mark.parametrize("m", [1, 16, 64])
+def test_wgmma_streams_small_m_with_split_k_through_slots(m):
+    config = cfg.choose_wgmma_config(m, 8192, 8192, H200)
+    assert config.tile == cfg.WGMMA_STREAM_TILE and config.tile.bm == 64 and config.reduction == "slots"
+    blocks = cfg.tile_count(m, 8192, config.tile) * config.splits
+    assert config.splits > 1 and cfg.wave_efficiency(blocks, H200.sm_count) > 0.9
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 8, 8), (7, 33, 4096), (64, 264, 2056), (65, 4096, 4096), (300, 264, 520),
+                                   (512, 4096, 4096), (4097, 256, 8192)])
+def test_wgmma_candidate_splits_stay_bounded(m, n, k):
+    config = cfg.choose_wgmma_config(m, n, k, H200)
+    k_tiles = math.ceil(k / config.tile.bk)
+    assert 1 <= config.splits <= min(cfg.MAX_SPLITS, k_tiles)
+    assert (config.splits - 1) * math.ceil(k_tiles / config.splits) < k_tiles  # no split is empty
+    if config.splits > 1:
+        slots = H200.sm_count * config.tile.blocks_per_sm(H200)
+        assert config.reduction == "slots"
+        assert config.workspace_floats(m, n, config.splits) <= 2 * slots * config.tile.bm * config.tile.bn
 
 
 def test_row_major_few_tiles_split_k_through_slots():
@@ -152,6 +181,8 @@ def _chosen_specs(dev):
                     for kmajor in (True, False):
                         config = cfg.choose_config(m, n, 4096, dtype, mma_ok, dev, kmajor)
                         specs.add(cfg.kernel_spec(config, dtype, kmajor))
+                        if mma_ok and cfg.wgmma_supported(dev):
+                            specs.add(cfg.kernel_spec(cfg.choose_wgmma_config(m, n, 4096, dev), dtype, kmajor))
     return specs
 
 
@@ -167,11 +198,18 @@ def test_mma_tiles_fit_shared_memory(tile, dev):
     assert tile.blocks_per_sm(dev) >= 1
 
 
-@pytest.mark.parametrize("tile", cfg.MMA_TILES, ids=lambda t: f"{t.bm}x{t.bn}")
-def test_mma_tiles_fit_their_register_budget(tile):
+@pytest.mark.parametrize("tile", cfg.WGMMA_TILES, ids=lambda t: f"{t.bm}x{t.bn}s{t.stages}")
+def test_wgmma_tiles_fit_shared_memory(tile):
+    assert tile.smem_bytes() <= H200.max_smem_per_block
+    assert tile.blocks_per_sm(H200) == tile.max_blocks_per_sm
+
+
+@pytest.mark.parametrize("kind,tile", [("mma", t) for t in cfg.MMA_TILES] + [("wgmma", t) for t in cfg.WGMMA_TILES],
+                         ids=lambda v: f"{v.bm}x{v.bn}s{v.stages}" if not isinstance(v, str) else v)
+def test_tensor_core_tiles_fit_their_register_budget(kind, tile):
     from cufuse._loader import compile_spec, resource_usage
 
-    spec = cfg.kernel_spec(cfg.LinearConfig("mma", tile), BFLOAT16, False)
+    spec = cfg.kernel_spec(cfg.LinearConfig(kind, tile), BFLOAT16, False)
     usage = resource_usage(compile_spec(spec, "sm_90a").log)
     assert usage["spill_stores"] == 0
     assert tile.max_blocks_per_sm * tile.threads * usage["registers"] <= 65536
@@ -355,14 +393,30 @@ def test_matches_float64_oracle(cp, rng, case):
 
 
 WGMMA = cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)
+
+
+def _wgmma(tile, splits=1):
+    return cfg.LinearConfig("wgmma", tile, splits, reduction="slots")
+
+
 WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
     Case((300,), 520, 264, BF16, "nk_t", config=WGMMA),
     Case((1000,), 1024, 1000, F16, "nk_t_padded", bias="none", config=WGMMA),
     Case((3, 50), 4096, 520, BF16, "nk_t", bias="strided", config=WGMMA),
-    # row-major (K, N) weight, read transposed (opt-in): N-major swizzle atoms
+    # row-major (K, N) weight, read transposed: N-major swizzle atoms
     Case((300,), 520, 264, BF16, "kn", config=WGMMA),
     Case((3, 50), 1024, 520, F16, "kn", bias="strided", config=WGMMA),
     Case((200,), 264, 520, BF16, "every_other_k", bias="none", config=WGMMA),  # weight rows 2N apart
+    Case((200,), 4104, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_TILE, 2)),  # split-K, ragged last split
+    # the other tiles (m64n128 / m64n64 instructions, one warpgroup), split-K through slots
+    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128)),
+    Case((130,), 4096, 136, F16, "nk_t", bias="strided", config=_wgmma(cfg.WGMMA_128x128, 3)),
+    Case((64,), 4096, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256, 4)),
+    Case((7,), 2056, 264, F16, "nk_t", bias="none", config=_wgmma(cfg.WGMMA_64x256, 3)),
+    Case((1,), 1024, 136, BF16, "nk_t", config=_wgmma(cfg.WGMMA_64x128, 2)),
+    Case((3, 5), 520, 200, F16, "kn", config=_wgmma(cfg.WGMMA_64x128, 2)),
+    Case((40,), 1000, 72, BF16, "kn", bias="strided", config=_wgmma(cfg.WGMMA_64x64)),
+    Case((65,), 4096, 8, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64, 4)),
 ]
 
 
@@ -383,6 +437,13 @@ def test_wgmma_refuses_a_weight_it_cannot_load(cp, rng):
     x, w, b = make_inputs(cp, rng, Case((8,), 64, 40, BF16, "odd_column"))
     with pytest.raises(ValueError, match="asks for the wgmma kernel"):
         fused_linear_relu(x, w, b, config=WGMMA)
+
+
+def test_wgmma_refuses_split_k_through_atomics(cp, rng):
+    _require_sm90(cp)
+    x, w, b = make_inputs(cp, rng, Case((8,), 1024, 64, BF16, "kn"))
+    with pytest.raises(ValueError, match="expected reduction='slots'"):
+        fused_linear_relu(x, w, b, config=cfg.LinearConfig("wgmma", cfg.WGMMA_64x64, 2))
 
 
 def test_new_out_and_numpy_reference_agree(cp, rng):
@@ -432,7 +493,13 @@ LAUNCH_CASES = [
     Case((16,), 4096, 4096, BF16, "kn"),  # split-K through slots
     Case((300,), 520, 264, BF16, "kn", config=_force(cfg.MEDIUM_TILE)),
     Case((65,), 256, 264, F32, "kn"),
+    Case((64,), 4096, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256, 4)),  # wgmma, split-K through slots
 ]
+
+
+def _require_kernel(cp, case):
+    if case.config is not None and case.config.kind == "wgmma":
+        _require_sm90(cp)
 
 
 def _captured_nodes(cp, fn):
@@ -449,6 +516,7 @@ def _captured_nodes(cp, fn):
 
 @pytest.mark.parametrize("case", LAUNCH_CASES, ids=str)
 def test_one_kernel_launch_per_call(cp, rng, case):
+    _require_kernel(cp, case)
     x, w, b = make_inputs(cp, rng, case)
     out = cp.empty(case.lead + (case.n,), dtype=case.dtype)
     nodes, dot = _captured_nodes(cp, lambda: fused_linear_relu(x, w, b, out=out))
@@ -466,6 +534,7 @@ def test_no_allocation_besides_out(cp, rng, case):
         def malloc_preprocess(self, **kwargs):
             self.sizes.append(kwargs["size"])
 
+    _require_kernel(cp, case)
     x, w, b = make_inputs(cp, rng, case)
     out = cp.empty(case.lead + (case.n,), dtype=case.dtype)
     fused_linear_relu(x, w, b, out=out)  # warm: compile, split-K workspace (documented, reused)

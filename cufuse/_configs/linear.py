@@ -14,12 +14,14 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
 * ``"simt"``: register-tiled SIMT GEMM with arbitrary strides: float32 (true float32),
   float64, and 16-bit inputs the tensor-core kernel cannot take.
 
-* ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, 128x256x64 tiles, operands from
-  128-byte-swizzled shared memory; same operand rules as ``"mma"``. The default for M > 64 on
-  compute capability 9.0 with a K-major weight once its tiles fill every SM (H200,
-  8192^3 bf16: 533 TFLOP/s against 319 for the mma kernel; 512 x 4096^2, 64 tiles: 238
-  against 259, so few-tile shapes stay on mma). Row-major (K, N) weights (the weight read
-  transposed, imm-trans-b) only through ``config=`` until the H200 measures them.
+* ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, BM x BN x 64 tiles (``WgmmaTile``: BM 64
+  or 128, BN 64, 128 or 256), operands from 128-byte-swizzled shared memory, split-K
+  through slots; same operand rules as ``"mma"``. The default for M > 64 on compute
+  capability 9.0, both weight layouts, once its 128x256 tiles fill every SM (H200, 8192^3
+  bf16: K-major 494-533 TFLOP/s, row-major (K, N) read transposed 499-502, against 319-347
+  for the mma kernel; 512 x 4096^2, 64 tiles: 228-247 against 259, so few-tile shapes stay
+  on mma). ``choose_wgmma_config`` picks tile and split for any shape, M <= 64 included;
+  reached through ``config=`` until the H200 sweep measures where it beats the defaults.
 """
 from __future__ import annotations
 
@@ -120,26 +122,45 @@ GEMV_TILES = (GemvTile(1),)
 
 @dataclasses.dataclass(frozen=True)
 class WgmmaTile:
-    """The Hopper kernel: 128 x 256 x 64 tiles, two warpgroups, ``stages``-deep cp.async
-    pipeline. ``choose_config`` picks it for K-major weights (a transposed (N, K) array);
-    row-major (K, N) weights (read by wgmma transposed) only through ``config=`` until the
-    H200 measures them."""
+    """A tile of the Hopper kernel: BM x BN x 64, BM / 64 warpgroups (one wgmma m64nBNk16
+    row of 64 per warpgroup), ``stages``-deep cp.async pipeline. ``max_blocks_per_sm`` and
+    ``relative_speed`` mean what they mean for ``MmaTile`` (speed relative to the mma
+    kernel's LARGE_TILE; H200, 8192^3 bf16: 128x256 494-533 against 319-337 TFLOP/s; the
+    other tiles' speeds are estimates until the H200 sweep measures them)."""
 
-    stages: int = 4
     bm: int = 128
     bn: int = 256
-    bk: int = 64
-    threads: int = 256
-    # Throughput of a full tile relative to the mma kernel's LARGE_TILE (H200, 8192^3 bf16:
-    # 494-533 against 319-337 TFLOP/s), used only to compare with the mma tiles.
+    stages: int = 4
+    max_blocks_per_sm: int = 1
     relative_speed: float = 1.5
+    bk: int = 64
+
+    @property
+    def threads(self) -> int:
+        return 2 * self.bm
 
     def smem_bytes(self, itemsize: int = 2) -> int:
         """Dynamic shared memory, with 1 KB to align the stages for the 128-byte swizzle."""
         return self.stages * (self.bm + self.bn) * self.bk * itemsize + 1024
 
+    def blocks_per_sm(self, dev) -> int:
+        """Resident blocks per SM on ``dev`` (the driver reserves 1 KB of shared memory per block)."""
+        return min(self.max_blocks_per_sm, dev.smem_per_sm // (self.smem_bytes() + 1024))
 
+
+# The default for M > 64 once its tiles fill every SM (measured, see ``prefers_wgmma``).
 WGMMA_TILE = WgmmaTile()
+# Candidates (``choose_wgmma_config``; reached through ``config=`` until measured): few
+# output tiles (512 x 4096^2: 128 tiles of 128x128 or 64x256 on 132 SMs), and the weight
+# stream for M <= 64, where a 64-row tile keeps the MMA far from its limit and each SM
+# needs ~40+ KB of weight in flight: loads run STAGES - 2 tiles ahead, so 64x256s4 holds
+# 2 x 32 KB per SM, 64x128s4 and 64x64s6 (2 blocks per SM) 2 x 2 x 16 and 2 x 4 x 8 KB.
+WGMMA_128x128 = WgmmaTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35)
+WGMMA_64x256 = WgmmaTile(64, 256, 4, max_blocks_per_sm=1, relative_speed=1.3)
+WGMMA_64x128 = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1)
+WGMMA_64x64 = WgmmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8)
+WGMMA_TILES = (WGMMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x128, WGMMA_64x64)
+WGMMA_STREAM_TILE = WGMMA_64x256  # M <= 64: the fewest x re-reads and partial slots per weight byte
 WGMMA_MIN_CC = 90
 
 SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
@@ -240,6 +261,21 @@ def wgmma_supported(dev) -> bool:
     return dev.cc == WGMMA_MIN_CC
 
 
+def choose_wgmma_config(m: int, n: int, k: int, dev) -> LinearConfig:
+    """The Hopper kernel's tile and split-K for any shape (``config=`` and the sweep until
+    measured; ``choose_config`` takes only ``WGMMA_TILE`` on full waves). M <= 64:
+    ``WGMMA_STREAM_TILE``; otherwise the best ``gemm_score`` of ``WGMMA_TILES``. With fewer
+    tiles than block slots, K is split by ``choose_splits`` (through slots)."""
+    if m <= SMALL_M:
+        tile = WGMMA_STREAM_TILE
+    else:
+        tile = max(WGMMA_TILES, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
+    if tile_count(m, n, tile) >= dev.sm_count * tile.blocks_per_sm(dev):
+        return LinearConfig("wgmma", tile)
+    splits = choose_splits(m, n, k, tile, dev)
+    return LinearConfig("wgmma", tile, splits, reduction="slots" if splits > 1 else "atomic")
+
+
 def prefers_wgmma(m: int, n: int, dev) -> bool:
     """The Hopper kernel when its tiles fill every SM at least once and it scores above
     the best mma tile. With fewer tiles than SMs it measured slower (H200, 512 x 4096^2
@@ -256,7 +292,7 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
 
     ``mma_ok``: the dtype is 16-bit, the operands meet the tensor-core kernel's alignment
     rules (see ``mma_eligible``) and the device has ``MMA_MIN_CC``. ``kmajor``: the weight
-    is K-major (a transposed (N, K) array), which the wgmma kernel needs.
+    is K-major (a transposed (N, K) array).
     """
     if not mma_ok:
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
@@ -268,7 +304,7 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
                             reduction="atomic" if m == 1 else "slots")
     if m <= SMALL_M:
         return LinearConfig("mma", STREAM64_TILE, choose_splits(m, n, k, STREAM64_TILE, dev), reduction="slots")
-    if kmajor and prefers_wgmma(m, n, dev):
+    if prefers_wgmma(m, n, dev):
         return LinearConfig("wgmma", WGMMA_TILE)
     tile = choose_gemm_tile(m, n, dev)
     if not kmajor and tile_count(m, n, MEDIUM_TILE) < dev.sm_count * MEDIUM_TILE.blocks_per_sm(dev):
@@ -308,7 +344,8 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
     if config.kind == "gemv":
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     if config.kind == "wgmma":
-        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.stages, b_kmajor), min_cc=WGMMA_MIN_CC)
+        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.stages, b_kmajor),
+                          min_cc=WGMMA_MIN_CC)
     return KernelSpec(SOURCE, "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, b_kmajor))
 
 
@@ -316,9 +353,9 @@ def instantiations(dev):
     """Every KernelSpec the linear configs can pick on ``dev``."""
     mma = [LinearConfig("mma", tile) for tile in MMA_TILES] if dev.cc >= MMA_MIN_CC else []
     specs = [kernel_spec(c, dt, kmaj) for c in mma for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
-    if wgmma_supported(dev):  # K-major: the default; N-major: through config= (compiled here for CI)
-        specs += [kernel_spec(LinearConfig("wgmma", WGMMA_TILE), dt, kmaj) for dt in (np.float16, BFLOAT16)
-                  for kmaj in (True, False)]
+    if wgmma_supported(dev):  # WGMMA_TILE: the default; the others: choose_wgmma_config (config=)
+        specs += [kernel_spec(LinearConfig("wgmma", tile), dt, kmaj) for tile in WGMMA_TILES
+                  for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     simt = [(np.float32, SIMT_LARGE), (np.float32, SIMT_SMALL), (np.float64, SIMT_SMALL),
             (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]
     specs += [kernel_spec(LinearConfig("simt", tile), dt, kmaj) for dt, tile in simt for kmaj in (True, False)]
