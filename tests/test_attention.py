@@ -598,7 +598,9 @@ def check_wgmma(cp, q, k, v, tile, *, causal, return_lse, scale=None):
 
 def test_wgmma_uniform_scores_isolate_p_v(cp, rng):
     # scale 1e-6: every probability is ~1/Nk whatever S is, so the output is the mean of V:
-    # this passes with a wrong S = Q K^T and fails with a wrong P fragment, V layout or store
+    # this passes with a wrong S = Q K^T (or a permuted P fragment) and fails with a wrong V
+    # layout, P V descriptor, row sum or store. (In the other tests lse depends on S alone:
+    # a right lse with a wrong output points at P / V, a wrong lse at Q / K or the masking.)
     require_wgmma(cp)
     q, k, v = make_inputs(rng, 128, 128, 64, 64, "mha", BF16)
     assert check_wgmma(cp, q, k, v, W64, causal=False, return_lse=True, scale=1e-6) == []
