@@ -1,7 +1,10 @@
 """Sweep of attention kernel variants on the key shapes of issue 5 (H200, standalone).
 
 Run as ``python3 bench/sweep_attention.py``; prints one line per (shape, variant) and the
-peers (torch SDPA FLASH / CUDNN) measured in the same run; writes nothing. Every variant
+peers (torch SDPA FLASH / CUDNN) measured in the same run; writes nothing.
+``python3 bench/sweep_attention.py --wgmma-grid [bfloat16|float16]`` times instead the Hopper
+wgmma prefill tiles (``configs.WGMMA_TILES``) against the default on the whole prefill grid
+of issue 5 (D 64/128, N 512..16384, B = 32768 / N, H 16, causal and full), with the peers. Every variant
 goes through the public ``cufuse.attention(..., config=...)`` and its output is compared
 with the default configuration's (and the default with SDPA FLASH), so a fast but wrong
 variant is flagged. One variant failing never stops the sweep; past TIME_LIMIT_S the
@@ -26,6 +29,7 @@ from cufuse.bench.runner import relative_difference, release_memory  # noqa: E40
 from cufuse.bench.timing import rotation_count, time_cuda_budget  # noqa: E402
 
 TIME_LIMIT_S = 75.0
+GRID_TIME_LIMIT_S = 100.0  # --wgmma-grid, per dtype list given
 BUDGET_MS = 120.0  # timing budget per variant
 MAX_REL_ERROR = 2e-2  # vs the default config, relative to max |out| (bf16 rounding is 4e-3)
 ANCHORS = """peers (round 2, same H200): N2048 D128 bf16 full  SDPA flash 349 / cudnn 667 TFLOP/s
@@ -77,6 +81,17 @@ PREFILL_SHAPES = [  # (batch, heads, n, head_dim, causal, dtype)
 ]
 DECODE_KEYS = (8192, 65536)
 
+
+def wgmma_label(tile):
+    return (f"wgmma {tile.warpgroups}wg x64r bn{tile.block_n} s{tile.stages}"
+            + (f" {tile.min_blocks} blk/SM" if tile.min_blocks > 1 else "") + ("" if tile.overlap else " no-overlap"))
+
+
+WGMMA_VARIANTS = {hd: [("default", None)] + [(wgmma_label(t), t) for t in tiles]
+                  for hd, tiles in configs.WGMMA_TILES.items()}
+GRID_SHAPES = [(cases.ATTENTION_TOKENS // n, cases.ATTENTION_HEADS, n, hd, causal)
+               for hd in cases.ATTENTION_HEAD_DIMS for n in cases.ATTENTION_N for causal in (False, True)]
+
 START = time.time()
 
 
@@ -112,7 +127,7 @@ def time_peer(case, impl_name, sets, label):
         return None
 
 
-def sweep_case(case, variants, make_config, causal):
+def sweep_case(case, variants, make_config, causal, time_limit=TIME_LIMIT_S):
     """Time each variant of ``case``; the first variant (config None) is the reference."""
     label = f"{case.label} {case.dtype}"
     try:
@@ -122,7 +137,7 @@ def sweep_case(case, variants, make_config, causal):
         return
     reference = None
     for name, tile, splits in variants:
-        if time.time() - START > TIME_LIMIT_S:
+        if time.time() - START > time_limit:
             line(label, name, None, None, "", None, "skipped: sweep time limit")
             continue
         try:
@@ -144,7 +159,7 @@ def sweep_case(case, variants, make_config, causal):
         except Exception as exc:
             line(label, name, None, None, "", None, f"failed: {type(exc).__name__}: {str(exc)[:100]}")
     for peer in ("sdpa flash", "sdpa cudnn"):
-        if time.time() - START > TIME_LIMIT_S + 5:
+        if time.time() - START > time_limit + 5:
             line(label, peer, None, None, "", None, "skipped: sweep time limit")
             continue
         peer_out = time_peer(case, peer, sets, label)
@@ -167,6 +182,10 @@ def precompile_variants(dev):
     specs.append(configs.select_config(1, DECODE_KEYS[0], 128, 128, cases.DECODE_BATCH * cases.DECODE_HEADS,
                                        cases.resolve_dtype("bfloat16"), dev, True).tile.spec(bf16))
     specs += [tile.spec(bf16) for _, tile, _ in DECODE_VARIANTS if tile is not None]
+    precompile_specs(specs)
+
+
+def precompile_specs(specs):
     try:
         failed = [(s, err) for s, _, err in precompile(specs, arch_for(device_cc(0))) if err]
     except Exception as exc:  # the variants then compile one by one on first use
@@ -176,8 +195,35 @@ def precompile_variants(dev):
     print(f"precompiled {len(set(specs))} kernels in {time.time() - START:.0f} s", flush=True)
 
 
+def wgmma_grid(dev, dtypes):
+    """The wgmma tiles against the default and the peers on the issue's prefill grid."""
+    if not dev.has_wgmma:
+        print("--wgmma-grid: the wgmma kernel needs compute capability 9.0")
+        return
+    specs = []
+    for dtype in dtypes:
+        name = configs.ctype(cases.resolve_dtype(dtype))
+        for batch, heads, n, head_dim, causal in GRID_SHAPES:
+            specs.append(configs.select_config(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
+                                               dev, True, causal, True).tile.spec(name))
+        specs += [tile.spec(name) for tiles in configs.WGMMA_TILES.values() for tile in tiles]
+    precompile_specs(specs)
+    print(f"wgmma prefill grid on {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}; "
+          f"err = max|out - default| / max|default|", flush=True)
+    for dtype in dtypes:
+        for batch, heads, n, head_dim, causal in GRID_SHAPES:
+            case = cases.attention_case(batch, heads, n, n, head_dim, dtype, causal=causal)
+            variants = [(label, tile, None) for label, tile in WGMMA_VARIANTS[head_dim]]
+            sweep_case(case, variants, lambda tile, _splits: configs.AttentionConfig(tile), causal,
+                       GRID_TIME_LIMIT_S)
+    print(f"sweep done in {time.time() - START:.0f} s")
+
+
 def main():
     dev = current_device_info()
+    if "--wgmma-grid" in sys.argv:
+        dtypes = [a for a in sys.argv[sys.argv.index("--wgmma-grid") + 1:] if a in cases.ATTENTION_DTYPES]
+        return wgmma_grid(dev, dtypes or list(cases.ATTENTION_DTYPES))
     precompile_variants(dev)
     print(f"attention sweep on {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()} "
           f"({dev.sm_count} SMs); err = max|out - default| / max|default|")

@@ -125,7 +125,7 @@ class _Launch:
     grid: tuple
     block: tuple
     smem: int
-    takes_partials: bool  # the forward kernel's pointers include partial O and lse (not SIMT)
+    takes_partials: bool  # the forward kernel's pointers include partial O and lse (mma and decode kernels)
     scalars: tuple  # the forward kernel's arguments after its pointers
     splits: int
     workspace: tuple  # shapes of the partial O and lse (splits > 1)
@@ -190,9 +190,10 @@ def _launch_plan(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dty
     vec_ok = {n: _vec16_ok(elem[n], head_dim_v if n == "v" else head_dim, strides[n], aligned[i])
               for i, n in enumerate(shapes)}
     dev = device_info(device_id)
+    wgmma_operands = all(vec_ok.values()) and scale > 0
     if config is None:
         config = configs.select_config(n_q, n_k, head_dim, head_dim_v, batch_count, dtype, dev,
-                                       vec_ok["k"] and vec_ok["v"], causal)
+                                       vec_ok["k"] and vec_ok["v"], causal, wgmma_operands)
     # Kernel argument tail shared by the forward kernels: per-operand (row, col) strides,
     # then the BatchLayout (sizes of dims 1..3, then q, k, v batch strides).
     strides_args = tuple(np.int64(st) for n in shapes for st in elem[n][-2:])
@@ -217,9 +218,17 @@ def _launch_plan(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dty
     for n, bit in (("q", configs.FLAG_VEC_Q), ("k", configs.FLAG_VEC_K), ("v", configs.FLAG_VEC_V)):
         if vec_ok[n]:
             flags |= bit
+    scale_log2 = np.float32(scale * math.log2(math.e))
+    if isinstance(tile, configs.WgmmaTile):
+        _check_wgmma_config(config, dtype, dev, wgmma_operands, q_strides, k_strides, v_strides, scale)
+        q_tiles = -(-n_q // tile.block_m)
+        row_strides = tuple(np.int64(elem[n][-2]) for n in shapes)
+        return _Launch(**common, **no_merge, kernel_args=_spec_args(tile.spec(dtype_name)),
+                       grid=(q_tiles * batch_count,), block=(tile.threads,), smem=tile.smem_bytes,
+                       takes_partials=False, scalars=(*shape_args, np.int32(q_tiles), scale_log2, np.int32(flags),
+                                                      *row_strides, *layout_args))
     splits = config.splits
     keys_per_split = config.keys_per_split if splits > 1 else n_k
-    scale_log2 = np.float32(scale * math.log2(math.e))
     split_args = (np.int32(splits), np.int32(keys_per_split), scale_log2, np.int32(flags), *strides_args,
                   *layout_args)
     if isinstance(tile, configs.DecodeTile):
@@ -242,6 +251,24 @@ def _launch_plan(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dty
                    workspace=((splits, batch_count, n_q, head_dim_v), (splits, batch_count, n_q)),
                    merge_kernel_args=_spec_args(configs.merge_spec(dtype_name)), merge_grid=(rows,),
                    merge_scalars=(np.int64(rows), np.int32(head_dim_v), np.int32(splits), np.int32(return_lse)))
+
+
+def _check_wgmma_config(config, dtype, dev, wgmma_operands, q_strides, k_strides, v_strides, scale):
+    """An explicit ``WgmmaTile`` config must meet ``attention_fwd_wgmma``'s preconditions."""
+    if not dev.has_wgmma:
+        raise ValueError(f"{_FN}: argument 'config' asks for the wgmma kernel, which needs compute capability 9.0, "
+                         f"got {dev.cc // 10}.{dev.cc % 10}")
+    if ctype(dtype) not in configs.MMA_CTYPES:
+        raise ValueError(f"{_FN}: argument 'config' asks for the wgmma kernel, which takes float16 or bfloat16, "
+                         f"got {dtype}")
+    if config.splits != 1:
+        raise ValueError(f"{_FN}: argument 'config' expected one key split for a wgmma tile, got {config.splits}")
+    if not wgmma_operands:
+        raise ValueError(
+            f"{_FN}: argument 'config' expected q, k and v with unit last-axis stride and 16-byte aligned rows and "
+            f"a positive scale for a wgmma tile, got strides q {q_strides}, k {k_strides}, v {v_strides}, "
+            f"scale {scale}"
+        )
 
 
 def _spec_args(spec):

@@ -5,6 +5,9 @@
 //                     a STAGES-deep cp.async ring; S and P stay in registers; online softmax
 //                     in the log2 domain. With splits > 1 it writes normalised partial
 //                     (O, lse) in float32, merged by attention_merge.
+// attention_fwd_wgmma Hopper (sm_90a) prefill on warpgroup MMA, head dims up to 64 / 128,
+//                     f16/bf16, one key split; same contract otherwise (FA3's structure
+//                     without TMA and warp specialisation).
 // attention_fwd_simt  float32/float64: one warp per query row, exact (no tensor cores).
 // attention_merge     log-sum-exp merge of the split partials.
 //
@@ -12,7 +15,7 @@
 // (batch, nq, dv), lse (batch, nq). The batch index is decomposed into up to four
 // collapsed leading dims (BatchLayout), each tensor with its own strides (0 = broadcast),
 // so MQA/GQA and strided views need no copy. All offsets are 64-bit.
-#include "mma.cuh"
+#include "wgmma.cuh"
 
 namespace cufuse {
 namespace attention {
@@ -62,6 +65,21 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
+// cp.async of rows [row0, row_end) x columns [0, cols) of g (unit column stride, 16-byte
+// aligned rows, row_stride elements apart) into a ROWS x HD shared tile whose element (r, c)
+// sits at smem + place(r, c); rows and columns outside are zero-filled.
+template <typename T, int ROWS, int HD, int THREADS, typename Place>
+__device__ __forceinline__ void load_rows_16b(T* smem, const T* g, int64 row_stride, int cols, int row0, int row_end,
+                                              Place place) {
+    constexpr int kChunks = HD / 8;
+    for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += THREADS) {
+        const int r = idx / kChunks, c = (idx % kChunks) * 8;
+        const bool pred = row0 + r < row_end && c < cols;
+        const T* src = pred ? g + (row0 + r) * row_stride + c : g;
+        cp_async_16(smem + place(r, c), src, pred);
+    }
+}
+
 // ROWS x HD tile of rows [row0, row_end) into shared memory (row pitch HD + 8 elements,
 // which makes every 8-row ldmatrix phase hit 8 distinct 16-byte bank groups). Columns at
 // or beyond op.cols and rows at or beyond row_end are zero: that is the head-dim padding.
@@ -69,13 +87,8 @@ template <typename T, int ROWS, int HD, int THREADS>
 __device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op, int row0, int row_end) {
     constexpr int kPitch = HD + 8;
     if (op.vec16) {
-        constexpr int kChunks = HD / 8;
-        for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += THREADS) {
-            const int r = idx / kChunks, c = (idx % kChunks) * 8;
-            const bool pred = row0 + r < row_end && c < op.cols;
-            const T* src = pred ? g + (row0 + r) * op.row_stride + c : g;
-            cp_async_16(smem + r * kPitch + c, src, pred);
-        }
+        load_rows_16b<T, ROWS, HD, THREADS>(smem, g, op.row_stride, op.cols, row0, row_end,
+                                            [](int r, int c) { return r * kPitch + c; });
     } else {
         const T zero = from_accum<T>(0.f);
 #pragma unroll 1
@@ -87,17 +100,18 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op
     }
 }
 
-// One warp copies `rows` x `cols` elements from shared memory (row pitch `pitch`) to the
-// contiguous rows of dst, Chunk (sizeof(Chunk) / sizeof(T) elements, dividing cols) per lane
-// and step: consecutive lanes take consecutive chunks, so each store instruction is coalesced.
-template <typename Chunk, typename T>
-__device__ __forceinline__ void copy_rows(T* dst, const T* src, int pitch, int rows, int cols, int lane) {
+// `threads` threads (this one is `tid`) copy `rows` x `cols` elements from shared memory
+// (element (r, c) at src + place(r, c), a Chunk's elements contiguous) to the contiguous rows
+// of dst, Chunk (sizeof(Chunk) / sizeof(T) elements, dividing cols) per thread and step:
+// consecutive threads take consecutive chunks, so each store instruction is coalesced.
+template <typename Chunk, typename T, typename Place>
+__device__ __forceinline__ void copy_rows(T* dst, const T* src, Place place, int rows, int cols, int tid, int threads) {
     constexpr int kElems = sizeof(Chunk) / sizeof(T);
     const int chunks = cols / kElems;
-    for (int idx = lane; idx < rows * chunks; idx += 32) {
+    for (int idx = tid; idx < rows * chunks; idx += threads) {
         const int r = idx / chunks, c = (idx % chunks) * kElems;
         *reinterpret_cast<Chunk*>(dst + static_cast<int64>(r) * cols + c) =
-            *reinterpret_cast<const Chunk*>(src + r * pitch + c);
+            *reinterpret_cast<const Chunk*>(src + place(r, c));
     }
 }
 
@@ -410,12 +424,240 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         __syncwarp();  // staged rows visible to the whole warp
         const int rows = min(16 * MT, nq - (m0 + warp_row0));
         T* dst = out + (batch * nq + m0 + warp_row0) * dv;  // the warp's rows are contiguous in out
+        const auto pitched = [](int r, int c) { return r * kPitch + c; };
         if (dv % 8 == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0) {
-            copy_rows<uint4>(dst, o_stage, kPitch, rows, dv, lane);
+            copy_rows<uint4>(dst, o_stage, pitched, rows, dv, lane, 32);
         } else {
-            copy_rows<T>(dst, o_stage, kPitch, rows, dv, lane);
+            copy_rows<T>(dst, o_stage, pitched, rows, dv, lane, 32);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hopper prefill (sm_90a): warpgroup MMA. A block holds WARPGROUPS x 64 query rows, 64 per
+// warpgroup; K/V tiles of BN keys stream through a STAGES-deep cp.async ring that every
+// thread fills. S = Q K^T reads Q and K from shared memory, both K-major with the 128-byte
+// swizzle ([HD / 64] column atoms of [rows][64]); O += P V takes P from registers (the S
+// accumulator packed to 16-bit pairs is wgmma's A fragment) and V N-major (atoms of 8 keys
+// x 64 columns, read transposed). Loop step j issues S(j) = Q K_j^T and O += P(j-1) V(j-1)
+// back to back; with OVERLAP the softmax of S(j) runs while P V is still on the tensor cores
+// (FA3's intra-warpgroup overlap), without it both are waited for first. So cp.async group g
+// carries K tile g and V tile g - 1, and two stages already overlap loads with compute.
+// Preconditions (checked by the host): q, k, v with unit column stride and 16-byte aligned
+// rows (d and dv multiples of 8, at most HD), scale_log2 > 0 (the row max is taken on the
+// raw scores and scaled once: one FFMA per score), a single key split.
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, int MIN_BLOCKS, bool OVERLAP>
+__global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
+    attention_fwd_wgmma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                        T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv, int q_tiles,
+                        float scale_log2, int flags, int64 q_row, int64 k_row, int64 v_row, BATCH_LAYOUT_PARAMS) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert((HD == 64 || HD == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
+    constexpr int kThreads = WARPGROUPS * 128, kBlockM = WARPGROUPS * 64;
+    constexpr int kStageElems = BN * HD;  // one K or V tile
+    constexpr unsigned kVDescK16 = 2 * 1024 / 16;  // V descriptor advance per k16: two 8-key atoms
+    const float kNegInf = neg_infinity<float>();
+
+    extern __shared__ unsigned char smem_raw[];
+    // 1024-byte aligned: the swizzle is a function of the address bits [4, 10)
+    T* q_s = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    T* k_s = q_s + kBlockM * HD;
+    T* v_s = k_s + STAGES * kStageElems;
+
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+    const bool causal = flags & kCausal;
+    // Query tile fastest (blocks running at once share K/V in L2); causal: longest first.
+    int q_tile = static_cast<int>(blockIdx.x % q_tiles);
+    const int64 batch = blockIdx.x / q_tiles;
+    if (causal) q_tile = q_tiles - 1 - q_tile;
+    const int m0 = q_tile * kBlockM;
+    const int warp_row0 = m0 + wg * 64 + warp * 16;  // this warp's rows: warp_row0 + lane / 4 (+ 8)
+
+    int64 q_off, k_off, v_off;
+    BATCH_LAYOUT.offsets(batch, q_off, k_off, v_off);
+    const T* q_g = q + q_off;
+    const T* k_g = k + k_off;
+    const T* v_g = v + v_off;
+
+    // Keys the block visits: cut at the causal frontier of its last row (i sees j <= i + nk - nq).
+    int key_end = nk;
+    if (causal) key_end = min(nk, min(m0 + kBlockM, nq) + nk - nq);
+    const int n_tiles = key_end > 0 ? (key_end + BN - 1) / BN : 0;
+
+    const auto q_place = [](int r, int c) { return r / 64 * 64 * HD + kmajor_atom_offset<64>(r % 64, c); };
+    const auto k_place = [](int r, int c) { return kmajor_atom_offset<BN>(r, c); };
+    const auto v_place = [](int r, int c) { return nmajor_atom_offset<BN>(r, c); };
+    auto load_group = [&](int g) {  // ring group g: K tile g and V tile g - 1
+        if (g < n_tiles)
+            load_rows_16b<T, BN, HD, kThreads>(k_s + g % STAGES * kStageElems, k_g, k_row, d, g * BN, nk, k_place);
+        if (g >= 1 && g <= n_tiles)
+            load_rows_16b<T, BN, HD, kThreads>(v_s + (g - 1) % STAGES * kStageElems, v_g, v_row, dv, (g - 1) * BN, nk,
+                                               v_place);
+        cp_async_commit();  // empty groups keep the wait counts uniform
+    };
+    load_rows_16b<T, kBlockM, HD, kThreads>(q_s, q_g, q_row, d, m0, nq, q_place);  // joins group 0
+#pragma unroll
+    for (int g = 0; g < STAGES - 1; ++g) load_group(g);
+
+    const unsigned long long q_desc = sw128_kmajor_desc(q_s + wg * 64 * HD);
+    float o[HD / 2];  // accumulator fragment of this warpgroup's 64 x HD output
+#pragma unroll
+    for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+    float row_max[2] = {kNegInf, kNegInf};  // log2 units (scaled); rows lane / 4 and lane / 4 + 8
+    float row_sum[2] = {0.f, 0.f};          // this thread's columns only (the quad sums at the end)
+    unsigned p[BN / 16][4];                 // P of the previous key tile: A fragments per k16 slice
+
+    // Each batch of wgmmas is fenced: O and P were last written by ordinary instructions.
+    auto issue_scores = [&](float (&s)[BN / 2], int tile) {
+        wgmma_fence();
+        const unsigned long long k_desc = sw128_kmajor_desc(k_s + tile % STAGES * kStageElems);
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk)
+            Wgmma<BN, T>::template ss<0>(s, q_desc + kmajor_k16_step<64>(kk), k_desc + kmajor_k16_step<BN>(kk), kk);
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int tile) {
+        wgmma_fence();
+        const unsigned long long v_desc = sw128_nmajor_desc<BN>(v_s + tile % STAGES * kStageElems);
+#pragma unroll
+        for (int t = 0; t < BN / 16; ++t) Wgmma<HD, T>::template rs<1>(o, p[t], v_desc + t * kVDescK16, 1);
+        wgmma_commit();
+    };
+    auto pin_scores = [](float (&s)[BN / 2]) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) pin(s[i]);
+    };
+    auto pin_operands = [&]() {  // O and P: written by ordinary instructions or by wgmma
+#pragma unroll
+        for (int i = 0; i < HD / 2; ++i) pin(o[i]);
+#pragma unroll
+        for (int t = 0; t < BN / 16; ++t)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) pin(p[t][e]);
+    };
+
+    // Scores -> probabilities in place (log2 domain), running max and sum; alpha rescales O.
+    // Accumulator element 4i + e sits at row lane / 4 + 8 (e / 2), column 8i + 2 (lane % 4) + e % 2.
+    // Masking (only tiles crossing key_end or this warp's diagonal) selects -inf, so a NaN
+    // key never reaches a row that does not see it; fmaxf drops NaN from the max, but
+    // exp2(NaN) brings it back into the row's sum.
+    auto softmax = [&](float (&s)[BN / 2], int tile, float (&alpha)[2]) {
+        const int n0 = tile * BN;
+        if (n0 + BN > key_end || (causal && n0 + BN - 1 > warp_row0 + nk - nq)) {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int row = warp_row0 + lane / 4 + (e / 2) * 8;
+                    const int col = n0 + i * 8 + (lane % 4) * 2 + e % 2;
+                    const bool visible = col < key_end && (!causal || col <= row + nk - nq);
+                    s[4 * i + e] = visible ? s[4 * i + e] : kNegInf;
+                }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float tile_max = kNegInf;
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) tile_max = fmaxf(tile_max, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+            const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
+            const float base = new_max == kNegInf ? 0.f : new_max;  // all masked so far: p = 0
+            alpha[h] = fast_exp2(row_max[h] - base);
+            row_max[h] = new_max;
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; ++e) {
+                    s[4 * i + e] = fast_exp2(fmaf(s[4 * i + e], scale_log2, -base));
+                    sum += s[4 * i + e];
+                }
+            row_sum[h] = row_sum[h] * alpha[h] + sum;
+        }
+    };
+    // O *= alpha per row; P = the probabilities as A fragments: k16 slice t is accumulator
+    // columns 16t..16t+15, i.e. elements 8t..8t+3 (columns +0..7) and 8t+4..8t+7 (+8..15).
+    auto rescale_and_pack = [&](const float (&s)[BN / 2], const float (&alpha)[2]) {
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+#pragma unroll
+        for (int t = 0; t < BN / 16; ++t)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) p[t][r] = pack2<T>(s[8 * t + 2 * r], s[8 * t + 2 * r + 1]);
+    };
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        cp_async_wait<STAGES - 2>();
+        fence_proxy_async_shared();
+        __syncthreads();  // group `tile` landed for all threads; every wgmma of step tile - 1 is done
+        load_group(tile + STAGES - 1);
+        float s[BN / 2];
+        pin_operands();  // O and P final before the fences that order them for the wgmmas
+        issue_scores(s, tile);
+        if (tile > 0) issue_pv(tile - 1);
+        if (OVERLAP && tile > 0) {
+            wgmma_wait<1>();  // S(tile) done; P V still running
+        } else {
+            wgmma_wait<0>();
+        }
+        pin_scores(s);
+        float alpha[2];
+        softmax(s, tile, alpha);
+        wgmma_wait<0>();  // P V done: O may be rescaled and P overwritten
+        pin_operands();
+        pin_scores(s);
+        rescale_and_pack(s, alpha);
+    }
+    cp_async_wait<STAGES - 2>();  // group n_tiles: the last V tile
+    fence_proxy_async_shared();
+    __syncthreads();
+    if (n_tiles > 0) {
+        pin_operands();
+        issue_pv(n_tiles - 1);
+        wgmma_wait<0>();
+        pin_operands();
+    }
+    cp_async_wait<0>();  // no copy may outlive the block
+
+    // Epilogue: O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2. O is staged in
+    // this warpgroup's own Q rows (its wgmmas are done with them) in the same swizzled
+    // layout, so the fragment writes hit 8 distinct bank groups, then leaves as contiguous
+    // rows of out (16 bytes per thread where out is 16-byte aligned).
+    T* o_stage = q_s + wg * 64 * HD;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l = row_sum[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int stage_row = warp * 16 + lane / 4 + h * 8;
+        const int row = m0 + wg * 64 + stage_row;
+        const bool empty = l == 0.f;
+        const float inv = empty ? 0.f : 1.f / l;
+        // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j)
+            *reinterpret_cast<unsigned*>(o_stage + kmajor_atom_offset<64>(stage_row, j * 8 + (lane % 4) * 2)) =
+                pack2<T>(empty ? 0.f : o[4 * j + 2 * h] * inv, empty ? 0.f : o[4 * j + 2 * h + 1] * inv);
+        if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) {
+            const float m = row_max[h] == kNegInf ? 0.f : row_max[h];
+            lse[batch * nq + row] = empty ? kNegInf : (m + __log2f(l)) * kLn2;
+        }
+    }
+    __syncthreads();  // staged rows visible to the whole warpgroup
+    const int rows = min(64, nq - (m0 + wg * 64));
+    T* dst = out + (batch * nq + m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
+    const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
+    if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
+        copy_rows<uint4>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+    } else {
+        copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+    }
+#else
+    __trap();  // sm_90a only (the host never launches it elsewhere)
+#endif
 }
 
 // Decode (few query rows, long keys): pure K/V streaming without shared-memory staging.
@@ -661,4 +903,5 @@ __global__ void __launch_bounds__(WARPS * 32)
 using cufuse::attention::attention_decode;
 using cufuse::attention::attention_fwd_mma;
 using cufuse::attention::attention_fwd_simt;
+using cufuse::attention::attention_fwd_wgmma;
 using cufuse::attention::attention_merge;

@@ -16,7 +16,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from test_attention import BF16, F16, F32, OVERRIDE_CASES, check_against_oracle, make_inputs, override_config  # noqa: E402
+from test_attention import (  # noqa: E402
+    BF16, F16, F32, OVERRIDE_CASES, WGMMA_CASES, check_against_oracle, check_wgmma, make_inputs, override_config)
 
 from cufuse._configs import current_device_info  # noqa: E402
 
@@ -35,6 +36,9 @@ CASES = [
 # config overrides: register decode kernel (auto and forced splits), branch-free MMA tile,
 # pipelined QK^T (causal diagonal; key splits), the unsplit long-key tile (odd Dv store)
 OVERRIDES = [OVERRIDE_CASES[i] for i in (1, 2, 5, 7, 10, 11)]
+# Hopper wgmma prefill (compute capability 9.0 only): several key tiles through the ring, causal
+# ragged GQA, empty blocks (Nq > Nk), padded head dims, 3 warpgroups (D64), 1 warpgroup (D128)
+WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9, 12, 16)]
 
 
 def main() -> int:
@@ -52,6 +56,12 @@ def main() -> int:
         q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype)
         config = override_config(case, q, k, dev)
         failures = check_against_oracle(cupy, q, k, v, causal=causal, return_lse=True, use_out=True, config=config)
+        print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
+        failed += bool(failures)
+    for case in WGMMA if dev.has_wgmma else []:
+        n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse = case
+        q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, heads=1)
+        failures = check_wgmma(cupy, q, k, v, tile, causal=causal, return_lse=return_lse)
         print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
         failed += bool(failures)
     cupy.cuda.get_current_stream().synchronize()

@@ -114,6 +114,60 @@ def test_mean_visible_keys():
         assert math.isclose(configs.mean_visible_keys(n_q, n_k, True), exact)
 
 
+def test_wgmma_tiles_fit_and_are_instantiated():
+    h200, a100 = set(configs.instantiations(H200)), set(configs.instantiations(A100))
+    for head_dim, tiles in configs.WGMMA_TILES.items():
+        assert head_dim in configs.WGMMA_HEAD_DIMS
+        for tile in tiles:
+            assert tile.head_dim == head_dim and tile.block_n in (64, 128)
+            assert tile.smem_bytes <= H200.max_smem_per_block
+            assert tile.block_m == 64 * tile.warpgroups and tile.threads == 128 * tile.warpgroups
+            assert configs.blocks_per_sm(tile, H200) >= tile.min_blocks
+            for name in configs.MMA_CTYPES:
+                spec = tile.spec(name)
+                assert spec.name == "attention_fwd_wgmma" and spec.min_cc == 90
+                assert spec in h200 and spec not in a100
+    # 2 warpgroups x 128-key tiles at D128: Q 32 KB + 2 stages x (K + V) 64 KB + the 1 KB alignment
+    assert configs.WgmmaTile(128, 2, 128, 2).smem_bytes == (32 + 128 + 1) * 1024
+
+
+@pytest.fixture
+def wgmma_default(monkeypatch):
+    """The selection with WGMMA_PREFILL_DEFAULT on (select_config's cache cleared around it)."""
+    monkeypatch.setattr(configs, "WGMMA_PREFILL_DEFAULT", True)
+    configs.select_config.cache_clear()
+    yield
+    configs.select_config.cache_clear()
+
+
+def test_wgmma_selection_where_it_applies(wgmma_default):
+    for (n, d, causal), dtype in itertools.product(
+            ((512, 64, False), (2048, 128, True), (16384, 64, True), (8192, 128, False), (1000, 40, False)), (F16, BF16)):
+        config = configs.select_config(n, n, d, d, 32768 // n * 16, dtype, H200, True, causal, True)
+        assert config == configs.AttentionConfig(configs.WGMMA_TILES[configs.head_dim_bucket(d)][0])
+    prefill = (4096, 4096, 128, 128, 16)
+    assert isinstance(configs.select_config(*prefill, BF16, H200, True, False, True).tile, configs.WgmmaTile)
+    # elsewhere the mma.sync / decode / SIMT paths: operands without 16-byte rows or a
+    # non-positive scale, no wgmma (A100), a head-dim bucket without a wgmma tile, float32,
+    # decode shapes, and a grid so small that the keys are split
+    assert isinstance(configs.select_config(*prefill, BF16, H200, True, False, False).tile, configs.MmaTile)
+    assert isinstance(configs.select_config(*prefill, BF16, A100, True, False, True).tile, configs.MmaTile)
+    assert isinstance(configs.select_config(4096, 4096, 96, 96, 16, BF16, H200, True, False, True).tile,
+                      configs.MmaTile)
+    assert configs.select_config(*prefill, F32, H200, True, False, True).tile is None
+    assert isinstance(configs.select_config(16, 4096, 128, 128, 16, BF16, H200, False, False, True).tile,
+                      configs.MmaTile)
+    small = configs.select_config(200, 3000, 64, 64, 1, BF16, H200, True, True, True)
+    assert isinstance(small.tile, configs.MmaTile) and small.splits > 1
+
+
+def test_wgmma_is_not_yet_the_default():
+    # opt-in (config=) until measured faster on the H200 than the mma.sync tiles
+    assert not configs.WGMMA_PREFILL_DEFAULT
+    assert isinstance(configs.select_config(4096, 4096, 128, 128, 16, BF16, H200, True, False, True).tile,
+                      configs.MmaTile)
+
+
 @pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (8192, 256), (65536, 256), (65536, 1)])
 def test_decode_plan_covers_the_keys(n_k, batch):
     for tile in (configs.DecodeTile(128, 4, 8), configs.DecodeTile(64, 8, 4)):
@@ -476,3 +530,129 @@ def test_q_beyond_2_pow_31_elements(cp, rng):
             total = p.sum(axis=-1, keepdims=True)
             ref = np.where(total > 0, p / np.where(total > 0, total, 1), 0) @ v[0].astype(np.float64)
         np.testing.assert_allclose(cp.asnumpy(got[0, sl]).astype(np.float64), ref, atol=3e-2)
+
+
+# ---------------------------------------------------------------- GPU: Hopper wgmma prefill
+
+W64, W128 = configs.WGMMA_TILES[64][0], configs.WGMMA_TILES[128][0]
+# Ordered so that the first failure points at one part of attention_fwd_wgmma: (1) one full key
+# tile of D64, no masking: S = Q K^T (Q/K descriptors), P as A fragments, V N-major, epilogue;
+# (2) several key tiles: the cp.async ring and the S(j) / P V(j-1) pipeline; (3) D128: the
+# second 64-column swizzle atom of Q/K and of V; then ragged, causal, empty rows, GQA/MQA,
+# padded head dims, lse off, and every other swept tile.
+WGMMA_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse)
+    (128, 128, 64, 64, False, "mha", BF16, W64, True),
+    (128, 512, 64, 64, False, "mha", F16, W64, True),
+    (128, 512, 128, 128, False, "mha", BF16, W128, True),
+    (113, 203, 64, 64, True, "gqa", BF16, W64, True),
+    (1023, 1024, 128, 128, True, "mha", F16, W128, True),
+    (1024, 1023, 64, 64, False, "mqa", F16, W64, False),
+    (1024, 1023, 128, 128, True, "gqa", BF16, W128, True),
+    (239, 1, 128, 128, True, "mha", BF16, W128, True),  # Nq > Nk: whole blocks and rows see no key
+    (1, 239, 64, 64, True, "mha", F16, W64, True),  # one query row
+    (300, 700, 40, 56, True, "mqa", BF16, W64, True),  # head dims padded to 64
+    (257, 300, 96, 128, False, "mha", F16, W128, False),  # D padded to 128
+    *[(1023, 1024, t.head_dim, t.head_dim, i % 2 == 0, "gqa", (F16, BF16)[i // 2 % 2], t, True)
+      for i, t in enumerate(configs.WGMMA_TILES[64][1:] + configs.WGMMA_TILES[128][1:])],
+]
+
+
+def _wgmma_id(case):
+    n_q, n_k, d, dv, causal, mode, dtype, tile, lse = case
+    return (f"{n_q}x{n_k}-d{d}-dv{dv}-{'causal' if causal else 'full'}-{mode}-{dtype.name}-"
+            f"hd{tile.head_dim}w{tile.warpgroups}n{tile.block_n}s{tile.stages}b{tile.min_blocks}"
+            + ("" if tile.overlap else "-nooverlap") + ("-lse" if lse else ""))
+
+
+def require_wgmma(cp):
+    if not configs_device(cp).has_wgmma:
+        pytest.skip("attention_fwd_wgmma needs compute capability 9.0")
+
+
+def error_map(got, ref, tol):
+    """Where |got - ref| > tol, as the pattern of bad rows and columns modulo the kernel's
+    tiling: a descriptor or swizzle error shows up in particular 8-row groups or 8-column
+    chunks of the 64-wide atoms, a pipeline error in whole key/query tiles."""
+    err = np.abs(got.astype(np.float64) - ref).reshape(-1, *ref.shape[-2:]).max(axis=0)
+    bad = ~(err <= tol)
+    rows, cols = np.nonzero(bad.any(axis=1))[0], np.nonzero(bad.any(axis=0))[0]
+    if not rows.size:
+        return "no element beyond tolerance"
+    return (f"bad rows {rows.size}/{err.shape[0]} (first {rows[:8].tolist()}; per row % 64 // 8: "
+            f"{np.bincount(rows % 64 // 8, minlength=8).tolist()}), bad cols {cols.size}/{err.shape[1]} "
+            f"(per col % 64 // 8: {np.bincount(cols % 64 // 8, minlength=8).tolist()}), max error {err.max():.3g}")
+
+
+def check_wgmma(cp, q, k, v, tile, *, causal, return_lse, scale=None):
+    """check_against_oracle for a wgmma tile (poisoned out); on failure adds the error map."""
+    config = configs.AttentionConfig(tile)
+    failures = check_against_oracle(cp, q, k, v, causal=causal, return_lse=return_lse, use_out=True, scale=scale,
+                                    config=config)
+    if failures:
+        got = cp.asnumpy(attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), causal=causal, scale=scale,
+                                   config=config))
+        ref = reference.attention(q, k, v, causal=causal, scale=scale)
+        failures.append(error_map(got, ref, 2e-2))
+    return failures
+
+
+def test_wgmma_uniform_scores_isolate_p_v(cp, rng):
+    # scale 1e-6: every probability is ~1/Nk whatever S is, so the output is the mean of V:
+    # this passes with a wrong S = Q K^T (or a permuted P fragment) and fails with a wrong V
+    # layout, P V descriptor, row sum or store. (In the other tests lse depends on S alone:
+    # a right lse with a wrong output points at P / V, a wrong lse at Q / K or the masking.)
+    require_wgmma(cp)
+    q, k, v = make_inputs(rng, 128, 128, 64, 64, "mha", BF16)
+    assert check_wgmma(cp, q, k, v, W64, causal=False, return_lse=True, scale=1e-6) == []
+
+
+@pytest.mark.parametrize("case", WGMMA_CASES, ids=_wgmma_id)
+def test_wgmma_matches_oracle(cp, rng, case):
+    require_wgmma(cp)
+    n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse = case
+    q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype)
+    assert check_wgmma(cp, q, k, v, tile, causal=causal, return_lse=return_lse) == []
+
+
+@pytest.mark.parametrize("tile", [W64, W128], ids=["hd64", "hd128"])
+def test_wgmma_strided_views_and_misaligned_out(cp, rng, tile):
+    # (B, N, H, D) storage viewed as (B, H, N, D): rows H * D apart; out 2 bytes off 16-byte
+    # alignment takes the element-wise store; causal with Nq > Nk: rows without keys are 0
+    require_wgmma(cp)
+    d = tile.head_dim
+    q_store = rng.standard_normal((2, 300, 3, d)).astype(F16)
+    k_store, v_store = (rng.standard_normal((2, 257, 3, d)).astype(F16) for _ in range(2))
+    views = [np.swapaxes(x, 1, 2) for x in (q_store, k_store, v_store)]
+    ref, ref_lse = reference.attention(*views, causal=True, return_lse=True)
+    out = cp.full(math.prod(ref.shape) + 1, np.nan, dtype=F16)[1:].reshape(ref.shape)
+    got, lse = attention(*(cp.asarray(x).swapaxes(1, 2) for x in (q_store, k_store, v_store)), causal=True,
+                         return_lse=True, out=out, config=configs.AttentionConfig(tile))
+    assert got is out
+    got, lse = cp.asnumpy(got).astype(np.float64), cp.asnumpy(lse)
+    assert (got[..., :43, :] == 0).all() and np.isneginf(lse[..., :43]).all()
+    naive_err = np.abs(naive_in_dtype(*views, True, 1 / math.sqrt(d), F16) - ref).max()
+    assert np.abs(got - ref).max() <= 2 * naive_err + 1e-3, error_map(got, ref, 2 * naive_err + 1e-3)
+    assert np.abs(lse[..., 43:] - ref_lse[..., 43:]).max() <= 2e-3 * (1 + np.abs(ref_lse[..., 43:]).max())
+
+
+def test_wgmma_nan_key_reaches_only_rows_that_see_it(cp, rng):
+    require_wgmma(cp)
+    q, k, v = make_inputs(rng, 200, 200, 64, 64, "mha", BF16, heads=1)
+    k[..., 70, 5] = np.nan  # causal, Nq = Nk: rows >= 70 see key 70
+    got = attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), causal=True, config=configs.AttentionConfig(W64))
+    got = cp.asnumpy(got).astype(np.float64)
+    assert np.isnan(got[..., 70:, :]).all() and np.isfinite(got[..., :70, :]).all()
+
+
+def test_wgmma_config_preconditions(cp, rng):
+    require_wgmma(cp)
+    q, k, v = (cp.asarray(x) for x in make_inputs(rng, 128, 128, 64, 64, "mha", BF16))
+    config = configs.AttentionConfig(W64)
+    with pytest.raises(ValueError, match="attention: argument 'config' expected q, k and v with unit last-axis"):
+        attention(q, k, v, scale=-0.125, config=config)
+    with pytest.raises(ValueError, match="attention: argument 'config' expected q, k and v with unit last-axis"):
+        attention(q[..., ::2], k[..., ::2], v, config=config)  # D 32 but columns 2 elements apart
+    with pytest.raises(ValueError, match="attention: argument 'config' expected one key split"):
+        attention(q, k, v, config=configs.AttentionConfig(W64, 2, 64))
+    with pytest.raises(ValueError, match="attention: argument 'config' asks for the wgmma kernel, which takes"):
+        attention(q.astype(F32), k.astype(F32), v.astype(F32), config=config)

@@ -8,7 +8,9 @@ Dv), warps, 16-row MMA slices per warp, keys per K/V tile and pipeline stages. P
 16-byte K/V rows streams K/V straight into registers (``attention_decode``, a
 ``DecodeTile``); other decode shapes use one-warp MMA blocks with a deeper pipeline. All
 may split the keys over ``splits`` blocks (merged by ``attention_merge``) when the grid is
-too small to fill the device.
+too small to fill the device. On compute capability 9.0 a ``WgmmaTile`` runs the Hopper
+prefill kernel ``attention_fwd_wgmma`` (warpgroup MMA, head dims up to 64 or 128, one key
+split); it becomes the prefill default where WGMMA_PREFILL_DEFAULT says so.
 """
 from __future__ import annotations
 
@@ -73,11 +75,78 @@ class MmaTile:
         return KernelSpec(SOURCE, "attention_fwd_mma", args)
 
 
+WGMMA_MIN_CC = 90  # sm_90a: warpgroup MMA exists on compute capability 9.0 only
+WGMMA_HEAD_DIMS = (64, 128)  # padded head dims of attention_fwd_wgmma
+WGMMA_SMEM_ALIGN = 1024  # the kernel aligns its tiles to the 128-byte swizzle's 1024-byte period
+
+
+@dataclasses.dataclass(frozen=True)
+class WgmmaTile:
+    """One ``attention_fwd_wgmma`` instantiation (sm_90a, 16-bit dtypes, one key split):
+    ``warpgroups`` x 64 query rows per block, K/V tiles of ``block_n`` keys in a ``stages``
+    deep cp.async ring; ``overlap`` runs the softmax of key tile j while P V of tile j - 1
+    is still on the tensor cores."""
+
+    head_dim: int  # a WGMMA_HEAD_DIMS entry covering D and Dv
+    warpgroups: int
+    block_n: int  # keys per K/V tile: 64 or 128
+    stages: int
+    min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
+    overlap: bool = True
+
+    @property
+    def block_m(self) -> int:
+        return 64 * self.warpgroups
+
+    @property
+    def threads(self) -> int:
+        return 128 * self.warpgroups
+
+    @property
+    def smem_bytes(self) -> int:
+        rows = self.block_m + 2 * self.stages * self.block_n
+        return rows * self.head_dim * 2 + WGMMA_SMEM_ALIGN
+
+    def spec(self, dtype_ctype: str) -> KernelSpec:
+        args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.overlap)
+        return KernelSpec(SOURCE, "attention_fwd_wgmma", args, min_cc=WGMMA_MIN_CC)
+
+
+# Candidate wgmma prefill tiles per head dim, the planned default first (not yet measured; the
+# others are swept against it; registers on sm_90a, no spills). D128: 2 warpgroups x 64 rows,
+# 128-key tiles (208 regs, 161 KB shared memory: 1 block of 8 warps per SM, FA3's consumer
+# shape without its producer warp), the same without the softmax / P V overlap, 3 warpgroups
+# x 64-key tiles (160 regs), and 1 warpgroup x 64-key tiles at 2 blocks per SM (163 regs,
+# 81 KB: two independent blocks overlap each other's softmax and MMAs). D64: 2 warpgroups x
+# 128-key tiles (178 regs, 81 KB), 2 blocks per SM of 2 x 64-key tiles (126 regs), 3
+# warpgroups x 128-key tiles (162 regs), 3 blocks per SM of 1 x 128-key tiles (160 regs, 73 KB).
+WGMMA_TILES = {
+    128: (WgmmaTile(128, 2, 128, 2), WgmmaTile(128, 2, 128, 2, overlap=False), WgmmaTile(128, 3, 64, 2),
+          WgmmaTile(128, 1, 64, 2, 2)),
+    64: (WgmmaTile(64, 2, 128, 2), WgmmaTile(64, 2, 64, 2, 2), WgmmaTile(64, 3, 128, 2), WgmmaTile(64, 1, 128, 2, 3)),
+}
+# The wgmma kernel replaces the mma.sync prefill tiles once it measured faster on the H200.
+WGMMA_PREFILL_DEFAULT = False
+
+
+def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dev,
+                       wgmma_operands: bool) -> WgmmaTile | None:
+    """The wgmma prefill tile for a call, or None where the kernel does not apply: not
+    compute capability 9.0, a head-dim bucket it lacks, operands without 16-byte rows or a
+    non-positive scale (``wgmma_operands`` False), or a grid so small that the wave model
+    would split the keys (the kernel has one split; the mma.sync tiles split)."""
+    bucket = head_dim_bucket(max(head_dim, head_dim_v))
+    if not (dev.has_wgmma and wgmma_operands and bucket in WGMMA_TILES):
+        return None
+    tile = WGMMA_TILES[bucket][0]
+    return tile if plan_splits(tile, n_q, n_k, batch_count, dev).splits == 1 else None
+
+
 @dataclasses.dataclass(frozen=True)
 class AttentionConfig:
     """A launch plan: ``tile`` None means the SIMT path (float32/float64, no splits)."""
 
-    tile: MmaTile | DecodeTile | None
+    tile: MmaTile | DecodeTile | WgmmaTile | None
     splits: int = 1
     keys_per_split: int = 0  # a multiple of tile.block_n when splits > 1; unused with one split
 
@@ -220,10 +289,11 @@ def choose_splits(base_blocks: int, n_tiles: int, slots: int) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev,
-                  kv_rows_16b: bool = False, causal: bool = False) -> AttentionConfig:
+                  kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False) -> AttentionConfig:
     """The launch plan for one call (pure, cached). ``kv_rows_16b``: k and v have unit column
     stride and 16-byte aligned rows, so decode can use ``attention_decode``. ``causal`` sets
-    the keys a row sees, on which the prefill tile depends."""
+    the keys a row sees, on which the prefill tile depends. ``wgmma_operands``: q, k and v
+    all have such rows and the scale is positive (``attention_fwd_wgmma``'s preconditions)."""
     if ctype(dtype) in SIMT_CTYPES:
         return AttentionConfig(None)
     width = max(head_dim, head_dim_v)
@@ -233,11 +303,15 @@ def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_coun
     if n_q <= DECODE_MAX_QUERIES:
         tile = decode_tile(bucket, dev)
     else:
+        wgmma = WGMMA_PREFILL_DEFAULT and wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev,
+                                                             wgmma_operands)
+        if wgmma:
+            return AttentionConfig(wgmma)
         tile = prefill_tile(bucket, dev, n_q, n_k, causal)
     return plan_splits(tile, n_q, n_k, batch_count, dev)
 
 
-def plan_splits(tile: MmaTile, n_q: int, n_k: int, batch_count: int, dev) -> AttentionConfig:
+def plan_splits(tile: MmaTile | WgmmaTile, n_q: int, n_k: int, batch_count: int, dev) -> AttentionConfig:
     """``tile`` with the key split of the wave model (also used for an explicit tile)."""
     n_tiles = math.ceil(n_k / tile.block_n)
     base_blocks = math.ceil(n_q / tile.block_m) * batch_count
@@ -266,5 +340,7 @@ def instantiations(dev):
             specs.append(decode_tile(bucket, dev).spec(name))
         specs.extend(DecodeTile(bucket, *DECODE_STREAM_TILE).spec(name) for bucket in DECODE_HEAD_DIMS)
         specs.append(merge_spec(name))
+        if dev.has_wgmma:  # the default candidates and the swept ones (through config=)
+            specs.extend(tile.spec(name) for tiles in WGMMA_TILES.values() for tile in tiles)
     specs.extend(simt_spec(name) for name in SIMT_CTYPES)
     return list(dict.fromkeys(specs))
