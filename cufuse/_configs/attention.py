@@ -76,7 +76,6 @@ class MmaTile:
 
 
 WGMMA_MIN_CC = 90  # sm_90a: warpgroup MMA exists on compute capability 9.0 only
-WGMMA_HEAD_DIMS = (64, 128)  # padded head dims of attention_fwd_wgmma
 WGMMA_SMEM_ALIGN = 1024  # the kernel aligns its tiles to the 128-byte swizzle's 1024-byte period
 
 
@@ -87,7 +86,7 @@ class WgmmaTile:
     deep cp.async ring; ``overlap`` runs the softmax of key tile j while P V of tile j - 1
     is still on the tensor cores."""
 
-    head_dim: int  # a WGMMA_HEAD_DIMS entry covering D and Dv
+    head_dim: int  # 64 or 128, covering D and Dv
     warpgroups: int
     block_n: int  # keys per K/V tile: 64 or 128
     stages: int
