@@ -232,3 +232,21 @@ def test_compare_runs_matches_cli_and_pytest_benchmark_cases(tmp_path):
     assert "median 0.950" in done.stdout  # (0.9 + 1.0) / 2
     assert "speed-up over each peer, pytest / cli: median 0.900" in done.stdout
     assert "cli2 / cli:     median 1.000" in done.stdout
+
+
+def test_results_markdown_renders_every_case_of_a_run(tmp_path):
+    """bench/results_markdown.py turns a CLI JSON into the README tables, one row per case."""
+    run = {"device": "GPU X", "date": "2026-01-01", "command": "python -m cufuse.bench", "versions": {"cufuse": "0"},
+           "ceilings": {"copy_TBps_read_plus_write": {"1048576": 3.0}, "cupy_matmul_8192_TFLOPs": {"float16": 700.0}},
+           "results": [{"op": "softmax", "case": "4x8", "dtype": "float16", "metric": "TB/s", "fraction_of_ceiling": 0.5,
+                        "impls": {"cufuse": {"rate": 1.5, "speedup": None},
+                                  "torch.softmax": {"rate": 1.0, "speedup": 1.5}}},
+                       {"op": "softmax", "case": "8x8", "dtype": "float32", "metric": "TB/s", "fraction_of_ceiling": 0.25,
+                        "impls": {"cufuse": {"rate": 0.75, "speedup": None}, "torch.softmax": {"rate": None}}}]}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    done = subprocess.run([sys.executable, os.path.join(REPO, "bench", "results_markdown.py"), str(tmp_path / "run.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "| 4x8 | float16 | 1.50 | 50 | 1.50x (1.00) |" in done.stdout
+    assert "| 8x8 | float32 | 0.75 | 25 | - |" in done.stdout
+    assert "device copy 3.00 TB/s" in done.stdout and "float16 700" in done.stdout
