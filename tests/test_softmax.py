@@ -155,8 +155,8 @@ def test_exp_once_where_the_exps_fit():
 
 def test_pipe_twins_keep_the_row_shape_and_flip_in_one_place(monkeypatch):
     """Every block and cluster rung has a prefetching twin of the same capacity; with
-    _PIPE_DEFAULT the ladder picks the twins (and instantiations() lists them), the sub-warp
-    and warp rungs stay softmax_rows."""
+    _PIPE_DEFAULT the ladder picks the twins for 2- and 4-byte types (and instantiations()
+    lists them), the sub-warp and warp rungs and float64 stay softmax_rows."""
     for dtype in (np.float16, np.float32, np.float64):
         rungs = [c for c in configs._rows_configs(dtype) if c.group == c.threads] + configs._cluster_configs(dtype)
         for rung in rungs:
@@ -169,6 +169,7 @@ def test_pipe_twins_keep_the_row_shape_and_flip_in_one_place(monkeypatch):
     cluster = configs.choose_rows(8192 * vs, 8, np.float32, H200)
     assert isinstance(cluster, configs.PipeConfig) and cluster.cluster == 4 and cluster.rows_per_group > 0
     assert isinstance(configs.choose_rows(256 * vs, 8, np.float32, H200), configs.RowsConfig)
+    assert isinstance(configs.choose_rows(4096 * 2, 8, np.float64, H200), configs.RowsConfig)  # float64 keeps its rows
     specs = set(configs.instantiations(H200))
     assert configs.choose_rows(4096 * vs, 8, np.float32, H200).spec(np.float32, False) in specs
     assert cluster.spec(np.float32, True) in specs

@@ -252,10 +252,6 @@ class ColsVecConfig:
     unroll: int
     cluster: int = 1
 
-    @property
-    def slices(self) -> int:
-        return self.threads // self.col_lanes
-
     def columns(self, dtype) -> int:
         return self.col_lanes * vector_size(dtype)
 
@@ -347,9 +343,10 @@ def choose_rows(length: int, rows: int, dtype, dev):
 
 
 def _maybe_pipe(config, dtype):
-    """config, or its prefetching twin where _PIPE_DEFAULT covers it (block and cluster rows)."""
+    """config, or its prefetching twin where _PIPE_DEFAULT covers it: block and cluster rows of
+    2- and 4-byte types (float64's 512 x 8 twin spills on sm_90a; float64 is off the grid)."""
     block_or_cluster = isinstance(config, ClusterConfig) or config.group == config.threads
-    return pipe_twin(config, dtype) if _PIPE_DEFAULT and block_or_cluster else config
+    return pipe_twin(config, dtype) if _PIPE_DEFAULT and block_or_cluster and np.dtype(dtype).itemsize <= 4 else config
 
 
 def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
