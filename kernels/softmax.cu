@@ -371,6 +371,11 @@ __device__ __forceinline__ void cluster_row_stats(cooperative_groups::cluster_gr
 }
 #endif
 
+// Compiler barrier: mma.cuh's cp.async wrappers carry no "memory" clobber, so without it the
+// compiler could move a shared-memory read of a tile across the wait for it (or across the
+// cp.async that refills it) where no __syncthreads separates them.
+__device__ __forceinline__ void compiler_barrier() { asm volatile("" ::: "memory"); }
+
 // cp.async.wait_group with a run-time count (the immediate of the instruction), for up to 7
 // groups pending; more waits for all.
 __device__ __forceinline__ void cp_async_wait_pending(int pending) {
@@ -384,6 +389,7 @@ __device__ __forceinline__ void cp_async_wait_pending(int pending) {
         case 1: cp_async_wait<1>(); break;
         default: cp_async_wait<0>();
     }
+    compiler_barrier();
 }
 
 }  // namespace softmax_detail
@@ -483,6 +489,7 @@ __device__ __forceinline__ void softmax_rows_pipe_body(const T* __restrict__ x, 
     auto prefetch = [&](int64 base, int stage) {  // one commit group per iteration, empty or not
         int64 end;
         const RowView<T> row = row_at(base, end);
+        compiler_barrier();  // the previous reads of this stage stay before its refill
         if (row.in_vec) ChunkT::stash_async(tile(stage), row, begin, end, lane);
         cufuse::cp_async_commit();
     };
@@ -496,6 +503,7 @@ __device__ __forceinline__ void softmax_rows_pipe_body(const T* __restrict__ x, 
     int stage = 0, parity = 0;
     for (int64 base = first; base < rows; base += step, parity ^= 1) {
         cufuse::cp_async_wait<Stages - 2>();  // this iteration's group has landed
+        compiler_barrier();
         int64 end;
         const RowView<T> row = row_at(base, end);
         ChunkT c;
