@@ -11,9 +11,13 @@
 # (3) 128 x 262144 -- softmax_rows_split, 8 blocks per row, 7 shared-memory tiles (0.60x);
 # (4) 16384 x 4096 axis=0 -- softmax_cols_cluster, 8 blocks per column tile (0.44x).
 # No other kernel matches (inputs come from cupy.random, whose kernels have other names).
-"""Launch the default softmax kernels at the four profiled shapes (see the header)."""
+# With the argument ``v5`` the same shapes run softmax v5's candidates instead: (1) the
+# prefetching twin (PipeConfig 512 x 8, 2 stages), (2) a prefetching cluster of 8 (4 rows a
+# cluster), (3) the pipelined split kernel, (4) 16-byte column vectors over a cluster of 8.
+"""Launch the default (or v5 candidate) softmax kernels at the four profiled shapes (see the header)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -29,19 +33,35 @@ from cufuse._configs import softmax as S  # noqa: E402
 CASES = [((4096, 16384), -1), ((1024, 65536), -1), ((128, 262144), -1), ((16384, 4096), 0)]  # float32
 
 
+def v5_config(rows, length, axis, dev):
+    if axis == 0:
+        return S.ColsVecConfig(256, 4, 4, 8)
+    if length == 16384:
+        return S.PipeConfig(512, 512, 8, exp_once=True)
+    if length == 65536:
+        return S.PipeConfig(256, 256, 8, cluster=8, rows_per_group=4)
+    return dataclasses.replace(S.choose_rows(length, rows, np.float32, dev), pipelined=True)
+
+
 def main():
     rng = cupy.random.default_rng(0)
     sets = [(rng.standard_normal(shape, dtype=np.float32) * 2, axis) for shape, axis in CASES]
     outs = [cupy.empty_like(x) for x, _ in sets]
     dev = current_device_info()
+    v5 = sys.argv[1:] == ["v5"]
+    chosen = []
     for (x, axis), out in zip(sets, outs):
         rows, length = x.shape
-        config = S.choose_cols(rows, length, x.dtype, dev) if axis == 0 else S.choose_rows(length, rows, x.dtype, dev)
+        if v5:
+            config = v5_config(rows, length, axis, dev)
+        else:
+            config = S.choose_cols(rows, length, x.dtype, dev, True) if axis == 0 else S.choose_rows(length, rows, x.dtype, dev)
         print(f"{rows}x{length} axis={axis}: {config}", flush=True)
-        cufuse.softmax(x, axis=axis, out=out)  # warm-up launch (not profiled)
+        chosen.append(config)
+        cufuse.softmax(x, axis=axis, out=out, config=config)  # warm-up launch (not profiled)
     cupy.cuda.get_current_stream().synchronize()
-    for (x, axis), out in zip(sets, outs):  # the profiled launches
-        cufuse.softmax(x, axis=axis, out=out)
+    for (x, axis), out, config in zip(sets, outs, chosen):  # the profiled launches
+        cufuse.softmax(x, axis=axis, out=out, config=config)
     cupy.cuda.get_current_stream().synchronize()
     print("done", flush=True)
 

@@ -7,7 +7,9 @@ For each shape and dtype: the default config and a few alternatives, all through
 ``cufuse.softmax(..., config=)`` override, timed with CUDA events over rotating input sets
 (``out`` poisoned first), each output checked against a float64 softmax computed on the GPU.
 Columns: ms, TB/s (2 x bytes of x / time), fraction of the measured copy of the same bytes,
-max |error| / max(reference), status.
+max |error| / max(reference), status; then a "=>" line per case: the default's fraction of
+the copy and the best correct candidate's (``grep '=>'`` gives the decision table). The
+"v5 ..." candidates are softmax v5's (bench/NOTES.md).
 """
 from __future__ import annotations
 
@@ -59,12 +61,53 @@ def split_variant(length, rows, dtype, dev, tiles_per_block):
 
 def alternatives(rows, length, dname, axis, dev):
     """(name, config) candidates besides the default, by the default's kernel; for the
-    register-row kernel also the default with exp_once flipped."""
+    register-row kernel also the default with exp_once flipped; then the v5 candidates."""
     out = _alternatives(rows, length, dname, axis, dev)
     default = default_config(rows, length, DTYPES[dname], axis, dev)
     if isinstance(default, R):
         flipped = dataclasses.replace(default, exp_once=not default.exp_once)
         out += [("default exp_once" if flipped.exp_once else "default no exp_once", flipped)]
+    return out + v5_candidates(rows, length, dname, axis, dev)
+
+
+P = S.PipeConfig
+
+
+def v5_candidates(rows, length, dname, axis, dev):
+    """softmax v5: prefetching persistent rows (PipeConfig: the default's row shape with 2 and 3
+    stages, and a few other shapes), the pipelined split kernel, 16-byte column vectors."""
+    dtype = DTYPES[dname]
+    default = default_config(rows, length, dtype, axis, dev)
+    vectors = -(-length // S.vector_size(dtype))
+    if axis == 0:
+        shapes = ((256, 4, 4), (256, 2, 4), (256, 8, 4), (512, 4, 4), (256, 4, 8))
+        return [(f"v5 colsvec {t} l{c} u{u} c8", S.ColsVecConfig(t, c, u, 8)) for t, c, u in shapes]
+    out = []
+    if isinstance(default, S.SplitConfig):
+        out.append(("v5 split pipelined", dataclasses.replace(default, pipelined=True)))
+    if axis is None:  # one row of rows x length: only the split kernel holds it
+        return out
+    if isinstance(default, (R, C)) and vectors > 32:  # warp, block and cluster rows
+        twin = S.pipe_twin(default, dtype)
+        for stages in (2, 3):
+            out.append((f"v5 pipe twin s{stages}", dataclasses.replace(twin, stages=stages)))
+        if isinstance(default, C):  # one cluster wave (as many rows per cluster as it takes)
+            resident = dev.sm_count * 2 // default.cluster
+            out.append((f"v5 pipe twin rpg{-(-rows // resident)}", dataclasses.replace(twin, rows_per_group=-(-rows // resident))))
+    if vectors == 2048:  # 4096 x 16384 float16: half the vectors a thread, exps kept
+        out.append(("v5 pipe 512 v4 exp_once", P(512, 512, 4, exp_once=True)))
+    if vectors == 4096:  # 4096 x 16384 float32: two blocks per row, two blocks per SM
+        out.append(("v5 pipe 256 v8 c2 rpg16", P(256, 256, 8, cluster=2, rows_per_group=16)))
+    if dev.cc < 90:
+        return out
+    if vectors == 8192:  # 1024 x 65536 float16: 4 vectors a thread, 4 blocks per SM
+        out.append(("v5 pipe 256 v4 c8 rpg4", P(256, 256, 4, cluster=8, rows_per_group=4)))
+    if vectors == 16384:  # 1024 x 65536 float32: a cluster of 8, and a non-portable one of 16
+        for rpg in (4, -(-rows // (dev.sm_count * 2 // 8))):
+            out.append((f"v5 pipe 256 v8 c8 rpg{rpg}", P(256, 256, 8, cluster=8, rows_per_group=rpg)))
+        out.append(("v5 pipe 256 v4 c16 rpg8", P(256, 256, 4, cluster=16, rows_per_group=8)))
+    if vectors == 32768:  # 128 x 262144 float16: the row on one non-portable cluster of 16
+        out.append(("v5 pipe 256 v8 c16 rpg8", P(256, 256, 8, cluster=16, rows_per_group=8)))
     return out
 
 
@@ -177,6 +220,7 @@ def run_case(rows, length, axis, dname, variants):
     scale = float(ref.max())
     ceil = ceiling(nbytes)
     print(f"{rows}x{length} axis={axis} {dname}: {nbytes / 2**20:.0f} MiB, copy ceiling {ceil:.2f} TB/s")
+    fractions = {}
     for name, config in variants:
         if name == "default":
             print(f"  host {host_us(sets[0], outs[0], axis):.1f} us per call (default, eager, launches queued)")
@@ -189,11 +233,17 @@ def run_case(rows, length, axis, dname, variants):
             ms = time_cuda(lambda a, b: cufuse.softmax(a, axis=axis, out=b, config=config), list(zip(sets, outs)),
                            warmup=3, repeat=20)
             tbps = 2 * nbytes / (ms * 1e-3) / 1e12
-            print(f"  {name:<20} {ms:7.3f} ms {tbps:5.2f} TB/s {tbps / ceil:5.2f}x copy  err {err:.1e}  {status}  {config}")
+            print(f"  {name:<26} {ms:7.3f} ms {tbps:5.2f} TB/s {tbps / ceil:5.2f}x copy  err {err:.1e}  {status}  {config}")
+            if status == "ok":
+                fractions[name] = tbps / ceil
         except Exception as exc:
-            print(f"  {name:<20} FAILED {type(exc).__name__}: {str(exc)[:200]}  {config}")
+            print(f"  {name:<26} FAILED {type(exc).__name__}: {str(exc)[:200]}  {config}")
             if os.environ.get("SWEEP_TRACE"):
                 traceback.print_exc()
+    if fractions:
+        best = max(fractions, key=fractions.get)
+        print(f"  => {rows}x{length} axis={axis} {dname}: default {fractions.get('default', float('nan')):.2f}x copy, "
+              f"best {best} {fractions[best]:.2f}x")
     del sets, outs, ref
 
 

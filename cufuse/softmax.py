@@ -9,9 +9,10 @@ collapse to a single stride; out is C-contiguous, so out[o, l, i] = (o*length + 
 Any strides work in place (negative, transposed, sliced), with 64-bit offsets:
 
 - reduced axis contiguous (stride 1), or neither it nor the inner axis contiguous: the row
-  kernels (``softmax_rows``, ``softmax_rows_cluster``, ``softmax_rows_split``), one row per
-  (o, i), read once and written once while the row fits on chip (see
-  ``cufuse._configs.softmax`` for the length ladder);
+  kernels (``softmax_rows``, ``softmax_rows_cluster``, ``softmax_rows_split``, and the
+  prefetching ``softmax_rows_pipe`` / ``softmax_rows_pipe_cluster``), one row per (o, i), read
+  once and written once while the row fits on chip (see ``cufuse._configs.softmax`` for the
+  length ladder);
 - reduced axis strided, inner axis contiguous (e.g. ``axis=0`` of a C-contiguous matrix):
   ``softmax_cols`` reduces down 32 columns per block with coalesced loads. It reads each
   column twice (online statistics, then the output pass); on sm_90 columns of 2048+ rows are
@@ -229,11 +230,12 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
     dev = device_info(device_id)
     if config is None:
         if sl != 1 and si == 1:
-            config = configs.choose_cols(length, rows, dtype, dev)
+            vectorizable = configs.cols_vectorizable(outer, inner, so, sl, dtype)
+            config = configs.choose_cols(length, rows, dtype, dev, vectorizable)
         else:
             config = configs.choose_rows(length, rows, dtype, dev)
     spec = config.spec(dtype, log)
-    smem = config.smem_bytes if isinstance(config, configs.SplitConfig) else 0
+    smem = config.smem_bytes if isinstance(config, (configs.SplitConfig, configs.PipeConfig)) else 0
     kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
     geometry = tuple(np.int64(v) for v in (length, inner, so, si, sl))
     scratch = None
@@ -245,11 +247,28 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
         chunk = _ceil_div(_ceil_div(length, config.cluster), vs) * vs
         grid = _ceil_div(rows, config.rows_per_cluster) * config.cluster
         scalars = (np.int64(rows),) + geometry + (np.int64(chunk),)
+    elif isinstance(config, configs.PipeConfig):
+        if config.cluster > dev.max_cluster_size:
+            _allow_non_portable_cluster(kernel)
+        grid = _pipe_instances(kernel, config, rows, dev) * config.cluster
+        scalars = (np.int64(rows),) + geometry
+        if config.cluster > 1:
+            vs = configs.vector_size(dtype)
+            scalars += (np.int64(_ceil_div(_ceil_div(length, config.cluster), vs) * vs),)
     elif isinstance(config, configs.SplitConfig):
         _require_resident(kernel, config, dev)
         grid = config.grid
         scalars = (np.int64(rows),) + geometry + (np.int64(config.chunk), np.int32(config.blocks_per_row), np.int32(config.smem_tiles))
         scratch = (np.dtype(accumulator_dtype(dtype)), 2 * rows * config.blocks_per_row, rows)
+    elif isinstance(config, configs.ColsVecConfig):
+        if not (sl != 1 and si == 1 and configs.cols_vectorizable(outer, inner, so, sl, dtype)):
+            raise ValueError(
+                f"softmax: argument 'config' {config} needs the reduced axis strided over a contiguous inner "
+                f"axis with every 16-byte vector of columns aligned; got (outer, length, inner) = {sizes}, "
+                f"element strides (so, sl, si) = {strides}"
+            )
+        grid = outer * _ceil_div(inner, config.columns(dtype)) * config.cluster
+        scalars = (np.int64(outer),) + geometry
     else:
         grid = outer * _ceil_div(inner, 32) * config.cluster
         scalars = (np.int64(outer),) + geometry
@@ -282,17 +301,47 @@ def _split_scratch(accum_dtype, accumulators: int, counters: int):
 
 
 _REGISTERS_PER_SM = 65536
+_THREADS_PER_SM = 2048
+_BLOCKS_PER_SM = 32
 _SMEM_RESERVED_PER_BLOCK = 1024
+
+
+def _resident_blocks_per_sm(kernel, threads, smem, dev) -> int:
+    """Blocks of the compiled kernel an SM holds at once, by registers (allocated in units of 8
+    a thread), shared memory (with the whole carveout, which this sets) and threads."""
+    kernel.preferred_shared_memory_carveout = 100
+    registers = -(-kernel.num_regs // 8) * 8 * threads
+    block_smem = smem + kernel.shared_size_bytes + _SMEM_RESERVED_PER_BLOCK
+    return min(_REGISTERS_PER_SM // registers, dev.smem_per_sm // block_smem, _THREADS_PER_SM // threads, _BLOCKS_PER_SM)
 
 
 def _require_resident(kernel, config, dev):
     """The split kernel's blocks wait for each other: all of its grid must be resident at once.
     The config assumes blocks_per_sm per SM; check it against the compiled kernel (once per plan)."""
-    registers = -(-kernel.num_regs // 8) * 8 * config.threads
-    smem = config.smem_bytes + kernel.shared_size_bytes + _SMEM_RESERVED_PER_BLOCK
-    if config.blocks_per_sm * registers > _REGISTERS_PER_SM or config.blocks_per_sm * smem > dev.smem_per_sm:
+    if _resident_blocks_per_sm(kernel, config.threads, config.smem_bytes, dev) < config.blocks_per_sm:
         raise RuntimeError(
             f"softmax: the split kernel {kernel.name} cannot keep {config.blocks_per_sm} blocks per SM "
-            f"({kernel.num_regs} registers/thread, {smem} B shared memory/block)"
+            f"({kernel.num_regs} registers/thread, {config.smem_bytes + kernel.shared_size_bytes} B shared memory/block)"
         )
-    kernel.preferred_shared_memory_carveout = 100  # the shared-memory tiles of both blocks
+
+
+_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
+
+
+def _allow_non_portable_cluster(kernel):
+    """Clusters above the portable 8 (16 on the H200) launch only with this kernel attribute;
+    CuPy's RawKernel has no property for it, the driver API call takes the function handle."""
+    from cupy_backends.cuda.api import driver
+
+    driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+
+
+def _pipe_instances(kernel, config, rows, dev) -> int:
+    """Blocks (clusters) of a PipeConfig launch: one per rows_per_group rows, or as many as
+    are resident (never more than there are rows for). Any count is correct: no instance waits
+    for another."""
+    needed = _ceil_div(rows, config.rows_per_block)
+    if config.rows_per_group:
+        return _ceil_div(needed, config.rows_per_group)
+    resident = _resident_blocks_per_sm(kernel, config.threads, config.smem_bytes, dev) * dev.sm_count // config.cluster
+    return max(1, min(needed, resident))

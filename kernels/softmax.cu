@@ -10,6 +10,10 @@
 //                         warp; Group == Threads: one block per row)
 //   softmax_rows_cluster  one thread-block cluster per row; the blocks exchange their
 //                         (max, sum) partials through distributed shared memory (sm_90)
+//   softmax_rows_pipe     softmax_rows as a persistent grid: each group loops over rows with
+//                         the next Stages - 1 rows already in flight (cp.async into shared
+//                         memory) while the current one reduces and stores
+//   softmax_rows_pipe_cluster  the same with one cluster per row (sm_90)
 //   softmax_rows_split    a persistent grid of co-resident blocks, blocks_per_row blocks per
 //                         row, each holding its chunk in registers and shared memory;
 //                         partials meet in a global scratch with a per-row arrival counter.
@@ -19,6 +23,7 @@
 //                         coalesced across columns; online rule, second read of the column
 //   softmax_cols_cluster  the same with the column split over a cluster (sm_90): the second
 //                         read of each block's small part comes from L2
+//   softmax_cols_vec[_cluster]  the same with 16-byte vectors across adjacent columns
 //
 // Statistics are exact two-step (max, then sum of exp(x - max)) inside a block; between
 // blocks (max, sum) pairs are merged with the rescaling rule. Non-finite rows follow SciPy:
@@ -67,6 +72,7 @@ template <typename A> __device__ __forceinline__ A rescale(A s, A m, A big_m) {
 //              max -inf or NaN: NaN ((-inf) - (-inf) and NaN propagate by themselves).
 template <typename A, bool Log> struct Normalizer {
     A m, k;
+    Normalizer() = default;
     __device__ __forceinline__ Normalizer(A row_max, A row_sum) : m(row_max) {
         const bool finite = isfinite(row_max);
         if (Log) k = finite ? log(row_sum) : A(0);
@@ -187,7 +193,7 @@ template <typename T, int Group, int Vecs> struct Chunk {
     }
     // Asynchronous copy of the full vectors into tile (layout [Vecs][Group]); the other
     // slots are filled by load_from_stash.
-    __device__ __forceinline__ void stash_async(Vec16<T>* tile, const RowView<T>& row, int64 begin, int64 end, int lane) const {
+    __device__ __forceinline__ static void stash_async(Vec16<T>* tile, const RowView<T>& row, int64 begin, int64 end, int lane) {
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
             const int64 e0 = slot_begin(begin, k, lane);
@@ -316,6 +322,76 @@ __device__ __forceinline__ void chunk_stats(const Chunk<T, Group, Vecs>& c, Bloc
     s = group_reduce<false, Group, Threads>(c.sum_exp(m), slots.sum);
 }
 
+// The row held by a group (c: the whole row) normalised and stored. ExpOnce (softmax only):
+// the exps of the sum stay in registers and are scaled at the store.
+template <bool Log, int Group, int Threads, bool ExpOnce, typename T, int Vecs, typename A = accum_t<T>>
+__device__ __forceinline__ void finish_row(const Chunk<T, Group, Vecs>& c, BlockSlots<A, Threads>& slots, const RowView<T>& row,
+                                           int64 begin, int64 end, int lane) {
+    static_assert(!(ExpOnce && Log), "log_softmax stores x - m - log(s): no exp to keep");
+    if constexpr (ExpOnce) {
+        A e[Vecs][Chunk<T, Group, Vecs>::VS];
+        const A m = group_reduce<true, Group, Threads>(c.max(), slots.max);
+        const A s = group_reduce<false, Group, Threads>(c.sum_exp_kept(m, e), slots.sum);
+        c.store_scaled(row, begin, end, lane, e, Normalizer<A, false>(m, s).k);
+    } else {
+        A m, s;
+        chunk_stats<Group, Threads>(c, slots, m, s);
+        c.store(row, begin, end, lane, Normalizer<A, Log>(m, s));
+    }
+}
+
+#if __CUDA_ARCH__ >= 900
+// Merged (max, sum) of the pairs (partial[0], partial[1]) that every block of the cluster
+// holds at the same shared-memory address, read through distributed shared memory (after a
+// cluster barrier that follows their writes).
+template <int Cluster, typename A>
+__device__ __forceinline__ void merge_cluster_partials(cooperative_groups::cluster_group& cluster, A* partial, A& m, A& s) {
+    m = neg_infinity<A>();
+#pragma unroll
+    for (int q = 0; q < Cluster; ++q) m = nan_max(m, cluster.map_shared_rank(partial, q)[0]);
+    s = 0;
+#pragma unroll 1
+    for (int q = 0; q < Cluster; ++q) {
+        const A* p = cluster.map_shared_rank(partial, q);
+        s += rescale(p[1], p[0], m);
+    }
+}
+
+// The row's (max, sum) from every block's (m, s): each block publishes its pair in `partial`
+// (its own copy of the row's slot pair), then all read everyone's.
+template <int Cluster, typename A>
+__device__ __forceinline__ void cluster_row_stats(cooperative_groups::cluster_group& cluster, A* partial, A m, A s, A& row_max,
+                                                  A& row_sum) {
+    if (threadIdx.x == 0) {
+        partial[0] = m;
+        partial[1] = s;
+    }
+    cluster.sync();
+    merge_cluster_partials<Cluster>(cluster, partial, row_max, row_sum);
+}
+#endif
+
+// Compiler barrier: mma.cuh's cp.async wrappers carry no "memory" clobber, so without it the
+// compiler could move a shared-memory read of a tile across the wait for it (or across the
+// cp.async that refills it) where no __syncthreads separates them.
+__device__ __forceinline__ void compiler_barrier() { asm volatile("" ::: "memory"); }
+
+// cp.async.wait_group with a run-time count (the immediate of the instruction), for up to 7
+// groups pending; more waits for all.
+__device__ __forceinline__ void cp_async_wait_pending(int pending) {
+    switch (pending) {
+        case 7: cp_async_wait<7>(); break;
+        case 6: cp_async_wait<6>(); break;
+        case 5: cp_async_wait<5>(); break;
+        case 4: cp_async_wait<4>(); break;
+        case 3: cp_async_wait<3>(); break;
+        case 2: cp_async_wait<2>(); break;
+        case 1: cp_async_wait<1>(); break;
+        default: cp_async_wait<0>();
+    }
+    compiler_barrier();
+}
+
 }  // namespace softmax_detail
 }  // namespace cufuse
 
@@ -327,7 +403,6 @@ using namespace cufuse::softmax_detail;
 template <typename T, bool Log, int Threads, int Group, int Vecs, bool ExpOnce>
 __global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length,
                                                         int64 inner, int64 so, int64 si, int64 sl) {
-    static_assert(!(ExpOnce && Log), "log_softmax stores x - m - log(s): no exp to keep");
     using A = cufuse::accum_t<T>;
     __shared__ BlockSlots<A, Threads> slots;
     constexpr int RowsPerBlock = Threads / Group;
@@ -339,16 +414,7 @@ __global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x,
     using ChunkT = Chunk<T, Group, Vecs>;
     ChunkT c;
     c.load(row, 0, end, lane);
-    if constexpr (ExpOnce) {
-        A e[Vecs][ChunkT::VS];
-        const A m = group_reduce<true, Group, Threads>(c.max(), slots.max);
-        const A s = group_reduce<false, Group, Threads>(c.sum_exp_kept(m, e), slots.sum);
-        c.store_scaled(row, 0, end, lane, e, Normalizer<A, false>(m, s).k);
-    } else {
-        A m, s;
-        chunk_stats<Group, Threads>(c, slots, m, s);
-        c.store(row, 0, end, lane, Normalizer<A, Log>(m, s));
-    }
+    finish_row<Log, Group, Threads, ExpOnce>(c, slots, row, 0, end, lane);
 }
 
 #if __CUDA_ARCH__ >= 900  // __cluster_dims__ does not compile for earlier targets
@@ -375,26 +441,111 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs 
         const RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
         Chunk<T, Threads, Vecs> c;
         c.load(row, begin, end, threadIdx.x);
-        A m, s;
+        A m, s, row_max, row_sum;
         chunk_stats<Threads, Threads>(c, slots, m, s);
-        if (threadIdx.x == 0) {
-            partial[parity][0] = m;
-            partial[parity][1] = s;
-        }
-        // Also orders every block's reads of partial[parity ^ 1] (previous row) before the
-        // next row's writes to it.
-        cluster.sync();
-        A row_max = cufuse::neg_infinity<A>(), row_sum = 0;
-#pragma unroll
-        for (int q = 0; q < Cluster; ++q) row_max = cufuse::nan_max(row_max, cluster.map_shared_rank(partial[parity], q)[0]);
-#pragma unroll 1
-        for (int q = 0; q < Cluster; ++q) {
-            const A* p = cluster.map_shared_rank(partial[parity], q);
-            row_sum += rescale(p[1], p[0], row_max);
-        }
+        // Its barrier also orders every block's reads of partial[parity ^ 1] (previous row)
+        // before the next row's writes to it.
+        cluster_row_stats<Cluster>(cluster, partial[parity], m, s, row_max, row_sum);
         c.store(row, begin, end, threadIdx.x, Normalizer<A, Log>(row_max, row_sum));
     }
     cluster.sync();  // no block leaves while another still reads its partials
+}
+#endif
+
+// Persistent rows with prefetch: instance q (a block, or a cluster of blocks sharing each row)
+// serves rows q*RowsPerBlock + group, + instances*RowsPerBlock, ...; the rows of the next
+// Stages - 1 iterations are in flight (cp.async into shared memory) while this one reduces
+// and stores, so an SM's loads never wait for its reductions and barriers. Each thread's
+// cp.async targets are exactly the slots it reads back, so the stages need no barrier
+// (cp.async.wait_group makes a thread's own copies visible to it). Rows that are strided or
+// not 16-byte aligned, and ragged tails, load directly (load_from_stash's partial slots).
+// Dynamic shared memory: Stages x Threads x Vecs x 16 bytes.
+template <typename T, bool Log, int Threads, int Group, int Vecs, int Stages, int Cluster, bool ExpOnce>
+__device__ __forceinline__ void softmax_rows_pipe_body(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length,
+                                                       int64 inner, int64 so, int64 si, int64 sl, int64 chunk_len, int rank,
+                                                       int64 instance, int64 instances) {
+    static_assert(Stages >= 2 && Stages <= 8, "one row in use, 1..7 in flight (cp.async.wait_group immediates)");
+    static_assert(Cluster == 1 || Group == Threads, "a cluster shares one row per block");
+    static_assert(!(ExpOnce && Cluster > 1), "a cluster block's exps are relative to its own max");
+    using A = cufuse::accum_t<T>;
+    using ChunkT = Chunk<T, Group, Vecs>;
+    using cufuse::Vec16;
+    constexpr int RowsPerBlock = Threads / Group;
+    __shared__ BlockSlots<A, Threads> slots;
+    extern __shared__ uint4 stage_bytes[];
+    // [Stages][RowsPerBlock][Vecs][Group]: this thread's group's tile of stage 0.
+    Vec16<T>* const tiles = reinterpret_cast<Vec16<T>*>(stage_bytes) + (threadIdx.x / Group) * Vecs * Group;
+    auto tile = [&](int stage) { return tiles + stage * Threads * Vecs; };
+    const int lane = threadIdx.x % Group;
+    const int64 step = instances * RowsPerBlock;
+    const int64 begin = min(length, rank * chunk_len), chunk_end = min(length, begin + chunk_len);
+    // The row of this thread's group in the iteration whose first row is `base` (block-uniform);
+    // past the last row an empty range.
+    auto row_at = [&](int64 base, int64& end) {
+        const int64 r = base + threadIdx.x / Group;
+        end = r < rows ? chunk_end : begin;
+        return make_row(x, y, r < rows ? r : 0, length, inner, so, si, sl);
+    };
+    auto prefetch = [&](int64 base, int stage) {  // one commit group per iteration, empty or not
+        int64 end;
+        const RowView<T> row = row_at(base, end);
+        compiler_barrier();  // the previous reads of this stage stay before its refill
+        if (row.in_vec) ChunkT::stash_async(tile(stage), row, begin, end, lane);
+        cufuse::cp_async_commit();
+    };
+#if __CUDA_ARCH__ >= 900
+    // [row parity][max, sum] of a cluster's blocks (see softmax_rows_cluster)
+    __shared__ A partial[Cluster > 1 ? 2 : 1][2];
+#endif
+    const int64 first = instance * RowsPerBlock;
+#pragma unroll
+    for (int s = 0; s + 1 < Stages; ++s) prefetch(first + s * step, s);
+    int stage = 0, parity = 0;
+    for (int64 base = first; base < rows; base += step, parity ^= 1) {
+        cufuse::cp_async_wait<Stages - 2>();  // this iteration's group has landed
+        compiler_barrier();
+        int64 end;
+        const RowView<T> row = row_at(base, end);
+        ChunkT c;
+        c.load_from_stash(tile(stage), false, row, begin, end, lane);
+        // Refill the stage the previous iteration read (its values are long consumed).
+        prefetch(base + (Stages - 1) * step, stage == 0 ? Stages - 1 : stage - 1);
+        stage = stage + 1 == Stages ? 0 : stage + 1;
+        if constexpr (Cluster == 1) {
+            finish_row<Log, Group, Threads, ExpOnce>(c, slots, row, begin, end, lane);
+        } else {
+#if __CUDA_ARCH__ >= 900
+            cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+            A m, s, row_max, row_sum;
+            chunk_stats<Threads, Threads>(c, slots, m, s);
+            cluster_row_stats<Cluster>(cluster, partial[parity], m, s, row_max, row_sum);
+            c.store(row, begin, end, lane, Normalizer<A, Log>(row_max, row_sum));
+#endif
+        }
+    }
+#if __CUDA_ARCH__ >= 900
+    if constexpr (Cluster > 1) cooperative_groups::this_cluster().sync();  // partials read by all before any block leaves
+#endif
+}
+
+// Group threads per row (Group <= 32, or the whole block), rows of up to Group*Vecs vectors;
+// a grid of at most the resident blocks (the host sizes it; any size is correct).
+template <typename T, bool Log, int Threads, int Group, int Vecs, int Stages, bool ExpOnce>
+__global__ void __launch_bounds__(Threads) softmax_rows_pipe(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length,
+                                                             int64 inner, int64 so, int64 si, int64 sl) {
+    softmax_rows_pipe_body<T, Log, Threads, Group, Vecs, Stages, 1, ExpOnce>(x, y, rows, length, inner, so, si, sl, length, 0,
+                                                                              blockIdx.x, gridDim.x);
+}
+
+#if __CUDA_ARCH__ >= 900
+// One cluster of Cluster blocks per row, block `rank` holding elements [rank*chunk_len, ...).
+template <typename T, bool Log, int Threads, int Vecs, int Stages, int Cluster>
+__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads)
+    softmax_rows_pipe_cluster(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so,
+                              int64 si, int64 sl, int64 chunk_len) {
+    softmax_rows_pipe_body<T, Log, Threads, Threads, Vecs, Stages, Cluster, false>(
+        x, y, rows, length, inner, so, si, sl, chunk_len, static_cast<int>(cooperative_groups::this_cluster().block_rank()),
+        blockIdx.x / Cluster, gridDim.x / Cluster);
 }
 #endif
 
@@ -407,7 +558,11 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs 
 // any tiles in between are streamed (read again in the output pass, most recent first).
 // partials: 2 * rows * blocks_per_row accumulators; arrivals: rows counters, zero at entry
 // and left zero at exit (each block of a row adds 1 on arrival and 1 on leaving).
-template <typename T, bool Log, int Threads, int Vecs, int BlocksPerSM>
+// Pipelined: each shared-memory tile is its own cp.async group, merged as soon as it lands
+// (the statistics of the first tiles overlap the loads of the later ones), and the register
+// tile's loads are issued before any wait; otherwise one group, waited for as a whole, and
+// the register tile loaded last.
+template <typename T, bool Log, int Threads, int Vecs, int BlocksPerSM, bool Pipelined>
 __global__ void __launch_bounds__(Threads, BlocksPerSM)
     softmax_rows_split(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so, int64 si,
                        int64 sl, int64 chunk_len, int blocks_per_row, int smem_tiles, cufuse::accum_t<T>* partials,
@@ -430,11 +585,11 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         auto tile_begin = [&](int64 t) { return begin + t * ChunkT::capacity; };
         auto tile_end = [&](int64 t) { return min(end, tile_begin(t) + ChunkT::capacity); };
         auto stash_tile = [&](int64 t) { return stash + t * Vecs * Threads; };
-        ChunkT c;
+        ChunkT c, last;  // c: the tile being merged or stored; last: the register tile
         A m = cufuse::neg_infinity<A>(), s = 0;
-        auto merge = [&]() {  // the online rule: fold c's exact statistics into (m, s)
+        auto merge = [&](const ChunkT& tile) {  // the online rule: fold tile's exact statistics into (m, s)
             A tile_m, tile_s;
-            chunk_stats<Threads, Threads>(c, slots, tile_m, tile_s);
+            chunk_stats<Threads, Threads>(tile, slots, tile_m, tile_s);
             const A new_m = cufuse::nan_max(m, tile_m);
             s = rescale(s, m, new_m) + rescale(tile_s, tile_m, new_m);
             m = new_m;
@@ -442,25 +597,29 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         // Pass 1. Aligned rows: every shared-memory tile is requested at once with cp.async
         // (up to smem_tiles x 16 KB in flight per block), the other tiles load meanwhile.
         if (row.in_vec) {
-            for (int t = 0; t < stashed; ++t) c.stash_async(stash_tile(t), row, tile_begin(t), tile_end(t), threadIdx.x);
-            cufuse::cp_async_commit();
+            for (int t = 0; t < stashed; ++t) {
+                ChunkT::stash_async(stash_tile(t), row, tile_begin(t), tile_end(t), threadIdx.x);
+                if (Pipelined) cufuse::cp_async_commit();
+            }
+            if (!Pipelined) cufuse::cp_async_commit();
         }
+        if (Pipelined) last.load(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x);
         for (int64 t = stashed; t < tiles - 1; ++t) {
             c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
-            merge();
+            merge(c);
         }
         for (int t = 0; t < stashed; ++t) {
             if (row.in_vec) {
-                cufuse::cp_async_wait<0>();
+                cp_async_wait_pending(Pipelined ? stashed - 1 - t : 0);  // tile t's group has landed
                 c.load_from_stash(stash_tile(t), false, row, tile_begin(t), tile_end(t), threadIdx.x);
             } else {
                 c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
                 c.stash(stash_tile(t), threadIdx.x);
             }
-            merge();
+            merge(c);
         }
-        c.load(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x);
-        merge();
+        if (!Pipelined) last.load(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x);
+        merge(last);
         A* row_partials = partials + 2 * r * blocks_per_row;
         if (threadIdx.x == 0) {
             row_partials[2 * part] = m;
@@ -490,7 +649,7 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         const Normalizer<A, Log> f(row_max, row_sum);
         // Pass 2, last tile first (in registers), then the streamed tiles read most recently
         // (the likeliest to be in L2), then the shared-memory tiles.
-        c.store(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x, f);
+        last.store(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x, f);
         for (int64 t = tiles - 2; t >= 0; --t) {
             if (t < stashed) c.load_from_stash(stash_tile(t), !row.in_vec, row, tile_begin(t), tile_end(t), threadIdx.x);
             else c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
@@ -510,7 +669,7 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
                                                   int64 so, int64 si, int64 sl, int64 column_block, int rank) {
     using A = cufuse::accum_t<T>;
     __shared__ A slice_max[Slices][32], slice_sum[Slices][32];
-    __shared__ A block_stats[2][32];
+    __shared__ A block_stats[32][2];  // (max, sum) of each column, read by the cluster
     const int64 column_tiles = (inner + 31) / 32;
     const int64 o = column_block / column_tiles;
     const int col = threadIdx.x % 32, slice = threadIdx.x / 32;
@@ -550,17 +709,11 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
     if constexpr (Cluster > 1) {
         cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
         if (slice == 0) {
-            block_stats[0][col] = col_max;
-            block_stats[1][col] = col_sum;
+            block_stats[col][0] = col_max;
+            block_stats[col][1] = col_sum;
         }
         cluster.sync();
-        col_max = cufuse::neg_infinity<A>();
-#pragma unroll 1
-        for (int q = 0; q < Cluster; ++q) col_max = cufuse::nan_max(col_max, cluster.map_shared_rank(&block_stats[0][col], q)[0]);
-        col_sum = 0;
-#pragma unroll 1
-        for (int q = 0; q < Cluster; ++q)
-            col_sum += rescale(cluster.map_shared_rank(&block_stats[1][col], q)[0], cluster.map_shared_rank(&block_stats[0][col], q)[0], col_max);
+        merge_cluster_partials<Cluster>(cluster, block_stats[col], col_max, col_sum);
         cluster.sync();  // no block leaves while another still reads its statistics
     }
 #endif
@@ -582,5 +735,135 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(32 * Slices, 2
                          int64 sl) {
     softmax_cols_body<T, Log, Slices, Unroll, Cluster>(x, y, length, inner, so, si, sl, blockIdx.x / Cluster,
                                                        static_cast<int>(cooperative_groups::this_cluster().block_rank()));
+}
+#endif
+
+// Reduced axis strided, inner axis contiguous, 16-byte vectors across columns: a block covers
+// Cols = ColLanes*VS columns x Slices = Threads/ColLanes slices of the reduced axis. Each
+// thread keeps the online (max, sum) of its VS columns over its slice with Unroll vectors in
+// flight; slices merge in shared memory, a cluster's blocks (each 1/Cluster of the column)
+// through distributed shared memory. The output pass reads the block's part again (small:
+// from L2). Needs si == 1 and so, sl, inner multiples of VS (the host checks); an x or y
+// base that is not 16-byte aligned takes scalar accesses.
+template <typename T, bool Log, int Threads, int ColLanes, int Unroll, int Cluster>
+__device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T* __restrict__ y, int64 length, int64 inner,
+                                                      int64 so, int64 sl, int64 column_block, int rank) {
+    using A = cufuse::accum_t<T>;
+    using V = cufuse::Vec16<T>;
+    constexpr int VS = V::size, Slices = Threads / ColLanes, Cols = ColLanes * VS;
+    static_assert(Threads % ColLanes == 0 && Cols <= Threads, "a thread per column merges the slices");
+    __shared__ A slice_stats[Slices][Cols];  // maxima, then sums rescaled to the column max
+    __shared__ A block_stats[Cols][2];       // (max, sum) of each column, read by the cluster
+    const int64 column_tiles = (inner + Cols - 1) / Cols;
+    const int64 o = column_block / column_tiles;
+    const int lane = threadIdx.x % ColLanes, slice = threadIdx.x / ColLanes;
+    const int64 i0 = (column_block - o * column_tiles) * Cols + lane * VS;
+    const bool active = i0 < inner;  // inner is a multiple of VS: a vector is all in or all out
+    const T* in = x + o * so + (active ? i0 : 0);
+    T* out = y + o * length * inner + i0;
+    const bool in_vec = aligned16(x), out_vec = aligned16(y);
+    const int64 part = (length + Cluster - 1) / Cluster;
+    const int64 begin = min(length, rank * part), end = min(length, begin + part);
+    auto load = [&](int64 l) {  // the VS columns of reduced index l, -inf past the part
+        V v;
+        if (!active || l >= end) {
+#pragma unroll
+            for (int j = 0; j < VS; ++j) v.v[j] = neg_inf_value<T>();
+        } else {
+            // Unit-stride scalars inline: no call (whose saved registers spilled log_softmax).
+            v = in_vec ? cufuse::load_vec16(in + l * sl) : load_scalars_inline(in + l * sl, int64(1), int64(VS));
+        }
+        return v;
+    };
+    A m[VS], s[VS];
+#pragma unroll
+    for (int j = 0; j < VS; ++j) m[j] = cufuse::neg_infinity<A>(), s[j] = 0;
+    for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
+        V v[Unroll];
+#pragma unroll
+        for (int u = 0; u < Unroll; ++u) v[u] = load(l0 + static_cast<int64>(u) * Slices);
+#pragma unroll
+        for (int j = 0; j < VS; ++j) {
+            A tile_m = cufuse::neg_infinity<A>();
+#pragma unroll
+            for (int u = 0; u < Unroll; ++u) tile_m = cufuse::nan_max(tile_m, cufuse::to_accum(v[u].v[j]));
+            const A new_m = cufuse::nan_max(m[j], tile_m);
+            s[j] = rescale(s[j], m[j], new_m);
+#pragma unroll
+            for (int u = 0; u < Unroll; ++u) s[j] += exp_accum(cufuse::to_accum(v[u].v[j]) - new_m);
+            m[j] = new_m;
+        }
+    }
+    // Merge the slices: thread c < Cols reduces column c over all slices.
+    const int c = threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < VS; ++j) slice_stats[slice][lane * VS + j] = m[j];
+    __syncthreads();
+    if (c < Cols) {
+        A col_max = cufuse::neg_infinity<A>();
+        for (int q = 0; q < Slices; ++q) col_max = cufuse::nan_max(col_max, slice_stats[q][c]);
+        block_stats[c][0] = col_max;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < VS; ++j) slice_stats[slice][lane * VS + j] = rescale(s[j], m[j], block_stats[lane * VS + j][0]);
+    __syncthreads();
+    if (c < Cols) {
+        A col_sum = 0;
+        for (int q = 0; q < Slices; ++q) col_sum += slice_stats[q][c];
+        block_stats[c][1] = col_sum;
+    }
+#if __CUDA_ARCH__ >= 900
+    if constexpr (Cluster > 1) {
+        __shared__ A cluster_stats[Cols][2];
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        cluster.sync();
+        if (c < Cols) merge_cluster_partials<Cluster>(cluster, block_stats[c], cluster_stats[c][0], cluster_stats[c][1]);
+        cluster.sync();  // cluster_stats written; no block leaves while another still reads its block_stats
+#pragma unroll
+        for (int j = 0; j < VS; ++j) m[j] = cluster_stats[lane * VS + j][0], s[j] = cluster_stats[lane * VS + j][1];
+    } else
+#endif
+    {
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < VS; ++j) m[j] = block_stats[lane * VS + j][0], s[j] = block_stats[lane * VS + j][1];
+    }
+    if (!active) return;
+    Normalizer<A, Log> f[VS];
+#pragma unroll
+    for (int j = 0; j < VS; ++j) f[j] = Normalizer<A, Log>(m[j], s[j]);
+    for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
+        V v[Unroll];
+#pragma unroll
+        for (int u = 0; u < Unroll; ++u) v[u] = load(l0 + static_cast<int64>(u) * Slices);
+#pragma unroll
+        for (int u = 0; u < Unroll; ++u) {
+            const int64 l = l0 + static_cast<int64>(u) * Slices;
+            A a[VS];
+#pragma unroll
+            for (int j = 0; j < VS; ++j) a[j] = f[j](cufuse::to_accum(v[u].v[j]));
+            const V r = vector_from_accum<T>(a);
+            if (l < end) {  // (a `break` here made ptxas spill log_softmax)
+                if (out_vec) cufuse::store_vec16(out + l * inner, r);
+                else store_scalars_inline(out + l * inner, int64(1), int64(VS), r);
+            }
+        }
+    }
+}
+
+template <typename T, bool Log, int Threads, int ColLanes, int Unroll>
+__global__ void __launch_bounds__(Threads) softmax_cols_vec(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length,
+                                                            int64 inner, int64 so, int64 si, int64 sl) {
+    softmax_cols_vec_body<T, Log, Threads, ColLanes, Unroll, 1>(x, y, length, inner, so, sl, blockIdx.x, 0);
+}
+
+#if __CUDA_ARCH__ >= 900
+template <typename T, bool Log, int Threads, int ColLanes, int Unroll, int Cluster>
+__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads)
+    softmax_cols_vec_cluster(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length, int64 inner, int64 so,
+                             int64 si, int64 sl) {
+    softmax_cols_vec_body<T, Log, Threads, ColLanes, Unroll, Cluster>(x, y, length, inner, so, sl, blockIdx.x / Cluster,
+                                                                       static_cast<int>(cooperative_groups::this_cluster().block_rank()));
 }
 #endif

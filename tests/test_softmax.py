@@ -2,6 +2,7 @@
 oracle and SciPy (GPU)."""
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import ml_dtypes
@@ -114,7 +115,9 @@ def test_every_choice_is_an_instantiation():
             for length in [1, 7, 100, 1000, 5000, 70000, 500000, 1 << 22, 1 << 26]:
                 for log in (False, True):
                     assert configs.choose_rows(length, 3, dtype, dev).spec(dtype, log) in specs
-                    assert configs.choose_cols(length, 64, dtype, dev).spec(dtype, log) in specs
+                    vs = configs.vector_size(dtype)
+                    for vectorizable in {False, configs.cols_vectorizable(1, vs, 0, vs, dtype)}:
+                        assert configs.choose_cols(length, 64, dtype, dev, vectorizable).spec(dtype, log) in specs
 
 
 def test_long_columns_take_the_cluster_column_kernel():
@@ -148,6 +151,54 @@ def test_exp_once_where_the_exps_fit():
         config = configs.with_exp_once(configs.RowsConfig(128, 32, vecs), dtype)
         assert config.exp_once is expected
         assert config.spec(dtype, True).template_args[-1] is False  # log_softmax has no exp to keep
+
+
+def test_pipe_twins_keep_the_row_shape_and_flip_in_one_place(monkeypatch):
+    """Every block and cluster rung has a prefetching twin of the same capacity; with
+    _PIPE_DEFAULT the ladder picks the twins for 2- and 4-byte types (and instantiations()
+    lists them), the sub-warp and warp rungs and float64 stay softmax_rows."""
+    for dtype in (np.float16, np.float32, np.float64):
+        rungs = [c for c in configs._rows_configs(dtype) if c.group == c.threads] + configs._cluster_configs(dtype)
+        for rung in rungs:
+            twin = configs.pipe_twin(configs.with_exp_once(rung, dtype) if isinstance(rung, configs.RowsConfig) else rung, dtype)
+            assert twin.capacity_vectors == rung.capacity_vectors
+            assert twin.smem_bytes == twin.stages * twin.threads * twin.vecs * 16 <= H200.max_smem_per_block
+    monkeypatch.setattr(configs, "_PIPE_DEFAULT", True)
+    vs = configs.vector_size(np.float32)
+    assert isinstance(configs.choose_rows(1024 * vs, 8, np.float32, H200), configs.PipeConfig)
+    cluster = configs.choose_rows(8192 * vs, 8, np.float32, H200)
+    assert isinstance(cluster, configs.PipeConfig) and cluster.cluster == 4 and cluster.rows_per_group > 0
+    assert isinstance(configs.choose_rows(256 * vs, 8, np.float32, H200), configs.RowsConfig)
+    assert isinstance(configs.choose_rows(4096 * 2, 8, np.float64, H200), configs.RowsConfig)  # float64 keeps its rows
+    specs = set(configs.instantiations(H200))
+    assert configs.choose_rows(4096 * vs, 8, np.float32, H200).spec(np.float32, False) in specs
+    assert cluster.spec(np.float32, True) in specs
+
+
+def test_cols_vectorizable_and_the_vec_default(monkeypatch):
+    f16, f32 = np.float16, np.float32
+    assert configs.cols_vectorizable(1, 4096, 0, 4096, f16)
+    assert configs.cols_vectorizable(4, 64, 777 * 64, 64, f16)
+    assert not configs.cols_vectorizable(1, 70, 0, 70, f32)  # inner not a multiple of 4
+    assert not configs.cols_vectorizable(1, 64, 0, 130, f16)  # sl not a multiple of 8
+    assert not configs.cols_vectorizable(3, 64, 102, 64, f32)  # so not a multiple of 4
+    assert not configs.cols_vectorizable(1, 64, 0, 64, np.float64)
+    assert isinstance(configs.choose_cols(16384, 4096, f16, H200, True), configs.ColsConfig)  # not yet default
+    monkeypatch.setattr(configs, "_COLS_VEC_DEFAULT", True)
+    chosen = configs.choose_cols(16384, 4096, f16, H200, True)
+    assert isinstance(chosen, configs.ColsVecConfig) and chosen.cluster == 8
+    assert configs.choose_cols(2047, 64, f32, H200, True).cluster == 1
+    assert configs.choose_cols(16384, 4096, f16, A100, True).spec(f16, False).name == "softmax_cols_vec"
+    assert isinstance(configs.choose_cols(16384, 4096, f16, H200, False), configs.ColsConfig)
+    specs = set(configs.instantiations(H200))
+    assert chosen.spec(f16, True) in specs
+
+
+def test_split_pipelined_flag_reaches_the_kernel():
+    c = configs.choose_split(1 << 20, 16, np.float32, H200)
+    assert c.spec(np.float32, False).template_args[-1] is configs._SPLIT_PIPELINED
+    piped = dataclasses.replace(c, pipelined=True)
+    assert piped.spec(np.float32, False).template_args[-1] is True
 
 
 # ---------------------------------------------------------------- CPU: the host path
@@ -236,6 +287,28 @@ def test_host_path_reuses_the_split_scratch(fake_gpu):
     (kernel,) = kernels.values()
     for _, _, args, smem in kernel.launches:
         assert args[-2] is held[0] and args[-1] is held[1] and smem == plan.smem
+
+
+def test_host_path_pipe_grid(fake_gpu):
+    """PipeConfig grids: as many blocks as are resident (the fake kernel: 64 registers, 1 KB
+    static shared memory) but never more than the rows need; a fixed rows_per_group; a
+    cluster launch carries its chunk."""
+    module, _, _ = fake_gpu
+    plan = lambda rows, cols, config: module._plan((rows, cols), (cols * 4, 4), np.dtype(np.float32), (1,), 0, config, False)  # noqa: E731
+    block = configs.PipeConfig(256, 256, 4)  # 4 blocks/SM by registers (64 x 256), 6 by shared memory (34 KB)
+    assert plan(100000, 4096, block).grid == (4 * H200.sm_count,)
+    big = configs.PipeConfig(512, 512, 8, stages=3)  # 3 x 64 KB: 1 block/SM by shared memory
+    assert plan(100000, 16384, big).grid == (H200.sm_count,)
+    assert plan(100, 4096, block).grid == (100,)
+    warp = configs.PipeConfig(128, 32, 2, rows_per_group=5)
+    assert plan(37, 256, warp).grid == (2,)  # 10 iterations of 4 rows, 5 each
+    cluster = configs.PipeConfig(256, 256, 8, cluster=4, rows_per_group=4)
+    p = plan(37, 30000, cluster)
+    assert p.grid == (10 * 4,) and p.smem == cluster.smem_bytes and int(p.scalars[-1]) == 7500
+    with pytest.raises(ValueError, match="config"):
+        module._plan((100, 70), (4, 400), np.dtype(np.float32), (0,), 0, configs.ColsVecConfig(256, 4, 4), False)
+    cols = module._plan((100, 64), (128, 2), np.dtype(np.float16), (0,), 0, configs.ColsVecConfig(256, 4, 4, 8), False)
+    assert cols.grid == (2 * 8,) and cols.block == (256,)
 
 
 def test_host_path_copy_path_is_not_a_fast_signature(fake_gpu):
@@ -481,6 +554,130 @@ def test_empty_arrays(cp, log):
         x = cp.empty(shape, dtype=cp.float32)
         result = FN[log](x, axis=axis)
         assert result.shape == shape and result.dtype == cp.float32
+
+
+# ---------------------------------------------------------------- GPU: v5 variants (config overrides)
+# Each forced config below is a sweep candidate (bench/sweep_softmax.py) that is not yet a
+# default; when a default flips to it, test_every_ladder_branch covers it as well. The
+# v5_kernels fixture compiles them all in parallel first (NVRTC inside the tests is serial).
+
+P = configs.PipeConfig
+PIPE_WARP_3_STAGES = P(128, 32, 4, stages=3, exp_once=True, rows_per_group=5)  # float16 1024: 4 rows a block
+PIPE_BLOCK = P(128, 128, 8, rows_per_group=3)  # float32 4096
+PIPE_CLUSTER_4 = P(256, 256, 8, cluster=4, rows_per_group=2)  # float32 32768
+PIPE_CLUSTER_16 = P(256, 256, 4, cluster=16, rows_per_group=2)  # float32 65536, non-portable
+SPLIT_STREAMED_PIPELINED = configs.SplitConfig(256, 4, 2, 2, 4, 25000, 2, True, pipelined=True)
+COLS_VEC = {1: configs.ColsVecConfig(256, 4, 4, 1), 8: configs.ColsVecConfig(256, 4, 4, 8)}
+
+
+def _pipe_rungs(dtype):
+    """The prefetching twins of the block and cluster rungs, by capacity (float16: the two
+    longest only)."""
+    rungs = [configs.with_exp_once(c, dtype) for c in configs._rows_configs(dtype) if c.group == c.threads]
+    twins = [configs.pipe_twin(c, dtype) for c in rungs + configs._cluster_configs(dtype)]
+    return twins[-2:] if np.dtype(dtype) == np.float16 else twins
+
+
+def _split_pipelined(length, rows, dtype):
+    return dataclasses.replace(configs.choose_rows(length, rows, dtype, configs_device()), pipelined=True)
+
+
+_v5_compiled = []
+
+
+@pytest.fixture
+def v5_kernels(cp):
+    from cufuse._loader import arch_for, precompile
+
+    if _v5_compiled:
+        return
+    _v5_compiled.append(True)
+    dev = configs_device()
+    forced = [(c, d) for d in (np.float16, np.float32) for c in _pipe_rungs(d)]
+    forced += [(PIPE_WARP_3_STAGES, np.float16), (PIPE_BLOCK, np.float32), (PIPE_CLUSTER_4, np.float32),
+               (PIPE_CLUSTER_16, np.float32), (SPLIT_STREAMED_PIPELINED, np.float32),
+               (_split_pipelined(131073, 7, np.float16), np.float16)]
+    forced += [(c, d) for c in COLS_VEC.values() for d in (np.float16, np.float32)]
+    specs = [c.spec(d, log) for c, d in forced for log in (False, True)]
+    precompile([s for s in specs if s.min_cc <= dev.cc], arch_for(dev.cc), jobs=16)
+
+
+def _clusters(size):
+    return configs_device().max_cluster_size >= min(size, 8) and configs_device().cc >= 90
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_pipe_twins_at_and_past_each_capacity(cp, rng, v5_kernels, dtype):
+    """Every block/cluster twin at its capacity and one vector past the previous rung's,
+    up to 37 rows (a grid of at most the resident blocks, or rows_per_group rows a cluster),
+    poisoned out."""
+    vs = configs.vector_size(dtype)
+    capacities = ladder(dtype)
+    for rung in _pipe_rungs(dtype):
+        if rung.cluster > 1 and not _clusters(rung.cluster):
+            continue
+        previous = capacities[capacities.index(rung.capacity_vectors) - 1]
+        for length in (rung.capacity_vectors * vs, previous * vs + 1):
+            x = _random(cp, rng, (_rows_for(length, 37), length), dtype)
+            _check(cp, x, -1, False, out=poisoned(cp, x.shape, x.dtype), config=rung)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_pipe_stages_rows_per_group_and_non_finite(cp, rng, v5_kernels, log):
+    """Warp rows (4 rows a block) with 3 stages and 5 iterations per group, a block rung with a
+    fixed rows_per_group, clusters of 4 and 16: non-finite rows, ragged and prime lengths,
+    strided and misaligned rows (their partial slots load directly), float16 and float32."""
+    cases = [(PIPE_WARP_3_STAGES, np.float16, (1021, 997, 3)), (PIPE_BLOCK, np.float32, (4096, 4093, 2311))]
+    if _clusters(4):
+        cases.append((PIPE_CLUSTER_4, np.float32, (32768, 30011)))
+        # A non-portable cluster of 16 (the kernel attribute set by the host).
+        cases.append((PIPE_CLUSTER_16, np.float32, (65536, 49999)))
+    for config, dtype, lengths in cases:
+        for length in lengths:
+            x = cp.asarray(_rows_with_non_finite(rng, length, dtype))
+            x = cp.concatenate([x, _random(cp, rng, (30, length), dtype)])  # 37 rows
+            _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+        base = _random(cp, rng, (23, lengths[0] + 2), dtype)
+        for view in (base[:, 1 : lengths[0] + 1], base[:, : lengths[0] : 2]):  # misaligned; strided
+            _check(cp, view, -1, log, out=poisoned(cp, view.shape, view.dtype), config=config)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_split_pipelined(cp, rng, v5_kernels, log):
+    """The pipelined split kernel: the default geometry (7 shared-memory tiles, one cp.async
+    group each) over several waves, float16 and float32, and the streamed forced config;
+    non-finite rows."""
+    x = _random(cp, rng, (40, 131073), np.float32)
+    _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=_split_pipelined(131073, 40, np.float32))
+    x = cp.asarray(_rows_with_non_finite(rng, 50000, np.float32))
+    _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=SPLIT_STREAMED_PIPELINED)
+    x = cp.asarray(_rows_with_non_finite(rng, 131073, np.float16))
+    _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=_split_pipelined(131073, 7, np.float16))
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_vec(cp, rng, v5_kernels, log):
+    """16-byte column vectors: with and without a cluster (column lengths 2048 / 2047 and a
+    prime), a ragged last column tile, a middle axis (outer > 1), a misaligned base (scalar
+    accesses), non-finite columns, float16 and float32; and the refusal where the layout
+    does not allow vectors."""
+    clusters = (1, 8) if _clusters(8) else (1,)
+    for dtype, shape in [(np.float16, (2048, 40)), (np.float16, (2047, 64)), (np.float32, (3001, 36)), (np.float32, (2048, 4))]:
+        for c in clusters:
+            x = _random(cp, rng, shape, dtype)
+            _check(cp, x, (0,), log, out=poisoned(cp, x.shape, x.dtype), config=COLS_VEC[c])
+    config = COLS_VEC[clusters[-1]]
+    x = _random(cp, rng, (4, 777, 64), np.float16)
+    _check(cp, x, (1,), log, out=poisoned(cp, x.shape, x.dtype), config=config)
+    flat = _random(cp, rng, (2049 * 32 + 1,), np.float32)
+    misaligned = flat[1:].reshape(2049, 32)
+    _check(cp, misaligned, (0,), log, out=poisoned(cp, misaligned.shape, misaligned.dtype), config=config)
+    for dtype in (np.float16, np.float32):
+        x = cp.ascontiguousarray(cp.asarray(_rows_with_non_finite(rng, 2500, dtype)).T)  # 2500 x 7
+        x = cp.concatenate([x, x[:, :1]], axis=1)  # 8 columns: one float16 vector, two float32
+        _check(cp, x, (0,), log, out=poisoned(cp, x.shape, x.dtype), config=config)
+    with pytest.raises(ValueError, match="config"):
+        FN[log](_random(cp, rng, (100, 70), np.float32), axis=0, config=config)
 
 
 def _graph_nodes(cp, fn):

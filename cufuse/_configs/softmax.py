@@ -23,6 +23,11 @@ The split kernel holds 16 KB of a row in each block's registers and up to 7 more
 tiles in its shared memory (H200: 264 resident blocks, about 33 MB of rows on chip).
 
 Without clusters (sm_80) the split kernel takes over from 4097 vectors.
+
+Prefetching variants (v5, reachable through ``config=``; default where ``_PIPE_DEFAULT``):
+``PipeConfig`` runs the row kernels as a persistent grid whose groups keep their next
+``stages - 1`` rows in flight (cp.async into shared memory) while the current row reduces and
+stores; ``SplitConfig(pipelined=True)`` merges each shared-memory tile as soon as it lands.
 """
 from __future__ import annotations
 
@@ -59,6 +64,14 @@ _SPLIT_THREADS, _SPLIT_VECS = 256, 4
 # block of a row is resident at once (two per SM: one block's loads overlap another's stores).
 _SPLIT_BLOCKS_PER_SM = 2
 _SMEM_RESERVE = 2048  # the driver's 1 KB per block plus the kernel's static shared memory
+# v5 (not yet measured): the block and cluster rows (257..8192 vectors) as their prefetching
+# PipeConfig twins, and the pipelined split kernel. Flip after the sweep shows them faster.
+_PIPE_DEFAULT = False
+_SPLIT_PIPELINED = False
+_PIPE_STAGES = 2
+# Persistent clusters take this many rows each (not "as many as are resident": cluster
+# placement per GPC is unknown to the host, and an unplaced cluster would run after all others).
+_PIPE_CLUSTER_ROWS = 4
 # 16 slices x 32 columns = 512 threads, two blocks per SM (__launch_bounds__(512, 2)); loads
 # in flight per thread by element size, so that an SM keeps 24-32 KB of loads in flight (about
 # the latency-bandwidth product) with 2-byte scalar loads too.
@@ -67,6 +80,10 @@ _COLS_UNROLL = {2: 12, 4: 8, 8: 2}  # more spills (2-byte: 16; double: 4, exp(do
 # Columns of at least this length go to the cluster column kernel: each of its 8 blocks then
 # still walks 256+ rows.
 _COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 8, 2048
+# v5 (not yet measured): 16-byte vectors across columns where the layout allows
+# (``cols_vectorizable``), 2- and 4-byte types (float64 spills on sm_90a and gains little).
+_COLS_VEC_DEFAULT = False
+_COLS_VEC = dict(threads=256, col_lanes=4, unroll=4)
 
 
 def vector_size(dtype) -> int:
@@ -143,6 +160,7 @@ class SplitConfig:
     chunk: int
     smem_tiles: int
     streams: bool
+    pipelined: bool = False  # each shared-memory tile merged as soon as it lands
 
     @property
     def smem_bytes(self) -> int:
@@ -151,7 +169,55 @@ class SplitConfig:
     def spec(self, dtype, log: bool):
         from .._loader import KernelSpec
 
-        return KernelSpec(SOURCE, "softmax_rows_split", (ctype(dtype), log, self.threads, self.vecs, self.blocks_per_sm))
+        return KernelSpec(
+            SOURCE, "softmax_rows_split", (ctype(dtype), log, self.threads, self.vecs, self.blocks_per_sm, self.pipelined)
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class PipeConfig:
+    """``softmax_rows_pipe`` (cluster 1) or ``softmax_rows_pipe_cluster``: the rows of
+    ``RowsConfig(threads, group, vecs)`` (cluster 1) or ``ClusterConfig(threads, vecs, cluster)``
+    (``group == threads``) served by a persistent grid, ``stages - 1`` rows in flight per group.
+    ``rows_per_group``: rows each group (of ``group`` lanes; a cluster) serves in turn; 0: a
+    grid of as many blocks as are resident (the host sizes it from the compiled kernel)."""
+
+    threads: int
+    group: int
+    vecs: int
+    stages: int = _PIPE_STAGES
+    cluster: int = 1
+    exp_once: bool = False
+    rows_per_group: int = 0
+
+    @property
+    def capacity_vectors(self) -> int:
+        return self.group * self.vecs * self.cluster
+
+    @property
+    def rows_per_block(self) -> int:
+        return self.threads // self.group
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * self.threads * self.vecs * 16
+
+    def spec(self, dtype, log: bool):
+        from .._loader import KernelSpec
+
+        if self.cluster == 1:
+            exp_once = self.exp_once and not log
+            args = (ctype(dtype), log, self.threads, self.group, self.vecs, self.stages, exp_once)
+            return KernelSpec(SOURCE, "softmax_rows_pipe", args)
+        args = (ctype(dtype), log, self.threads, self.vecs, self.stages, self.cluster)
+        return KernelSpec(SOURCE, "softmax_rows_pipe_cluster", args, min_cc=90)
+
+
+def pipe_twin(config, dtype):
+    """The PipeConfig of a RowsConfig (exp_once kept) or ClusterConfig: the same row shape."""
+    if isinstance(config, RowsConfig):
+        return PipeConfig(config.threads, config.group, config.vecs, exp_once=with_exp_once(config, dtype).exp_once)
+    return PipeConfig(config.threads, config.threads, config.vecs, cluster=config.cluster, rows_per_group=_PIPE_CLUSTER_ROWS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +238,37 @@ class ColsConfig:
         return KernelSpec(
             SOURCE, "softmax_cols_cluster", (ctype(dtype), log, self.slices, self.unroll, self.cluster), min_cc=90
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class ColsVecConfig:
+    """``softmax_cols_vec`` (cluster 1) or ``softmax_cols_vec_cluster``: ``col_lanes`` 16-byte
+    vectors of adjacent columns x ``threads / col_lanes`` slices of the reduced axis per block,
+    ``unroll`` vectors in flight per thread, the reduced axis split over ``cluster`` blocks.
+    Only where ``cols_vectorizable``."""
+
+    threads: int
+    col_lanes: int
+    unroll: int
+    cluster: int = 1
+
+    def columns(self, dtype) -> int:
+        return self.col_lanes * vector_size(dtype)
+
+    def spec(self, dtype, log: bool):
+        from .._loader import KernelSpec
+
+        args = (ctype(dtype), log, self.threads, self.col_lanes, self.unroll)
+        if self.cluster == 1:
+            return KernelSpec(SOURCE, "softmax_cols_vec", args)
+        return KernelSpec(SOURCE, "softmax_cols_vec_cluster", args + (self.cluster,), min_cc=90)
+
+
+def cols_vectorizable(outer: int, inner: int, so: int, sl: int, dtype) -> bool:
+    """Whether a column layout (inner axis contiguous) can be read and written as 16-byte
+    vectors of adjacent columns: every vector starts at a multiple of the vector size."""
+    vs = vector_size(dtype)
+    return np.dtype(dtype).itemsize <= 4 and inner % vs == 0 and sl % vs == 0 and (outer == 1 or so % vs == 0)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -228,6 +325,7 @@ def choose_split(length: int, rows: int, dtype, dev) -> SplitConfig:
         chunk,
         smem_tiles,
         tiles_per_block - 1 > smem_tiles,
+        _SPLIT_PIPELINED,
     )
 
 
@@ -236,20 +334,29 @@ def choose_rows(length: int, rows: int, dtype, dev):
     vectors = _ceil_div(length, vector_size(dtype))
     for config in _rows_configs(dtype):
         if vectors <= config.capacity_vectors:
-            return with_exp_once(config, dtype)
+            return _maybe_pipe(with_exp_once(config, dtype), dtype)
     if dev.max_cluster_size >= _MAX_CLUSTER:
         for config in _cluster_configs(dtype):
             if vectors <= config.capacity_vectors:
-                return config
+                return _maybe_pipe(config, dtype)
     return choose_split(length, rows, dtype, dev)
 
 
-def choose_cols(length: int, columns: int, dtype, dev) -> ColsConfig:
-    """Config for a strided reduced axis over a contiguous inner axis. Long columns are split
-    over a cluster where there is one, so that the second read hits L2."""
-    unroll = _COLS_UNROLL[np.dtype(dtype).itemsize]
+def _maybe_pipe(config, dtype):
+    """config, or its prefetching twin where _PIPE_DEFAULT covers it: block and cluster rows of
+    2- and 4-byte types (float64's 512 x 8 twin spills on sm_90a; float64 is off the grid)."""
+    block_or_cluster = isinstance(config, ClusterConfig) or config.group == config.threads
+    return pipe_twin(config, dtype) if _PIPE_DEFAULT and block_or_cluster and np.dtype(dtype).itemsize <= 4 else config
+
+
+def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
+    """Config for a strided reduced axis over a contiguous inner axis (``vectorizable``: what
+    ``cols_vectorizable`` says of the layout). Long columns are split over a cluster where
+    there is one, so that the second read hits L2."""
     cluster = _COLS_CLUSTER if dev.max_cluster_size >= _COLS_CLUSTER and length >= _COLS_CLUSTER_MIN_LENGTH else 1
-    return ColsConfig(_COLS_SLICES, unroll, cluster)
+    if _COLS_VEC_DEFAULT and vectorizable:
+        return ColsVecConfig(**_COLS_VEC, cluster=cluster)
+    return ColsConfig(_COLS_SLICES, _COLS_UNROLL[np.dtype(dtype).itemsize], cluster)
 
 
 def instantiations(dev):
@@ -259,9 +366,12 @@ def instantiations(dev):
     specs = []
     for dtype in FLOAT_DTYPES:
         for log in (False, True):
-            specs += [with_exp_once(c, dtype).spec(dtype, log) for c in _rows_configs(dtype)]
+            specs += [_maybe_pipe(with_exp_once(c, dtype), dtype).spec(dtype, log) for c in _rows_configs(dtype)]
             if dev.max_cluster_size >= _MAX_CLUSTER:
-                specs += [c.spec(dtype, log) for c in _cluster_configs(dtype)]
+                specs += [_maybe_pipe(c, dtype).spec(dtype, log) for c in _cluster_configs(dtype)]
             specs.append(choose_split(1 << 30, 1, dtype, dev).spec(dtype, log))
-            specs += list(dict.fromkeys(choose_cols(n, 1, dtype, dev).spec(dtype, log) for n in (1, 1 << 20)))
+            vs = vector_size(dtype)
+            vectorizable = {False, cols_vectorizable(1, vs, 0, vs, dtype)}
+            cols = [choose_cols(n, 1, dtype, dev, vec) for n in (1, 1 << 20) for vec in sorted(vectorizable)]
+            specs += list(dict.fromkeys(c.spec(dtype, log) for c in cols))
     return specs
