@@ -108,6 +108,8 @@ WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (default wgmma 128x128k64s5p1, 128 tiles 
     ("wgmma 128x128 s6p2", wgmma(L.WGMMA_128x128s6p2)),
     ("wgmma 128x128 s4p0", wgmma(L.WGMMA_128x128s4p0)),
     ("wgmma 128x128 k128 s3p0", wgmma(L.WGMMA_128x128k128s3p0)),
+    ("wgmma 128x128 s3p1 x2 split2", wgmma(L.WGMMA_128x128s3x2, 2)),
+    ("wgmma 128x128 s3p0 x2 split2", wgmma(L.WGMMA_128x128s3x2p0, 2)),
     ("wgmma 128x256 s4p1 split2", wgmma(L.WGMMA_TILE, 2)),
     ("wgmma 64x128 s4p1 x2", wgmma(L.WGMMA_64x128)),
 ]

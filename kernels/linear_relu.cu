@@ -428,8 +428,9 @@ __device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ 
 // PENDING wgmma groups (k tiles) stay in flight while the next stage is waited for, so the
 // tensor cores run across the barrier; those stages cannot be refilled yet, so the loads
 // run STAGES - 1 - PENDING tiles ahead (the trade: MMA overlap against load depth).
-template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, bool B_KMAJOR>
-__global__ void __launch_bounds__(2 * BM, 1)
+// MIN_BLOCKS: blocks per SM the registers must allow (2 caps 128x128 at 128 registers).
+template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
+__global__ void __launch_bounds__(2 * BM, MIN_BLOCKS)
 linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                   float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                   int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store) {

@@ -457,6 +457,7 @@ WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
     Case((64,), 4096, 200, BF16, "nk_t", config=_wgmma(cfg.WGMMA_64x64s6p0, 2)),
     Case((40,), 2056, 264, F16, "kn", bias="none", config=_wgmma(cfg.WGMMA_64x64s4x3, 3)),
     Case((64,), 1000, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256s4p0, 2)),
+    Case((130,), 1032, 264, BF16, "nk_t", config=_wgmma(cfg.WGMMA_128x128s3x2p0, 2)),  # 128 registers, 2/SM
     # k128 tiles (two swizzle atoms per row): ragged K inside the second atom, both layouts
     Case((300,), 1000, 264, BF16, "nk_t", bias="strided", config=_wgmma(cfg.WGMMA_128x128k128s3p0)),
     Case((130,), 2056, 136, F16, "kn", config=_wgmma(cfg.WGMMA_128x128k128s3p0, 2)),

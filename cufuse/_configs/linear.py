@@ -135,7 +135,8 @@ class WgmmaTile:
     relative_speed: float = 1.5
     bk: int = 64
     # wgmma groups (k tiles) left in flight across the next barrier; the loads then run
-    # stages - 1 - pending tiles ahead (the kernel's PENDING).
+    # stages - 1 - pending tiles ahead (the kernel's PENDING). The kernel's MIN_BLOCKS is
+    # max_blocks_per_sm: its registers allow that many blocks per SM.
     pending: int = 1
 
     @property
@@ -171,7 +172,8 @@ WGMMA_STREAM_TILE = WGMMA_64x64
 # weight in flight per SM (s7 / p0: 5 tiles ahead, 2 x 40 KB per SM, against 2 x 32 KB),
 # three 64x64 blocks per SM (s4, 66 KB: one late tile stalls a third of the SM, not half),
 # and 64x128 / 64x256 with 3 tiles ahead (half / a quarter of 64x64's x re-reads from L2).
-# k128: one barrier per 128 k instead of per 64 (2 tiles = 256 k of loads ahead).
+# k128: one barrier per 128 k instead of per 64 (2 tiles = 256 k of loads ahead). 128x128 x2
+# (s3, 98 KB, registers capped at 128): two blocks per SM with split 2 interleave their barriers.
 WGMMA_128x128s6 = WgmmaTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35)
 WGMMA_128x128s5p2 = WgmmaTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35, pending=2)
 WGMMA_128x128s6p2 = WgmmaTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35, pending=2)
@@ -183,12 +185,15 @@ WGMMA_64x64s4x3 = WgmmaTile(64, 64, 4, max_blocks_per_sm=3, relative_speed=0.8)
 WGMMA_64x64s4x3p0 = WgmmaTile(64, 64, 4, max_blocks_per_sm=3, relative_speed=0.8, pending=0)
 WGMMA_64x128s4p0 = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1, pending=0)
 WGMMA_64x256s4p0 = WgmmaTile(64, 256, 4, max_blocks_per_sm=1, relative_speed=1.3, pending=0)
+WGMMA_128x128s3x2 = WgmmaTile(128, 128, 3, max_blocks_per_sm=2, relative_speed=1.35)
+WGMMA_128x128s3x2p0 = WgmmaTile(128, 128, 3, max_blocks_per_sm=2, relative_speed=1.35, pending=0)
 WGMMA_128x128k128s3p0 = WgmmaTile(128, 128, 3, max_blocks_per_sm=1, relative_speed=1.35, bk=128, pending=0)
 WGMMA_64x64k128s3p0 = WgmmaTile(64, 64, 3, max_blocks_per_sm=2, relative_speed=0.8, bk=128, pending=0)
 WGMMA_64x128k128s3p0 = WgmmaTile(64, 128, 3, max_blocks_per_sm=1, relative_speed=1.1, bk=128, pending=0)
 WGMMA_CANDIDATE_TILES = (WGMMA_128x128s6, WGMMA_128x128s5p2, WGMMA_128x128s6p2, WGMMA_128x128s4p0, WGMMA_64x64s7,
                          WGMMA_64x64s6p0, WGMMA_64x64s7p0, WGMMA_64x64s4x3, WGMMA_64x64s4x3p0, WGMMA_64x128s4p0,
-                         WGMMA_64x256s4p0, WGMMA_128x128k128s3p0, WGMMA_64x64k128s3p0, WGMMA_64x128k128s3p0)
+                         WGMMA_64x256s4p0, WGMMA_128x128s3x2, WGMMA_128x128s3x2p0, WGMMA_128x128k128s3p0,
+                         WGMMA_64x64k128s3p0, WGMMA_64x128k128s3p0)
 WGMMA_MIN_CC = 90
 
 SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
@@ -375,7 +380,8 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
     if config.kind == "gemv":
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     if config.kind == "wgmma":
-        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending, b_kmajor),
+        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending,
+                                                          t.max_blocks_per_sm, b_kmajor),
                           min_cc=WGMMA_MIN_CC)
     return KernelSpec(SOURCE, "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, b_kmajor))
 
