@@ -14,8 +14,8 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
 * ``"simt"``: register-tiled SIMT GEMM with arbitrary strides: float32 (true float32),
   float64, and 16-bit inputs the tensor-core kernel cannot take.
 
-* ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, BM x BN x 64 tiles (``WgmmaTile``: BM 64
-  or 128, BN 64, 128 or 256), operands from 128-byte-swizzled shared memory, split-K
+* ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, BM x BN x BK tiles (``WgmmaTile``: BM 64
+  or 128, BN 64, 128 or 256, BK 64 or 128), operands from 128-byte-swizzled shared memory, split-K
   through slots; same operand rules as ``"mma"``. The default on compute capability 9.0
   for M > 16, both weight layouts (H200, bf16, eager): 128x256 once its tiles fill every
   SM (8192^3: 494-533 TFLOP/s against 319-347 for the mma kernel); below that
@@ -387,7 +387,7 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
 
 
 def instantiations(dev):
-    """Every KernelSpec the linear configs can pick on ``dev``."""
+    """Every KernelSpec the linear configs can pick on ``dev``, and the sweep's wgmma candidates (bf16)."""
     mma = [LinearConfig("mma", tile) for tile in MMA_TILES] if dev.cc >= MMA_MIN_CC else []
     specs = [kernel_spec(c, dt, kmaj) for c in mma for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     if wgmma_supported(dev):  # WGMMA_TILES: choose_config / choose_wgmma_config; candidates: the sweep (bf16)
