@@ -58,9 +58,6 @@ def slots(tile, splits):
     return mma(tile, splits, "slots")
 
 
-T64x64k64s6, T32x128k64s5, T64x256k32s6 = L.STREAM64_TILES
-
-
 LARGE_VARIANTS = [  # mma.sync tiles (the default on H200 is wgmma 128x256k64s4)
     ("128x256k64s3", mma(L.LARGE_TILE)),
     ("128x128k64s3 2/SM", mma(L.MEDIUM_TILE)),
@@ -72,12 +69,8 @@ LARGE_VARIANTS = [  # mma.sync tiles (the default on H200 is wgmma 128x256k64s4)
     ("256x128k32s4", mma(T256x128k32s4)),
     ("128x128k32s4 2/SM", mma(T128x128k32s4)),
 ]
-MID_VARIANTS = [  # 512 x 4096 x 4096: one wave or less (defaults: (K,N) 128x128k64s3 split2 slots, (N,K).T 64x128k64s4)
-    ("128x128k64s3", mma(L.MEDIUM_TILE)),
-    ("128x128k64s3 split2", mma(L.MEDIUM_TILE, 2)),
-    ("128x128k64s3 split2 slots", slots(L.MEDIUM_TILE, 2)),
-    ("128x256k64s3 split2 slots", slots(L.LARGE_TILE, 2)),
-    ("64x128k64s4 split2 slots", slots(L.SMALL_TILE, 2)),
+MID_VARIANTS = [  # 512 x 4096 x 4096 on the mma kernel: the v4 default for (K,N)
+    ("mma 128x128k64s3 split2 slots", slots(L.MEDIUM_TILE, 2)),
 ]
 STREAM_VARIANTS = [  # M <= 16 (default 16x128k64s6 split2: atomic for M = 1, slots above)
     ("16x128k64s6 split1", mma(L.STREAM_TILE, 1)),
@@ -94,16 +87,8 @@ GEMV_ROWMAJOR_VARIANTS = [  # M = 1, weight (K, N): 32 column blocks x splits
     ("gemv split32", L.LinearConfig("gemv", L.GEMV_TILES[0], 32)),
 ]
 GEMV_KMAJOR_VARIANTS = [("gemv (no split)", L.LinearConfig("gemv", L.GEMV_TILES[0], 1))]
-M64_VARIANTS = [  # default 64x64k64s6 split2 slots
-    ("64x128k64s4 split2 slots", slots(L.SMALL_TILE, 2)),
-    ("64x128k64s4 split4 slots", slots(L.SMALL_TILE, 4)),
-    ("64x64k64s6 split2", mma(T64x64k64s6, 2)),
-    ("64x64k64s6 split2 slots", slots(T64x64k64s6, 2)),
-    ("64x64k64s6 split4 slots", slots(T64x64k64s6, 4)),
-    ("32x128k64s5 split2", mma(T32x128k64s5, 2)),
-    ("32x128k64s5 split2 slots", slots(T32x128k64s5, 2)),
-    ("64x256k32s6 split4 slots", slots(T64x256k32s6, 4)),
-    ("64x256k32s6 split8 slots", slots(T64x256k32s6, 8)),
+M64_VARIANTS = [  # M = 64 on the mma kernel: the v4 default
+    ("mma 64x64k64s6 split2 slots", slots(L.STREAM64_TILE, 2)),
 ]
 WGMMA_VARIANTS = [  # Hopper kernel, 128x256k64s4: the default for M > 64 once it fills every SM
     ("wgmma 128x256k64s4", L.LinearConfig("wgmma", L.WGMMA_TILE)),
@@ -115,27 +100,30 @@ def wgmma(tile, splits=1):
     return L.LinearConfig("wgmma", tile, splits, reduction="slots" if splits > 1 else "atomic")
 
 
-WGMMA_AUTO = "wgmma auto"  # resolved per case by L.choose_wgmma_config
-WGMMA_MID_VARIANTS = [  # 512 x 4096^2: 64 tiles of 128x256 on 132 SMs
-    ("wgmma auto", WGMMA_AUTO),
-    ("wgmma 128x128k64s5", wgmma(L.WGMMA_128x128)),
-    ("wgmma 64x256k64s4", wgmma(L.WGMMA_64x256)),
-    ("wgmma 128x256k64s4 split2", wgmma(L.WGMMA_TILE, 2)),
-    ("wgmma 64x128k64s4 2/SM", wgmma(L.WGMMA_64x128)),
+# Variant names: s = stages, p = wgmma groups in flight (loads run s - 1 - p k tiles ahead),
+# xN = blocks per SM when more than one fits, k128 = 128-deep k tiles (else 64).
+WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (default wgmma 128x128k64s5p1, 128 tiles on 132 SMs)
+    ("wgmma 128x128 s6p1", wgmma(L.WGMMA_128x128s6)),
+    ("wgmma 128x128 s5p2", wgmma(L.WGMMA_128x128s5p2)),
+    ("wgmma 128x128 s6p2", wgmma(L.WGMMA_128x128s6p2)),
+    ("wgmma 128x128 s4p0", wgmma(L.WGMMA_128x128s4p0)),
+    ("wgmma 128x128 k128 s3p0", wgmma(L.WGMMA_128x128k128s3p0)),
+    ("wgmma 128x128 s3p1 x2 split2", wgmma(L.WGMMA_128x128s3x2, 2)),
+    ("wgmma 128x128 s3p0 x2 split2", wgmma(L.WGMMA_128x128s3x2p0, 2)),
+    ("wgmma 128x256 s4p1 split2", wgmma(L.WGMMA_TILE, 2)),
+    ("wgmma 64x128 s4p1 x2", wgmma(L.WGMMA_64x128)),
 ]
-WGMMA_M64_VARIANTS = [  # M = 64: the weight stream with MMA to spare
-    ("wgmma auto", WGMMA_AUTO),
-    ("wgmma 64x256k64s4 split2", wgmma(L.WGMMA_64x256, 2)),
-    ("wgmma 64x256k64s5 split4", wgmma(L.WgmmaTile(64, 256, 5, relative_speed=1.3), 4)),
-    ("wgmma 64x128k64s4 split2", wgmma(L.WGMMA_64x128, 2)),
-    ("wgmma 64x128k64s4 split4", wgmma(L.WGMMA_64x128, 4)),
-    ("wgmma 64x64k64s6 split2", wgmma(L.WGMMA_64x64, 2)),
-    ("wgmma 64x64k64s6 split4", wgmma(L.WGMMA_64x64, 4)),
-]
-WGMMA_STREAM_VARIANTS = [  # M <= 16: a 64-row tile pads the MMA, which is not the limit here
-    ("wgmma auto", WGMMA_AUTO),
-    ("wgmma 64x256k64s4 split2", wgmma(L.WGMMA_64x256, 2)),
-    ("wgmma 64x128k64s4 split2", wgmma(L.WGMMA_64x128, 2)),
+WGMMA_M64_VARIANTS = [  # M = 64 x 8192^2 (default wgmma 64x64k64s6p1 x2 split2)
+    ("wgmma 64x64 s7p1 x2 split2", wgmma(L.WGMMA_64x64s7, 2)),
+    ("wgmma 64x64 s6p0 x2 split2", wgmma(L.WGMMA_64x64s6p0, 2)),
+    ("wgmma 64x64 s7p0 x2 split2", wgmma(L.WGMMA_64x64s7p0, 2)),
+    ("wgmma 64x64 s4p1 x3 split3", wgmma(L.WGMMA_64x64s4x3, 3)),
+    ("wgmma 64x64 s4p0 x3 split3", wgmma(L.WGMMA_64x64s4x3p0, 3)),
+    ("wgmma 64x128 s4p1 x2 split4", wgmma(L.WGMMA_64x128, 4)),
+    ("wgmma 64x128 s4p0 x2 split4", wgmma(L.WGMMA_64x128s4p0, 4)),
+    ("wgmma 64x256 s4p0 split4", wgmma(L.WGMMA_64x256s4p0, 4)),
+    ("wgmma 64x64 k128 s3p0 x2 split2", wgmma(L.WGMMA_64x64k128s3p0, 2)),
+    ("wgmma 64x128 k128 s3p0 split2", wgmma(L.WGMMA_64x128k128s3p0, 2)),
 ]
 FP32_VARIANTS = [
     ("simt 128x128k8 8x8", L.LinearConfig("simt", L.SIMT_LARGE)),
@@ -249,7 +237,6 @@ def run_case(m, k, n, dname, kmajor, variants):
             print(f"{label:<26} torch addmm_relu failed: {type(exc).__name__}: {exc}", flush=True)
 
     for name, config in variants:
-        config = resolve(config, m, k, n, dname, kmajor)
         if config is None:
             chosen = default_config(m, k, n, dname, kmajor)
             t = chosen.tile
@@ -280,18 +267,11 @@ def default_config(m, k, n, dname, kmajor):
     return L.choose_config(m, n, k, DTYPES[dname], dname != "fp32", current_device_info(), kmajor)
 
 
-def resolve(config, m, k, n, dname, kmajor):
-    """A variant's config: WGMMA_AUTO becomes the shape's ``choose_wgmma_config``."""
-    if config == WGMMA_AUTO:
-        return L.choose_wgmma_config(m, n, k, current_device_info())
-    return config
-
-
 def all_specs(plan):
     specs = set()
     for m, k, n, dname, kmajor, variants in plan:
         for _, config in variants:
-            config = resolve(config, m, k, n, dname, kmajor) or default_config(m, k, n, dname, kmajor)
+            config = config or default_config(m, k, n, dname, kmajor)
             specs.add(L.kernel_spec(config, DTYPES[dname], kmajor))
     return sorted(specs, key=str)
 
@@ -321,22 +301,22 @@ def sweep_plan():
         (16384, 4096, 4096, "bf16", False, d + LARGE_VARIANTS[:3]),
         (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:3]),
         (8192, 8192, 8192, "bf16", True, d + WGMMA_VARIANTS[1:]),
-        (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_VARIANTS[:1] + WGMMA_MID_VARIANTS),
-        (512, 4096, 4096, "bf16", True, d + MID_VARIANTS[2:3] + WGMMA_VARIANTS[:1] + WGMMA_MID_VARIANTS),
-        (512, 4096, 4096, "fp16", False, d + WGMMA_MID_VARIANTS[:3]),
-        (512, 4096, 4096, "fp16", True, d + WGMMA_MID_VARIANTS[:3]),
-        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + WGMMA_STREAM_VARIANTS),
-        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + WGMMA_STREAM_VARIANTS),
-        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + WGMMA_STREAM_VARIANTS),
-        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS + WGMMA_STREAM_VARIANTS),
+        (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_MID_VARIANTS),
+        (512, 4096, 4096, "bf16", True, d + WGMMA_MID_VARIANTS),
+        (512, 4096, 4096, "fp16", False, d + WGMMA_MID_VARIANTS[:5]),
+        (512, 4096, 4096, "fp16", True, d + WGMMA_MID_VARIANTS[:5]),
+        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4]),
+        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
+        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),
+        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS),
         (64, 8192, 8192, "bf16", False, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
         (64, 8192, 8192, "bf16", True, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
-        (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2] + WGMMA_STREAM_VARIANTS[:1]),
-        (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS + WGMMA_STREAM_VARIANTS[:1]),
-        (16, 8192, 8192, "fp16", True, d + WGMMA_STREAM_VARIANTS[:1]),
-        (16, 8192, 8192, "fp16", False, d + WGMMA_STREAM_VARIANTS[:1]),
-        (64, 8192, 8192, "fp16", False, d + WGMMA_M64_VARIANTS[:1] + WGMMA_M64_VARIANTS[3:4]),
-        (64, 8192, 8192, "fp16", True, d + WGMMA_M64_VARIANTS[:1] + WGMMA_M64_VARIANTS[3:4]),
+        (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2]),
+        (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS),
+        (16, 8192, 8192, "fp16", True, d),
+        (16, 8192, 8192, "fp16", False, d),
+        (64, 8192, 8192, "fp16", False, d + WGMMA_M64_VARIANTS[:3]),
+        (64, 8192, 8192, "fp16", True, d + WGMMA_M64_VARIANTS[:3]),
         (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
     ]
 

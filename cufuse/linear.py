@@ -33,8 +33,7 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     whose rows are 16-byte aligned (unit stride along K for x, K % 8 == 0, the weight
     contiguous along K or along N) run on tensor cores; everything else, float32 (true
     float32) and float64 run on a SIMT kernel with arbitrary strides. On compute
-    capability 9.0 (either weight layout) enough output tiles run on the warpgroup-MMA
-    kernel. When M <= 64, or the output has fewer tiles than the GPU has block slots, the
+    capability 9.0 (either weight layout) M > 16 runs on the warpgroup-MMA kernel. When M <= 64, or the output has fewer tiles than the GPU has block slots, the
     tensor-core kernel splits K over blocks and reduces in a float32 workspace (through
     atomics, M x N floats, for one row and K-major few-tile shapes; otherwise through
     slots, one tile of floats per block, at most about 2 x 17 MB on an H200), plus one int

@@ -399,26 +399,49 @@ CUFUSE_WGMMA_SS(256, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128
 #undef CUFUSE_WGMMA_R32
 #undef CUFUSE_WGMMA_R64
 #undef CUFUSE_WGMMA_R128
+
+// cp.async of a K-major [ROWS][BK] tile (x, or a K-major weight: src + row * ld + k) as
+// BK / 64 column atoms of [ROWS][64] (kmajor_atom_offset: the layout sw128_kmajor_desc
+// describes; for BK = 64 the same bytes as mma_load_a's swizzle). Consecutive threads take
+// consecutive 16-byte chunks of a row; chunks outside rows or k_end are zero-filled.
+template <int ROWS, int BK, int THREADS, typename T>
+__device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ src, int64 row0, int64 rows,
+                                                  int64 k0, int64 k_end, int64 ld) {
+    constexpr int row_chunks = BK / 8, chunks = ROWS * row_chunks;
+#pragma unroll
+    for (int i = 0; i < (chunks + THREADS - 1) / THREADS; ++i) {
+        const int c = threadIdx.x + i * THREADS;
+        if (chunks % THREADS != 0 && c >= chunks) break;
+        const int row = c / row_chunks, col = (c % row_chunks) * 8;
+        const bool ok = row0 + row < rows && k0 + col < k_end;
+        cp_async_16(dst + kmajor_atom_offset<ROWS>(row, col), ok ? src + (row0 + row) * ld + k0 + col : src, ok);
+    }
+}
 }  // namespace linear
 }  // namespace cufuse
 
 // Grid: (tiles_m * tiles_n, 1, splits). Block: BM / 64 warpgroups (2 x BM threads), tile
-// BM x BN x 64, STAGES-deep cp.async pipeline (dynamic shared memory STAGES x (BM + BN) x
-// 128 bytes + 1 KB to align the stages to 1024 bytes). Operand rules, B_KMAJOR, split-K
-// (k tiles per split, counters) as linear_relu_mma; split-K always reduces through slots.
-// One wgmma group stays in flight while the next stage is waited for; the loads run
-// STAGES - 2 tiles ahead so they never overwrite a stage a wgmma may read.
-template <typename T, int BM, int BN, int STAGES, bool B_KMAJOR>
-__global__ void __launch_bounds__(2 * BM, 1)
+// BM x BN x BK (BK 64 or 128: a k tile per barrier), STAGES-deep cp.async pipeline
+// (dynamic shared memory STAGES x (BM + BN) x 2 BK bytes + 1 KB to align the stages to
+// 1024 bytes). Operand rules, B_KMAJOR, split-K (k tiles per split, counters) as
+// linear_relu_mma; split-K always reduces through slots.
+// PENDING wgmma groups (k tiles) stay in flight while the next stage is waited for, so the
+// tensor cores run across the barrier; those stages cannot be refilled yet, so the loads
+// run STAGES - 1 - PENDING tiles ahead (the trade: MMA overlap against load depth).
+// MIN_BLOCKS: blocks per SM the registers must allow (2 caps 128x128 at 128 registers).
+template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
+__global__ void __launch_bounds__(2 * BM, MIN_BLOCKS)
 linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                   float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                   int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int BK = 64, ACC = BN / 2;
+    constexpr int ACC = BN / 2;
+    static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
     static_assert(BM == 64 || BM == 128, "one or two warpgroups of 64 rows");
     static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma m64nBNk16 wrappers exist for 64, 128, 256");
-    static_assert(STAGES >= 3, "loads run STAGES - 2 tiles ahead");
-    using Tile = MmaTile<T, BM, BN, BK, BM / 64, 4, STAGES, true>;  // the cp.async loader's geometry (2 x BM threads)
+    constexpr int AHEAD = STAGES - 1 - PENDING;  // k tiles whose loads are in flight
+    static_assert(PENDING >= 0 && AHEAD >= 1, "at least one tile loads ahead");
+    using Tile = MmaTile<T, BM, BN, BK, BM / 64, 4, STAGES, true>;  // stage sizes and 2 x BM threads
     extern __shared__ unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
 
@@ -439,37 +462,39 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
         T* stage = smem + (kt % STAGES) * Tile::stage_elems;
         if (kt < k_tiles) {
             const int64 k0 = k_begin + int64(kt) * BK;
-            if constexpr (B_KMAJOR) {
-                mma_load_stage<T, BM, BN, BK, BM / 64, 4, STAGES, true>(stage, stage + Tile::a_elems, x, w, m0, n0, k0,
-                                                                       M, N, k_end, ldx, ldw);
-            } else {
-                mma_load_a<Tile>(stage, x, m0, k0, M, k_end, ldx);
+            wgmma_load_kmajor<BM, BK, Tile::threads>(stage, x, m0, M, k0, k_end, ldx);
+            if constexpr (B_KMAJOR)
+                wgmma_load_kmajor<BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, N, k0, k_end, ldw);
+            else
                 wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, k0, N, k_end, ldw);
-            }
         }
         cp_async_commit();
     };
 #pragma unroll
-    for (int s = 0; s < STAGES - 2; ++s) load(s);
+    for (int s = 0; s < AHEAD; ++s) load(s);
     for (int kt = 0; kt < k_tiles; ++kt) {
-        cp_async_wait<STAGES - 3>();
+        cp_async_wait<AHEAD - 1>();
         fence_proxy_async_shared();
-        __syncthreads();  // stage kt landed for all; every warp's wgmmas of tile kt - 2 are done
-        load(kt + STAGES - 2);
+        // Stage kt landed for all; every warp's wgmmas up to tile kt - 1 - PENDING are done,
+        // and that is the stage the next load refills.
+        __syncthreads();
+        load(kt + AHEAD);
         const T* stage = smem + (kt % STAGES) * Tile::stage_elems;
-        const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * BK);
+        // This warpgroup's 64 rows of x in the first column atom.
+        const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * WGMMA_ATOM_N);
         const unsigned long long desc_b =
             B_KMAJOR ? sw128_kmajor_desc(stage + Tile::a_elems) : sw128_nmajor_desc<BK>(stage + Tile::a_elems);
-        // k16 steps (descriptor addresses in 16-byte units): 32 bytes further along the
-        // swizzled K-major rows; for the N-major B, two 1024-byte groups of 8 k rows further.
-        constexpr int b_step = B_KMAJOR ? 2 : 2 * 1024 / 16;
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)
-            linear::wgmma_k16_ss<B_KMAJOR ? 0 : 1>(acc, desc_a + 2 * kk, desc_b + b_step * kk,
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            // k16 steps (descriptor addresses in 16-byte units): K-major tiles as
+            // kmajor_k16_step; the N-major B two 1024-byte groups of 8 k rows further.
+            const unsigned b_step = B_KMAJOR ? kmajor_k16_step<BN>(kk) : kk * (2 * 1024 / 16);
+            linear::wgmma_k16_ss<B_KMAJOR ? 0 : 1>(acc, desc_a + kmajor_k16_step<BM>(kk), desc_b + b_step,
                                                    static_cast<const T*>(nullptr));
+        }
         wgmma_commit();
-        wgmma_wait<1>();
+        wgmma_wait<PENDING>();
 #pragma unroll
         for (int i = 0; i < ACC; ++i) pin(acc[i]);
     }

@@ -33,7 +33,12 @@ CASES = [
     Case((64,), 4096, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256, 4)),  # wgmma split-K through slots
     Case((65,), 4096, 8, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64, 4)),  # m64n64, two M tiles, split-K
     Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128)),  # m64n128, two warpgroups
-    Case((70,), 1024, 136, F16, "kn"),  # row-major weight, few tiles: 128x128 split-K through slots
+    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128s5p2)),  # 2 wgmma groups in flight
+    Case((40,), 2056, 264, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64s6p0, 3)),  # none in flight, split-K
+    Case((130,), 1000, 136, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128k128s3p0, 2)),  # k128, ragged K
+    Case((33,), 1096, 72, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64k128s3p0)),  # k128, K-major weight
+    Case((70,), 1024, 136, F16, "kn"),  # few tiles: wgmma 64x64 split-K on 9.0, else mma 128x128 split-K
+    Case((70,), 1024, 136, F16, "kn", config=_force(cfg.MEDIUM_TILE, 2, "slots")),  # the latter on any GPU
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),
     Case((150,), 136, 264, F16, "kn", config=_force(cfg.LARGE_TILE)),
     Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows"),

@@ -34,11 +34,21 @@ def test_large_shapes_take_the_largest_tile(m, n, k):
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
-def test_medium_shape_takes_a_tile_that_fills_the_sms(kmajor):
-    config = cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200, kmajor)
-    assert config.kind == "mma"
+@pytest.mark.parametrize("dev,kind", [(H200, "wgmma"), (A100, "mma")], ids=["h200", "a100"])
+def test_medium_shape_takes_a_tile_that_fills_the_sms(dev, kind, kmajor):
+    config = cfg.choose_config(512, 4096, 4096, BFLOAT16, True, dev, kmajor)
+    assert config.kind == kind
     blocks = cfg.tile_count(512, 4096, config.tile) * config.splits
-    assert cfg.wave_efficiency(blocks, H200.sm_count * config.tile.blocks_per_sm(H200)) > 0.9
+    assert cfg.wave_efficiency(blocks, dev.sm_count * config.tile.blocks_per_sm(dev)) > 0.9
+
+
+@pytest.mark.parametrize("kmajor", [True, False])
+@pytest.mark.parametrize("m,n,k", [(512, 4096, 4096), (65, 4096, 4100), (2048, 2048, 4096), (300, 264, 520)])
+def test_few_tiles_take_the_wgmma_candidates_on_hopper(m, n, k, kmajor):
+    # Fewer 128x256 tiles than SMs (H200, 512 x 4096^2: wgmma 128x128 363-366 TFLOP/s
+    # against the mma kernel's 260-263).
+    assert cfg.choose_config(m, n, k, BFLOAT16, True, H200, kmajor) == cfg.choose_wgmma_config(m, n, k, H200)
+    assert cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200, kmajor).tile == cfg.WGMMA_128x128
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
@@ -50,14 +60,16 @@ def test_large_shapes_take_wgmma_on_hopper_only(m, n, k, kmajor):
 
 @pytest.mark.parametrize("kmajor", [True, False])
 @pytest.mark.parametrize("m,n", [(512, 4096), (2048, 2048), (524358, 8), (64, 8192)])
-def test_wgmma_needs_a_full_wave_and_the_better_score(m, n, kmajor):
-    assert cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, kmajor).kind == "mma"
+def test_wgmma_128x256_needs_a_full_wave_and_the_better_score(m, n, kmajor):
+    assert not cfg.prefers_wgmma(m, n, H200)
+    few_tiles = cfg.tile_count(m, n, cfg.WGMMA_TILE) < H200.sm_count  # then choose_wgmma_config decides
+    assert cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, kmajor).kind == ("wgmma" if few_tiles else "mma")
 
 
 def test_wgmma_candidates_fill_one_wave_on_few_tiles():
     # 512 x 4096^2: 128x256 would leave half the SMs idle; a 128-tile choice fills one wave.
     config = cfg.choose_wgmma_config(512, 4096, 4096, H200)
-    assert config.tile in (cfg.WGMMA_128x128, cfg.WGMMA_64x256) and config.splits == 1
+    assert config.tile == cfg.WGMMA_128x128 and config.splits == 1
     assert cfg.choose_wgmma_config(8192, 8192, 8192, H200) == cfg.LinearConfig("wgmma", cfg.WGMMA_TILE)
 
 
@@ -66,7 +78,14 @@ def test_wgmma_streams_small_m_with_split_k_through_slots(m):
     config = cfg.choose_wgmma_config(m, 8192, 8192, H200)
     assert config.tile == cfg.WGMMA_STREAM_TILE and config.tile.bm == 64 and config.reduction == "slots"
     blocks = cfg.tile_count(m, 8192, config.tile) * config.splits
-    assert config.splits > 1 and cfg.wave_efficiency(blocks, H200.sm_count) > 0.9
+    slots = H200.sm_count * config.tile.blocks_per_sm(H200)
+    assert config.splits > 1 and cfg.wave_efficiency(blocks, slots) > 0.9
+
+
+def test_m64_streams_through_64x64_wgmma_tiles_split_in_two():
+    # H200, 64 x 8192^2 bf16: 3.14-3.17 TB/s eager (64x64s6 split 2), the best variant measured.
+    assert cfg.choose_wgmma_config(64, 8192, 8192, H200) == cfg.LinearConfig("wgmma", cfg.WGMMA_64x64, 2,
+                                                                              reduction="slots")
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 8, 8), (7, 33, 4096), (64, 264, 2056), (65, 4096, 4096), (300, 264, 520),
@@ -83,21 +102,26 @@ def test_wgmma_candidate_splits_stay_bounded(m, n, k):
 
 
 def test_row_major_few_tiles_split_k_through_slots():
-    config = cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200, False)
-    assert config == cfg.LinearConfig("mma", cfg.MEDIUM_TILE, 2, reduction="slots")
+    # Without wgmma (A100: 64 tiles of 128x128 < 108 SMs).
+    config = cfg.choose_config(256, 4096, 4096, BFLOAT16, True, A100, False)
+    assert config.kind == "mma" and config.tile == cfg.MEDIUM_TILE and config.splits > 1
+    assert config.reduction == "slots"
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
-@pytest.mark.parametrize("m,tile,reduction", [(1, cfg.STREAM_TILE, "atomic"), (16, cfg.STREAM_TILE, "slots"),
-                                              (17, cfg.STREAM64_TILE, "slots"), (64, cfg.STREAM64_TILE, "slots")])
-def test_small_m_streams_the_weight_with_split_k(m, tile, reduction, kmajor):
-    config = cfg.choose_config(m, 8192, 8192, F16, True, H200, kmajor)
-    assert config.kind == "mma" and config.tile == tile and config.reduction == reduction
+@pytest.mark.parametrize("dev,m,kind,tile,reduction", [
+    (H200, 1, "mma", cfg.STREAM_TILE, "atomic"), (H200, 16, "mma", cfg.STREAM_TILE, "slots"),
+    (H200, 17, "wgmma", cfg.WGMMA_STREAM_TILE, "slots"), (H200, 64, "wgmma", cfg.WGMMA_STREAM_TILE, "slots"),
+    (A100, 64, "mma", cfg.STREAM64_TILE, "slots")],
+    ids=["h200-1", "h200-16", "h200-17", "h200-64", "a100-64"])
+def test_small_m_streams_the_weight_with_split_k(dev, m, kind, tile, reduction, kmajor):
+    config = cfg.choose_config(m, 8192, 8192, F16, True, dev, kmajor)
+    assert config.kind == kind and config.tile == tile and config.reduction == reduction
     blocks = cfg.tile_count(m, 8192, tile) * config.splits
     assert config.splits > 1
     # The streaming tile covers every SM once (more blocks only add reduction traffic);
-    # the 64-row tile fills every block slot.
-    slots = H200.sm_count * (1 if tile == cfg.STREAM_TILE else tile.blocks_per_sm(H200))
+    # the 64-row tiles fill every block slot.
+    slots = dev.sm_count * (1 if tile == cfg.STREAM_TILE else tile.blocks_per_sm(dev))
     assert cfg.wave_efficiency(blocks, slots) > 0.9
 
 
@@ -124,7 +148,7 @@ def test_splits_leave_no_split_empty(k, n):
 @pytest.mark.parametrize("kmajor", [True, False])
 def test_few_tiles_split_k_and_many_tiles_do_not(kmajor):
     assert cfg.choose_config(65, 4096, 4096, BFLOAT16, True, H200, kmajor).splits > 1
-    assert cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200, kmajor).splits == (1 if kmajor else 2)
+    assert cfg.choose_config(512, 4096, 4096, BFLOAT16, True, H200, kmajor).splits == 1
     assert cfg.choose_config(8192, 8192, 8192, BFLOAT16, True, H200, kmajor).splits == 1
 
 
@@ -198,14 +222,21 @@ def test_mma_tiles_fit_shared_memory(tile, dev):
     assert tile.blocks_per_sm(dev) >= 1
 
 
-@pytest.mark.parametrize("tile", cfg.WGMMA_TILES, ids=lambda t: f"{t.bm}x{t.bn}s{t.stages}")
+def _wgmma_id(t):
+    return f"{t.bm}x{t.bn}k{t.bk}s{t.stages}p{t.pending}x{t.max_blocks_per_sm}"
+
+
+@pytest.mark.parametrize("tile", cfg.WGMMA_TILES + cfg.WGMMA_CANDIDATE_TILES, ids=_wgmma_id)
 def test_wgmma_tiles_fit_shared_memory(tile):
     assert tile.smem_bytes() <= H200.max_smem_per_block
     assert tile.blocks_per_sm(H200) == tile.max_blocks_per_sm
+    assert tile.stages - 1 - tile.pending >= 1  # the kernel loads at least one tile ahead
 
 
-@pytest.mark.parametrize("kind,tile", [("mma", t) for t in cfg.MMA_TILES] + [("wgmma", t) for t in cfg.WGMMA_TILES],
-                         ids=lambda v: f"{v.bm}x{v.bn}s{v.stages}" if not isinstance(v, str) else v)
+@pytest.mark.parametrize("kind,tile", [("mma", t) for t in cfg.MMA_TILES] +
+                         [("wgmma", t) for t in cfg.WGMMA_TILES + cfg.WGMMA_CANDIDATE_TILES],
+                         ids=lambda v: v if isinstance(v, str) else
+                         _wgmma_id(v) if isinstance(v, cfg.WgmmaTile) else f"{v.bm}x{v.bn}s{v.stages}")
 def test_tensor_core_tiles_fit_their_register_budget(kind, tile):
     from cufuse._loader import compile_spec, resource_usage
 
@@ -240,6 +271,8 @@ class Case:
         if self.config:
             t = self.config.tile
             shape = f"{t.rows}rows" if self.config.kind == "gemv" else f"{t.bm}x{t.bn}"
+            if self.config.kind == "wgmma":
+                shape += f"k{t.bk}st{t.stages}p{t.pending}"
             parts.append(f"{self.config.kind}{shape}s{self.config.splits}{self.config.reduction[0]}")
         return "-".join(parts)
 
@@ -269,7 +302,7 @@ CASES = [
     Case((1,), 1000, 4104, F16, "kn", config=_gemv(3)),
     Case((1,), 1000, 264, BF16, "kn", bias="strided", config=_gemv()),
     Case((1,), 4096, 4096, BF16, "nk_t_padded", config=_gemv(8)),
-    # tensor cores, M in 17..64 (64x64 tile, split-K through slots)
+    # tensor cores, M in 17..64 (64x64 tile, split-K through slots: wgmma on compute capability 9.0, else mma)
     Case((64,), 4096, 8, BF16, "kn"),
     Case((33,), 4096, 1, F16, "nk_t"),
     Case((64,), 4096, 4096, BF16, "nk_t_padded"),
@@ -277,7 +310,8 @@ CASES = [
     Case((65,), 4096, 4100, BF16, "nk_t"),
     Case((4097,), 4096, 4096, BF16, "kn"),
     Case((4097,), 4096, 4096, F16, "nk_t", bias="none"),  # wgmma on compute capability 9.0
-    Case((65,), 1024, 4100, F16, "kn"),  # row-major weight, few tiles: 128x128, split-K through slots
+    Case((65,), 1024, 4100, F16, "kn"),  # few tiles: wgmma 64x64 split-K on 9.0, else mma 128x128 split-K
+    Case((65,), 1024, 4100, F16, "kn", config=_force(cfg.MEDIUM_TILE, 2, "slots")),  # the latter on any GPU
     Case((300,), 520, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),
     Case((300,), 520, 264, F16, "kn", config=_force(cfg.MEDIUM_TILE)),
     Case((200,), 264, 520, F16, "nk_t", config=_force(cfg.LARGE_TILE)),
@@ -417,6 +451,18 @@ WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
     Case((3, 5), 520, 200, F16, "kn", config=_wgmma(cfg.WGMMA_64x128, 2)),
     Case((40,), 1000, 72, BF16, "kn", bias="strided", config=_wgmma(cfg.WGMMA_64x64)),
     Case((65,), 4096, 8, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64, 4)),
+    # sweep candidates: 2 wgmma groups in flight, none (loads one tile further ahead), 3 blocks/SM
+    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128s5p2)),
+    Case((130,), 4104, 136, F16, "nk_t", bias="strided", config=_wgmma(cfg.WGMMA_128x128s4p0, 2)),
+    Case((64,), 4096, 200, BF16, "nk_t", config=_wgmma(cfg.WGMMA_64x64s6p0, 2)),
+    Case((40,), 2056, 264, F16, "kn", bias="none", config=_wgmma(cfg.WGMMA_64x64s4x3, 3)),
+    Case((64,), 1000, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256s4p0, 2)),
+    Case((130,), 1032, 264, BF16, "nk_t", config=_wgmma(cfg.WGMMA_128x128s3x2p0, 2)),  # 128 registers, 2/SM
+    # k128 tiles (two swizzle atoms per row): ragged K inside the second atom, both layouts
+    Case((300,), 1000, 264, BF16, "nk_t", bias="strided", config=_wgmma(cfg.WGMMA_128x128k128s3p0)),
+    Case((130,), 2056, 136, F16, "kn", config=_wgmma(cfg.WGMMA_128x128k128s3p0, 2)),
+    Case((64,), 4104, 200, BF16, "kn", config=_wgmma(cfg.WGMMA_64x64k128s3p0, 2)),
+    Case((33,), 1096, 136, F16, "nk_t", bias="none", config=_wgmma(cfg.WGMMA_64x128k128s3p0, 3)),
 ]
 
 

@@ -14,14 +14,14 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
 * ``"simt"``: register-tiled SIMT GEMM with arbitrary strides: float32 (true float32),
   float64, and 16-bit inputs the tensor-core kernel cannot take.
 
-* ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, BM x BN x 64 tiles (``WgmmaTile``: BM 64
-  or 128, BN 64, 128 or 256), operands from 128-byte-swizzled shared memory, split-K
-  through slots; same operand rules as ``"mma"``. The default for M > 64 on compute
-  capability 9.0, both weight layouts, once its 128x256 tiles fill every SM (H200, 8192^3
-  bf16: K-major 494-533 TFLOP/s, row-major (K, N) read transposed 499-502, against 319-347
-  for the mma kernel; 512 x 4096^2, 64 tiles: 228-247 against 259, so few-tile shapes stay
-  on mma). ``choose_wgmma_config`` picks tile and split for any shape, M <= 64 included;
-  reached through ``config=`` until the H200 sweep measures where it beats the defaults.
+* ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, BM x BN x BK tiles (``WgmmaTile``: BM 64
+  or 128, BN 64, 128 or 256, BK 64 or 128), operands from 128-byte-swizzled shared memory, split-K
+  through slots; same operand rules as ``"mma"``. The default on compute capability 9.0
+  for M > 16, both weight layouts (H200, bf16, eager): 128x256 once its tiles fill every
+  SM (8192^3: 494-533 TFLOP/s against 319-347 for the mma kernel); below that
+  ``choose_wgmma_config`` (512 x 4096^2: 128x128 363-366 against the mma kernel's 260-263;
+  64 x 8192^2: 64x64 split 2 3.14-3.17 TB/s against 2.86). M <= 16 stays on the mma
+  stream tile (16 x 8192^2: 3.43-3.56 TB/s against 2.2-2.8 for every wgmma tile).
 """
 from __future__ import annotations
 
@@ -122,8 +122,8 @@ GEMV_TILES = (GemvTile(1),)
 
 @dataclasses.dataclass(frozen=True)
 class WgmmaTile:
-    """A tile of the Hopper kernel: BM x BN x 64, BM / 64 warpgroups (one wgmma m64nBNk16
-    row of 64 per warpgroup), ``stages``-deep cp.async pipeline. ``max_blocks_per_sm`` and
+    """A tile of the Hopper kernel: BM x BN x BK (BK 64 or 128), BM / 64 warpgroups (one
+    wgmma m64nBNk16 row of 64 per warpgroup), ``stages``-deep cp.async pipeline. ``max_blocks_per_sm`` and
     ``relative_speed`` mean what they mean for ``MmaTile`` (speed relative to the mma
     kernel's LARGE_TILE; H200, 8192^3 bf16: 128x256 494-533 against 319-337 TFLOP/s; the
     other tiles' speeds are estimates until the H200 sweep measures them)."""
@@ -134,6 +134,10 @@ class WgmmaTile:
     max_blocks_per_sm: int = 1
     relative_speed: float = 1.5
     bk: int = 64
+    # wgmma groups (k tiles) left in flight across the next barrier; the loads then run
+    # stages - 1 - pending tiles ahead (the kernel's PENDING). The kernel's MIN_BLOCKS is
+    # max_blocks_per_sm: its registers allow that many blocks per SM.
+    pending: int = 1
 
     @property
     def threads(self) -> int:
@@ -150,17 +154,46 @@ class WgmmaTile:
 
 # The default for M > 64 once its tiles fill every SM (measured, see ``prefers_wgmma``).
 WGMMA_TILE = WgmmaTile()
-# Candidates (``choose_wgmma_config``; reached through ``config=`` until measured): few
-# output tiles (512 x 4096^2: 128 tiles of 128x128 or 64x256 on 132 SMs), and the weight
-# stream for M <= 64, where a 64-row tile keeps the MMA far from its limit and each SM
-# needs ~40+ KB of weight in flight: loads run STAGES - 2 tiles ahead, so 64x256s4 holds
-# 2 x 32 KB per SM, 64x128s4 and 64x64s6 (2 blocks per SM) 2 x 2 x 16 and 2 x 4 x 8 KB.
+# Fewer output tiles (``choose_wgmma_config``). H200, 512 x 4096^2 bf16 (128 tiles of
+# 128x128 on 132 SMs), graph TFLOP/s: 128x128s5 378-386, 128x256 split 2 348-350, 64x128s4
+# 2/SM 326-333, 64x256s4 303-320. Speeds relative to the mma kernel's LARGE_TILE.
 WGMMA_128x128 = WgmmaTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35)
 WGMMA_64x256 = WgmmaTile(64, 256, 4, max_blocks_per_sm=1, relative_speed=1.3)
 WGMMA_64x128 = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1)
 WGMMA_64x64 = WgmmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8)
 WGMMA_TILES = (WGMMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x128, WGMMA_64x64)
-WGMMA_STREAM_TILE = WGMMA_64x256  # M <= 64: the fewest x re-reads and partial slots per weight byte
+# M in 17..64: the weight stream. Small blocks, two per SM, 4 k tiles of weight loading
+# ahead each, won (H200, 64 x 8192^2 bf16, split 2, graph: 64x64s6 3.32-3.35 TB/s;
+# 64x128s4 split 4 2.95-3.08; 64x256s4 split 2/4 2.22-2.73, one block per SM).
+WGMMA_STREAM_TILE = WGMMA_64x64
+# Sweep candidates (bench/sweep_linear.py; ``config=`` only until measured). 512 x 4096^2:
+# a deeper pipeline (s6) and 2 wgmma groups in flight (p2: the tensor cores keep 2 k tiles
+# of work across a late barrier) or none (p0: one more tile of loads ahead). M = 64: more
+# weight in flight per SM (s7 / p0: 5 tiles ahead, 2 x 40 KB per SM, against 2 x 32 KB),
+# three 64x64 blocks per SM (s4, 66 KB: one late tile stalls a third of the SM, not half),
+# and 64x128 / 64x256 with 3 tiles ahead (half / a quarter of 64x64's x re-reads from L2).
+# k128: one barrier per 128 k instead of per 64 (2 tiles = 256 k of loads ahead). 128x128 x2
+# (s3, 98 KB, registers capped at 128): two blocks per SM with split 2 interleave their barriers.
+WGMMA_128x128s6 = WgmmaTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35)
+WGMMA_128x128s5p2 = WgmmaTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35, pending=2)
+WGMMA_128x128s6p2 = WgmmaTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35, pending=2)
+WGMMA_128x128s4p0 = WgmmaTile(128, 128, 4, max_blocks_per_sm=1, relative_speed=1.35, pending=0)
+WGMMA_64x64s7 = WgmmaTile(64, 64, 7, max_blocks_per_sm=2, relative_speed=0.8)
+WGMMA_64x64s6p0 = WgmmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8, pending=0)
+WGMMA_64x64s7p0 = WgmmaTile(64, 64, 7, max_blocks_per_sm=2, relative_speed=0.8, pending=0)
+WGMMA_64x64s4x3 = WgmmaTile(64, 64, 4, max_blocks_per_sm=3, relative_speed=0.8)
+WGMMA_64x64s4x3p0 = WgmmaTile(64, 64, 4, max_blocks_per_sm=3, relative_speed=0.8, pending=0)
+WGMMA_64x128s4p0 = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1, pending=0)
+WGMMA_64x256s4p0 = WgmmaTile(64, 256, 4, max_blocks_per_sm=1, relative_speed=1.3, pending=0)
+WGMMA_128x128s3x2 = WgmmaTile(128, 128, 3, max_blocks_per_sm=2, relative_speed=1.35)
+WGMMA_128x128s3x2p0 = WgmmaTile(128, 128, 3, max_blocks_per_sm=2, relative_speed=1.35, pending=0)
+WGMMA_128x128k128s3p0 = WgmmaTile(128, 128, 3, max_blocks_per_sm=1, relative_speed=1.35, bk=128, pending=0)
+WGMMA_64x64k128s3p0 = WgmmaTile(64, 64, 3, max_blocks_per_sm=2, relative_speed=0.8, bk=128, pending=0)
+WGMMA_64x128k128s3p0 = WgmmaTile(64, 128, 3, max_blocks_per_sm=1, relative_speed=1.1, bk=128, pending=0)
+WGMMA_CANDIDATE_TILES = (WGMMA_128x128s6, WGMMA_128x128s5p2, WGMMA_128x128s6p2, WGMMA_128x128s4p0, WGMMA_64x64s7,
+                         WGMMA_64x64s6p0, WGMMA_64x64s7p0, WGMMA_64x64s4x3, WGMMA_64x64s4x3p0, WGMMA_64x128s4p0,
+                         WGMMA_64x256s4p0, WGMMA_128x128s3x2, WGMMA_128x128s3x2p0, WGMMA_128x128k128s3p0,
+                         WGMMA_64x64k128s3p0, WGMMA_64x128k128s3p0)
 WGMMA_MIN_CC = 90
 
 SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
@@ -262,10 +295,10 @@ def wgmma_supported(dev) -> bool:
 
 
 def choose_wgmma_config(m: int, n: int, k: int, dev) -> LinearConfig:
-    """The Hopper kernel's tile and split-K for any shape (``config=`` and the sweep until
-    measured; ``choose_config`` takes only ``WGMMA_TILE`` on full waves). M <= 64:
-    ``WGMMA_STREAM_TILE``; otherwise the best ``gemm_score`` of ``WGMMA_TILES``. With fewer
-    tiles than block slots, K is split by ``choose_splits`` (through slots)."""
+    """The Hopper kernel's tile and split-K for any shape (``choose_config`` takes it for
+    M = 17..64 and for fewer 128x256 tiles than SMs). M <= 64: ``WGMMA_STREAM_TILE``;
+    otherwise the best ``gemm_score`` of ``WGMMA_TILES``. With fewer tiles than block
+    slots, K is split by ``choose_splits`` (through slots)."""
     if m <= SMALL_M:
         tile = WGMMA_STREAM_TILE
     else:
@@ -277,9 +310,8 @@ def choose_wgmma_config(m: int, n: int, k: int, dev) -> LinearConfig:
 
 
 def prefers_wgmma(m: int, n: int, dev) -> bool:
-    """The Hopper kernel when its tiles fill every SM at least once and it scores above
-    the best mma tile. With fewer tiles than SMs it measured slower (H200, 512 x 4096^2
-    bf16, 64 tiles: 238 TFLOP/s against 259 for the mma kernel's 64x128 tile)."""
+    """The Hopper kernel's 128x256 tile when its tiles fill every SM at least once and it
+    scores above the best mma tile (fewer tiles: ``choose_wgmma_config``)."""
     if not wgmma_supported(dev) or tile_count(m, n, WGMMA_TILE) < dev.sm_count:
         return False
     mma_tile = choose_gemm_tile(m, n, dev)
@@ -296,6 +328,10 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
     """
     if not mma_ok:
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
+    if m > STREAM_TILE.bm and wgmma_supported(dev) and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
+        # Compute capability 9.0, M = 17..64 or fewer 128x256 tiles than SMs (see the module
+        # docstring: 64 x 8192^2 and 512 x 4096^2 measured fastest there).
+        return choose_wgmma_config(m, n, k, dev)
     if m <= STREAM_TILE.bm:
         # One row: atomics add only N floats per split (H200, 1 x 8192^2: 3.62 TB/s
         # against 3.51 through slots); more rows: slots (16 x 8192^2: 3.31-3.50 TB/s
@@ -344,18 +380,21 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
     if config.kind == "gemv":
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     if config.kind == "wgmma":
-        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.stages, b_kmajor),
+        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending,
+                                                          t.max_blocks_per_sm, b_kmajor),
                           min_cc=WGMMA_MIN_CC)
     return KernelSpec(SOURCE, "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, b_kmajor))
 
 
 def instantiations(dev):
-    """Every KernelSpec the linear configs can pick on ``dev``."""
+    """Every KernelSpec the linear configs can pick on ``dev``, and the sweep's wgmma candidates (bf16)."""
     mma = [LinearConfig("mma", tile) for tile in MMA_TILES] if dev.cc >= MMA_MIN_CC else []
     specs = [kernel_spec(c, dt, kmaj) for c in mma for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
-    if wgmma_supported(dev):  # WGMMA_TILE: the default; the others: choose_wgmma_config (config=)
+    if wgmma_supported(dev):  # WGMMA_TILES: choose_config / choose_wgmma_config; candidates: the sweep (bf16)
         specs += [kernel_spec(LinearConfig("wgmma", tile), dt, kmaj) for tile in WGMMA_TILES
                   for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
+        specs += [kernel_spec(LinearConfig("wgmma", tile), BFLOAT16, kmaj) for tile in WGMMA_CANDIDATE_TILES
+                  for kmaj in (True, False)]
     simt = [(np.float32, SIMT_LARGE), (np.float32, SIMT_SMALL), (np.float64, SIMT_SMALL),
             (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]
     specs += [kernel_spec(LinearConfig("simt", tile), dt, kmaj) for dt, tile in simt for kmaj in (True, False)]
