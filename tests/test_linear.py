@@ -140,7 +140,52 @@ def test_mma_eligibility_and_layout():
     assert _eligible(F16, 64, 40, (80, 2)) is None  # neither axis contiguous
     assert _eligible(F16, 64, 40, (40, 1), x_ptr=2) is None  # x misaligned
     assert _eligible(F16, 64, 40, (40, 1), x_row_stride=68) is None  # x rows misaligned
-    assert _eligible(F32, 64, 40, (40, 1)) is None  # float32 runs on SIMT (no TF32)
+    assert _eligible(F64, 64, 40, (40, 1)) is None  # float64: SIMT only
+
+
+def test_float32_eligibility_uses_4_float_chunks():
+    assert _eligible(F32, 64, 40, (1, 64)) is True  # transposed (N, K) array
+    assert _eligible(F32, 64, 36, (36, 1)) is False  # row-major (K, N), N % 4 == 0
+    assert _eligible(F32, 64, 34, (34, 1)) is None  # row-major rows not 16-byte multiples
+    assert _eligible(F32, 68, 40, (1, 68)) is True  # K % 4 == 0 suffices (16-bit needs K % 8)
+    assert _eligible(F32, 66, 40, (1, 66)) is None
+    assert _eligible(F32, 64, 40, (43, 1), w_offset=1) is None  # slice starting at an odd column
+    assert _eligible(F32, 64, 40, (40, 1), x_row_stride=66) is None
+
+
+def test_float32_takes_simt_until_tensor_cores_are_enabled():
+    assert not cfg.FP32_TENSOR_CORES or cfg.choose_config(4096, 4096, 4096, F32, True, H200).kind == "tf32x3"
+    assert cfg.choose_config(4096, 4096, 4096, F32, False, H200) == cfg.LinearConfig("simt", cfg.SIMT_LARGE)
+    assert cfg.choose_fp32_config(4096, 4096, True, H200, tensor_cores=False).kind == "simt"
+
+
+@pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
+def test_float32_tensor_core_selection(dev):
+    specs = set(cfg.instantiations(dev))
+    for m, n in ((1, 8), (65, 4100), (512, 4096), (4096, 4096), (8192, 8192)):
+        config = cfg.choose_fp32_config(m, n, True, dev, tensor_cores=True)
+        assert config == cfg.LinearConfig("tf32x3", cfg.TF32_TILE)
+        assert cfg.choose_fp32_config(m, n, False, dev, tensor_cores=True).kind == "simt"  # operands it cannot load
+        for kmajor in (True, False):
+            assert cfg.kernel_spec(config, F32, kmajor) in specs
+
+
+@pytest.mark.parametrize("tile", cfg.TF32_TILES, ids=lambda t: f"{t.bm}x{t.bn}")
+@pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
+def test_tf32_tiles_fit_shared_memory(tile, dev):
+    assert tile.smem_bytes() <= dev.max_smem_per_block
+    assert tile.blocks_per_sm(dev) == tile.max_blocks_per_sm  # 8 warps per SM
+
+
+@pytest.mark.parametrize("kmajor", [True, False])
+@pytest.mark.parametrize("tile", cfg.TF32_TILES, ids=lambda t: f"{t.bm}x{t.bn}")
+def test_tf32_tiles_fit_their_register_budget(tile, kmajor):
+    from cufuse._loader import compile_spec, resource_usage
+
+    spec = cfg.kernel_spec(cfg.LinearConfig("tf32x3", tile), F32, kmajor)
+    usage = resource_usage(compile_spec(spec, "sm_90a").log)
+    assert usage["spill_stores"] == 0
+    assert tile.max_blocks_per_sm * tile.threads * usage["registers"] <= 65536
 
 
 def _chosen_specs(dev):
@@ -148,7 +193,7 @@ def _chosen_specs(dev):
     for dtype in (F16, BFLOAT16, F32, F64):
         for m in (1, 7, 16, 17, 64, 65, 512, 4097, 8192):
             for n in (1, 8, 33, 4096, 16384):
-                for mma_ok in (True, False) if dtype.itemsize == 2 else (False,):
+                for mma_ok in (True, False) if dtype.itemsize <= 4 else (False,):
                     for kmajor in (True, False):
                         config = cfg.choose_config(m, n, 4096, dtype, mma_ok, dev, kmajor)
                         specs.add(cfg.kernel_spec(config, dtype, kmajor))
@@ -218,6 +263,8 @@ def _gemv(splits=1):
 
 
 BF16 = BFLOAT16
+TF32X3 = cfg.LinearConfig("tf32x3", cfg.TF32_TILE)
+TF32X3_NARROW = cfg.LinearConfig("tf32x3", cfg.TF32_NARROW_TILE)
 CASES = [
     # tensor cores, weight streaming (M <= 16, split-K), both layouts, ragged N
     Case((1,), 4096, 4096, BF16, "nk_t"),
@@ -270,6 +317,16 @@ CASES = [
     Case((65,), 4100, 33, F64, "nk_t"),
     Case((3, 5), 33, 8, F64, "kn"),
     Case((4097,), 8, 1, F64, "every_other_k"),
+    # float32 on tensor cores (3xTF32, through config=): same tolerance as true float32
+    Case((4097,), 256, 4100, F32, "kn", config=TF32X3),
+    Case((300,), 1000, 264, F32, "nk_t", config=TF32X3),  # ragged M, N and the last k tile
+    Case((65,), 4096, 4096, F32, "kn", bias="strided", config=TF32X3_NARROW),  # K = 4096: TF32 alone fails
+    Case((65,), 4096, 4096, F32, "nk_t", config=TF32X3),
+    Case((3, 5), 36, 8, F32, "nk_t_padded", bias="none", config=TF32X3),
+    Case((200,), 520, 136, F32, "every_other_k", config=TF32X3_NARROW),  # weight rows 2N apart
+    Case((130,), 260, 72, F32, "kn", x_layout="padded_rows", config=TF32X3),
+    Case((), 260, 72, F32, "nk_t", config=TF32X3_NARROW),  # 1-D x
+    Case((1,), 4096, 4096, F32, "kn", config=TF32X3),
     # degenerate
     Case((3,), 0, 4, F16, "kn"),
     Case((3,), 0, 4, F32, "kn"),
@@ -385,6 +442,21 @@ def test_wgmma_refuses_a_weight_it_cannot_load(cp, rng):
         fused_linear_relu(x, w, b, config=WGMMA)
 
 
+@pytest.mark.parametrize("dtype,layout", [(F32, "odd_column"), (F16, "kn"), (F64, "kn")])
+def test_tf32x3_refuses_operands_it_cannot_take(cp, rng, dtype, layout):
+    x, w, b = make_inputs(cp, rng, Case((8,), 64, 40, dtype, layout))
+    with pytest.raises(ValueError, match="asks for the tf32x3 kernel"):
+        fused_linear_relu(x, w, b, config=TF32X3)
+
+
+def test_tf32x3_propagates_nan(cp, rng):
+    x = _random(cp, rng, (130, 64), F32)
+    w = _random(cp, rng, (64, 72), F32)
+    x[3, 5] = np.nan
+    out = fused_linear_relu(x, w, config=TF32X3)
+    assert bool(cp.isnan(out[3]).all()) and not bool(cp.isnan(out[4]).any())
+
+
 def test_new_out_and_numpy_reference_agree(cp, rng):
     x = rng.standard_normal((3, 5, 40)).astype(np.float32)
     w = rng.standard_normal((40, 24)).astype(np.float32)
@@ -432,6 +504,7 @@ LAUNCH_CASES = [
     Case((16,), 4096, 4096, BF16, "kn"),  # split-K through slots
     Case((300,), 520, 264, BF16, "kn", config=_force(cfg.MEDIUM_TILE)),
     Case((65,), 256, 264, F32, "kn"),
+    Case((130,), 256, 264, F32, "nk_t", config=TF32X3),
 ]
 
 

@@ -13,6 +13,13 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   (bench/sweep_linear.py) shows where it beats the tensor-core streaming tile.
 * ``"simt"``: register-tiled SIMT GEMM with arbitrary strides: float32 (true float32),
   float64, and 16-bit inputs the tensor-core kernel cannot take.
+* ``"tf32x3"``: float32 on tensor cores at float32 accuracy (3xTF32: each operand split
+  into two tf32 parts, three mma.sync m16n8k8 per product, float32 accumulators; error
+  under 2^-20 per product, like float32 rounding, where plain TF32 loses 2^-11; each
+  stage's sum is added to the running one in round-to-nearest float32). Same
+  operand rules as ``"mma"`` with 4-float chunks (``mma_eligible``). Finite inputs only:
+  an infinite operand gives NaN where NumPy gives +-inf. Reached through ``config=``
+  until the H200 sweep measures it faster than SIMT (``FP32_TENSOR_CORES``).
 
 * ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, 128x256x64 tiles, operands from
   128-byte-swizzled shared memory; same operand rules as ``"mma"``. The default for M > 64 on
@@ -142,6 +149,29 @@ class WgmmaTile:
 WGMMA_TILE = WgmmaTile()
 WGMMA_MIN_CC = 90
 
+@dataclasses.dataclass(frozen=True)
+class Tf32Tile(MmaTile):
+    """Block tile of the 3xTF32 kernel (``linear_relu_tf32x3``). Its float32 rows are
+    padded in shared memory (x and a K-major weight by 4 floats, a row-major weight by 8:
+    no bank conflicts); both weight layouts get the larger of the two sizes."""
+
+    def smem_bytes(self, itemsize: int = 4) -> int:
+        a = self.bm * (self.bk + 4)
+        b = max(self.bn * (self.bk + 4), self.bk * (self.bn + 8))
+        return self.stages * (a + b) * itemsize
+
+
+# 64x32 warp tiles: 64 float32 accumulators plus 64 for the per-stage partial sum (see
+# kernels/linear_relu.cu), 200-254 registers, 8 warps per SM either way: one 8-warp
+# 128x128 block, or (through config=, for the sweep) two 4-warp 128x64 blocks, which
+# have the same wave fill on any shape whose N is a multiple of 128.
+TF32_TILE = Tf32Tile(128, 128, 32, 2, 4, 4, max_blocks_per_sm=1, relative_speed=1.0)
+TF32_NARROW_TILE = Tf32Tile(128, 64, 16, 2, 2, 4, max_blocks_per_sm=2, relative_speed=0.85)
+TF32_TILES = (TF32_TILE, TF32_NARROW_TILE)
+# float32 takes the 3xTF32 kernel where it can load the operands (flip after the H200
+# sweep measures it faster than the SIMT kernel and cupy.matmul).
+FP32_TENSOR_CORES = False
+
 SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
 SIMT_SMALL = SimtTile(64, 64, 16, 4, 4)
 
@@ -151,8 +181,8 @@ MAX_SPLITS = 32
 
 @dataclasses.dataclass(frozen=True)
 class LinearConfig:
-    kind: str  # "mma", "gemv", "simt" or "wgmma"
-    tile: MmaTile | GemvTile | SimtTile | WgmmaTile
+    kind: str  # "mma", "gemv", "simt", "wgmma" or "tf32x3"
+    tile: MmaTile | GemvTile | SimtTile | WgmmaTile | Tf32Tile
     splits: int = 1  # split-K count (mma only); > 1 uses the float32 workspace
     raster_group: int = RASTER_GROUP
     # Split-K reduction of the mma kernel: "atomic" (float32 atomics into an M x N
@@ -227,6 +257,15 @@ def choose_simt_tile(m: int, n: int, dtype, dev) -> SimtTile:
     return SIMT_SMALL
 
 
+def choose_fp32_config(m: int, n: int, tensor_ok: bool, dev, tensor_cores: bool = FP32_TENSOR_CORES) -> LinearConfig:
+    """float32: the 3xTF32 kernel's 128x128 tile when ``tensor_cores`` and the operands
+    allow it (``tensor_ok``: ``mma_eligible`` and ``MMA_MIN_CC``); otherwise the SIMT
+    kernel."""
+    if tensor_cores and tensor_ok:
+        return LinearConfig("tf32x3", TF32_TILE)
+    return LinearConfig("simt", choose_simt_tile(m, n, np.float32, dev))
+
+
 def gemm_score(m: int, n: int, tile, blocks_per_sm: int, dev) -> float:
     """Estimated throughput of ``tile`` on an M x N output: tile speed x last-wave fill x
     the fraction of the tiles' area inside the matrix."""
@@ -254,10 +293,12 @@ def prefers_wgmma(m: int, n: int, dev) -> bool:
 def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool = False) -> LinearConfig:
     """The kernel configuration for an (M, K) @ (K, N) problem.
 
-    ``mma_ok``: the dtype is 16-bit, the operands meet the tensor-core kernel's alignment
-    rules (see ``mma_eligible``) and the device has ``MMA_MIN_CC``. ``kmajor``: the weight
-    is K-major (a transposed (N, K) array), which the wgmma kernel needs.
+    ``mma_ok``: the operands meet the tensor-core kernels' alignment rules (see
+    ``mma_eligible``) and the device has ``MMA_MIN_CC``. ``kmajor``: the weight is K-major
+    (a transposed (N, K) array), which the wgmma kernel needs.
     """
+    if np.dtype(dtype) == np.float32:
+        return choose_fp32_config(m, n, mma_ok, dev)
     if not mma_ok:
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
     if m <= STREAM_TILE.bm:
@@ -286,16 +327,21 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
 
 def mma_eligible(dtype, k: int, n: int, x_ptr: int, x_row_stride: int, x_k_stride: int, m: int,
                  w_ptr: int, w_k_stride: int, w_n_stride: int) -> bool | None:
-    """Whether the tensor-core kernel can load these operands with 16-byte cp.async, and
-    with which weight layout: True (K-major: unit k stride), False (N-major: unit n
-    stride) or None (not eligible). Strides are in elements, pointers in bytes."""
-    if np.dtype(dtype).itemsize != 2 or k % 8 or x_ptr % 16 or w_ptr % 16 or x_k_stride != 1:
+    """Whether the tensor-core kernels (16-bit types; float32 through 3xTF32) can load
+    these operands with 16-byte cp.async, and with which weight layout: True (K-major:
+    unit k stride), False (N-major: unit n stride) or None (not eligible). Strides are in
+    elements, pointers in bytes."""
+    itemsize = np.dtype(dtype).itemsize
+    if itemsize not in (2, 4):
         return None
-    if m > 1 and x_row_stride % 8:
+    vec = 16 // itemsize  # elements per 16-byte chunk
+    if k % vec or x_ptr % 16 or w_ptr % 16 or x_k_stride != 1:
         return None
-    if w_k_stride == 1 and (n == 1 or w_n_stride % 8 == 0):
+    if m > 1 and x_row_stride % vec:
+        return None
+    if w_k_stride == 1 and (n == 1 or w_n_stride % vec == 0):
         return True
-    if w_n_stride == 1 and n % 8 == 0 and w_k_stride % 8 == 0:
+    if w_n_stride == 1 and n % vec == 0 and w_k_stride % vec == 0:
         return False
     return None
 
@@ -309,6 +355,9 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     if config.kind == "wgmma":
         return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.stages, b_kmajor), min_cc=WGMMA_MIN_CC)
+    if config.kind == "tf32x3":
+        args = (t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, b_kmajor)
+        return KernelSpec(SOURCE, "linear_relu_tf32x3", args, min_cc=MMA_MIN_CC)
     return KernelSpec(SOURCE, "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, b_kmajor))
 
 
@@ -318,6 +367,9 @@ def instantiations(dev):
     specs = [kernel_spec(c, dt, kmaj) for c in mma for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     if wgmma_supported(dev):  # K-major: the default; N-major: through config= (compiled here for CI)
         specs += [kernel_spec(LinearConfig("wgmma", WGMMA_TILE), dt, kmaj) for dt in (np.float16, BFLOAT16)
+                  for kmaj in (True, False)]
+    if dev.cc >= MMA_MIN_CC:  # float32 default once FP32_TENSOR_CORES; through config= until then
+        specs += [kernel_spec(LinearConfig("tf32x3", tile), np.float32, kmaj) for tile in TF32_TILES
                   for kmaj in (True, False)]
     simt = [(np.float32, SIMT_LARGE), (np.float32, SIMT_SMALL), (np.float64, SIMT_SMALL),
             (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]
