@@ -108,7 +108,7 @@ WGMMA_VARIANTS = [  # Hopper kernel (K-major: the default; N-major: opt-in, read
     ("wgmma 128x256k64s4", L.LinearConfig("wgmma", L.WGMMA_TILE)),
     ("wgmma 128x256k64s3", L.LinearConfig("wgmma", L.WgmmaTile(stages=3))),
 ]
-TF = L.Tf32Tile
+TF = L.WideTile
 FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT kernel (the default until measured)
     ("tf32x3 128x128k32s4 8w", L.LinearConfig("tf32x3", L.TF32_TILE)),
     ("tf32x3 128x64k16s4 2/SM", L.LinearConfig("tf32x3", L.TF32_NARROW_TILE)),
@@ -116,6 +116,11 @@ FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT ker
     ("tf32x3 128x128k32s3 8w", L.LinearConfig("tf32x3", TF(128, 128, 32, 2, 4, 3, 1, 1.0))),
     ("simt 128x128k8 8x8", L.LinearConfig("simt", L.SIMT_LARGE)),
     ("simt 64x64k16 4x4", L.LinearConfig("simt", L.SIMT_SMALL)),
+]
+FP64_VARIANTS = [  # float64 DMMA tensor cores against the SIMT kernel (the default until measured)
+    ("dmma 128x128k16s3 8w", L.LinearConfig("dmma", L.DMMA_TILE)),
+    ("dmma 128x128k16s4 8w", L.LinearConfig("dmma", TF(128, 128, 16, 4, 2, 4, 1, 1.0, itemsize=8))),
+    ("dmma 64x128k16s3 2/SM", L.LinearConfig("dmma", TF(64, 128, 16, 2, 2, 3, 2, 1.0, itemsize=8))),
 ]
 
 
@@ -252,9 +257,8 @@ def run_case(m, k, n, dname, kmajor, variants):
 
 
 def default_config(m, k, n, dname, kmajor):
-    dev = current_device_info()  # the sweep's operands are aligned: the tensor-core kernels take 16-bit and fp32
-    mma_ok = np.dtype(DTYPES[dname]).itemsize <= 4 and dev.cc >= L.MMA_MIN_CC
-    return L.choose_config(m, n, k, DTYPES[dname], mma_ok, dev, kmajor)
+    dev = current_device_info()  # the sweep's operands are aligned: every dtype may take tensor cores
+    return L.choose_config(m, n, k, DTYPES[dname], dev.cc >= L.MMA_MIN_CC, dev, kmajor)
 
 
 def all_specs(plan):
@@ -316,8 +320,8 @@ def main():
         (4096, 4096, 4096, "fp32", True, d + FP32_VARIANTS[:2] + FP32_VARIANTS[4:5]),
         (512, 4096, 4096, "fp32", False, d + FP32_VARIANTS[:2]),
         (16, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1]),
-        (4096, 4096, 4096, "fp64", False, d),
-        (4096, 4096, 4096, "fp64", True, d),
+        (4096, 4096, 4096, "fp64", False, d + FP64_VARIANTS),
+        (4096, 4096, 4096, "fp64", True, d + FP64_VARIANTS[:1]),
     ]
     only = os.environ.get("SWEEP_ONLY")  # e.g. "16x8192" to run matching cases only
     if only:

@@ -89,4 +89,13 @@ __device__ __forceinline__ void split_tf32(float a, unsigned& big, unsigned& sma
     small = __float_as_uint(a - __uint_as_float(big)) & 0xffffe000u;
 }
 
+// d += a * b for one 8x8x4 float64 tile (mma.sync m8n8k4 .f64, sm_80+; IEEE fused
+// multiply-adds). Fragments (PTX ISA), g = lane / 4, t = lane % 4: a = A(g, t),
+// b = B(t, g), (d0, d1) = D(g, 2t), D(g, 2t + 1).
+__device__ __forceinline__ void mma_884_f64(double& d0, double& d1, double a, double b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d0), "+d"(d1)
+                 : "d"(a), "d"(b));
+}
+
 }  // namespace cufuse
