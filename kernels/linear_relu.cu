@@ -721,7 +721,8 @@ linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __re
 //    would pile that bias up along K (about K / 3 ulps of the running sum); so each
 //    pipeline stage's MMAs accumulate into a fresh per-stage partial, added to the
 //    running sum with one round-to-nearest float32 add per stage.
-//  * float64: mma.sync m8n8k4 f64 (IEEE fused multiply-adds, as cuBLAS's DGEMM on DMMA).
+//  * float64: mma.sync f64 (IEEE fused multiply-adds, as cuBLAS's DGEMM on DMMA): m16n8k8
+//    on sm_90, m8n8k4 on sm_80.
 //
 // Shared memory holds the tiles as padded rows, written by 16-byte cp.async in the
 // multi-stage pipeline of linear_relu_mma: x as [BM][BK + 4], a K-major weight as
@@ -827,9 +828,10 @@ __device__ __forceinline__ void wide_compute_stage(
             for (int r = 0; r < 4; ++r) acc[i][j][r] += part[i][j][r];
 }
 
-// One BK slab of a warp's float64 MMAs from one pipeline stage. acc keeps the m16n8 layout
-// of store_bias_relu: m8 tile 2i + h of the warp is acc[i][j][2h], acc[i][j][2h + 1]
-// (rows 16i + 8h + g, columns 8j + 2t, 8j + 2t + 1).
+// One BK slab of a warp's float64 MMAs from one pipeline stage: m16n8k8 on sm_90 (Hopper's
+// float64 shapes), m8n8k4 before. acc keeps the m16n8 layout of store_bias_relu; an m8n8k4
+// tile 2i + h of the warp is acc[i][j][2h], acc[i][j][2h + 1] (rows 16i + 8h + g,
+// columns 8j + 2t, 8j + 2t + 1).
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, bool B_KMAJOR>
 __device__ __forceinline__ void wide_compute_stage(
     const double* sa, const double* sb, int warp_row, int warp_col, int lane,
@@ -837,21 +839,43 @@ __device__ __forceinline__ void wide_compute_stage(
     using Tile = WideTile<double, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>;
     constexpr int MI = Tile::mi, NI = Tile::ni;
     const int g = lane >> 2, t = lane & 3;
+    // x(row, k) and w(k, n) of the stage, rows and columns relative to the warp tile.
+    auto x_at = [&](int row, int k) { return sa[(warp_row + row) * Tile::a_ld + k]; };
+    auto w_at = [&](int k, int n) {
+        return B_KMAJOR ? sb[(warp_col + n) * Tile::b_ld + k] : sb[k * Tile::b_ld + warp_col + n];
+    };
+#if __CUDA_ARCH__ >= 900
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 8) {
+        double b[NI][2];
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+            b[j][0] = w_at(kk + t, 8 * j + g);
+            b[j][1] = w_at(kk + t + 4, 8 * j + g);
+        }
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+            const double a[4] = {x_at(16 * i + g, kk + t), x_at(16 * i + g + 8, kk + t), x_at(16 * i + g, kk + t + 4),
+                                 x_at(16 * i + g + 8, kk + t + 4)};
+#pragma unroll
+            for (int j = 0; j < NI; ++j) mma_1688_f64(acc[i][j], a, b[j]);
+        }
+    }
+#else
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 4) {
         double a[2 * MI], b[NI];
 #pragma unroll
-        for (int i = 0; i < 2 * MI; ++i) a[i] = sa[(warp_row + 8 * i + g) * Tile::a_ld + kk + t];
+        for (int i = 0; i < 2 * MI; ++i) a[i] = x_at(8 * i + g, kk + t);
 #pragma unroll
-        for (int j = 0; j < NI; ++j)
-            b[j] = B_KMAJOR ? sb[(warp_col + 8 * j + g) * Tile::b_ld + kk + t]
-                            : sb[(kk + t) * Tile::b_ld + warp_col + 8 * j + g];
+        for (int j = 0; j < NI; ++j) b[j] = w_at(kk + t, 8 * j + g);
 #pragma unroll
         for (int i = 0; i < 2 * MI; ++i)
 #pragma unroll
             for (int j = 0; j < NI; ++j)
                 mma_884_f64(acc[i / 2][j][2 * (i % 2)], acc[i / 2][j][2 * (i % 2) + 1], a[i], b[j]);
     }
+#endif
 }
 
 }  // namespace linear
