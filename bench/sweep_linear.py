@@ -35,8 +35,8 @@ try:
 except Exception:  # a peer only
     torch = None
 
-DTYPES = {"bf16": BFLOAT16, "fp16": np.float16, "fp32": np.float32}
-TOL = {"bf16": 2e-2, "fp16": 1e-2, "fp32": 1e-4}
+DTYPES = {"bf16": BFLOAT16, "fp16": np.float16, "fp32": np.float32, "fp64": np.float64}
+TOL = {"bf16": 2e-2, "fp16": 1e-2, "fp32": 1e-5, "fp64": 1e-12}  # fp32: plain TF32 is ~1e-3 off
 
 # Candidate tensor-core tiles (bm, bn, bk, warps_m, warps_n, stages, blocks/SM, speed).
 T = L.MmaTile
@@ -125,9 +125,19 @@ WGMMA_M64_VARIANTS = [  # M = 64 x 8192^2 (default wgmma 64x64k64s6p1 x2 split2)
     ("wgmma 64x64 k128 s3p0 x2 split2", wgmma(L.WGMMA_64x64k128s3p0, 2)),
     ("wgmma 64x128 k128 s3p0 split2", wgmma(L.WGMMA_64x128k128s3p0, 2)),
 ]
-FP32_VARIANTS = [
+TF = L.WideTile
+FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT kernel (the default until measured)
+    ("tf32x3 128x128k32s4 8w", L.LinearConfig("tf32x3", L.TF32_TILE)),
+    ("tf32x3 128x64k16s4 2/SM", L.LinearConfig("tf32x3", L.TF32_NARROW_TILE)),
+    ("tf32x3 128x128k16s4 8w", L.LinearConfig("tf32x3", TF(128, 128, 16, 2, 4, 4, 1, 1.0))),
+    ("tf32x3 128x128k32s3 8w", L.LinearConfig("tf32x3", TF(128, 128, 32, 2, 4, 3, 1, 1.0))),
     ("simt 128x128k8 8x8", L.LinearConfig("simt", L.SIMT_LARGE)),
     ("simt 64x64k16 4x4", L.LinearConfig("simt", L.SIMT_SMALL)),
+]
+FP64_VARIANTS = [  # float64 DMMA tensor cores against the SIMT kernel (the default until measured)
+    ("dmma 128x128k16s3 8w", L.LinearConfig("dmma", L.DMMA_TILE)),
+    ("dmma 128x128k16s4 8w", L.LinearConfig("dmma", TF(128, 128, 16, 4, 2, 4, 1, 1.0, itemsize=8))),
+    ("dmma 64x128k16s3 2/SM", L.LinearConfig("dmma", TF(64, 128, 16, 2, 2, 3, 2, 1.0, itemsize=8))),
 ]
 
 
@@ -146,10 +156,10 @@ def make_sets(m, k, n, dtype, kmajor, count):
 
 
 def widen(a):
-    """float32 copy of a 16-bit array (bfloat16 through its bits), float64 of a float32 one."""
+    """float32 copy of a 16-bit array (bfloat16 through its bits), float64 of a float32 or float64 one."""
     if a.dtype == BFLOAT16:
         return (a.view(cupy.uint16).astype(cupy.uint32) << 16).view(cupy.float32)
-    return a.astype(np.float64 if a.dtype == np.float32 else np.float32)
+    return a.astype(np.float64 if a.dtype.itemsize >= 4 else np.float32)
 
 
 def reference(x, w, b):
@@ -264,7 +274,8 @@ def run_case(m, k, n, dname, kmajor, variants):
 
 
 def default_config(m, k, n, dname, kmajor):
-    return L.choose_config(m, n, k, DTYPES[dname], dname != "fp32", current_device_info(), kmajor)
+    dev = current_device_info()  # the sweep's operands are aligned: every dtype may take tensor cores
+    return L.choose_config(m, n, k, DTYPES[dname], dev.cc >= L.MMA_MIN_CC, dev, kmajor)
 
 
 def all_specs(plan):
@@ -318,6 +329,11 @@ def sweep_plan():
         (64, 8192, 8192, "fp16", False, d + WGMMA_M64_VARIANTS[:3]),
         (64, 8192, 8192, "fp16", True, d + WGMMA_M64_VARIANTS[:3]),
         (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
+        (4096, 4096, 4096, "fp32", True, d + FP32_VARIANTS[:2] + FP32_VARIANTS[4:5]),
+        (512, 4096, 4096, "fp32", False, d + FP32_VARIANTS[:2]),
+        (16, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1]),
+        (4096, 4096, 4096, "fp64", False, d + FP64_VARIANTS),
+        (4096, 4096, 4096, "fp64", True, d + FP64_VARIANTS[:1]),
     ]
 
 
@@ -327,7 +343,7 @@ def main():
     print(f"device: {props['name'].decode()}  {dev}")
     print("anchors (H200): cuBLASLt RELU_BIAS 8192^3 bf16 ~700-716 TFLOP/s, 512x4096^2 fp16 635; "
           "M<=64 x 8192^2: cuBLASLt 3.0-3.75 TB/s, copy ceiling 3.6 TB/s at 128 MiB, 4.26 at 1 GiB; "
-          "cupy.matmul fp32 4096^3 ~50 TFLOP/s")
+          "cupy.matmul fp32 4096^3 ~48-50 TFLOP/s (fp32 target: >= cupy unfused)")
     print("targets: large M >= 0.60x cuBLASLt (~420 TFLOP/s 8192^3, ~370 at 512x4096^2); M<=64 >= 3.7 TB/s")
     print("columns: eager ms / rate (what the benchmark sees) | graph ms / rate (kernel only) | host us per call | "
           "max err / max|ref|")

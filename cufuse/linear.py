@@ -32,8 +32,11 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     layout raises ValueError rather than being copied silently. float16/bfloat16 operands
     whose rows are 16-byte aligned (unit stride along K for x, K % 8 == 0, the weight
     contiguous along K or along N) run on tensor cores; everything else, float32 (true
-    float32) and float64 run on a SIMT kernel with arbitrary strides. On compute
-    capability 9.0 (either weight layout) M > 16 runs on the warpgroup-MMA kernel. When M <= 64, or the output has fewer tiles than the GPU has block slots, the
+    float32) and float64 run on a SIMT kernel with arbitrary strides. float32 and float64
+    operands with the same alignment (16-byte chunks) can take tensor-core kernels through
+    ``config``: 3xTF32 (float32-level accuracy for finite inputs) and float64 DMMA. On compute
+    capability 9.0 (either weight layout) M > 16 runs on the warpgroup-MMA kernel. When M <= 64,
+    or the output has fewer tiles than the GPU has block slots, the
     tensor-core kernel splits K over blocks and reduces in a float32 workspace (through
     atomics, M x N floats, for one row and K-major few-tile shapes; otherwise through
     slots, one tile of floats per block, at most about 2 x 17 MB on an H200), plus one int
@@ -186,9 +189,15 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         mma_ok = b_kmajor is not None and dev.cc >= linear_configs.MMA_MIN_CC
         if config is None:
             config = linear_configs.choose_config(m, n, k, x.dtype, mma_ok, dev, kmajor=b_kmajor is True)
-        if config.kind in ("mma", "gemv", "wgmma") and not mma_ok:
+        if config.kind in ("mma", "gemv", "wgmma") and not (mma_ok and itemsize == 2):
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which these operands' "
                              f"dtype or alignment rule out")
+        wide_dtype = linear_configs.WIDE_KINDS.get(config.kind)
+        if wide_dtype is not None and not (mma_ok and x.dtype == wide_dtype):
+            came = (f"{x.dtype} operands" if x.dtype != wide_dtype
+                    else f"rows or a device (compute capability {dev.cc}) that do not qualify")
+            raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which needs {wide_dtype} "
+                             f"operands with 16-byte aligned rows on compute capability 8.0 or later, got {came}")
         if config.kind == "wgmma" and not linear_configs.wgmma_supported(dev):
             raise ValueError(f"{_FN}: argument 'config' asks for the wgmma kernel, which needs compute "
                              f"capability 9.0, got {dev.cc}")
@@ -216,6 +225,12 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         # out is C-contiguous (check_out), a fresh one 256-byte aligned, and the plan's
         # signature holds out's alignment.
         paired_store = n % 2 == 0 and (out is None or out.data.ptr % (2 * itemsize) == 0)
+        if wide_dtype is not None:
+            smem = tile.smem_bytes(itemsize)
+            kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
+            scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride),
+                       bias_stride, np.int32(config.raster_group))
+            return _Plan(out_shape, x.dtype, kernel, (tiles, 1, 1), (tile.threads, 1, 1), smem, scalars, None, extents)
         # The tensor-core kernels (mma, wgmma): same arguments, but for mma's reduction flag.
         k_tiles = -(-k // tile.bk)
         splits = linear_configs.effective_splits(max(k_tiles, 1), config.splits)

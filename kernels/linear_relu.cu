@@ -172,7 +172,7 @@ __device__ __forceinline__ void mma_compute_stage(
 // mma.sync m16n8 (and of wgmma, per 16-row warp slice): tile (i, j) element r sits at row
 // row_base + 16i + 8(r/2), column col_base + 8j + r%2.
 template <typename T, int MI, int NI>
-__device__ __forceinline__ void store_bias_relu(const float (&acc)[MI][NI][4], T* __restrict__ out,
+__device__ __forceinline__ void store_bias_relu(const accum_t<T> (&acc)[MI][NI][4], T* __restrict__ out,
                                                 const T* __restrict__ bias, int64 bias_stride, int64 row_base,
                                                 int64 col_base, int64 M, int64 N, int paired_store) {
 #pragma unroll
@@ -762,4 +762,233 @@ linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __re
         }
         if (threadIdx.x == 0) counters[blockIdx.x] = 0;
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// float32 and float64 on tensor cores: `linear_relu_wide<T>`, one pipeline for both.
+//  * float32 at float32 accuracy ("3xTF32", after CUTLASS's fast-accurate float32 GEMM):
+//    every operand element splits as a ~= big + small, both tf32 (split_tf32), and
+//    acc += small_a * big_b + big_a * small_b + big_a * big_b with mma.sync m16n8k8 tf32
+//    and float32 accumulators. Dropped are small_a * small_b and the split's remainders:
+//    under 2^-20 of |a * b| per product, float32 rounding level (plain TF32 loses 2^-11).
+//    The tensor cores round their float32 sums toward zero, and three MMAs per k8 step
+//    would pile that bias up along K (about K / 3 ulps of the running sum); so each
+//    pipeline stage's MMAs accumulate into a fresh per-stage partial, added to the
+//    running sum with one round-to-nearest float32 add per stage.
+//  * float64: mma.sync f64 (IEEE fused multiply-adds, as cuBLAS's DGEMM on DMMA): m16n8k8
+//    on sm_90, m8n8k4 on sm_80.
+//
+// Shared memory holds the tiles as padded rows, written by 16-byte cp.async in the
+// multi-stage pipeline of linear_relu_mma: x as [BM][BK + 4], a K-major weight as
+// [BN][BK + 4], a row-major weight as [BK][BN + 32 bytes] (elements). float32: an 8x8
+// b16 ldmatrix on fp32 rows is 8 rows x 4 floats, thread l getting float l % 4 of row
+// l / 4: exactly the tf32 A fragment, and the B fragment of a K-major weight; rows BK + 4
+// floats apart put the 8 rows in 8 distinct 16-byte bank groups. A row-major weight is
+// read with scalar loads: rows BN + 8 floats apart put the fragment's 4 k rows x 8 n
+// columns in 32 distinct banks. float64 fragments are scalar 8-byte loads, served per
+// half warp (16 lanes, 16 8-byte banks): 4 rows x 4 doubles of x or a K-major weight at
+// rows BK + 4 doubles apart (4 banks apart), 4 k rows x 4 doubles of a row-major weight
+// at rows BN + 4 doubles apart: 16 distinct banks each.
+namespace cufuse {
+namespace linear {
+
+template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, bool B_KMAJOR>
+struct WideTile {
+    static constexpr int threads = 32 * WARPS_M * WARPS_N;
+    static constexpr int warp_m = BM / WARPS_M, warp_n = BN / WARPS_N;
+    static constexpr int mi = warp_m / 16, ni = warp_n / 8;  // m16n8 accumulator tiles per warp
+    // Padded row lengths (elements): 16 bytes (float) or 32 bytes (double) on x and a K-major
+    // weight, 32 bytes on a row-major weight (see the section comment).
+    static constexpr int a_ld = BK + 4, b_ld = B_KMAJOR ? BK + 4 : BN + 32 / int(sizeof(T));
+    static constexpr int a_elems = BM * a_ld;
+    static constexpr int b_elems = (B_KMAJOR ? BN : BK) * b_ld;
+    static constexpr int stage_elems = a_elems + b_elems;
+    static_assert(BK % 8 == 0, "k8 steps; BK + 4 = 4 x odd staggers the rows");
+    static_assert(B_KMAJOR || BN % (128 / sizeof(T)) == 0, "the 32-byte pad staggers the row-major B rows");
+    static_assert(warp_m % 16 == 0 && warp_n % 16 == 0, "warp tile must hold whole x4 ldmatrix loads");
+};
+
+// A ROWS x COLS tile, COLS contiguous in global memory (row stride ld), into shared-memory
+// rows of LD elements, 16 bytes per cp.async; chunks at or past row_end or col_end are
+// zero-filled (col_end is a multiple of the chunk, so a chunk is all in or all out).
+template <typename T, int ROWS, int COLS, int LD, int THREADS>
+__device__ __forceinline__ void load_tile_wide(T* dst, const T* __restrict__ src, int64 row0, int64 col0,
+                                               int64 row_end, int64 col_end, int64 ld) {
+    constexpr int vec = 16 / sizeof(T), row_chunks = COLS / vec, chunks = ROWS * row_chunks;
+#pragma unroll
+    for (int i = 0; i < (chunks + THREADS - 1) / THREADS; ++i) {
+        const int c = threadIdx.x + i * THREADS;
+        if (chunks % THREADS != 0 && c >= chunks) break;
+        const int row = c / row_chunks, col = (c % row_chunks) * vec;
+        const bool ok = row0 + row < row_end && col0 + col < col_end;
+        cp_async_16(dst + row * LD + col, ok ? src + (row0 + row) * ld + col0 + col : src, ok);
+    }
+}
+
+// One BK slab of a warp's 3xTF32 MMAs from one pipeline stage, added to acc.
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, bool B_KMAJOR>
+__device__ __forceinline__ void wide_compute_stage(
+    const float* sa, const float* sb, int warp_row, int warp_col, int lane,
+    float (&acc)[WideTile<float, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>::mi][WideTile<float, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>::ni][4]) {
+    using Tile = WideTile<float, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>;
+    constexpr int MI = Tile::mi, NI = Tile::ni;
+    constexpr float zero[4] = {0.f, 0.f, 0.f, 0.f};
+    float part[MI][NI][4];  // this stage's sum (its first MMA adds to zero)
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 8) {
+        unsigned b_big[NI][2], b_small[NI][2];
+#pragma unroll
+        for (int j = 0; j < NI; j += 2) {
+            unsigned raw[4];  // b[j][0], b[j][1], b[j+1][0], b[j+1][1]
+            if constexpr (B_KMAJOR) {
+                // [n][k]: matrices (n0-7, k0-3) (n0-7, k4-7) (n8-15, k0-3) (n8-15, k4-7).
+                ldmatrix_x4(raw, sb + (warp_col + j * 8 + (lane >> 4) * 8 + (lane & 7)) * Tile::b_ld + kk +
+                                     ((lane >> 3) & 1) * 4);
+            } else {
+                // [k][n]: thread (g, t) = (lane / 4, lane % 4) reads B(t, g) and B(t + 4, g).
+                const float* p = sb + (kk + (lane & 3)) * Tile::b_ld + warp_col + j * 8 + (lane >> 2);
+                const float v[4] = {p[0], p[4 * Tile::b_ld], p[8], p[4 * Tile::b_ld + 8]};
+#pragma unroll
+                for (int r = 0; r < 4; ++r) raw[r] = __float_as_uint(v[r]);
+            }
+#pragma unroll
+            for (int r = 0; r < 4; ++r) split_tf32(__uint_as_float(raw[r]), b_big[j + r / 2][r % 2], b_small[j + r / 2][r % 2]);
+        }
+        // One 16-row A fragment at a time keeps the registers to B's fragments plus one of
+        // A's; NI independent accumulators separate two MMAs into the same one.
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+            // x4: (m0-7, k0-3) (m8-15, k0-3) (m0-7, k4-7) (m8-15, k4-7); lanes 8j..8j+7 address matrix j.
+            unsigned raw[4], a_big[4], a_small[4];
+            ldmatrix_x4(raw, sa + (warp_row + i * 16 + (lane & 15)) * Tile::a_ld + kk + (lane >> 4) * 4);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) split_tf32(__uint_as_float(raw[r]), a_big[r], a_small[r]);
+#pragma unroll
+            for (int j = 0; j < NI; ++j) {
+                if (kk == 0) mma_1688_tf32(part[i][j], a_small, b_big[j], zero);
+                else mma_1688_tf32(part[i][j], a_small, b_big[j], part[i][j]);
+            }
+#pragma unroll
+            for (int j = 0; j < NI; ++j) mma_1688_tf32(part[i][j], a_big, b_small[j], part[i][j]);
+#pragma unroll
+            for (int j = 0; j < NI; ++j) mma_1688_tf32(part[i][j], a_big, b_big[j], part[i][j]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[i][j][r] += part[i][j][r];
+}
+
+// One BK slab of a warp's float64 MMAs from one pipeline stage: m16n8k8 on sm_90 (Hopper's
+// float64 shapes), m8n8k4 before. acc keeps the m16n8 layout of store_bias_relu; an m8n8k4
+// tile 2i + h of the warp is acc[i][j][2h], acc[i][j][2h + 1] (rows 16i + 8h + g,
+// columns 8j + 2t, 8j + 2t + 1).
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, bool B_KMAJOR>
+__device__ __forceinline__ void wide_compute_stage(
+    const double* sa, const double* sb, int warp_row, int warp_col, int lane,
+    double (&acc)[WideTile<double, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>::mi][WideTile<double, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>::ni][4]) {
+    using Tile = WideTile<double, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>;
+    constexpr int MI = Tile::mi, NI = Tile::ni;
+    const int g = lane >> 2, t = lane & 3;
+    // x(row, k) and w(k, n) of the stage, rows and columns relative to the warp tile.
+    auto x_at = [&](int row, int k) { return sa[(warp_row + row) * Tile::a_ld + k]; };
+    auto w_at = [&](int k, int n) {
+        return B_KMAJOR ? sb[(warp_col + n) * Tile::b_ld + k] : sb[k * Tile::b_ld + warp_col + n];
+    };
+#if __CUDA_ARCH__ >= 900
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 8) {
+        double b[NI][2];
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+            b[j][0] = w_at(kk + t, 8 * j + g);
+            b[j][1] = w_at(kk + t + 4, 8 * j + g);
+        }
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+            const double a[4] = {x_at(16 * i + g, kk + t), x_at(16 * i + g + 8, kk + t), x_at(16 * i + g, kk + t + 4),
+                                 x_at(16 * i + g + 8, kk + t + 4)};
+#pragma unroll
+            for (int j = 0; j < NI; ++j) mma_1688_f64(acc[i][j], a, b[j]);
+        }
+    }
+#else
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 4) {
+        double a[2 * MI], b[NI];
+#pragma unroll
+        for (int i = 0; i < 2 * MI; ++i) a[i] = x_at(8 * i + g, kk + t);
+#pragma unroll
+        for (int j = 0; j < NI; ++j) b[j] = w_at(kk + t, 8 * j + g);
+#pragma unroll
+        for (int i = 0; i < 2 * MI; ++i)
+#pragma unroll
+            for (int j = 0; j < NI; ++j)
+                mma_884_f64(acc[i / 2][j][2 * (i % 2)], acc[i / 2][j][2 * (i % 2) + 1], a[i], b[j]);
+    }
+#endif
+}
+
+}  // namespace linear
+}  // namespace cufuse
+
+// Grid: (tiles_m * tiles_n). Block tile BM x BN, STAGES-deep cp.async pipeline (dynamic
+// shared memory STAGES x stage_elems elements). T is float (3xTF32) or double. Requires
+// (checked on the host): x rows 16-byte aligned with unit k stride, K a multiple of 16
+// bytes' elements; the weight's contiguous axis 16-byte aligned and, when it is N, N a
+// multiple of them too. B_KMAJOR as in linear_relu_mma.
+template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
+linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
+                 int64 M, int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride, int raster_group) {
+    using Tile = WideTile<T, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T* smem = reinterpret_cast<T*>(smem_raw);
+
+    const int64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    int64 tile_m, tile_n;
+    raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
+    const int64 m0 = tile_m * BM, n0 = tile_n * BN;
+    const int k_tiles = int((K + BK - 1) / BK);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int warp_row = (warp / WARPS_N) * Tile::warp_m, warp_col = (warp % WARPS_N) * Tile::warp_n;
+
+    accum_t<T> acc[Tile::mi][Tile::ni][4];
+#pragma unroll
+    for (int i = 0; i < Tile::mi; ++i)
+#pragma unroll
+        for (int j = 0; j < Tile::ni; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[i][j][r] = 0;
+
+    auto load = [&](int kt) {
+        T* stage = smem + (kt % STAGES) * Tile::stage_elems;
+        if (kt < k_tiles) {
+            const int64 k0 = int64(kt) * BK;
+            load_tile_wide<T, BM, BK, Tile::a_ld, Tile::threads>(stage, x, m0, k0, M, K, ldx);
+            if constexpr (B_KMAJOR)
+                load_tile_wide<T, BN, BK, Tile::b_ld, Tile::threads>(stage + Tile::a_elems, w, n0, k0, N, K, ldw);
+            else
+                load_tile_wide<T, BK, BN, Tile::b_ld, Tile::threads>(stage + Tile::a_elems, w, k0, n0, K, N, ldw);
+        }
+        cp_async_commit();  // an empty group keeps the wait counts uniform at the tail
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) load(s);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage kt landed for everyone; stage kt-1 is free to overwrite
+        load(kt + STAGES - 1);
+        const T* stage = smem + (kt % STAGES) * Tile::stage_elems;
+        wide_compute_stage<BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>(stage, stage + Tile::a_elems, warp_row, warp_col,
+                                                                   lane, acc);
+    }
+    cp_async_wait<0>();
+
+    // Accumulator (i, j, r) sits at row warp_row + 16i + lane/4 + 8(r/2), column warp_col + 8j + 2(lane%4) + r%2.
+    store_bias_relu<T>(acc, out, bias, bias_stride, m0 + warp_row + (lane >> 2), n0 + warp_col + 2 * (lane & 3), M, N,
+                       /*paired_store=*/0);
 }

@@ -67,4 +67,43 @@ template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, f
     return *reinterpret_cast<unsigned*>(&h);
 }
 
+// D = A*B + C for one 16x8x8 tile of tf32 operands (tf32 values in .b32 registers: float32
+// bit patterns whose 13 low mantissa bits are zero), float32 accumulators. Fragment layout
+// (PTX ISA, mma.m16n8k8 .tf32), g = lane / 4, t = lane % 4: a = A(g, t), A(g+8, t),
+// A(g, t+4), A(g+8, t+4); b = B(t, g), B(t+4, g); d as for m16n8k16.
+__device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
+                                              const float (&c)[4]) {  // d = a * b + c
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+// a ~= big + small in tf32 ("3xTF32"): big = a rounded to tf32 (nearest, ties away from
+// zero: add half a tf32 ulp, clear the 13 low bits); small = a - big (exact, |small| <=
+// 2^-11 |a|) truncated to tf32, so |a - big - small| < 2^-21 |a|. Finite a only: an
+// infinite a (or one within 2^-12 of the float32 maximum, whose big rounds to inf) gives
+// small = inf - inf = NaN.
+__device__ __forceinline__ void split_tf32(float a, unsigned& big, unsigned& small) {
+    big = (__float_as_uint(a) + 0x1000u) & 0xffffe000u;
+    small = __float_as_uint(a - __uint_as_float(big)) & 0xffffe000u;
+}
+
+// d += a * b for one 8x8x4 float64 tile (mma.sync m8n8k4 .f64, sm_80+; IEEE fused
+// multiply-adds). Fragments (PTX ISA), g = lane / 4, t = lane % 4: a = A(g, t),
+// b = B(t, g), (d0, d1) = D(g, 2t), D(g, 2t + 1).
+__device__ __forceinline__ void mma_884_f64(double& d0, double& d1, double a, double b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d0), "+d"(d1)
+                 : "d"(a), "d"(b));
+}
+
+// d += a * b for one 16x8x8 float64 tile (mma.sync m16n8k8 .f64, sm_90+): 4x the work of
+// m8n8k4 per instruction; fragments laid out as for m16n8k8 .tf32.
+__device__ __forceinline__ void mma_1688_f64(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+                 : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+}
+
 }  // namespace cufuse

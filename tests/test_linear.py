@@ -193,7 +193,60 @@ def test_mma_eligibility_and_layout():
     assert _eligible(F16, 64, 40, (80, 2)) is None  # neither axis contiguous
     assert _eligible(F16, 64, 40, (40, 1), x_ptr=2) is None  # x misaligned
     assert _eligible(F16, 64, 40, (40, 1), x_row_stride=68) is None  # x rows misaligned
-    assert _eligible(F32, 64, 40, (40, 1)) is None  # float32 runs on SIMT (no TF32)
+    assert _eligible(F64, 64, 40, (40, 1)) is False  # float64: 2-double chunks
+    assert _eligible(F64, 63, 40, (40, 1)) is None
+
+
+def test_float32_eligibility_uses_4_float_chunks():
+    assert _eligible(F32, 64, 40, (1, 64)) is True  # transposed (N, K) array
+    assert _eligible(F32, 64, 36, (36, 1)) is False  # row-major (K, N), N % 4 == 0
+    assert _eligible(F32, 64, 34, (34, 1)) is None  # row-major rows not 16-byte multiples
+    assert _eligible(F32, 68, 40, (1, 68)) is True  # K % 4 == 0 suffices (16-bit needs K % 8)
+    assert _eligible(F32, 66, 40, (1, 66)) is None
+    assert _eligible(F32, 64, 40, (43, 1), w_offset=1) is None  # slice starting at an odd column
+    assert _eligible(F32, 64, 40, (40, 1), x_row_stride=66) is None
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_wide_types_take_simt_until_tensor_cores_are_enabled(dtype):
+    enabled = cfg.FP32_TENSOR_CORES if dtype == F32 else cfg.FP64_TENSOR_CORES
+    assert enabled or cfg.choose_config(4096, 4096, 4096, dtype, True, H200).kind == "simt"
+    assert cfg.choose_config(4096, 4096, 4096, dtype, False, H200).kind == "simt"
+    assert cfg.choose_wide_config(4096, 4096, dtype, True, H200, tensor_cores=False).kind == "simt"
+
+
+@pytest.mark.parametrize("dtype,kind,tile", [(F32, "tf32x3", cfg.TF32_TILE), (F64, "dmma", cfg.DMMA_TILE)])
+@pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
+def test_wide_tensor_core_selection(dev, dtype, kind, tile):
+    specs = set(cfg.instantiations(dev))
+    for m, n in ((1, 8), (65, 4100), (512, 4096), (4096, 4096), (8192, 8192)):
+        config = cfg.choose_wide_config(m, n, dtype, True, dev, tensor_cores=True)
+        assert config == cfg.LinearConfig(kind, tile) and cfg.WIDE_KINDS[kind] == dtype
+        assert cfg.choose_wide_config(m, n, dtype, False, dev, tensor_cores=True).kind == "simt"  # operands it cannot load
+        for kmajor in (True, False):
+            assert cfg.kernel_spec(config, dtype, kmajor) in specs
+
+
+WIDE_TILES = [(t, F32) for t in cfg.TF32_TILES] + [(cfg.DMMA_TILE, F64)]
+
+
+@pytest.mark.parametrize("tile,dtype", WIDE_TILES, ids=lambda p: getattr(p, "name", None) or f"{p.bm}x{p.bn}x{p.itemsize}")
+@pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
+def test_wide_tiles_fit_shared_memory(tile, dtype, dev):
+    assert tile.itemsize == dtype.itemsize
+    assert tile.smem_bytes() <= dev.max_smem_per_block
+    assert tile.blocks_per_sm(dev) == tile.max_blocks_per_sm  # 8 warps per SM
+
+
+@pytest.mark.parametrize("kmajor", [True, False])
+@pytest.mark.parametrize("tile,dtype", WIDE_TILES, ids=lambda p: getattr(p, "name", None) or f"{p.bm}x{p.bn}x{p.itemsize}")
+def test_wide_tiles_fit_their_register_budget(tile, dtype, kmajor):
+    from cufuse._loader import compile_spec, resource_usage
+
+    kind = "tf32x3" if dtype == F32 else "dmma"
+    usage = resource_usage(compile_spec(cfg.kernel_spec(cfg.LinearConfig(kind, tile), dtype, kmajor), "sm_90a").log)
+    assert usage["spill_stores"] == 0
+    assert tile.max_blocks_per_sm * tile.threads * usage["registers"] <= 65536
 
 
 def _chosen_specs(dev):
@@ -201,11 +254,11 @@ def _chosen_specs(dev):
     for dtype in (F16, BFLOAT16, F32, F64):
         for m in (1, 7, 16, 17, 64, 65, 512, 4097, 8192):
             for n in (1, 8, 33, 4096, 16384):
-                for mma_ok in (True, False) if dtype.itemsize == 2 else (False,):
+                for mma_ok in (True, False):
                     for kmajor in (True, False):
                         config = cfg.choose_config(m, n, 4096, dtype, mma_ok, dev, kmajor)
                         specs.add(cfg.kernel_spec(config, dtype, kmajor))
-                        if mma_ok and cfg.wgmma_supported(dev):
+                        if mma_ok and cfg.wgmma_supported(dev) and dtype in (F16, BFLOAT16):
                             specs.add(cfg.kernel_spec(cfg.choose_wgmma_config(m, n, 4096, dev), dtype, kmajor))
     return specs
 
@@ -289,6 +342,9 @@ def _gemv(splits=1):
 
 
 BF16 = BFLOAT16
+TF32X3 = cfg.LinearConfig("tf32x3", cfg.TF32_TILE)
+TF32X3_NARROW = cfg.LinearConfig("tf32x3", cfg.TF32_NARROW_TILE)
+DMMA = cfg.LinearConfig("dmma", cfg.DMMA_TILE)
 CASES = [
     # tensor cores, weight streaming (M <= 16, split-K), both layouts, ragged N
     Case((1,), 4096, 4096, BF16, "nk_t"),
@@ -342,6 +398,22 @@ CASES = [
     Case((65,), 4100, 33, F64, "nk_t"),
     Case((3, 5), 33, 8, F64, "kn"),
     Case((4097,), 8, 1, F64, "every_other_k"),
+    # float32 on tensor cores (3xTF32, through config=): same tolerance as true float32
+    Case((4097,), 256, 4100, F32, "kn", config=TF32X3),
+    Case((300,), 1000, 264, F32, "nk_t", config=TF32X3),  # ragged M, N and the last k tile
+    Case((65,), 4096, 4096, F32, "kn", bias="strided", config=TF32X3_NARROW),  # K = 4096: TF32 alone fails
+    Case((65,), 4096, 4096, F32, "nk_t", config=TF32X3),
+    Case((3, 5), 36, 8, F32, "nk_t_padded", bias="none", config=TF32X3),
+    Case((200,), 520, 136, F32, "every_other_k", config=TF32X3_NARROW),  # weight rows 2N apart
+    Case((130,), 260, 72, F32, "kn", x_layout="padded_rows", config=TF32X3),
+    Case((), 260, 72, F32, "nk_t", config=TF32X3_NARROW),  # 1-D x
+    Case((1,), 4096, 4096, F32, "kn", config=TF32X3),
+    # float64 on tensor cores (DMMA, through config=)
+    Case((300,), 1000, 264, F64, "kn", config=DMMA),  # ragged M, N and the last k tile
+    Case((130,), 4096, 136, F64, "nk_t", bias="strided", config=DMMA),
+    Case((3, 5), 34, 8, F64, "nk_t_padded", bias="none", config=DMMA),
+    Case((200,), 520, 144, F64, "every_other_k", config=DMMA),
+    Case((), 260, 72, F64, "kn", x_layout="padded_rows", config=DMMA),
     # degenerate
     Case((3,), 0, 4, F16, "kn"),
     Case((3,), 0, 4, F32, "kn"),
@@ -492,6 +564,24 @@ def test_wgmma_refuses_split_k_through_atomics(cp, rng):
         fused_linear_relu(x, w, b, config=cfg.LinearConfig("wgmma", cfg.WGMMA_64x64, 2))
 
 
+@pytest.mark.parametrize("config,dtype,layout", [
+    (TF32X3, F32, "odd_column"), (TF32X3, F16, "kn"), (TF32X3, F64, "kn"),
+    (DMMA, F64, "odd_column"), (DMMA, F32, "kn"),
+], ids=lambda p: getattr(p, "kind", None) or str(p))
+def test_wide_kernels_refuse_operands_they_cannot_take(cp, rng, config, dtype, layout):
+    x, w, b = make_inputs(cp, rng, Case((8,), 64, 40, dtype, layout))
+    with pytest.raises(ValueError, match=f"asks for the {config.kind} kernel"):
+        fused_linear_relu(x, w, b, config=config)
+
+
+def test_tf32x3_propagates_nan(cp, rng):
+    x = _random(cp, rng, (130, 64), F32)
+    w = _random(cp, rng, (64, 72), F32)
+    x[3, 5] = np.nan
+    out = fused_linear_relu(x, w, config=TF32X3)
+    assert bool(cp.isnan(out[3]).all()) and not bool(cp.isnan(out[4]).any())
+
+
 def test_new_out_and_numpy_reference_agree(cp, rng):
     x = rng.standard_normal((3, 5, 40)).astype(np.float32)
     w = rng.standard_normal((40, 24)).astype(np.float32)
@@ -540,6 +630,8 @@ LAUNCH_CASES = [
     Case((300,), 520, 264, BF16, "kn", config=_force(cfg.MEDIUM_TILE)),
     Case((65,), 256, 264, F32, "kn"),
     Case((64,), 4096, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256, 4)),  # wgmma, split-K through slots
+    Case((130,), 256, 264, F32, "nk_t", config=TF32X3),
+    Case((130,), 256, 264, F64, "kn", config=DMMA),
 ]
 
 
@@ -565,7 +657,7 @@ def test_one_kernel_launch_per_call(cp, rng, case):
     _require_kernel(cp, case)
     x, w, b = make_inputs(cp, rng, case)
     out = cp.empty(case.lead + (case.n,), dtype=case.dtype)
-    nodes, dot = _captured_nodes(cp, lambda: fused_linear_relu(x, w, b, out=out))
+    nodes, dot = _captured_nodes(cp, lambda: fused_linear_relu(x, w, b, out=out, config=case.config))
     assert len(nodes) == 1 and "linear_relu" in dot, dot
 
 
@@ -583,10 +675,11 @@ def test_no_allocation_besides_out(cp, rng, case):
     _require_kernel(cp, case)
     x, w, b = make_inputs(cp, rng, case)
     out = cp.empty(case.lead + (case.n,), dtype=case.dtype)
-    fused_linear_relu(x, w, b, out=out)  # warm: compile, split-K workspace (documented, reused)
+    call = lambda **kw: fused_linear_relu(x, w, b, config=case.config, **kw)
+    call(out=out)  # warm: compile, split-K workspace (documented, reused)
     with Counter() as counter:
-        fused_linear_relu(x, w, b, out=out)
+        call(out=out)
     assert counter.sizes == []
     with Counter() as counter:
-        fresh = fused_linear_relu(x, w, b)
+        fresh = call()
     assert len(counter.sizes) == 1 and counter.sizes[0] >= fresh.nbytes

@@ -13,6 +13,15 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   (bench/sweep_linear.py) shows where it beats the tensor-core streaming tile.
 * ``"simt"``: register-tiled SIMT GEMM with arbitrary strides: float32 (true float32),
   float64, and 16-bit inputs the tensor-core kernel cannot take.
+* ``"tf32x3"``: float32 on tensor cores at float32 accuracy (3xTF32: each operand split
+  into two tf32 parts, three mma.sync m16n8k8 per product, float32 accumulators; error
+  under 2^-20 per product, like float32 rounding, where plain TF32 loses 2^-11; each
+  stage's sum is added to the running one in round-to-nearest float32). Finite inputs
+  only: an infinite operand gives NaN where NumPy gives +-inf.
+* ``"dmma"``: float64 on tensor cores (mma.sync m8n8k4 f64, IEEE fused multiply-adds).
+  Both run ``linear_relu_wide`` with the operand rules of ``"mma"`` in 16-byte chunks
+  (``mma_eligible``) and are reached through ``config=`` until the H200 sweep measures
+  them faster than SIMT (``FP32_TENSOR_CORES``, ``FP64_TENSOR_CORES``).
 
 * ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, BM x BN x BK tiles (``WgmmaTile``: BM 64
   or 128, BN 64, 128 or 256, BK 64 or 128), operands from 128-byte-swizzled shared memory, split-K
@@ -196,8 +205,41 @@ WGMMA_CANDIDATE_TILES = (WGMMA_128x128s6, WGMMA_128x128s5p2, WGMMA_128x128s6p2, 
                          WGMMA_64x64k128s3p0, WGMMA_64x128k128s3p0)
 WGMMA_MIN_CC = 90
 
+
+@dataclasses.dataclass(frozen=True)
+class WideTile(MmaTile):
+    """Block tile of ``linear_relu_wide`` (float32 3xTF32 or float64 DMMA). Rows are
+    padded in shared memory (x and a K-major weight by 4 elements, a row-major weight by
+    32 bytes: no bank conflicts); both weight layouts get the larger of the two sizes."""
+
+    itemsize: int = 4  # 4: float32 (kind "tf32x3"), 8: float64 (kind "dmma"); for blocks_per_sm
+
+    def smem_bytes(self, itemsize: int | None = None) -> int:
+        """Dynamic shared memory for elements of ``itemsize`` bytes (default: the tile's)."""
+        itemsize = itemsize or self.itemsize
+        a = self.bm * (self.bk + 4)
+        b = max(self.bn * (self.bk + 4), self.bk * (self.bn + 32 // itemsize))
+        return self.stages * (a + b) * itemsize
+
+
+# float32: 64x32 warp tiles, 64 accumulators plus 64 for the per-stage partial sum (see
+# kernels/linear_relu.cu), 200-254 registers, 8 warps per SM either way: one 8-warp
+# 128x128 block, or (through config=, for the sweep) two 4-warp 128x64 blocks, which
+# have the same wave fill on any shape whose N is a multiple of 128.
+TF32_TILE = WideTile(128, 128, 32, 2, 4, 4, max_blocks_per_sm=1, relative_speed=1.0)
+TF32_NARROW_TILE = WideTile(128, 64, 16, 2, 2, 4, max_blocks_per_sm=2, relative_speed=0.85)
+TF32_TILES = (TF32_TILE, TF32_NARROW_TILE)
+# float64: 32x64 warp tiles (64 double accumulators), 8 warps, 208-216 registers.
+DMMA_TILE = WideTile(128, 128, 16, 4, 2, 3, max_blocks_per_sm=1, relative_speed=1.0, itemsize=8)
+# The tensor-core kernels as the float32 / float64 defaults where they can load the
+# operands (flip each after the H200 sweep measures it faster than SIMT and cupy.matmul).
+FP32_TENSOR_CORES = False
+FP64_TENSOR_CORES = False
+
 SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
 SIMT_SMALL = SimtTile(64, 64, 16, 4, 4)
+
+WIDE_KINDS = {"tf32x3": np.dtype(np.float32), "dmma": np.dtype(np.float64)}  # kind -> its dtype
 
 RASTER_GROUP = 8  # tile rows walked together so neighbouring blocks share L2 lines
 MAX_SPLITS = 32
@@ -205,8 +247,8 @@ MAX_SPLITS = 32
 
 @dataclasses.dataclass(frozen=True)
 class LinearConfig:
-    kind: str  # "mma", "gemv", "simt" or "wgmma"
-    tile: MmaTile | GemvTile | SimtTile | WgmmaTile
+    kind: str  # "mma", "gemv", "simt", "wgmma", "tf32x3" or "dmma"
+    tile: MmaTile | GemvTile | SimtTile | WgmmaTile | WideTile
     splits: int = 1  # split-K count (mma only); > 1 uses the float32 workspace
     raster_group: int = RASTER_GROUP
     # Split-K reduction of the mma kernel: "atomic" (float32 atomics into an M x N
@@ -281,6 +323,19 @@ def choose_simt_tile(m: int, n: int, dtype, dev) -> SimtTile:
     return SIMT_SMALL
 
 
+def choose_wide_config(m: int, n: int, dtype, tensor_ok: bool, dev, tensor_cores: bool | None = None) -> LinearConfig:
+    """float32 / float64: the tensor-core kernel's 128x128 tile (3xTF32 / DMMA) when
+    ``tensor_cores`` (default: ``FP32_TENSOR_CORES`` / ``FP64_TENSOR_CORES``) and the
+    operands allow it (``tensor_ok``: ``mma_eligible`` and ``MMA_MIN_CC``); otherwise the
+    SIMT kernel."""
+    fp32 = np.dtype(dtype) == np.float32
+    if tensor_cores is None:
+        tensor_cores = FP32_TENSOR_CORES if fp32 else FP64_TENSOR_CORES
+    if tensor_cores and tensor_ok:
+        return LinearConfig("tf32x3", TF32_TILE) if fp32 else LinearConfig("dmma", DMMA_TILE)
+    return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
+
+
 def gemm_score(m: int, n: int, tile, blocks_per_sm: int, dev) -> float:
     """Estimated throughput of ``tile`` on an M x N output: tile speed x last-wave fill x
     the fraction of the tiles' area inside the matrix."""
@@ -322,10 +377,12 @@ def prefers_wgmma(m: int, n: int, dev) -> bool:
 def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool = False) -> LinearConfig:
     """The kernel configuration for an (M, K) @ (K, N) problem.
 
-    ``mma_ok``: the dtype is 16-bit, the operands meet the tensor-core kernel's alignment
-    rules (see ``mma_eligible``) and the device has ``MMA_MIN_CC``. ``kmajor``: the weight
-    is K-major (a transposed (N, K) array).
+    ``mma_ok``: the operands meet the tensor-core kernels' alignment rules (see
+    ``mma_eligible``) and the device has ``MMA_MIN_CC``. ``kmajor``: the weight is K-major
+    (a transposed (N, K) array).
     """
+    if np.dtype(dtype).itemsize >= 4:
+        return choose_wide_config(m, n, dtype, mma_ok, dev)
     if not mma_ok:
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
     if m > STREAM_TILE.bm and wgmma_supported(dev) and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
@@ -358,16 +415,19 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
 
 def mma_eligible(dtype, k: int, n: int, x_ptr: int, x_row_stride: int, x_k_stride: int, m: int,
                  w_ptr: int, w_k_stride: int, w_n_stride: int) -> bool | None:
-    """Whether the tensor-core kernel can load these operands with 16-byte cp.async, and
-    with which weight layout: True (K-major: unit k stride), False (N-major: unit n
-    stride) or None (not eligible). Strides are in elements, pointers in bytes."""
-    if np.dtype(dtype).itemsize != 2 or k % 8 or x_ptr % 16 or w_ptr % 16 or x_k_stride != 1:
+    """Whether the tensor-core kernels (16-bit types; float32 and float64 through
+    ``linear_relu_wide``) can load these operands with 16-byte cp.async, and with which
+    weight layout: True (K-major: unit k stride), False (N-major: unit n stride) or None
+    (not eligible). Strides are in elements, pointers in bytes."""
+    itemsize = np.dtype(dtype).itemsize
+    vec = 16 // itemsize  # elements per 16-byte chunk
+    if k % vec or x_ptr % 16 or w_ptr % 16 or x_k_stride != 1:
         return None
-    if m > 1 and x_row_stride % 8:
+    if m > 1 and x_row_stride % vec:
         return None
-    if w_k_stride == 1 and (n == 1 or w_n_stride % 8 == 0):
+    if w_k_stride == 1 and (n == 1 or w_n_stride % vec == 0):
         return True
-    if w_n_stride == 1 and n % 8 == 0 and w_k_stride % 8 == 0:
+    if w_n_stride == 1 and n % vec == 0 and w_k_stride % vec == 0:
         return False
     return None
 
@@ -383,6 +443,9 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
         return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending,
                                                           t.max_blocks_per_sm, b_kmajor),
                           min_cc=WGMMA_MIN_CC)
+    if config.kind in WIDE_KINDS:
+        args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, b_kmajor)
+        return KernelSpec(SOURCE, "linear_relu_wide", args, min_cc=MMA_MIN_CC)
     return KernelSpec(SOURCE, "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, b_kmajor))
 
 
@@ -395,6 +458,10 @@ def instantiations(dev):
                   for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
         specs += [kernel_spec(LinearConfig("wgmma", tile), BFLOAT16, kmaj) for tile in WGMMA_CANDIDATE_TILES
                   for kmaj in (True, False)]
+    if dev.cc >= MMA_MIN_CC:  # defaults once FP32/FP64_TENSOR_CORES; through config= until then
+        wide = [(LinearConfig("tf32x3", tile), np.float32) for tile in TF32_TILES]
+        wide.append((LinearConfig("dmma", DMMA_TILE), np.float64))
+        specs += [kernel_spec(c, dt, kmaj) for c, dt in wide for kmaj in (True, False)]
     simt = [(np.float32, SIMT_LARGE), (np.float32, SIMT_SMALL), (np.float64, SIMT_SMALL),
             (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]
     specs += [kernel_spec(LinearConfig("simt", tile), dt, kmaj) for dt, tile in simt for kmaj in (True, False)]
