@@ -3,8 +3,8 @@
 Run as ``python3 bench/sweep_attention.py``; prints one line per (shape, variant) and the
 peers (torch SDPA FLASH / CUDNN) measured in the same run; writes nothing.
 ``python3 bench/sweep_attention.py --wgmma-grid [bfloat16|float16]`` times instead the Hopper
-wgmma prefill tiles (``configs.WGMMA_TILES``) against the default on the whole prefill grid
-of issue 5 (D 64/128, N 512..16384, B = 32768 / N, H 16, causal and full), with the peers. Every variant
+wgmma prefill tiles (``configs.WGMMA_TILES``) against the default (the wgmma rule) and the v4
+mma.sync tile on the whole prefill grid of issue 5 (D 64/128, N 512..16384, B = 32768 / N, H 16, causal and full), with the peers. Every variant
 goes through the public ``cufuse.attention(..., config=...)`` and its output is compared
 with the default configuration's (and the default with SDPA FLASH), so a fast but wrong
 variant is flagged. One variant failing never stops the sweep; past TIME_LIMIT_S the
@@ -84,11 +84,13 @@ DECODE_KEYS = (8192, 65536)
 
 def wgmma_label(tile):
     return (f"wgmma {tile.warpgroups}wg x64r bn{tile.block_n} s{tile.stages}"
-            + (f" {tile.min_blocks} blk/SM" if tile.min_blocks > 1 else "") + ("" if tile.overlap else " no-overlap"))
+            + (f" {tile.min_blocks} blk/SM" if tile.min_blocks > 1 else "") + ("" if tile.overlap else " no-overlap")
+            + ("" if tile.wg_ranges else " block-ranges") + (" ordered" if tile.ordered else ""))
 
 
 WGMMA_VARIANTS = {hd: [("default", None)] + [(wgmma_label(t), t) for t in tiles]
                   for hd, tiles in configs.WGMMA_TILES.items()}
+MMA_SYNC_LABEL = "mma.sync (v4 default)"
 GRID_SHAPES = [(cases.ATTENTION_TOKENS // n, cases.ATTENTION_HEADS, n, hd, causal)
                for hd in cases.ATTENTION_HEAD_DIMS for n in cases.ATTENTION_N for causal in (False, True)]
 
@@ -196,7 +198,8 @@ def precompile_specs(specs):
 
 
 def wgmma_grid(dev, dtypes):
-    """The wgmma tiles against the default and the peers on the issue's prefill grid."""
+    """The wgmma tiles against the default (the wgmma rule since v6), the v4 mma.sync tile
+    and the peers on the issue's prefill grid."""
     if not dev.has_wgmma:
         print("--wgmma-grid: the wgmma kernel needs compute capability 9.0")
         return
@@ -206,6 +209,7 @@ def wgmma_grid(dev, dtypes):
         for batch, heads, n, head_dim, causal in GRID_SHAPES:
             specs.append(configs.select_config(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
                                                dev, True, causal, True).tile.spec(name))
+            specs.append(configs.prefill_tile(head_dim, dev, n, n, causal).spec(name))
         specs += [tile.spec(name) for tiles in configs.WGMMA_TILES.values() for tile in tiles]
     precompile_specs(specs)
     print(f"wgmma prefill grid on {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}; "
@@ -214,6 +218,7 @@ def wgmma_grid(dev, dtypes):
         for batch, heads, n, head_dim, causal in GRID_SHAPES:
             case = cases.attention_case(batch, heads, n, n, head_dim, dtype, causal=causal)
             variants = [(label, tile, None) for label, tile in WGMMA_VARIANTS[head_dim]]
+            variants.insert(1, (MMA_SYNC_LABEL, configs.prefill_tile(head_dim, dev, n, n, causal), None))
             sweep_case(case, variants, lambda tile, _splits: configs.AttentionConfig(tile), causal,
                        GRID_TIME_LIMIT_S)
     print(f"sweep done in {time.time() - START:.0f} s")

@@ -443,10 +443,18 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 // back to back; with OVERLAP the softmax of S(j) runs while P V is still on the tensor cores
 // (FA3's intra-warpgroup overlap), without it both are waited for first. So cp.async group g
 // carries K tile g and V tile g - 1, and two stages already overlap loads with compute.
+// With WG_RANGES each warpgroup stops at its own key range (rows past nq: none; causal: the
+// frontier of its last row) while the block keeps streaming the tiles the others need, so the
+// fully masked tiles above a warpgroup's diagonal and the rows of a ragged last query tile
+// cost no MMAs and no exps (it still joins every barrier). With ORDERED warpgroup w issues a
+// step's wgmmas once warpgroup w - 1's S of that step is done (named barriers: FA3's ping-pong
+// inside the block-wide step), so warpgroup 0's softmax overlaps the others' MMAs instead of
+// every S finishing late and together after interleaving on the tensor cores.
 // Preconditions (checked by the host): q, k, v with unit column stride and 16-byte aligned
 // rows (d and dv multiples of 8, at most HD), scale_log2 > 0 (the row max is taken on the
 // raw scores and scaled once: one FFMA per score), a single key split.
-template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, int MIN_BLOCKS, bool OVERLAP>
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, int MIN_BLOCKS, bool OVERLAP, bool WG_RANGES,
+          bool ORDERED>
 __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     attention_fwd_wgmma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv, int q_tiles,
@@ -483,6 +491,13 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     int key_end = nk;
     if (causal) key_end = min(nk, min(m0 + kBlockM, nq) + nk - nq);
     const int n_tiles = key_end > 0 ? (key_end + BN - 1) / BN : 0;
+    int wg_tiles = n_tiles;  // key tiles this warpgroup computes (a prefix of the block's)
+    if (WG_RANGES) {
+        const int wg_row0 = m0 + wg * 64;
+        const int wg_key_end =
+            wg_row0 >= nq ? 0 : causal ? min(nk, min(wg_row0 + 64, nq) + nk - nq) : nk;
+        wg_tiles = wg_key_end > 0 ? (wg_key_end + BN - 1) / BN : 0;
+    }
 
     const auto q_place = [](int r, int c) { return r / 64 * 64 * HD + kmajor_atom_offset<64>(r % 64, c); };
     const auto k_place = [](int r, int c) { return kmajor_atom_offset<BN>(r, c); };
@@ -534,6 +549,22 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         for (int t = 0; t < BN / 16; ++t)
 #pragma unroll
             for (int e = 0; e < 4; ++e) pin(p[t][e]);
+    };
+    auto finish_pv = [&](int tile) {  // this warpgroup's last P V, waited for
+        pin_operands();
+        issue_pv(tile);
+        wgmma_wait<0>();
+        pin_operands();
+    };
+    // ORDERED: warpgroup w issues a step's wgmmas once warpgroup w - 1's scores of that step are
+    // done (passing the turn earlier, right after the issue, makes ptxas serialise the wgmmas).
+    // Every warpgroup takes and passes its turn at every step, computing or not, so the
+    // barrier counts always match.
+    auto take_turn = [&]() {
+        if (ORDERED && wg > 0) warpgroup_turn_wait(wg);
+    };
+    auto pass_turn = [&]() {
+        if (ORDERED && wg + 1 < WARPGROUPS) warpgroup_turn_pass(wg + 1);
     };
 
     // Scores -> probabilities in place (log2 domain), running max and sum; alpha rescales O.
@@ -594,8 +625,15 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         fence_proxy_async_shared();
         __syncthreads();  // group `tile` landed for all threads; every wgmma of step tile - 1 is done
         load_group(tile + STAGES - 1);
+        if (tile >= wg_tiles) {  // past this warpgroup's keys (warpgroup-uniform)
+            take_turn();
+            if (tile == wg_tiles && tile > 0) finish_pv(tile - 1);
+            pass_turn();
+            continue;
+        }
         float s[BN / 2];
         pin_operands();  // O and P final before the fences that order them for the wgmmas
+        take_turn();
         issue_scores(s, tile);
         if (tile > 0) issue_pv(tile - 1);
         if (OVERLAP && tile > 0) {
@@ -603,6 +641,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         } else {
             wgmma_wait<0>();
         }
+        pass_turn();
         pin_scores(s);
         float alpha[2];
         softmax(s, tile, alpha);
@@ -614,12 +653,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     cp_async_wait<STAGES - 2>();  // group n_tiles: the last V tile
     fence_proxy_async_shared();
     __syncthreads();
-    if (n_tiles > 0) {
-        pin_operands();
-        issue_pv(n_tiles - 1);
-        wgmma_wait<0>();
-        pin_operands();
-    }
+    if (wg_tiles == n_tiles && n_tiles > 0) finish_pv(n_tiles - 1);
     cp_async_wait<0>();  // no copy may outlive the block
 
     // Epilogue: O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2. O is staged in
@@ -646,7 +680,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             lse[batch * nq + row] = empty ? kNegInf : (m + __log2f(l)) * kLn2;
         }
     }
-    __syncthreads();  // staged rows visible to the whole warpgroup
+    warpgroup_barrier(wg);  // staged rows visible to the whole warpgroup (the others need not wait)
     const int rows = min(64, nq - (m0 + wg * 64));
     T* dst = out + (batch * nq + m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
     const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };

@@ -62,6 +62,18 @@ template <int Pending> __device__ __forceinline__ void wgmma_wait() {
 }
 // Shared memory written by the generic proxy (cp.async) becomes visible to wgmma's async proxy.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Named barriers (0 is __syncthreads): 1 + wg joins the 128 threads of warpgroup wg (up to
+// 4 warpgroups); 5 + wg is warpgroup wg's turn, passed on (bar.arrive) by warpgroup wg - 1 and
+// awaited by wg (256 threads in all), which orders the two warpgroups' following instructions.
+__device__ __forceinline__ void warpgroup_barrier(int wg) {
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+}
+__device__ __forceinline__ void warpgroup_turn_wait(int wg) {
+    asm volatile("bar.sync %0, 256;\n" ::"r"(5 + wg) : "memory");
+}
+__device__ __forceinline__ void warpgroup_turn_pass(int wg) {
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(5 + wg) : "memory");
+}
 // Keeps the compiler from moving accumulator reads or writes across wgmma issue and wait.
 __device__ __forceinline__ void pin(float& v) { asm volatile("" : "+f"(v)::"memory"); }
 

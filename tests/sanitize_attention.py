@@ -36,9 +36,11 @@ CASES = [
 # config overrides: register decode kernel (auto and forced splits), branch-free MMA tile,
 # pipelined QK^T (causal diagonal; key splits), the unsplit long-key tile (odd Dv store)
 OVERRIDES = [OVERRIDE_CASES[i] for i in (1, 2, 5, 7, 10, 11)]
-# Hopper wgmma prefill (compute capability 9.0 only): several key tiles through the ring, causal
-# ragged GQA, empty blocks (Nq > Nk), padded head dims, 3 warpgroups (D64), 1 warpgroup (D128)
-WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9, 12, 16)]
+# Hopper wgmma prefill (compute capability 9.0 only; the default tiles skip per warpgroup):
+# several key tiles through the ring, causal ragged GQA, empty blocks (Nq > Nk), padded head
+# dims, 1 warpgroup x 4 blocks/SM (causal), the ordered turns (named barriers) with 3
+# warpgroups causal, 2 blocks/SM full (idle warpgroups), D128 2 warpgroups causal
+WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9, 15, 17, 20, 31)]
 
 
 def main() -> int:

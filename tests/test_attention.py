@@ -42,8 +42,9 @@ def test_every_selected_tile_fits_and_is_instantiated(dev):
     specs = set(configs.instantiations(dev))
     for n_q, n_k, d, dv, batch, kv_rows_16b in itertools.product(
             (1, 4, 5, 16, 17, 4096), (1, 100, 65536), (1, 64, 128, 200, 256), (8, 128, 256), (1, 256), (False, True)):
-        for dtype, causal in itertools.product((F16, BF16), (False, True)):
-            config = configs.select_config(n_q, n_k, d, dv, batch, dtype, dev, kv_rows_16b, causal)
+        for dtype, causal, wgmma_operands in itertools.product((F16, BF16), (False, True), (False, True)):
+            config = configs.select_config(n_q, n_k, d, dv, batch, dtype, dev, kv_rows_16b, causal,
+                                           wgmma_operands and kv_rows_16b)
             tile = config.tile
             assert tile.head_dim >= max(d, dv)
             assert tile.spec(configs.ctype(dtype)) in specs
@@ -54,6 +55,7 @@ def test_every_selected_tile_fits_and_is_instantiated(dev):
             else:
                 assert tile.smem_bytes <= dev.max_smem_per_block
                 assert (tile.block_m == 16) == (n_q <= configs.DECODE_MAX_QUERIES)
+                assert isinstance(tile, configs.WgmmaTile) <= (dev.has_wgmma and config.splits == 1)
                 step = tile.block_n
             if config.splits > 1:
                 assert config.keys_per_split % step == 0
@@ -130,20 +132,35 @@ def test_wgmma_tiles_fit_and_are_instantiated():
     assert configs.WgmmaTile(128, 2, 128, 2).smem_bytes == (32 + 128 + 1) * 1024
 
 
-@pytest.fixture
-def wgmma_default(monkeypatch):
-    """The selection with WGMMA_PREFILL_DEFAULT on (select_config's cache cleared around it)."""
-    monkeypatch.setattr(configs, "WGMMA_PREFILL_DEFAULT", True)
-    configs.select_config.cache_clear()
-    yield
-    configs.select_config.cache_clear()
+# The issue's prefill grid (B = 32768 / N, H = 16) and the wgmma tile the default rule gives
+# each point: the best tile of the H200 bf16 sweep of 13:53 (bench/NOTES.md, attention v5 / v6).
+D64_LONG, D64_SHORT = configs.WGMMA_PREFILL[64][:2]
+D128_LONG, D128_SHORT = configs.WGMMA_PREFILL[128][:2]
+MEASURED_BEST = [  # (n, head_dim, causal, tile)
+    (512, 64, False, D64_SHORT), (512, 64, True, D64_SHORT), (2048, 64, False, D64_LONG),
+    (2048, 64, True, D64_SHORT), (8192, 64, False, D64_LONG), (8192, 64, True, D64_LONG),
+    (16384, 64, True, D64_LONG), (512, 128, False, D128_LONG), (512, 128, True, D128_SHORT),
+    (2048, 128, False, D128_LONG), (2048, 128, True, D128_LONG), (16384, 128, True, D128_LONG),
+]
 
 
-def test_wgmma_selection_where_it_applies(wgmma_default):
-    for (n, d, causal), dtype in itertools.product(
-            ((512, 64, False), (2048, 128, True), (16384, 64, True), (8192, 128, False), (1000, 40, False)), (F16, BF16)):
+def test_wgmma_default_rule_is_the_measured_best():
+    assert configs.WGMMA_PREFILL_DEFAULT
+    assert (D64_LONG.warpgroups, D64_LONG.block_n, D64_SHORT.warpgroups, D64_SHORT.block_n,
+            D64_SHORT.min_blocks) == (3, 128, 2, 64, 2)
+    assert (D128_LONG.warpgroups, D128_LONG.block_n, D128_SHORT.warpgroups, D128_SHORT.block_n) == (3, 64, 2, 128)
+    for (n, d, causal, tile), dtype in itertools.product(MEASURED_BEST, (F16, BF16)):
         config = configs.select_config(n, n, d, d, 32768 // n * 16, dtype, H200, True, causal, True)
-        assert config == configs.AttentionConfig(configs.WGMMA_TILES[configs.head_dim_bucket(d)][0])
+        assert config == configs.AttentionConfig(tile), (n, d, causal)
+    # the rule goes by the keys a row sees, not by N: a short query block against a long cache
+    # sees many keys; padded head dims take their bucket's tiles
+    assert configs.select_config(300, 4096, 128, 128, 512, BF16, H200, True, True, True).tile == D128_LONG
+    assert configs.select_config(4096, 4096, 40, 56, 16, F16, H200, True, False, True).tile == D64_LONG
+    assert configs.select_config(1000, 1000, 120, 120, 64, F16, H200, True, True, True).tile == D128_LONG
+    assert configs.select_config(600, 600, 128, 128, 64, F16, H200, True, True, True).tile == D128_SHORT
+
+
+def test_wgmma_default_only_where_it_applies():
     prefill = (4096, 4096, 128, 128, 16)
     assert isinstance(configs.select_config(*prefill, BF16, H200, True, False, True).tile, configs.WgmmaTile)
     # elsewhere the mma.sync / decode / SIMT paths: operands without 16-byte rows or a
@@ -151,20 +168,14 @@ def test_wgmma_selection_where_it_applies(wgmma_default):
     # decode shapes, and a grid so small that the keys are split
     assert isinstance(configs.select_config(*prefill, BF16, H200, True, False, False).tile, configs.MmaTile)
     assert isinstance(configs.select_config(*prefill, BF16, A100, True, False, True).tile, configs.MmaTile)
-    assert isinstance(configs.select_config(4096, 4096, 96, 96, 16, BF16, H200, True, False, True).tile,
-                      configs.MmaTile)
+    for d in (32, 96, 192, 256):
+        assert isinstance(configs.select_config(4096, 4096, d, d, 16, BF16, H200, True, False, True).tile,
+                          configs.MmaTile)
     assert configs.select_config(*prefill, F32, H200, True, False, True).tile is None
     assert isinstance(configs.select_config(16, 4096, 128, 128, 16, BF16, H200, False, False, True).tile,
                       configs.MmaTile)
     small = configs.select_config(200, 3000, 64, 64, 1, BF16, H200, True, True, True)
     assert isinstance(small.tile, configs.MmaTile) and small.splits > 1
-
-
-def test_wgmma_is_not_yet_the_default():
-    # opt-in (config=) until measured faster on the H200 than the mma.sync tiles
-    assert not configs.WGMMA_PREFILL_DEFAULT
-    assert isinstance(configs.select_config(4096, 4096, 128, 128, 16, BF16, H200, True, False, True).tile,
-                      configs.MmaTile)
 
 
 @pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (8192, 256), (65536, 256), (65536, 1)])
@@ -491,7 +502,10 @@ def test_launch_counts(cp, rng, monkeypatch):
     assert launches == ["attention_fwd_mma", "attention_merge"]
     launches.clear()
     q, k, v = (cp.asarray(x) for x in make_inputs(rng, 1024, 1024, 128, 128, "mha", BF16, batch=4, heads=16))
-    attention(q, k, v, causal=True)
+    attention(q, k, v, causal=True)  # prefill: the wgmma kernel on compute capability 9.0
+    assert launches == ["attention_fwd_wgmma" if configs_device(cp).has_wgmma else "attention_fwd_mma"]
+    launches.clear()
+    attention(q, k, v, scale=-0.1)  # a negative scale keeps the mma.sync kernel
     assert launches == ["attention_fwd_mma"]
 
 
@@ -551,8 +565,10 @@ WGMMA_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse)
     (1, 239, 64, 64, True, "mha", F16, W64, True),  # one query row
     (300, 700, 40, 56, True, "mqa", BF16, W64, True),  # head dims padded to 64
     (257, 300, 96, 128, False, "mha", F16, W128, False),  # D padded to 128
-    *[(1023, 1024, t.head_dim, t.head_dim, i % 2 == 0, "gqa", (F16, BF16)[i // 2 % 2], t, True)
-      for i, t in enumerate(configs.WGMMA_TILES[64][1:] + configs.WGMMA_TILES[128][1:])],
+    # every other candidate tile, causal (per-warpgroup ranges on the diagonal, the ordered
+    # turns with warpgroups that skip) and full (1023 rows: idle warpgroups in the last block)
+    *[(1023, 1024, t.head_dim, t.head_dim, causal, "gqa", (F16, BF16)[i % 2], t, True)
+      for i, t in enumerate(configs.WGMMA_TILES[64][1:] + configs.WGMMA_TILES[128][1:]) for causal in (True, False)],
 ]
 
 
@@ -560,7 +576,8 @@ def _wgmma_id(case):
     n_q, n_k, d, dv, causal, mode, dtype, tile, lse = case
     return (f"{n_q}x{n_k}-d{d}-dv{dv}-{'causal' if causal else 'full'}-{mode}-{dtype.name}-"
             f"hd{tile.head_dim}w{tile.warpgroups}n{tile.block_n}s{tile.stages}b{tile.min_blocks}"
-            + ("" if tile.overlap else "-nooverlap") + ("-lse" if lse else ""))
+            + ("" if tile.overlap else "-nooverlap") + ("" if tile.wg_ranges else "-blockranges")
+            + ("-ordered" if tile.ordered else "") + ("-lse" if lse else ""))
 
 
 def require_wgmma(cp):
@@ -593,6 +610,28 @@ def check_wgmma(cp, q, k, v, tile, *, causal, return_lse, scale=None):
         ref = reference.attention(q, k, v, causal=causal, scale=scale)
         failures.append(error_map(got, ref, 2e-2))
     return failures
+
+
+# The default rule's four wgmma tiles through config=None (48 (batch, head) pairs: enough query
+# tiles that the wave model does not split the keys, which would fall back to mma.sync).
+DEFAULT_RULE_CASES = [  # (n_q, n_k, d, dv, causal, dtype, tile)
+    (300, 300, 64, 64, True, BF16, D64_SHORT),
+    (250, 1600, 64, 64, False, F16, D64_LONG),
+    (300, 300, 128, 128, True, F16, D128_SHORT),
+    (257, 700, 128, 96, False, BF16, D128_LONG),
+]
+
+
+@pytest.mark.parametrize("case", DEFAULT_RULE_CASES, ids=lambda c: f"{c[0]}x{c[1]}-d{c[2]}-{'causal' if c[4] else 'full'}")
+def test_wgmma_default_rule_dispatch(cp, rng, monkeypatch, case):
+    require_wgmma(cp)
+    n_q, n_k, d, dv, causal, dtype, tile = case
+    config = configs.select_config(n_q, n_k, d, dv, 48, dtype, configs_device(cp), True, causal, True)
+    assert config == configs.AttentionConfig(tile)
+    q, k, v = make_inputs(rng, n_q, n_k, d, dv, "mha", dtype, batch=3, heads=16)
+    launches = _counting_kernels(monkeypatch)
+    assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []
+    assert launches == ["attention_fwd_wgmma"]
 
 
 def test_wgmma_uniform_scores_isolate_p_v(cp, rng):

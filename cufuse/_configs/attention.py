@@ -10,7 +10,7 @@ Dv), warps, 16-row MMA slices per warp, keys per K/V tile and pipeline stages. P
 may split the keys over ``splits`` blocks (merged by ``attention_merge``) when the grid is
 too small to fill the device. On compute capability 9.0 a ``WgmmaTile`` runs the Hopper
 prefill kernel ``attention_fwd_wgmma`` (warpgroup MMA, head dims up to 64 or 128, one key
-split); it becomes the prefill default where WGMMA_PREFILL_DEFAULT says so.
+split), the prefill default there for head-dim buckets 64 and 128 (``wgmma_prefill_tile``).
 """
 from __future__ import annotations
 
@@ -84,7 +84,9 @@ class WgmmaTile:
     """One ``attention_fwd_wgmma`` instantiation (sm_90a, 16-bit dtypes, one key split):
     ``warpgroups`` x 64 query rows per block, K/V tiles of ``block_n`` keys in a ``stages``
     deep cp.async ring; ``overlap`` runs the softmax of key tile j while P V of tile j - 1
-    is still on the tensor cores."""
+    is still on the tensor cores; ``wg_ranges`` lets each warpgroup stop at its own key range
+    (causal diagonal, rows past Nq) instead of the block's; ``ordered`` makes the warpgroups
+    issue each step's wgmmas in turn (named barriers) so that their softmaxes stagger."""
 
     head_dim: int  # 64 or 128, covering D and Dv
     warpgroups: int
@@ -92,6 +94,8 @@ class WgmmaTile:
     stages: int
     min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
     overlap: bool = True
+    wg_ranges: bool = True
+    ordered: bool = False
 
     @property
     def block_m(self) -> int:
@@ -107,37 +111,54 @@ class WgmmaTile:
         return rows * self.head_dim * 2 + WGMMA_SMEM_ALIGN
 
     def spec(self, dtype_ctype: str) -> KernelSpec:
-        args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.overlap)
+        args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.overlap,
+                self.wg_ranges, self.ordered)
         return KernelSpec(SOURCE, "attention_fwd_wgmma", args, min_cc=WGMMA_MIN_CC)
 
 
-# Candidate wgmma prefill tiles per head dim, the planned default first (not yet measured; the
-# others are swept against it; registers on sm_90a, no spills). D128: 2 warpgroups x 64 rows,
-# 128-key tiles (208 regs, 161 KB shared memory: 1 block of 8 warps per SM, FA3's consumer
-# shape without its producer warp), the same without the softmax / P V overlap, 3 warpgroups
-# x 64-key tiles (160 regs), and 1 warpgroup x 64-key tiles at 2 blocks per SM (163 regs,
-# 81 KB: two independent blocks overlap each other's softmax and MMAs). D64: 2 warpgroups x
-# 128-key tiles (178 regs, 81 KB), 2 blocks per SM of 2 x 64-key tiles (126 regs), 3
-# warpgroups x 128-key tiles (162 regs), 3 blocks per SM of 1 x 128-key tiles (160 regs, 73 KB).
-WGMMA_TILES = {
-    128: (WgmmaTile(128, 2, 128, 2), WgmmaTile(128, 2, 128, 2, overlap=False), WgmmaTile(128, 3, 64, 2),
-          WgmmaTile(128, 1, 64, 2, 2)),
-    64: (WgmmaTile(64, 2, 128, 2), WgmmaTile(64, 2, 64, 2, 2), WgmmaTile(64, 3, 128, 2), WgmmaTile(64, 1, 128, 2, 3)),
+_W = WgmmaTile  # short name for the tables below
+# The wgmma prefill default per head-dim bucket (H200 bf16 sweep of 13:53, TFLOP/s, SDPA FLASH in
+# brackets): (long-key tile, short-key tile, mean keys a query row sees up to which the short
+# one runs). D64 is softmax-bound: 3 warpgroups x 128-key tiles win from 2048 visible keys (N2048
+# full 300 [299], N8192 339 / causal 306, N16384 344 / 322), 2 blocks per SM of 2 x 64-key tiles
+# up to 1024 (N512 full 236 [266], causal 161 [152]; N2048 causal 244 [261] vs 237): a second
+# resident block hides a block's prologue and epilogue. D128: 3 warpgroups x 64-key tiles from 512
+# keys (N512 full 270 [317], N2048 364 / causal 300, N8192 404 / 372, N16384 410 / 387), 2 x
+# 128-key tiles below (N512 causal 180 [195] vs 174).
+WGMMA_PREFILL = {
+    64: (_W(64, 3, 128, 2), _W(64, 2, 64, 2, 2), 1536),
+    128: (_W(128, 3, 64, 2), _W(128, 2, 128, 2), 384),
 }
-# The wgmma kernel replaces the mma.sync prefill tiles once it measured faster on the H200.
-WGMMA_PREFILL_DEFAULT = False
+# Candidates swept against the defaults (registers on sm_90a, no spills): the defaults (D64 3wg
+# 162, 2wg 2 blk/SM 126; D128 3wg 164, 2wg bn128 208), v5's 1 warpgroup x 128 keys at 3 blocks
+# per SM (D64), the v5 no-overlap twin (D128), and v6's: D64 1 warpgroup x 64 keys at 4 blocks
+# per SM (128 regs, 42 KB: four independent blocks hide each other's prologue, epilogue and
+# softmax), D128 2 warpgroups x 64 keys (166 regs, 99 KB: no ragged query tile at N512, half
+# the pipeline fill and drain of the 128-key tile), the ordered-issue twins and one twin
+# without per-warpgroup key ranges (the A/B of wg_ranges).
+WGMMA_TILES = {
+    64: WGMMA_PREFILL[64][:2] + (_W(64, 1, 128, 2, 3), _W(64, 1, 64, 2, 4), _W(64, 3, 128, 2, ordered=True),
+                                 _W(64, 2, 64, 2, 2, ordered=True), _W(64, 3, 128, 2, wg_ranges=False)),
+    128: WGMMA_PREFILL[128][:2] + (_W(128, 2, 128, 2, overlap=False), _W(128, 2, 64, 2), _W(128, 3, 64, 2, ordered=True),
+                                   _W(128, 2, 128, 2, ordered=True), _W(128, 3, 64, 2, wg_ranges=False)),
+}
+# Prefill on compute capability 9.0 runs the wgmma kernel where it applies (measured faster than
+# the mma.sync tiles at every point of the issue's grid: 192-410 vs 123-259 TFLOP/s).
+WGMMA_PREFILL_DEFAULT = True
 
 
 def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dev,
-                       wgmma_operands: bool) -> WgmmaTile | None:
-    """The wgmma prefill tile for a call, or None where the kernel does not apply: not
-    compute capability 9.0, a head-dim bucket it lacks, operands without 16-byte rows or a
-    non-positive scale (``wgmma_operands`` False), or a grid so small that the wave model
-    would split the keys (the kernel has one split; the mma.sync tiles split)."""
+                       wgmma_operands: bool, causal: bool) -> WgmmaTile | None:
+    """The wgmma prefill tile for a call (WGMMA_PREFILL by the keys a row sees), or None where
+    the kernel does not apply: not compute capability 9.0, a head-dim bucket it lacks,
+    operands without 16-byte rows or a non-positive scale (``wgmma_operands`` False), or a
+    grid so small that the wave model would split the keys (the kernel has one split; the
+    mma.sync tiles split)."""
     bucket = head_dim_bucket(max(head_dim, head_dim_v))
-    if not (dev.has_wgmma and wgmma_operands and bucket in WGMMA_TILES):
+    if not (dev.has_wgmma and wgmma_operands and bucket in WGMMA_PREFILL):
         return None
-    tile = WGMMA_TILES[bucket][0]
+    long_keys, short_keys, short_max = WGMMA_PREFILL[bucket]
+    tile = short_keys if mean_visible_keys(n_q, n_k, causal) <= short_max else long_keys
     return tile if plan_splits(tile, n_q, n_k, batch_count, dev).splits == 1 else None
 
 
@@ -303,7 +324,7 @@ def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_coun
         tile = decode_tile(bucket, dev)
     else:
         wgmma = WGMMA_PREFILL_DEFAULT and wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev,
-                                                             wgmma_operands)
+                                                             wgmma_operands, causal)
         if wgmma:
             return AttentionConfig(wgmma)
         tile = prefill_tile(bucket, dev, n_q, n_k, causal)
