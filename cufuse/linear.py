@@ -29,14 +29,14 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
 
     On CuPy arrays nothing is copied. x's leading axes must collapse into one row stride
     (a C-ordered stack of rows, its last axis sliced or strided included); any other x
-    layout raises ValueError rather than being copied silently. float16/bfloat16 operands
-    whose rows are 16-byte aligned (unit stride along K for x, K % 8 == 0, the weight
-    contiguous along K or along N) run on tensor cores; everything else, float32 (true
-    float32) and float64 run on a SIMT kernel with arbitrary strides. float32 and float64
-    operands with the same alignment (16-byte chunks) can take tensor-core kernels through
-    ``config``: 3xTF32 (float32-level accuracy for finite inputs) and float64 DMMA. On compute
-    capability 9.0 (either weight layout) M > 16 runs on the warpgroup-MMA kernel. When M <= 64,
-    or the output has fewer tiles than the GPU has block slots, the
+    layout raises ValueError rather than being copied silently. Operands whose rows are
+    16-byte aligned (unit stride along K for x, K a multiple of 16 bytes, the weight
+    contiguous along K or along N) run on tensor cores: float16/bfloat16 on mma.sync, or on
+    compute capability 9.0 for M > 16 on the warpgroup-MMA kernel (either weight layout);
+    float32 as 3xTF32 (float32-level accuracy; an infinite input gives NaN where NumPy may
+    give +-inf); float64 on DMMA. Everything else runs on a SIMT kernel with arbitrary
+    strides (true float32 / float64 arithmetic). For 16-bit operands with M <= 64, or
+    fewer output tiles than the GPU has block slots, the
     tensor-core kernel splits K over blocks and reduces in a float32 workspace (through
     atomics, M x N floats, for one row and K-major few-tile shapes; otherwise through
     slots, one tile of floats per block, at most about 2 x 17 MB on an H200), plus one int

