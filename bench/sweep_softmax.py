@@ -9,7 +9,8 @@ For each shape and dtype: the default config and a few alternatives, all through
 Columns: ms, TB/s (2 x bytes of x / time), fraction of the measured copy of the same bytes,
 max |error| / max(reference), status; then a "=>" line per case: the default's fraction of
 the copy and the best correct candidate's (``grep '=>'`` gives the decision table). The
-"v5 ..." candidates are softmax v5's (bench/NOTES.md).
+"v5 ..." candidates are the v5 defaults that v6 replaced, "v6 ..." softmax v6's new
+candidates (bench/NOTES.md).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ ANCHORS = (
 R, C = S.RowsConfig, S.ClusterConfig
 
 
-def split_variant(length, rows, dtype, dev, tiles_per_block):
+def split_variant(length, rows, dtype, dev, tiles_per_block, pipelined):
     """choose_split with the tiles per block forced (fewer: more blocks per row and more
     waves; the rule keeps every block of a wave resident)."""
     vs = S.vector_size(dtype)
@@ -56,67 +57,59 @@ def split_variant(length, rows, dtype, dev, tiles_per_block):
     smem_tiles = min(max_smem_tiles, tiles_per_block - 1)
     rows_per_wave = min(rows, resident // blocks_per_row)
     return S.SplitConfig(S._SPLIT_THREADS, S._SPLIT_VECS, S._SPLIT_BLOCKS_PER_SM, blocks_per_row,
-                         rows_per_wave * blocks_per_row, chunk, smem_tiles, tiles_per_block - 1 > smem_tiles)
+                         rows_per_wave * blocks_per_row, chunk, smem_tiles, tiles_per_block - 1 > smem_tiles, pipelined)
 
 
 def alternatives(rows, length, dname, axis, dev):
     """(name, config) candidates besides the default, by the default's kernel; for the
-    register-row kernel also the default with exp_once flipped; then the v5 candidates."""
+    register-row kernel also the default with exp_once flipped; then the v6 candidates."""
     out = _alternatives(rows, length, dname, axis, dev)
     default = default_config(rows, length, DTYPES[dname], axis, dev)
     if isinstance(default, R):
         flipped = dataclasses.replace(default, exp_once=not default.exp_once)
         out += [("default exp_once" if flipped.exp_once else "default no exp_once", flipped)]
-    return out + v5_candidates(rows, length, dname, axis, dev)
+    return out + v6_candidates(rows, length, dname, axis, dev)
 
 
 P = S.PipeConfig
 
 
-def v5_candidates(rows, length, dname, axis, dev):
-    """softmax v5: prefetching persistent rows (PipeConfig: the default's row shape with 2 and 3
-    stages, and a few other shapes), the pipelined split kernel, 16-byte column vectors."""
+def v6_candidates(rows, length, dname, axis, dev):
+    """softmax v6 (bench/NOTES.md): the v5 defaults each v6 default replaced (plain block rows,
+    the other split flavour, the c8 scalar column kernel), 3-stage twins, the split kernel with
+    the next row's tiles prefetched at 2 and 4 tiles a block (more waves to overlap), clusters
+    of 16 for the rows of 1024 x 65536 float32 and 128 x 262144 float16, column vectors in
+    clusters of 4."""
     dtype = DTYPES[dname]
     default = default_config(rows, length, dtype, axis, dev)
     vectors = -(-length // S.vector_size(dtype))
     if axis == 0:
-        shapes = ((256, 4, 4), (256, 2, 4), (256, 8, 4), (512, 4, 4), (256, 4, 8))
-        return [(f"v5 colsvec {t} l{c} u{u} c8", S.ColsVecConfig(t, c, u, 8)) for t, c, u in shapes]
+        u = S._COLS_UNROLL[np.dtype(dtype).itemsize]
+        return [("v5 cols c8", S.ColsConfig(16, u, 8)), ("cols c4", S.ColsConfig(16, u, 4)),
+                ("colsvec 256 l8 u4 c8", S.ColsVecConfig(256, 8, 4, 8)),
+                ("v6 colsvec 256 l8 u4 c4", S.ColsVecConfig(256, 8, 4, 4)), ("v6 colsvec 256 l4 u4 c4", S.ColsVecConfig(256, 4, 4, 4))]
     out = []
     if isinstance(default, S.SplitConfig):
-        out.append(("v5 split pipelined", dataclasses.replace(default, pipelined=True)))
+        flipped = dataclasses.replace(default, pipelined=not default.pipelined)
+        out.append(("v6 split pipelined" if flipped.pipelined else "v5 split plain", flipped))
     if axis is None:  # one row of rows x length: only the split kernel holds it
         return out
-    if isinstance(default, (R, C)) and vectors > 32:  # warp, block and cluster rows
-        twin = S.pipe_twin(default, dtype)
-        for stages in (2, 3):
-            out.append((f"v5 pipe twin s{stages}", dataclasses.replace(twin, stages=stages)))
-        if isinstance(default, C):  # one cluster wave (as many rows per cluster as it takes)
-            resident = dev.sm_count * 2 // default.cluster
-            out.append((f"v5 pipe twin rpg{-(-rows // resident)}", dataclasses.replace(twin, rows_per_group=-(-rows // resident))))
-    if vectors == 2048:  # 4096 x 16384 float16: half the vectors a thread, exps kept
-        out.append(("v5 pipe 512 v4 exp_once", P(512, 512, 4, exp_once=True)))
-    if vectors == 4096:  # 4096 x 16384 float32: two blocks per row, two blocks per SM
-        out.append(("v5 pipe 256 v8 c2 rpg16", P(256, 256, 8, cluster=2, rows_per_group=16)))
-    if dev.cc < 90:
-        return out
-    if vectors == 8192:  # 1024 x 65536 float16: 4 vectors a thread, 4 blocks per SM
-        out.append(("v5 pipe 256 v4 c8 rpg4", P(256, 256, 4, cluster=8, rows_per_group=4)))
-    if vectors == 16384:  # 1024 x 65536 float32: a cluster of 8, and a non-portable one of 16
-        for rpg in (4, -(-rows // (dev.sm_count * 2 // 8))):
-            out.append((f"v5 pipe 256 v8 c8 rpg{rpg}", P(256, 256, 8, cluster=8, rows_per_group=rpg)))
-        out.append(("v5 pipe 256 v4 c16 rpg8", P(256, 256, 4, cluster=16, rows_per_group=8)))
-    if vectors == 32768:  # 128 x 262144 float16: the row on one non-portable cluster of 16
-        out.append(("v5 pipe 256 v8 c16 rpg8", P(256, 256, 8, cluster=16, rows_per_group=8)))
+    if isinstance(default, P):  # a block rung's twin: the plain rung it replaced, 3 stages
+        out.append(("v5 plain rows", S.with_exp_once(R(default.threads, default.group, default.vecs), dtype)))
+        out.append(("pipe s3", dataclasses.replace(default, stages=3)))
+    if vectors == 128 and np.dtype(dtype).itemsize == 2:  # 65536 x 1024 float16: 2 warps a block
+        out.append(("v6 rows 64 g32 v4", S.with_exp_once(R(64, 32, 4), dtype)))
+    if vectors > 4096:  # cluster and split rows: the prefetching split at 2 and 4 tiles a block
+        out += [(f"v6 split tpb{k} pipelined", split_variant(length, rows, dtype, dev, k, True)) for k in (2, 4)]
+    if dev.cc >= 90 and vectors in (16384, 32768):  # one non-portable cluster of 16 per row
+        v = vectors // (16 * 256)
+        out.append((f"v6 cluster 256 v{v} c16", C(256, v, 16)))
     return out
 
 
 def _alternatives(rows, length, dname, axis, dev):
     dtype = DTYPES[dname]
-    if axis == 0:
-        u = S._COLS_UNROLL[np.dtype(dtype).itemsize]
-        return [("cols 16x%d c4" % u, S.ColsConfig(16, u, 4)), ("cols 8x%d c8" % u, S.ColsConfig(8, u, 8))]
-    if axis is None:  # beyond the split kernel's on-chip capacity: nothing to vary yet
+    if axis == 0 or axis is None:  # the column kernels: v6_candidates; beyond the split kernel's capacity: nothing
         return []
     vectors = -(-length // S.vector_size(dtype))
     with_exp_once = lambda c: S.with_exp_once(c, dtype)  # noqa: E731
@@ -140,26 +133,23 @@ def _alternatives(rows, length, dname, axis, dev):
         for t, v, c in ((512, 4, 8), (256, 4, 8), (512, 8, 4), (512, 4, 4), (256, 8, 4)):
             if t * v * c == vectors and C(t, v, c) != S.choose_rows(length, rows, dtype, dev):
                 out.append((f"cluster {t} v{v} c{c}", C(t, v, c)))
-        # Persistent clusters: the default's cluster shape looping over rows; "fill": as many
-        # clusters as are resident at once (2 blocks per SM at 4 vectors a thread, else 1).
-        default = S.choose_rows(length, rows, dtype, dev)
-        if isinstance(default, C):
-            resident = dev.sm_count * (2 if default.vecs <= 4 else 1) // default.cluster
-            for k in sorted({2, -(-rows // resident)}):
-                out.append((f"default rpc{k}", dataclasses.replace(default, rows_per_cluster=k)))
-        out.append(("split", S.choose_split(length, rows, dtype, dev)))
+        # The split kernel with one or two blocks a row, the next row's tiles prefetched (v6).
+        out.append(("v6 split pipelined", dataclasses.replace(S.choose_split(length, rows, dtype, dev), pipelined=True)))
         return out
-    return [(f"split tpb{k}", split_variant(length, rows, dtype, dev, k)) for k in (2, 4)]
+    return []
 
 
 CASES = [(r, c, -1) for r, c in ((1048576, 32), (262144, 128), (65536, 1024), (16384, 4096), (4096, 16384),
                                  (1024, 65536), (128, 262144), (16, 1048576), (4, 4194304))]
 CASES += [(16384, 4096, 0), (8192, 8192, None)]
+# Off the issue's grid: the block rungs whose twin default is extrapolated (v6), float16 1024
+# and 4096 vectors, float32 2048 (8192 x 8192; 2048 x 32768 float32 is a cluster row).
+CASES += [(8192, 8192, -1), (2048, 32768, -1)]
 
 
 def default_config(rows, length, dtype, axis, dev):
-    if axis == 0:
-        return S.choose_cols(rows, length, dtype, dev)
+    if axis == 0:  # a C-contiguous rows x length matrix down its columns, as cufuse.softmax sees it
+        return S.choose_cols(rows, length, dtype, dev, S.cols_vectorizable(1, length, 0, length, dtype))
     if axis is None:
         return S.choose_rows(rows * length, 1, dtype, dev)
     return S.choose_rows(length, rows, dtype, dev)

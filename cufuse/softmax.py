@@ -14,10 +14,12 @@ Any strides work in place (negative, transposed, sliced), with 64-bit offsets:
   once and written once while the row fits on chip (see ``cufuse._configs.softmax`` for the
   length ladder);
 - reduced axis strided, inner axis contiguous (e.g. ``axis=0`` of a C-contiguous matrix):
-  ``softmax_cols`` reduces down 32 columns per block with coalesced loads. It reads each
+  ``softmax_cols`` reduces down 32 columns per block with coalesced loads (float32 where the
+  layout allows: ``softmax_cols_vec``, 16-byte vectors of adjacent columns). It reads each
   column twice (online statistics, then the output pass); on sm_90 columns of 2048+ rows are
-  split over a cluster of 8 blocks (``softmax_cols_cluster``), whose parts are small enough
-  that the second read is served by L2 (a DRAM traffic of about one read and one write).
+  split over a cluster of blocks (``softmax_cols_cluster`` 4, ``softmax_cols_vec_cluster`` 8),
+  whose parts are small enough that the second read is served by L2 (a DRAM traffic of about
+  one read and one write).
 
 Documented exceptions:
 
@@ -237,6 +239,8 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
     spec = config.spec(dtype, log)
     smem = config.smem_bytes if isinstance(config, (configs.SplitConfig, configs.PipeConfig)) else 0
     kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
+    if getattr(config, "cluster", 1) > dev.max_cluster_size:
+        _allow_non_portable_cluster(kernel)
     geometry = tuple(np.int64(v) for v in (length, inner, so, si, sl))
     scratch = None
     if isinstance(config, configs.RowsConfig):
@@ -248,8 +252,6 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
         grid = _ceil_div(rows, config.rows_per_cluster) * config.cluster
         scalars = (np.int64(rows),) + geometry + (np.int64(chunk),)
     elif isinstance(config, configs.PipeConfig):
-        if config.cluster > dev.max_cluster_size:
-            _allow_non_portable_cluster(kernel)
         grid = _pipe_instances(kernel, config, rows, dev) * config.cluster
         scalars = (np.int64(rows),) + geometry
         if config.cluster > 1:

@@ -559,9 +559,13 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads)
 // partials: 2 * rows * blocks_per_row accumulators; arrivals: rows counters, zero at entry
 // and left zero at exit (each block of a row adds 1 on arrival and 1 on leaving).
 // Pipelined: each shared-memory tile is its own cp.async group, merged as soon as it lands
-// (the statistics of the first tiles overlap the loads of the later ones), and the register
-// tile's loads are issued before any wait; otherwise one group, waited for as a whole, and
-// the register tile loaded last.
+// (the statistics of the first tiles overlap the loads of the later ones), the register
+// tile's loads are issued before any wait, and the output pass requests the block's next
+// row tile by tile as it frees each shared-memory tile (a thread refills only the slots it
+// reads itself: no barrier), so with several rows per block the loads of the next row
+// overlap the arrival wait and the stores of this one. Tiles are requested and merged last
+// first. Otherwise one group, requested at the start of the row and waited for as a whole,
+// and the register tile loaded last.
 template <typename T, bool Log, int Threads, int Vecs, int BlocksPerSM, bool Pipelined>
 __global__ void __launch_bounds__(Threads, BlocksPerSM)
     softmax_rows_split(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so, int64 si,
@@ -575,16 +579,28 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
     Vec16<T>* stash = reinterpret_cast<Vec16<T>*>(stash_bytes);  // [smem_tiles][Vecs][Threads], conflict-free
     const int part = blockIdx.x % blocks_per_row;
     const int64 rows_per_wave = gridDim.x / blocks_per_row;
-    for (int64 r = blockIdx.x / blocks_per_row; r < rows; r += rows_per_wave) {
-        const RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
-        const int64 begin = min(length, part * chunk_len), end = min(length, begin + chunk_len);
-        const int64 tiles = max(int64(1), (end - begin + ChunkT::capacity - 1) / ChunkT::capacity);
-        // Tiles [0, stashed) live in shared memory, [stashed, tiles - 1) are streamed, the
-        // last one stays in registers.
-        const int stashed = static_cast<int>(min(static_cast<int64>(smem_tiles), tiles - 1));
-        auto tile_begin = [&](int64 t) { return begin + t * ChunkT::capacity; };
-        auto tile_end = [&](int64 t) { return min(end, tile_begin(t) + ChunkT::capacity); };
-        auto stash_tile = [&](int64 t) { return stash + t * Vecs * Threads; };
+    // The block's chunk, the same in every row.
+    const int64 begin = min(length, part * chunk_len), end = min(length, begin + chunk_len);
+    const int64 tiles = max(int64(1), (end - begin + ChunkT::capacity - 1) / ChunkT::capacity);
+    // Tiles [0, stashed) live in shared memory, [stashed, tiles - 1) are streamed, the
+    // last one stays in registers.
+    const int stashed = static_cast<int>(min(static_cast<int64>(smem_tiles), tiles - 1));
+    auto tile_begin = [&](int64 t) { return begin + t * ChunkT::capacity; };
+    auto tile_end = [&](int64 t) { return min(end, tile_begin(t) + ChunkT::capacity); };
+    auto stash_tile = [&](int64 t) { return stash + t * Vecs * Threads; };
+    auto row_at = [&](int64 r) { return make_row(x, y, r, length, inner, so, si, sl); };
+    auto request = [&](const RowView<T>& row, int t) {  // tile t of an aligned row into shared memory
+        ChunkT::stash_async(stash_tile(t), row, tile_begin(t), tile_end(t), threadIdx.x);
+        if (Pipelined) cufuse::cp_async_commit();
+    };
+    const int64 first = blockIdx.x / blocks_per_row;
+    if (Pipelined && first < rows) {
+        const RowView<T> row = row_at(first);
+        if (row.in_vec)
+            for (int t = stashed - 1; t >= 0; --t) request(row, t);
+    }
+    for (int64 r = first; r < rows; r += rows_per_wave) {
+        const RowView<T> row = row_at(r);
         ChunkT c, last;  // c: the tile being merged or stored; last: the register tile
         A m = cufuse::neg_infinity<A>(), s = 0;
         auto merge = [&](const ChunkT& tile) {  // the online rule: fold tile's exact statistics into (m, s)
@@ -594,23 +610,22 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
             s = rescale(s, m, new_m) + rescale(tile_s, tile_m, new_m);
             m = new_m;
         };
-        // Pass 1. Aligned rows: every shared-memory tile is requested at once with cp.async
-        // (up to smem_tiles x 16 KB in flight per block), the other tiles load meanwhile.
-        if (row.in_vec) {
-            for (int t = 0; t < stashed; ++t) {
-                ChunkT::stash_async(stash_tile(t), row, tile_begin(t), tile_end(t), threadIdx.x);
-                if (Pipelined) cufuse::cp_async_commit();
-            }
-            if (!Pipelined) cufuse::cp_async_commit();
+        // Pass 1. Aligned rows: every shared-memory tile is in flight with cp.async (up to
+        // smem_tiles x 16 KB per block; pipelined: requested before this row), the other
+        // tiles load meanwhile.
+        if (!Pipelined && row.in_vec) {
+            for (int t = 0; t < stashed; ++t) request(row, t);
+            cufuse::cp_async_commit();
         }
         if (Pipelined) last.load(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x);
         for (int64 t = stashed; t < tiles - 1; ++t) {
             c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
             merge(c);
         }
-        for (int t = 0; t < stashed; ++t) {
+        for (int i = 0; i < stashed; ++i) {
+            const int t = Pipelined ? stashed - 1 - i : i;  // pipelined: in the order requested
             if (row.in_vec) {
-                cp_async_wait_pending(Pipelined ? stashed - 1 - t : 0);  // tile t's group has landed
+                cp_async_wait_pending(Pipelined ? t : 0);  // tile t's group has landed
                 c.load_from_stash(stash_tile(t), false, row, tile_begin(t), tile_end(t), threadIdx.x);
             } else {
                 c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
@@ -647,12 +662,21 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         // scratch is reused without a memset (the others have all passed their wait).
         if (threadIdx.x == 0 && atomicAdd(arrivals + r, 1u) == 2u * blocks_per_row - 1u) atomicExch(arrivals + r, 0u);
         const Normalizer<A, Log> f(row_max, row_sum);
+        // (The next row's view is rebuilt at each refill: kept live, it made 16-bit types spill.)
+        const bool refill = Pipelined && r + rows_per_wave < rows && row_at(r + rows_per_wave).in_vec;
         // Pass 2, last tile first (in registers), then the streamed tiles read most recently
         // (the likeliest to be in L2), then the shared-memory tiles.
         last.store(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x, f);
         for (int64 t = tiles - 2; t >= 0; --t) {
-            if (t < stashed) c.load_from_stash(stash_tile(t), !row.in_vec, row, tile_begin(t), tile_end(t), threadIdx.x);
-            else c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
+            if (t < stashed) {
+                c.load_from_stash(stash_tile(t), !row.in_vec, row, tile_begin(t), tile_end(t), threadIdx.x);
+                if (refill) {
+                    compiler_barrier();  // the reads above stay before the refill
+                    request(row_at(r + rows_per_wave), static_cast<int>(t));
+                }
+            } else {
+                c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
+            }
             c.store(row, tile_begin(t), tile_end(t), threadIdx.x, f);
         }
     }

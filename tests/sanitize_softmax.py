@@ -49,6 +49,9 @@ def _cases():
     yield "columns, 16-byte vectors", (3001, 36), f32, (0,), configs.ColsVecConfig(256, 4, 4, 1)
     yield "columns, 16-byte vectors, cluster", (2049, 40), f16, (0,), configs.ColsVecConfig(256, 4, 4, 8)
     yield "columns (axis 0)", (3000, 70), f32, (0,), None
+    # v6 defaults: float32 16-byte column vectors (8 lanes, cluster 8), a float32 pipe twin.
+    yield "columns, 16-byte vectors, default", (2100, 64), f32, (0,), None
+    yield "pipe block rows, default", (3, 9001), f32, (1,), None
     yield "columns, middle axis", (3, 501, 40), f16, (1,), None
     yield "strided rows", "strided", f32, (1,), None
     yield "copy path (axes 0, 2)", (6, 7, 300), f32, (0, 2), None

@@ -74,6 +74,28 @@ def test_measured_winners_of_h200_run_9():
     assert isinstance(split, configs.SplitConfig) and (split.blocks_per_row, split.smem_tiles, split.streams) == (2, 7, False)
 
 
+def test_measured_winners_of_the_v5_sweep():
+    """H200 14:18: prefetching twins for float16 4096 / 16384 columns and float32 16384 (not
+    float32 1024 / 4096); the pipelined split for float16 only; axis=0 float32 in 16-byte
+    column vectors (8 lanes, cluster 8), the scalar column kernel in clusters of 4."""
+    P, R = configs.PipeConfig, configs.RowsConfig
+    for dtype, cols, expected in [
+        (np.float16, 4096, P(128, 128, 4, exp_once=True)),
+        (np.float16, 16384, P(256, 256, 8)),
+        (np.float32, 16384, P(512, 512, 8, exp_once=True)),
+        (np.float32, 4096, R(128, 128, 8, True)),
+        (np.float32, 1024, R(128, 32, 8, True)),
+        (np.float16, 1024, R(128, 32, 4, True)),
+    ]:
+        assert configs.choose_rows(cols, 4096, dtype, H200) == expected, (dtype, cols)
+    for cols in (262144, 1 << 20, 1 << 22):
+        assert configs.choose_rows(cols, 16, np.float16, H200).pipelined
+        assert not configs.choose_rows(cols, 16, np.float32, H200).pipelined
+    assert configs.choose_cols(16384, 4096, np.float32, H200, True) == configs.ColsVecConfig(256, 8, 4, 8)
+    assert configs.choose_cols(16384, 4096, np.float16, H200, True) == configs.ColsConfig(16, 12, 4)
+    assert configs.choose_cols(16384, 4096, np.float32, H200, False) == configs.ColsConfig(16, 8, 4)
+
+
 def test_no_clusters_on_a100():
     block_max = configs._rows_configs(np.float32)[-1].capacity_vectors
     config = configs.choose_rows(block_max * 4 + 1, 8, np.float32, A100)
@@ -122,7 +144,7 @@ def test_every_choice_is_an_instantiation():
 
 def test_long_columns_take_the_cluster_column_kernel():
     for dtype in (np.float16, np.float32, np.float64):
-        assert configs.choose_cols(2048, 64, dtype, H200).cluster == 8
+        assert configs.choose_cols(2048, 64, dtype, H200).cluster == 4
         assert configs.choose_cols(2047, 64, dtype, H200).cluster == 1
         assert configs.choose_cols(1 << 20, 64, dtype, A100).cluster == 1
         assert configs.choose_cols(16384, 4096, dtype, H200).spec(dtype, False).name == "softmax_cols_cluster"
@@ -153,29 +175,31 @@ def test_exp_once_where_the_exps_fit():
         assert config.spec(dtype, True).template_args[-1] is False  # log_softmax has no exp to keep
 
 
-def test_pipe_twins_keep_the_row_shape_and_flip_in_one_place(monkeypatch):
-    """Every block and cluster rung has a prefetching twin of the same capacity; with
-    _PIPE_DEFAULT the ladder picks the twins for 2- and 4-byte types (and instantiations()
-    lists them), the sub-warp and warp rungs and float64 stay softmax_rows."""
+def test_pipe_twins_keep_the_row_shape_and_take_the_long_block_rungs():
+    """Every block and cluster rung has a prefetching twin of the same capacity; the ladder
+    picks the twins of the block rungs from _PIPE_FROM_VECTORS on (2- and 4-byte types; the
+    rung before stays softmax_rows), never for the sub-warp, warp and cluster rungs or float64,
+    and instantiations() lists them."""
     for dtype in (np.float16, np.float32, np.float64):
         rungs = [c for c in configs._rows_configs(dtype) if c.group == c.threads] + configs._cluster_configs(dtype)
         for rung in rungs:
             twin = configs.pipe_twin(configs.with_exp_once(rung, dtype) if isinstance(rung, configs.RowsConfig) else rung, dtype)
             assert twin.capacity_vectors == rung.capacity_vectors
             assert twin.smem_bytes == twin.stages * twin.threads * twin.vecs * 16 <= H200.max_smem_per_block
-    monkeypatch.setattr(configs, "_PIPE_DEFAULT", True)
-    vs = configs.vector_size(np.float32)
-    assert isinstance(configs.choose_rows(1024 * vs, 8, np.float32, H200), configs.PipeConfig)
-    cluster = configs.choose_rows(8192 * vs, 8, np.float32, H200)
-    assert isinstance(cluster, configs.PipeConfig) and cluster.cluster == 4 and cluster.rows_per_group > 0
-    assert isinstance(configs.choose_rows(256 * vs, 8, np.float32, H200), configs.RowsConfig)
-    assert isinstance(configs.choose_rows(4096 * 2, 8, np.float64, H200), configs.RowsConfig)  # float64 keeps its rows
     specs = set(configs.instantiations(H200))
-    assert configs.choose_rows(4096 * vs, 8, np.float32, H200).spec(np.float32, False) in specs
-    assert cluster.spec(np.float32, True) in specs
+    for dtype in (np.float16, BF16, np.float32, np.float64):
+        vs, start = configs.vector_size(dtype), configs._PIPE_FROM_VECTORS.get(np.dtype(dtype).itemsize)
+        for rung in configs._rows_configs(dtype):
+            chosen = configs.choose_rows(rung.capacity_vectors * vs, 8, dtype, H200)
+            long_block = rung.group == rung.threads and start is not None and rung.capacity_vectors >= start
+            assert isinstance(chosen, configs.PipeConfig) == long_block, (dtype, rung)
+            assert (chosen.threads, chosen.group, chosen.vecs) == (rung.threads, rung.group, rung.vecs)
+            assert chosen.spec(dtype, True) in specs
+        assert isinstance(configs.choose_rows(8192 * vs, 8, dtype, H200), configs.ClusterConfig)
+    assert configs._PIPE_FROM_VECTORS[2] == 512 and configs._PIPE_FROM_VECTORS[4] == 2048
 
 
-def test_cols_vectorizable_and_the_vec_default(monkeypatch):
+def test_cols_vectorizable_and_the_vec_default():
     f16, f32 = np.float16, np.float32
     assert configs.cols_vectorizable(1, 4096, 0, 4096, f16)
     assert configs.cols_vectorizable(4, 64, 777 * 64, 64, f16)
@@ -183,20 +207,20 @@ def test_cols_vectorizable_and_the_vec_default(monkeypatch):
     assert not configs.cols_vectorizable(1, 64, 0, 130, f16)  # sl not a multiple of 8
     assert not configs.cols_vectorizable(3, 64, 102, 64, f32)  # so not a multiple of 4
     assert not configs.cols_vectorizable(1, 64, 0, 64, np.float64)
-    assert isinstance(configs.choose_cols(16384, 4096, f16, H200, True), configs.ColsConfig)  # not yet default
-    monkeypatch.setattr(configs, "_COLS_VEC_DEFAULT", True)
-    chosen = configs.choose_cols(16384, 4096, f16, H200, True)
+    assert isinstance(configs.choose_cols(16384, 4096, f16, H200, True), configs.ColsConfig)  # float16 lost
+    chosen = configs.choose_cols(16384, 4096, f32, H200, True)
     assert isinstance(chosen, configs.ColsVecConfig) and chosen.cluster == 8
     assert configs.choose_cols(2047, 64, f32, H200, True).cluster == 1
-    assert configs.choose_cols(16384, 4096, f16, A100, True).spec(f16, False).name == "softmax_cols_vec"
-    assert isinstance(configs.choose_cols(16384, 4096, f16, H200, False), configs.ColsConfig)
+    assert configs.choose_cols(16384, 4096, f32, A100, True).spec(f32, False).name == "softmax_cols_vec"
+    assert isinstance(configs.choose_cols(16384, 4096, f32, H200, False), configs.ColsConfig)
     specs = set(configs.instantiations(H200))
-    assert chosen.spec(f16, True) in specs
+    assert chosen.spec(f32, True) in specs
 
 
 def test_split_pipelined_flag_reaches_the_kernel():
     c = configs.choose_split(1 << 20, 16, np.float32, H200)
-    assert c.spec(np.float32, False).template_args[-1] is configs._SPLIT_PIPELINED
+    assert c.spec(np.float32, False).template_args[-1] is False
+    assert configs.choose_split(1 << 20, 16, BF16, H200).spec(BF16, False).template_args[-1] is True
     piped = dataclasses.replace(c, pipelined=True)
     assert piped.spec(np.float32, False).template_args[-1] is True
 
@@ -556,9 +580,10 @@ def test_empty_arrays(cp, log):
         assert result.shape == shape and result.dtype == cp.float32
 
 
-# ---------------------------------------------------------------- GPU: v5 variants (config overrides)
-# Each forced config below is a sweep candidate (bench/sweep_softmax.py) that is not yet a
-# default; when a default flips to it, test_every_ladder_branch covers it as well. The
+# ---------------------------------------------------------------- GPU: v5/v6 kernels (config overrides)
+# Forced configs: sweep candidates (bench/sweep_softmax.py) and the v6 defaults' kernels in
+# geometries the default grid does not reach (several rows per block, the stage ring
+# wrapping); test_every_ladder_branch and test_dtypes_on_each_kernel run the defaults. The
 # v5_kernels fixture compiles them all in parallel first (NVRTC inside the tests is serial).
 
 P = configs.PipeConfig
@@ -567,6 +592,9 @@ PIPE_BLOCK = P(128, 128, 8, rows_per_group=3)  # float32 4096
 PIPE_CLUSTER_4 = P(256, 256, 8, cluster=4, rows_per_group=2)  # float32 32768
 PIPE_CLUSTER_16 = P(256, 256, 4, cluster=16, rows_per_group=2)  # float32 65536, non-portable
 SPLIT_STREAMED_PIPELINED = configs.SplitConfig(256, 4, 2, 2, 4, 25000, 2, True, pipelined=True)
+# The float16 default split kernel with 3 blocks a row and 2 rows a wave: each block prefetches
+# its next row's 2 shared-memory tiles during the output pass, 4 waves.
+SPLIT_PIPELINED_WAVES_F16 = configs.SplitConfig(256, 4, 2, 3, 6, 24576, 2, False, pipelined=True)
 COLS_VEC = {1: configs.ColsVecConfig(256, 4, 4, 1), 8: configs.ColsVecConfig(256, 4, 4, 8)}
 
 
@@ -646,11 +674,17 @@ def test_pipe_stages_rows_per_group_and_non_finite(cp, rng, v5_kernels, log):
 def test_split_pipelined(cp, rng, v5_kernels, log):
     """The pipelined split kernel: the default geometry (7 shared-memory tiles, one cp.async
     group each) over several waves, float16 and float32, and the streamed forced config;
-    non-finite rows."""
+    non-finite rows; the next row's tiles requested in the output pass (several rows a
+    block), also where consecutive rows of a block alternate between aligned and not."""
     x = _random(cp, rng, (40, 131073), np.float32)
     _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=_split_pipelined(131073, 40, np.float32))
     x = cp.asarray(_rows_with_non_finite(rng, 50000, np.float32))
     _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=SPLIT_STREAMED_PIPELINED)
+    # Row stride 50001: row r is 16-byte aligned iff r % 4 == 0 (block 0 serves rows 0, 2, 4, 6).
+    x = _random(cp, rng, (7, 50001), np.float32)[:, :50000]
+    _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=SPLIT_STREAMED_PIPELINED)
+    x = cp.asarray(_rows_with_non_finite(rng, 70001, np.float16))
+    _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=SPLIT_PIPELINED_WAVES_F16)
     x = cp.asarray(_rows_with_non_finite(rng, 131073, np.float16))
     _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=_split_pipelined(131073, 7, np.float16))
 
@@ -699,9 +733,10 @@ def _graph_nodes(cp, fn):
     [
         ((4096, 32), -1, "softmax_rows", 1, 0),
         ((1024, 1024), -1, "softmax_rows", 1, 0),
-        ((64, 8192), -1, "softmax_rows", 1, 0),
+        ((64, 8192), -1, "softmax_rows_pipe", 1, 0),
         ((16, 1 << 15), -1, "softmax_rows_cluster", 1, 0),
-        ((4096, 300), 0, "softmax_cols", 1, 0),  # leading axis: no transposed copy
+        ((4096, 300), 0, "softmax_cols_vec_cluster", 1, 0),  # leading axis: no transposed copy
+        ((4096, 301), 0, "softmax_cols_cluster", 1, 0),
         ((8, 64, 64), None, "softmax_rows", 1, 0),  # axis=None of a contiguous array: one row
         ((4, 1 << 20), -1, "softmax_rows_split", 1, 0),  # the scratch is reused: no memset
     ],

@@ -9,6 +9,8 @@ vectors (``VS = 16 // itemsize`` elements), so one ladder serves every dtype:
     1 .. 32           softmax_rows, Group lanes per row   RowsConfig(256, Group, Vecs)
     33 .. 256         softmax_rows, one warp per row      RowsConfig(128, 32, Vecs)
     257 .. 4096       softmax_rows, one block per row     RowsConfig(Threads, Threads, Vecs)
+                      (2-byte from 257, float32 from 1025: the persistent prefetching twin
+                      softmax_rows_pipe, PipeConfig(Threads, Threads, Vecs))
     4097 .. 8192      softmax_rows_cluster (sm_90)        ClusterConfig(256, 8, 4) (float64: 512, 4, 4)
     8193 .. 16384     float64: softmax_rows_cluster       ClusterConfig(512, 4, 8)
     beyond            softmax_rows_split, persistent      SplitConfig(256, 4, 2 blocks/SM, ...)
@@ -24,10 +26,14 @@ tiles in its shared memory (H200: 264 resident blocks, about 33 MB of rows on ch
 
 Without clusters (sm_80) the split kernel takes over from 4097 vectors.
 
-Prefetching variants (v5, reachable through ``config=``; default where ``_PIPE_DEFAULT``):
-``PipeConfig`` runs the row kernels as a persistent grid whose groups keep their next
+Prefetching kernels (v5; defaults since v6 where the H200 sweep of 14:18 measured them
+faster): ``PipeConfig`` runs the row kernels as a persistent grid whose groups keep their next
 ``stages - 1`` rows in flight (cp.async into shared memory) while the current row reduces and
-stores; ``SplitConfig(pipelined=True)`` merges each shared-memory tile as soon as it lands.
+stores -- the long block rungs take these twins (``_PIPE_FROM_VECTORS``);
+``SplitConfig(pipelined=True)`` merges each shared-memory tile as soon as it lands and
+requests the next row's tiles as the output pass frees them -- 2-byte types
+(``_SPLIT_PIPELINED``). Columns: 16-byte vectors across columns for float32
+(``_COLS_VEC``), clusters of 4 for the scalar column kernel.
 """
 from __future__ import annotations
 
@@ -64,11 +70,18 @@ _SPLIT_THREADS, _SPLIT_VECS = 256, 4
 # block of a row is resident at once (two per SM: one block's loads overlap another's stores).
 _SPLIT_BLOCKS_PER_SM = 2
 _SMEM_RESERVE = 2048  # the driver's 1 KB per block plus the kernel's static shared memory
-# v5 (not yet measured): the block and cluster rows (257..8192 vectors) as their prefetching
-# PipeConfig twins, and the pipelined split kernel. Flip after the sweep shows them faster.
-_PIPE_DEFAULT = False
-_SPLIT_PIPELINED = False
-_PIPE_STAGES = 2
+# Block rungs of at least this many vectors (by itemsize) take their prefetching PipeConfig
+# twin. H200 sweep 14:18, fraction of the copy, plain -> twin: float16 16384 x 4096 (512
+# vectors) 0.79 -> 0.82, 4096 x 16384 (2048) 0.66 -> 0.83; float32 4096 x 16384 (4096) 0.78 ->
+# 0.87, but 16384 x 4096 (1024) 0.97 -> 0.87 and 65536 x 1024 0.97 -> 0.89: the twin loses
+# where the plain rows already run at the copy speed. Cluster rungs keep the plain kernel
+# (1024 x 65536 float16: pipe cluster twin 0.52 vs 0.71); float64 is not listed (its 512 x 8
+# twin spills on sm_90a). float16 1024 vectors and float32 2048 are not measured yet.
+_PIPE_FROM_VECTORS = {2: 512, 4: 2048}
+_PIPE_STAGES = 2  # 3 stages measured within 1% of 2 on every winner (0.82/0.81, 0.81/0.83, 0.87/0.87)
+# The pipelined split kernel, by itemsize: float16 16 x 1M 0.51 -> 0.54, 4 x 4M 0.51 -> 0.53,
+# 128 x 262144 and axis=None equal; float32 0.01-0.02 slower on 1M / 4M (H200 14:18).
+_SPLIT_PIPELINED = {2}
 # Persistent clusters take this many rows each (not "as many as are resident": cluster
 # placement per GPC is unknown to the host, and an unplaced cluster would run after all others).
 _PIPE_CLUSTER_ROWS = 4
@@ -77,13 +90,15 @@ _PIPE_CLUSTER_ROWS = 4
 # the latency-bandwidth product) with 2-byte scalar loads too.
 _COLS_SLICES = 16
 _COLS_UNROLL = {2: 12, 4: 8, 8: 2}  # more spills (2-byte: 16; double: 4, exp(double) needs registers)
-# Columns of at least this length go to the cluster column kernel: each of its 8 blocks then
-# still walks 256+ rows.
-_COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 8, 2048
-# v5 (not yet measured): 16-byte vectors across columns where the layout allows
-# (``cols_vectorizable``), 2- and 4-byte types (float64 spills on sm_90a and gains little).
-_COLS_VEC_DEFAULT = False
-_COLS_VEC = dict(threads=256, col_lanes=4, unroll=4)
+# Columns of at least this length go to a cluster column kernel: each block then still walks
+# 256+ rows. Scalar kernel in clusters of 4 (H200 16384 x 4096 axis=0: c4 0.29 / 0.46x copy vs
+# c8 0.27 / 0.41 for float16 / float32 at 14:18; float32 0.47 vs 0.44 in run 9).
+_COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 4, 2048
+# 16-byte vectors across columns where the layout allows (``cols_vectorizable``), by itemsize:
+# float32 8 lanes x 4 columns, clusters of 8 (0.48x vs c8 scalar 0.41, c4 scalar 0.46);
+# float16 lost (best 0.24 vs 0.27) and float64 spills on sm_90a: both keep the scalar kernel.
+_COLS_VEC = {4: dict(threads=256, col_lanes=8, unroll=4)}
+_COLS_VEC_CLUSTER = 8
 
 
 def vector_size(dtype) -> int:
@@ -325,7 +340,7 @@ def choose_split(length: int, rows: int, dtype, dev) -> SplitConfig:
         chunk,
         smem_tiles,
         tiles_per_block - 1 > smem_tiles,
-        _SPLIT_PIPELINED,
+        np.dtype(dtype).itemsize in _SPLIT_PIPELINED,
     )
 
 
@@ -338,25 +353,30 @@ def choose_rows(length: int, rows: int, dtype, dev):
     if dev.max_cluster_size >= _MAX_CLUSTER:
         for config in _cluster_configs(dtype):
             if vectors <= config.capacity_vectors:
-                return _maybe_pipe(config, dtype)
+                return config
     return choose_split(length, rows, dtype, dev)
 
 
-def _maybe_pipe(config, dtype):
-    """config, or its prefetching twin where _PIPE_DEFAULT covers it: block and cluster rows of
-    2- and 4-byte types (float64's 512 x 8 twin spills on sm_90a; float64 is off the grid)."""
-    block_or_cluster = isinstance(config, ClusterConfig) or config.group == config.threads
-    return pipe_twin(config, dtype) if _PIPE_DEFAULT and block_or_cluster and np.dtype(dtype).itemsize <= 4 else config
+def _maybe_pipe(config: RowsConfig, dtype):
+    """config, or its prefetching twin where it is a block rung of at least
+    _PIPE_FROM_VECTORS vectors for its itemsize."""
+    start = _PIPE_FROM_VECTORS.get(np.dtype(dtype).itemsize)
+    long_block = config.group == config.threads and start is not None and config.capacity_vectors >= start
+    return pipe_twin(config, dtype) if long_block else config
 
 
 def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
     """Config for a strided reduced axis over a contiguous inner axis (``vectorizable``: what
     ``cols_vectorizable`` says of the layout). Long columns are split over a cluster where
     there is one, so that the second read hits L2."""
-    cluster = _COLS_CLUSTER if dev.max_cluster_size >= _COLS_CLUSTER and length >= _COLS_CLUSTER_MIN_LENGTH else 1
-    if _COLS_VEC_DEFAULT and vectorizable:
-        return ColsVecConfig(**_COLS_VEC, cluster=cluster)
-    return ColsConfig(_COLS_SLICES, _COLS_UNROLL[np.dtype(dtype).itemsize], cluster)
+
+    def cluster(size):
+        return size if dev.max_cluster_size >= size and length >= _COLS_CLUSTER_MIN_LENGTH else 1
+
+    vec = _COLS_VEC.get(np.dtype(dtype).itemsize) if vectorizable else None
+    if vec is not None:
+        return ColsVecConfig(**vec, cluster=cluster(_COLS_VEC_CLUSTER))
+    return ColsConfig(_COLS_SLICES, _COLS_UNROLL[np.dtype(dtype).itemsize], cluster(_COLS_CLUSTER))
 
 
 def instantiations(dev):
@@ -368,7 +388,7 @@ def instantiations(dev):
         for log in (False, True):
             specs += [_maybe_pipe(with_exp_once(c, dtype), dtype).spec(dtype, log) for c in _rows_configs(dtype)]
             if dev.max_cluster_size >= _MAX_CLUSTER:
-                specs += [_maybe_pipe(c, dtype).spec(dtype, log) for c in _cluster_configs(dtype)]
+                specs += [c.spec(dtype, log) for c in _cluster_configs(dtype)]
             specs.append(choose_split(1 << 30, 1, dtype, dev).spec(dtype, log))
             vs = vector_size(dtype)
             vectorizable = {False, cols_vectorizable(1, vs, 0, vs, dtype)}
