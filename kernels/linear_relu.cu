@@ -775,7 +775,7 @@ linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __re
 //    would pile that bias up along K (about K / 3 ulps of the running sum); so each
 //    pipeline stage's MMAs accumulate into a fresh per-stage partial, added to the
 //    running sum with one round-to-nearest float32 add per stage.
-//  * float64: mma.sync f64 (IEEE fused multiply-adds, as cuBLAS's DGEMM on DMMA): m16n8k8
+//  * float64: mma.sync f64 (IEEE fused multiply-adds, as cuBLAS's DGEMM on DMMA): m16n8k16
 //    on sm_90, m8n8k4 on sm_80.
 //
 // Shared memory holds the tiles as padded rows, written by 16-byte cp.async in the
@@ -882,7 +882,7 @@ __device__ __forceinline__ void wide_compute_stage(
             for (int r = 0; r < 4; ++r) acc[i][j][r] += part[i][j][r];
 }
 
-// One BK slab of a warp's float64 MMAs from one pipeline stage: m16n8k8 on sm_90 (Hopper's
+// One BK slab of a warp's float64 MMAs from one pipeline stage: m16n8k16 on sm_90 (Hopper's
 // float64 shapes), m8n8k4 before. acc keeps the m16n8 layout of store_bias_relu; an m8n8k4
 // tile 2i + h of the warp is acc[i][j][2h], acc[i][j][2h + 1] (rows 16i + 8h + g,
 // columns 8j + 2t, 8j + 2t + 1).
@@ -893,26 +893,34 @@ __device__ __forceinline__ void wide_compute_stage(
     using Tile = WideTile<double, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>;
     constexpr int MI = Tile::mi, NI = Tile::ni;
     const int g = lane >> 2, t = lane & 3;
-    // x(row, k) and w(k, n) of the stage, rows and columns relative to the warp tile.
-    auto x_at = [&](int row, int k) { return sa[(warp_row + row) * Tile::a_ld + k]; };
-    auto w_at = [&](int k, int n) {
-        return B_KMAJOR ? sb[(warp_col + n) * Tile::b_ld + k] : sb[k * Tile::b_ld + warp_col + n];
-    };
+    // This lane's fragment element (row g, k t) of the warp's x rows and (k t, column g) of its
+    // weight columns: every other fragment element is a compile-time offset from these two
+    // pointers, so each LDS.64 is [register + immediate] (indexing from the warp tile's corner
+    // instead left ~200 integer instructions of address math per stage and warp in the SASS).
+    const double* x_lane = sa + (warp_row + g) * Tile::a_ld + t;
+    const double* w_lane = B_KMAJOR ? sb + (warp_col + g) * Tile::b_ld + t : sb + t * Tile::b_ld + warp_col + g;
+    // x(g + row, t + k) and w(t + k, g + n) of the stage, relative to the warp tile.
+    auto x_at = [&](int row, int k) { return x_lane[row * Tile::a_ld + k]; };
+    auto w_at = [&](int k, int n) { return B_KMAJOR ? w_lane[n * Tile::b_ld + k] : w_lane[k * Tile::b_ld + n]; };
 #if __CUDA_ARCH__ >= 900
+    // m16n8k16 (DMMA.16x8x16): twice the work of m16n8k8 per instruction, each accumulator read
+    // and written once per 16 k instead of twice (the register-file traffic per FMA drops from
+    // 28 to 20 registers per lane), half the MMA issue slots.
+    static_assert(BK % 16 == 0, "m16n8k16 steps");
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 8) {
-        double b[NI][2];
+    for (int kk = 0; kk < BK; kk += 16) {
+        double b[NI][4];
 #pragma unroll
-        for (int j = 0; j < NI; ++j) {
-            b[j][0] = w_at(kk + t, 8 * j + g);
-            b[j][1] = w_at(kk + t + 4, 8 * j + g);
-        }
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) b[j][v] = w_at(kk + 4 * v, 8 * j);
 #pragma unroll
         for (int i = 0; i < MI; ++i) {
-            const double a[4] = {x_at(16 * i + g, kk + t), x_at(16 * i + g + 8, kk + t), x_at(16 * i + g, kk + t + 4),
-                                 x_at(16 * i + g + 8, kk + t + 4)};
+            double a[8];
 #pragma unroll
-            for (int j = 0; j < NI; ++j) mma_1688_f64(acc[i][j], a, b[j]);
+            for (int v = 0; v < 8; ++v) a[v] = x_at(16 * i + 8 * (v % 2), kk + 4 * (v / 2));
+#pragma unroll
+            for (int j = 0; j < NI; ++j) mma_16816_f64(acc[i][j], a, b[j]);
         }
     }
 #else
@@ -920,9 +928,9 @@ __device__ __forceinline__ void wide_compute_stage(
     for (int kk = 0; kk < BK; kk += 4) {
         double a[2 * MI], b[NI];
 #pragma unroll
-        for (int i = 0; i < 2 * MI; ++i) a[i] = x_at(8 * i + g, kk + t);
+        for (int i = 0; i < 2 * MI; ++i) a[i] = x_at(8 * i, kk);
 #pragma unroll
-        for (int j = 0; j < NI; ++j) b[j] = w_at(kk + t, 8 * j + g);
+        for (int j = 0; j < NI; ++j) b[j] = w_at(kk, 8 * j);
 #pragma unroll
         for (int i = 0; i < 2 * MI; ++i)
 #pragma unroll

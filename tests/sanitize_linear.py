@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_linear import BF16, DMMA, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _wgmma, check_case  # noqa: E402
+from tests.test_linear import BF16, DMMA, DMMA_K32, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _wgmma, check_case  # noqa: E402
 from cufuse._configs import linear as cfg  # noqa: E402
 
 CASES = [
@@ -53,6 +53,7 @@ CASES = [
     Case((3, 50), 36, 72, F32, "nk_t_padded", bias="strided", config=TF32X3_NARROW),  # 3xTF32, K-major
     Case((130,), 34, 136, F64, "kn", config=DMMA),  # float64 DMMA, row-major weight, ragged M, N and k tile
     Case((70,), 36, 24, F64, "nk_t", bias="none", config=DMMA),  # float64 DMMA, K-major weight
+    Case((70,), 72, 24, F64, "nk_t", config=DMMA_K32),  # float64 DMMA k32 tile, ragged last k tile
     Case((3,), 0, 4, F16, "kn"),
     Case((1,), 1032, 40, BF16, "nk_t", config=_gemv()),  # GEMV, K-major, ragged N and K
     Case((1,), 200, 264, F16, "kn", config=_gemv(3)),  # GEMV, row-major, split-K, ragged split

@@ -346,6 +346,8 @@ BF16 = BFLOAT16
 TF32X3 = cfg.LinearConfig("tf32x3", cfg.TF32_TILE)
 TF32X3_NARROW = cfg.LinearConfig("tf32x3", cfg.TF32_NARROW_TILE)
 DMMA = cfg.LinearConfig("dmma", cfg.DMMA_TILE)
+# The sweep's k32 float64 tile (bench/sweep_linear.py; K-major weights only: no spills there).
+DMMA_K32 = cfg.LinearConfig("dmma", cfg.WideTile(128, 128, 32, 4, 2, 3, 1, 1.0, itemsize=8))
 CASES = [
     # tensor cores, weight streaming (M <= 16, split-K), both layouts, ragged N
     Case((1,), 4096, 4096, BF16, "nk_t"),
@@ -415,6 +417,7 @@ CASES = [
     Case((3, 5), 34, 8, F64, "nk_t_padded", bias="none", config=DMMA),
     Case((200,), 520, 144, F64, "every_other_k", config=DMMA),
     Case((), 260, 72, F64, "kn", x_layout="padded_rows", config=DMMA),
+    Case((200,), 1000, 136, F64, "nk_t", config=DMMA_K32),  # two k16 MMAs per stage, ragged last k tile
     # degenerate
     Case((3,), 0, 4, F16, "kn"),
     Case((3,), 0, 4, F32, "kn"),

@@ -18,7 +18,8 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   under 2^-20 per product, like float32 rounding, where plain TF32 loses 2^-11; each
   stage's sum is added to the running one in round-to-nearest float32). Finite inputs
   only: an infinite operand gives NaN where NumPy gives +-inf.
-* ``"dmma"``: float64 on tensor cores (mma.sync m8n8k4 f64, IEEE fused multiply-adds).
+* ``"dmma"``: float64 on tensor cores (mma.sync f64: m16n8k16 on sm_90, m8n8k4 on sm_80;
+  IEEE fused multiply-adds).
   Both run ``linear_relu_wide`` with the operand rules of ``"mma"`` in 16-byte chunks
   (``mma_eligible``) and are the float32 / float64 defaults where those rules hold on
   compute capability 8.0+ (``FP32_TENSOR_CORES``, ``FP64_TENSOR_CORES``: measured faster
@@ -230,7 +231,7 @@ class WideTile(MmaTile):
 TF32_TILE = WideTile(128, 128, 32, 2, 4, 4, max_blocks_per_sm=1, relative_speed=1.0)
 TF32_NARROW_TILE = WideTile(128, 64, 16, 2, 2, 4, max_blocks_per_sm=2, relative_speed=0.85)
 TF32_TILES = (TF32_TILE, TF32_NARROW_TILE)
-# float64: 32x64 warp tiles (64 double accumulators), 8 warps, 208-216 registers.
+# float64: 32x64 warp tiles (64 double accumulators), 8 warps, 212-239 registers.
 DMMA_TILE = WideTile(128, 128, 16, 4, 2, 3, max_blocks_per_sm=1, relative_speed=1.0, itemsize=8)
 # The tensor-core kernels as the float32 / float64 defaults where they can load the
 # operands. H200, 4096^3: 3xTF32 61.6 TFLOP/s (SIMT 37.9, CuPy unfused 48.4); DMMA 45.0
