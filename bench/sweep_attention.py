@@ -85,7 +85,8 @@ DECODE_KEYS = (8192, 65536)
 def wgmma_label(tile):
     return (f"wgmma {tile.warpgroups}wg x64r bn{tile.block_n} s{tile.stages}"
             + (f" {tile.min_blocks} blk/SM" if tile.min_blocks > 1 else "") + ("" if tile.overlap else " no-overlap")
-            + ("" if tile.wg_ranges else " block-ranges") + (" ordered" if tile.ordered else ""))
+            + ("" if tile.wg_ranges else " block-ranges") + (" ordered" if tile.ordered else "")
+            + (" persistent" if tile.persistent else ""))
 
 
 WGMMA_VARIANTS = {hd: [("default", None)] + [(wgmma_label(t), t) for t in tiles]
@@ -130,7 +131,12 @@ def time_peer(case, impl_name, sets, label):
 
 
 def sweep_case(case, variants, make_config, causal, time_limit=TIME_LIMIT_S):
-    """Time each variant of ``case``; the first variant (config None) is the reference."""
+    """Time each variant of ``case``; the first variant (config None) is the reference.
+
+    Every variant is run once (compiled, launched, checked) before any is timed, then timed in
+    two passes, the second in reverse order, each with half the budget; the faster median
+    counts. (In one forward pass the first-timed variant, the default, often read 5-20 % low:
+    the GPU coming off the previous shape's peers.)"""
     label = f"{case.label} {case.dtype}"
     try:
         sets = input_sets(case)
@@ -138,6 +144,7 @@ def sweep_case(case, variants, make_config, causal, time_limit=TIME_LIMIT_S):
         line(label, "inputs", None, None, "", None, f"failed: {type(exc).__name__}: {exc}")
         return
     reference = None
+    runs = []  # (label, call, err) of the variants that ran
     for name, tile, splits in variants:
         if time.time() - START > time_limit:
             line(label, name, None, None, "", None, "skipped: sweep time limit")
@@ -155,11 +162,24 @@ def sweep_case(case, variants, make_config, causal, time_limit=TIME_LIMIT_S):
                 reference, err = result, None
             else:
                 err = relative_difference(result, reference)
-            ms = time_cuda_budget(call, sets, budget_ms=BUDGET_MS)
-            bad = err is not None and not err <= MAX_REL_ERROR
-            line(label, name + desc, ms, case.rate(ms), case.metric, err, "WRONG" if bad else "ok")
+            runs.append((name + desc, call, err))
         except Exception as exc:
             line(label, name, None, None, "", None, f"failed: {type(exc).__name__}: {str(exc)[:100]}")
+    best = {}
+    for order in (runs, runs[::-1]):
+        for name, call, _ in order:
+            try:
+                ms = time_cuda_budget(call, sets, budget_ms=BUDGET_MS / 2)
+                best[name] = min(ms, best.get(name, ms))
+            except Exception as exc:
+                best[name] = exc
+    for name, _, err in runs:
+        ms = best.get(name)
+        if not isinstance(ms, float):
+            line(label, name, None, None, "", None, f"failed: {type(ms).__name__}: {str(ms)[:100]}")
+            continue
+        bad = err is not None and not err <= MAX_REL_ERROR
+        line(label, name, ms, case.rate(ms), case.metric, err, "WRONG" if bad else "ok")
     for peer in ("sdpa flash", "sdpa cudnn"):
         if time.time() - START > time_limit + 5:
             line(label, peer, None, None, "", None, "skipped: sweep time limit")

@@ -222,11 +222,12 @@ def _launch_plan(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dty
     if isinstance(tile, configs.WgmmaTile):
         _check_wgmma_config(config, dtype, dev, wgmma_operands, q_strides, k_strides, v_strides, scale)
         q_tiles = -(-n_q // tile.block_m)
+        items = q_tiles * batch_count
         row_strides = tuple(np.int64(elem[n][-2]) for n in shapes)
         return _Launch(**common, **no_merge, kernel_args=_spec_args(tile.spec(dtype_name)),
-                       grid=(q_tiles * batch_count,), block=(tile.threads,), smem=tile.smem_bytes,
-                       takes_partials=False, scalars=(*shape_args, np.int32(q_tiles), scale_log2, np.int32(flags),
-                                                      *row_strides, *layout_args))
+                       grid=(configs.wgmma_grid(tile, items, dev),), block=(tile.threads,), smem=tile.smem_bytes,
+                       takes_partials=False, scalars=(*shape_args, np.int32(q_tiles), np.int32(items), scale_log2,
+                                                      np.int32(flags), *row_strides, *layout_args))
     splits = config.splits
     keys_per_split = config.keys_per_split if splits > 1 else n_k
     split_args = (np.int32(splits), np.int32(keys_per_split), scale_log2, np.int32(flags), *strides_args,

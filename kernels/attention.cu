@@ -450,82 +450,116 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 // step's wgmmas once warpgroup w - 1's S of that step is done (named barriers: FA3's ping-pong
 // inside the block-wide step), so warpgroup 0's softmax overlaps the others' MMAs instead of
 // every S finishing late and together after interleaving on the tensor cores.
+// Work items are (query tile, batch) pairs, query tile fastest. Without PERSISTENT a block runs
+// one (grid = items). With PERSISTENT (STAGES == 2) the grid is the resident blocks and each
+// loops over items in snake order over the grid (where the grid is a multiple of the query
+// tiles per head, e.g. 132 blocks and 3 or 11 tiles of 192 rows at N512 / N2048, a block's
+// long and short causal items pair up, two rounds at a time); Q is double
+// buffered and the next item's Q and first K tile are loaded once the current item's last S
+// is done, so that load overlaps the final P V and the epilogue instead of starting a cold
+// block (issued a step earlier it costs registers: spills). The K/V ring runs on across
+// items (slot = (ring + tile) % STAGES).
 // Preconditions (checked by the host): q, k, v with unit column stride and 16-byte aligned
 // rows (d and dv multiples of 8, at most HD), scale_log2 > 0 (the row max is taken on the
 // raw scores and scaled once: one FFMA per score), a single key split.
 template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, int MIN_BLOCKS, bool OVERLAP, bool WG_RANGES,
-          bool ORDERED>
+          bool ORDERED, bool PERSISTENT>
 __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     attention_fwd_wgmma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv, int q_tiles,
-                        float scale_log2, int flags, int64 q_row, int64 k_row, int64 v_row, BATCH_LAYOUT_PARAMS) {
+                        int items, float scale_log2, int flags, int64 q_row, int64 k_row, int64 v_row,
+                        BATCH_LAYOUT_PARAMS) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert((HD == 64 || HD == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
+    static_assert(!PERSISTENT || STAGES == 2, "the item handover prefetches one ring group");
     constexpr int kThreads = WARPGROUPS * 128, kBlockM = WARPGROUPS * 64;
     constexpr int kStageElems = BN * HD;  // one K or V tile
+    constexpr int kQBuffers = PERSISTENT ? 2 : 1;
     constexpr unsigned kVDescK16 = 2 * 1024 / 16;  // V descriptor advance per k16: two 8-key atoms
     const float kNegInf = neg_infinity<float>();
 
     extern __shared__ unsigned char smem_raw[];
     // 1024-byte aligned: the swizzle is a function of the address bits [4, 10)
-    T* q_s = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-    T* k_s = q_s + kBlockM * HD;
-    T* v_s = k_s + STAGES * kStageElems;
+    T* const q_buffers = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    T* const k_s = q_buffers + kQBuffers * kBlockM * HD;
+    T* const v_s = k_s + STAGES * kStageElems;
 
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
     const bool causal = flags & kCausal;
+
+    struct WorkItem {
+        int m0;  // first query row
+        int64 batch;
+        const T *q_g, *k_g, *v_g;
+        int key_end, n_tiles;  // keys the block visits: cut at the causal frontier of its last row
+    };
     // Query tile fastest (blocks running at once share K/V in L2); causal: longest first.
-    int q_tile = static_cast<int>(blockIdx.x % q_tiles);
-    const int64 batch = blockIdx.x / q_tiles;
-    if (causal) q_tile = q_tiles - 1 - q_tile;
-    const int m0 = q_tile * kBlockM;
-    const int warp_row0 = m0 + wg * 64 + warp * 16;  // this warp's rows: warp_row0 + lane / 4 (+ 8)
-
-    int64 q_off, k_off, v_off;
-    BATCH_LAYOUT.offsets(batch, q_off, k_off, v_off);
-    const T* q_g = q + q_off;
-    const T* k_g = k + k_off;
-    const T* v_g = v + v_off;
-
-    // Keys the block visits: cut at the causal frontier of its last row (i sees j <= i + nk - nq).
-    int key_end = nk;
-    if (causal) key_end = min(nk, min(m0 + kBlockM, nq) + nk - nq);
-    const int n_tiles = key_end > 0 ? (key_end + BN - 1) / BN : 0;
-    int wg_tiles = n_tiles;  // key tiles this warpgroup computes (a prefix of the block's)
-    if (WG_RANGES) {
-        const int wg_row0 = m0 + wg * 64;
-        const int wg_key_end =
-            wg_row0 >= nq ? 0 : causal ? min(nk, min(wg_row0 + 64, nq) + nk - nq) : nk;
-        wg_tiles = wg_key_end > 0 ? (wg_key_end + BN - 1) / BN : 0;
-    }
+    auto work_item = [&](int item) {
+        WorkItem w;
+        const int q_tile = causal ? q_tiles - 1 - item % q_tiles : item % q_tiles;
+        w.batch = item / q_tiles;
+        w.m0 = q_tile * kBlockM;
+        int64 q_off, k_off, v_off;
+        BATCH_LAYOUT.offsets(w.batch, q_off, k_off, v_off);
+        w.q_g = q + q_off;
+        w.k_g = k + k_off;
+        w.v_g = v + v_off;
+        w.key_end = causal ? min(nk, min(w.m0 + kBlockM, nq) + nk - nq) : nk;  // i sees j <= i + nk - nq
+        w.n_tiles = w.key_end > 0 ? (w.key_end + BN - 1) / BN : 0;
+        return w;
+    };
+    const auto item_at = [&](int round) {  // this block's item of a round (snake over the grid)
+        return round * static_cast<int>(gridDim.x) +
+               (round % 2 ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x));
+    };
 
     const auto q_place = [](int r, int c) { return r / 64 * 64 * HD + kmajor_atom_offset<64>(r % 64, c); };
     const auto k_place = [](int r, int c) { return kmajor_atom_offset<BN>(r, c); };
     const auto v_place = [](int r, int c) { return nmajor_atom_offset<BN>(r, c); };
-    auto load_group = [&](int g) {  // ring group g: K tile g and V tile g - 1
-        if (g < n_tiles)
-            load_rows_16b<T, BN, HD, kThreads>(k_s + g % STAGES * kStageElems, k_g, k_row, d, g * BN, nk, k_place);
-        if (g >= 1 && g <= n_tiles)
-            load_rows_16b<T, BN, HD, kThreads>(v_s + (g - 1) % STAGES * kStageElems, v_g, v_row, dv, (g - 1) * BN, nk,
-                                               v_place);
-        cp_async_commit();  // empty groups keep the wait counts uniform
+    auto load_q = [&](const WorkItem& w, T* q_s) {
+        load_rows_16b<T, kBlockM, HD, kThreads>(q_s, w.q_g, q_row, d, w.m0, nq, q_place);
     };
-    load_rows_16b<T, kBlockM, HD, kThreads>(q_s, q_g, q_row, d, m0, nq, q_place);  // joins group 0
-#pragma unroll
-    for (int g = 0; g < STAGES - 1; ++g) load_group(g);
+    auto load_kv = [&](const WorkItem& w, int ring, int g) {  // ring group g of item w: K tile g and V tile g - 1
+        if (g < w.n_tiles)
+            load_rows_16b<T, BN, HD, kThreads>(k_s + (ring + g) % STAGES * kStageElems, w.k_g, k_row, d, g * BN, nk,
+                                               k_place);
+        if (g >= 1 && g <= w.n_tiles)
+            load_rows_16b<T, BN, HD, kThreads>(v_s + (ring + g - 1) % STAGES * kStageElems, w.v_g, v_row, dv,
+                                               (g - 1) * BN, nk, v_place);
+    };
+    // PERSISTENT: the next item's Q (into the other Q buffer) and K tile 0, one group (empty
+    // past the last item: the wait counts stay uniform).
+    auto prefetch = [&](int item, T* q_s, int ring) {
+        if (item < items) {
+            const WorkItem w = work_item(item);
+            load_q(w, q_s);
+            load_kv(w, ring, 0);
+        }
+        cp_async_commit();
+    };
 
-    const unsigned long long q_desc = sw128_kmajor_desc(q_s + wg * 64 * HD);
-    float o[HD / 2];  // accumulator fragment of this warpgroup's 64 x HD output
+    WorkItem cur = work_item(blockIdx.x);  // the grid never exceeds the items
+    load_q(cur, q_buffers);                // joins group 0
 #pragma unroll
-    for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
-    float row_max[2] = {kNegInf, kNegInf};  // log2 units (scaled); rows lane / 4 and lane / 4 + 8
-    float row_sum[2] = {0.f, 0.f};          // this thread's columns only (the quad sums at the end)
-    unsigned p[BN / 16][4];                 // P of the previous key tile: A fragments per k16 slice
+    for (int g = 0; g < STAGES - 1; ++g) {
+        load_kv(cur, 0, g);
+        cp_async_commit();  // empty groups keep the wait counts uniform
+    }
+
+    // Per-item state, read by the lambdas below.
+    int ring = 0;  // ring position of the item's key tile 0
+    int wg_tiles = 0;  // key tiles this warpgroup computes (a prefix of the block's)
+    int warp_row0 = 0;  // this warp's rows: warp_row0 + lane / 4 (+ 8)
+    unsigned long long q_desc = 0;
+    float o[HD / 2];  // accumulator fragment of this warpgroup's 64 x HD output
+    float row_max[2];  // log2 units (scaled); rows lane / 4 and lane / 4 + 8
+    float row_sum[2];  // this thread's columns only (the quad sums at the end)
+    unsigned p[BN / 16][4];  // P of the previous key tile: A fragments per k16 slice
 
     // Each batch of wgmmas is fenced: O and P were last written by ordinary instructions.
     auto issue_scores = [&](float (&s)[BN / 2], int tile) {
         wgmma_fence();
-        const unsigned long long k_desc = sw128_kmajor_desc(k_s + tile % STAGES * kStageElems);
+        const unsigned long long k_desc = sw128_kmajor_desc(k_s + (ring + tile) % STAGES * kStageElems);
 #pragma unroll
         for (int kk = 0; kk < HD / 16; ++kk)
             Wgmma<BN, T>::template ss<0>(s, q_desc + kmajor_k16_step<64>(kk), k_desc + kmajor_k16_step<BN>(kk), kk);
@@ -533,7 +567,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     };
     auto issue_pv = [&](int tile) {
         wgmma_fence();
-        const unsigned long long v_desc = sw128_nmajor_desc<BN>(v_s + tile % STAGES * kStageElems);
+        const unsigned long long v_desc = sw128_nmajor_desc<BN>(v_s + (ring + tile) % STAGES * kStageElems);
 #pragma unroll
         for (int t = 0; t < BN / 16; ++t) Wgmma<HD, T>::template rs<1>(o, p[t], v_desc + t * kVDescK16, 1);
         wgmma_commit();
@@ -573,7 +607,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     // key never reaches a row that does not see it; fmaxf drops NaN from the max, but
     // exp2(NaN) brings it back into the row's sum.
     auto softmax = [&](float (&s)[BN / 2], int tile, float (&alpha)[2]) {
-        const int n0 = tile * BN;
+        const int n0 = tile * BN, key_end = cur.key_end;
         if (n0 + BN > key_end || (causal && n0 + BN - 1 > warp_row0 + nk - nq)) {
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i)
@@ -620,75 +654,99 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             for (int r = 0; r < 4; ++r) p[t][r] = pack2<T>(s[8 * t + 2 * r], s[8 * t + 2 * r + 1]);
     };
 
-    for (int tile = 0; tile < n_tiles; ++tile) {
-        cp_async_wait<STAGES - 2>();
-        fence_proxy_async_shared();
-        __syncthreads();  // group `tile` landed for all threads; every wgmma of step tile - 1 is done
-        load_group(tile + STAGES - 1);
-        if (tile >= wg_tiles) {  // past this warpgroup's keys (warpgroup-uniform)
-            take_turn();
-            if (tile == wg_tiles && tile > 0) finish_pv(tile - 1);
-            pass_turn();
-            continue;
+    for (int round = 0, item = blockIdx.x; item < items; item = item_at(++round)) {
+        if (round > 0) cur = work_item(item);
+        T* const q_s = q_buffers + round % kQBuffers * kBlockM * HD;
+        const int n_tiles = cur.n_tiles;
+        wg_tiles = n_tiles;
+        if (WG_RANGES) {
+            const int wg_row0 = cur.m0 + wg * 64;
+            const int wg_key_end =
+                wg_row0 >= nq ? 0 : causal ? min(nk, min(wg_row0 + 64, nq) + nk - nq) : nk;
+            wg_tiles = wg_key_end > 0 ? (wg_key_end + BN - 1) / BN : 0;
         }
-        float s[BN / 2];
-        pin_operands();  // O and P final before the fences that order them for the wgmmas
-        take_turn();
-        issue_scores(s, tile);
-        if (tile > 0) issue_pv(tile - 1);
-        if (OVERLAP && tile > 0) {
-            wgmma_wait<1>();  // S(tile) done; P V still running
-        } else {
-            wgmma_wait<0>();
-        }
-        pass_turn();
-        pin_scores(s);
-        float alpha[2];
-        softmax(s, tile, alpha);
-        wgmma_wait<0>();  // P V done: O may be rescaled and P overwritten
-        pin_operands();
-        pin_scores(s);
-        rescale_and_pack(s, alpha);
-    }
-    cp_async_wait<STAGES - 2>();  // group n_tiles: the last V tile
-    fence_proxy_async_shared();
-    __syncthreads();
-    if (wg_tiles == n_tiles && n_tiles > 0) finish_pv(n_tiles - 1);
-    cp_async_wait<0>();  // no copy may outlive the block
+        warp_row0 = cur.m0 + wg * 64 + warp * 16;
+        q_desc = sw128_kmajor_desc(q_s + wg * 64 * HD);
+#pragma unroll
+        for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+        row_max[0] = row_max[1] = kNegInf;
+        row_sum[0] = row_sum[1] = 0.f;
 
-    // Epilogue: O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2. O is staged in
-    // this warpgroup's own Q rows (its wgmmas are done with them) in the same swizzled
-    // layout, so the fragment writes hit 8 distinct bank groups, then leaves as contiguous
-    // rows of out (16 bytes per thread where out is 16-byte aligned).
-    T* o_stage = q_s + wg * 64 * HD;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        float l = row_sum[h];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const int stage_row = warp * 16 + lane / 4 + h * 8;
-        const int row = m0 + wg * 64 + stage_row;
-        const bool empty = l == 0.f;
-        const float inv = empty ? 0.f : 1.f / l;
-        // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
-#pragma unroll
-        for (int j = 0; j < HD / 8; ++j)
-            *reinterpret_cast<unsigned*>(o_stage + kmajor_atom_offset<64>(stage_row, j * 8 + (lane % 4) * 2)) =
-                pack2<T>(empty ? 0.f : o[4 * j + 2 * h] * inv, empty ? 0.f : o[4 * j + 2 * h + 1] * inv);
-        if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) {
-            const float m = row_max[h] == kNegInf ? 0.f : row_max[h];
-            lse[batch * nq + row] = empty ? kNegInf : (m + __log2f(l)) * kLn2;
+        for (int tile = 0; tile < n_tiles; ++tile) {
+            cp_async_wait<STAGES - 2>();
+            fence_proxy_async_shared();
+            __syncthreads();  // group `tile` landed for all threads; every wgmma of step tile - 1 is done
+            load_kv(cur, ring, tile + STAGES - 1);
+            cp_async_commit();
+            if (tile >= wg_tiles) {  // past this warpgroup's keys (warpgroup-uniform)
+                take_turn();
+                if (tile == wg_tiles && tile > 0) finish_pv(tile - 1);
+                pass_turn();
+                continue;
+            }
+            float s[BN / 2];
+            pin_operands();  // O and P final before the fences that order them for the wgmmas
+            take_turn();
+            issue_scores(s, tile);
+            if (tile > 0) issue_pv(tile - 1);
+            if (OVERLAP && tile > 0) {
+                wgmma_wait<1>();  // S(tile) done; P V still running
+            } else {
+                wgmma_wait<0>();
+            }
+            pass_turn();
+            pin_scores(s);
+            float alpha[2];
+            softmax(s, tile, alpha);
+            wgmma_wait<0>();  // P V done: O may be rescaled and P overwritten
+            pin_operands();
+            pin_scores(s);
+            rescale_and_pack(s, alpha);
         }
+        cp_async_wait<STAGES - 2>();  // group n_tiles: the last V tile
+        fence_proxy_async_shared();
+        __syncthreads();  // all S done (K slot (ring + n_tiles) % 2 and the other Q buffer are free)
+        if (wg_tiles == n_tiles && n_tiles > 0) finish_pv(n_tiles - 1);
+        // after the last P V, whose P fragments would otherwise share the registers with it
+        if (PERSISTENT) prefetch(item_at(round + 1), q_buffers + (round + 1) % 2 * kBlockM * HD, ring + n_tiles);
+
+        // Epilogue: O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2. O is staged in
+        // this warpgroup's own Q rows (its wgmmas are done with them) in the same swizzled
+        // layout, so the fragment writes hit 8 distinct bank groups, then leaves as contiguous
+        // rows of out (16 bytes per thread where out is 16-byte aligned).
+        T* o_stage = q_s + wg * 64 * HD;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float l = row_sum[h];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int stage_row = warp * 16 + lane / 4 + h * 8;
+            const int row = cur.m0 + wg * 64 + stage_row;
+            const bool empty = l == 0.f;
+            const float inv = empty ? 0.f : 1.f / l;
+            // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
+#pragma unroll
+            for (int j = 0; j < HD / 8; ++j)
+                *reinterpret_cast<unsigned*>(o_stage + kmajor_atom_offset<64>(stage_row, j * 8 + (lane % 4) * 2)) =
+                    pack2<T>(empty ? 0.f : o[4 * j + 2 * h] * inv, empty ? 0.f : o[4 * j + 2 * h + 1] * inv);
+            if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) {
+                const float m = row_max[h] == kNegInf ? 0.f : row_max[h];
+                lse[cur.batch * nq + row] = empty ? kNegInf : (m + __log2f(l)) * kLn2;
+            }
+        }
+        warpgroup_barrier(wg);  // staged rows visible to the whole warpgroup (the others need not wait)
+        const int rows = min(64, nq - (cur.m0 + wg * 64));
+        T* dst = out + (cur.batch * nq + cur.m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
+        const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
+        if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
+            copy_rows<uint4>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+        } else {
+            copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+        }
+        ring += n_tiles;
+        if (!PERSISTENT) break;
     }
-    warpgroup_barrier(wg);  // staged rows visible to the whole warpgroup (the others need not wait)
-    const int rows = min(64, nq - (m0 + wg * 64));
-    T* dst = out + (batch * nq + m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
-    const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
-    if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
-        copy_rows<uint4>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
-    } else {
-        copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
-    }
+    cp_async_wait<0>();  // no copy may outlive the block
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif

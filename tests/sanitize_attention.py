@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from test_attention import (  # noqa: E402
-    BF16, F16, F32, OVERRIDE_CASES, WGMMA_CASES, check_against_oracle, check_wgmma, make_inputs, override_config)
+    BF16, F16, F32, OVERRIDE_CASES, PERSISTENT_CASES, WGMMA_CASES, check_against_oracle, check_wgmma, make_inputs,
+    override_config)
 
 from cufuse._configs import current_device_info  # noqa: E402
 
@@ -41,6 +42,9 @@ OVERRIDES = [OVERRIDE_CASES[i] for i in (1, 2, 5, 7, 10, 11)]
 # dims, 1 warpgroup x 4 blocks/SM (causal), the ordered turns (named barriers) with 3
 # warpgroups causal, 2 blocks/SM full (idle warpgroups), D128 2 warpgroups causal
 WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9, 15, 17, 20, 31)]
+# persistent (the Q double buffer, the ring running on across items, a keyless item per head):
+# D128 3 warpgroups causal, 180 items on 132 blocks
+PERSISTENT = [PERSISTENT_CASES[4]]
 
 
 def main() -> int:
@@ -63,6 +67,12 @@ def main() -> int:
     for case in WGMMA if dev.has_wgmma else []:
         n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse = case
         q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, heads=1)
+        failures = check_wgmma(cupy, q, k, v, tile, causal=causal, return_lse=return_lse)
+        print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
+        failed += bool(failures)
+    for case in PERSISTENT if dev.has_wgmma else []:
+        n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse, batch, heads = case
+        q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, batch=batch, heads=heads)
         failures = check_wgmma(cupy, q, k, v, tile, causal=causal, return_lse=return_lse)
         print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
         failed += bool(failures)

@@ -133,31 +133,50 @@ def test_wgmma_tiles_fit_and_are_instantiated():
 
 
 # The issue's prefill grid (B = 32768 / N, H = 16) and the wgmma tile the default rule gives
-# each point: the best tile of the H200 bf16 sweep of 13:53 (bench/NOTES.md, attention v5 / v6).
-D64_LONG, D64_SHORT = configs.WGMMA_PREFILL[64][:2]
-D128_LONG, D128_SHORT = configs.WGMMA_PREFILL[128][:2]
+# each point: the best tile of the H200 bf16 sweep of 14:17 (bench/NOTES.md, attention v6 / v7).
+(_, D64_SHORT), (_, D64_MID), (_, D64_LONG) = configs.WGMMA_PREFILL[64]
+((_, D128_TILE),) = configs.WGMMA_PREFILL[128]
 MEASURED_BEST = [  # (n, head_dim, causal, tile)
     (512, 64, False, D64_SHORT), (512, 64, True, D64_SHORT), (2048, 64, False, D64_LONG),
-    (2048, 64, True, D64_SHORT), (8192, 64, False, D64_LONG), (8192, 64, True, D64_LONG),
-    (16384, 64, True, D64_LONG), (512, 128, False, D128_LONG), (512, 128, True, D128_SHORT),
-    (2048, 128, False, D128_LONG), (2048, 128, True, D128_LONG), (16384, 128, True, D128_LONG),
+    (2048, 64, True, D64_MID), (8192, 64, False, D64_LONG), (8192, 64, True, D64_LONG),
+    (16384, 64, False, D64_LONG), (16384, 64, True, D64_LONG), (512, 128, False, D128_TILE),
+    (512, 128, True, D128_TILE), (2048, 128, False, D128_TILE), (2048, 128, True, D128_TILE),
+    (8192, 128, True, D128_TILE), (16384, 128, False, D128_TILE),
 ]
 
 
 def test_wgmma_default_rule_is_the_measured_best():
     assert configs.WGMMA_PREFILL_DEFAULT
-    assert (D64_LONG.warpgroups, D64_LONG.block_n, D64_SHORT.warpgroups, D64_SHORT.block_n,
-            D64_SHORT.min_blocks) == (3, 128, 2, 64, 2)
-    assert (D128_LONG.warpgroups, D128_LONG.block_n, D128_SHORT.warpgroups, D128_SHORT.block_n) == (3, 64, 2, 128)
+    assert (D64_SHORT.warpgroups, D64_SHORT.block_n, D64_SHORT.min_blocks, D64_SHORT.wg_ranges) == (2, 64, 2, True)
+    assert (D64_MID.warpgroups, D64_MID.block_n, D64_MID.wg_ranges) == (3, 128, True)
+    assert (D64_LONG.warpgroups, D64_LONG.block_n, D64_LONG.wg_ranges) == (3, 128, False)  # block ranges
+    assert (D128_TILE.warpgroups, D128_TILE.block_n, D128_TILE.wg_ranges) == (3, 64, True)
+    assert not any(tile.persistent or tile.ordered for bucket in configs.WGMMA_PREFILL.values() for _, tile in bucket)
     for (n, d, causal, tile), dtype in itertools.product(MEASURED_BEST, (F16, BF16)):
         config = configs.select_config(n, n, d, d, 32768 // n * 16, dtype, H200, True, causal, True)
         assert config == configs.AttentionConfig(tile), (n, d, causal)
     # the rule goes by the keys a row sees, not by N: a short query block against a long cache
     # sees many keys; padded head dims take their bucket's tiles
-    assert configs.select_config(300, 4096, 128, 128, 512, BF16, H200, True, True, True).tile == D128_LONG
+    assert configs.select_config(300, 4096, 64, 64, 512, BF16, H200, True, True, True).tile == D64_LONG
     assert configs.select_config(4096, 4096, 40, 56, 16, F16, H200, True, False, True).tile == D64_LONG
-    assert configs.select_config(1000, 1000, 120, 120, 64, F16, H200, True, True, True).tile == D128_LONG
-    assert configs.select_config(600, 600, 128, 128, 64, F16, H200, True, True, True).tile == D128_SHORT
+    assert configs.select_config(1000, 1000, 64, 64, 64, F16, H200, True, True, True).tile == D64_SHORT  # 500.5
+    assert configs.select_config(1100, 1100, 64, 64, 64, F16, H200, True, True, True).tile == D64_MID  # 550.5
+    assert configs.select_config(600, 600, 120, 120, 64, F16, H200, True, True, True).tile == D128_TILE
+
+
+def test_wgmma_grid_and_persistent_tiles():
+    # one block per (query tile, batch) item, or the resident blocks for a persistent tile
+    plain, persistent = configs.WGMMA_TILES[128][0], configs.WgmmaTile(128, 3, 64, 2, persistent=True)
+    assert configs.wgmma_grid(plain, 3072, H200) == 3072
+    assert configs.wgmma_grid(persistent, 3072, H200) == H200.sm_count  # 384 threads: 1 block per SM
+    assert configs.wgmma_grid(persistent, 100, H200) == 100  # fewer items than SMs
+    two_per_sm = configs.WgmmaTile(64, 2, 64, 2, 2, persistent=True)
+    assert configs.wgmma_grid(two_per_sm, 4096, H200) == 2 * H200.sm_count
+    # the persistent tile double-buffers Q: D128 3 warpgroups: 2 x 48 KB Q + 2 stages x (K + V) 64 KB
+    assert persistent.smem_bytes == (2 * 48 + 64 + 1) * 1024
+    assert persistent.spec("__half").template_args[-1] is True
+    with pytest.raises(ValueError, match="persistent wgmma tile expects 2 stages, got 3"):
+        configs.WgmmaTile(128, 3, 64, 3, persistent=True)
 
 
 def test_wgmma_default_only_where_it_applies():
@@ -548,6 +567,7 @@ def test_q_beyond_2_pow_31_elements(cp, rng):
 # ---------------------------------------------------------------- GPU: Hopper wgmma prefill
 
 W64, W128 = configs.WGMMA_TILES[64][0], configs.WGMMA_TILES[128][0]
+NON_PERSISTENT = {hd: tuple(t for t in tiles if not t.persistent) for hd, tiles in configs.WGMMA_TILES.items()}
 # Ordered so that the first failure points at one part of attention_fwd_wgmma: (1) one full key
 # tile of D64, no masking: S = Q K^T (Q/K descriptors), P as A fragments, V N-major, epilogue;
 # (2) several key tiles: the cp.async ring and the S(j) / P V(j-1) pipeline; (3) D128: the
@@ -568,7 +588,7 @@ WGMMA_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse)
     # every other candidate tile, causal (per-warpgroup ranges on the diagonal, the ordered
     # turns with warpgroups that skip) and full (1023 rows: idle warpgroups in the last block)
     *[(1023, 1024, t.head_dim, t.head_dim, causal, "gqa", (F16, BF16)[i % 2], t, True)
-      for i, t in enumerate(configs.WGMMA_TILES[64][1:] + configs.WGMMA_TILES[128][1:]) for causal in (True, False)],
+      for i, t in enumerate(NON_PERSISTENT[64][1:] + NON_PERSISTENT[128][1:]) for causal in (True, False)],
 ]
 
 
@@ -612,13 +632,14 @@ def check_wgmma(cp, q, k, v, tile, *, causal, return_lse, scale=None):
     return failures
 
 
-# The default rule's four wgmma tiles through config=None (48 (batch, head) pairs: enough query
+# The default rule's wgmma tiles through config=None (48 (batch, head) pairs: enough query
 # tiles that the wave model does not split the keys, which would fall back to mma.sync).
 DEFAULT_RULE_CASES = [  # (n_q, n_k, d, dv, causal, dtype, tile)
     (300, 300, 64, 64, True, BF16, D64_SHORT),
-    (250, 1600, 64, 64, False, F16, D64_LONG),
-    (300, 300, 128, 128, True, F16, D128_SHORT),
-    (257, 700, 128, 96, False, BF16, D128_LONG),
+    (250, 1000, 64, 64, False, F16, D64_MID),
+    (250, 2000, 64, 64, True, F16, D64_LONG),
+    (300, 300, 128, 128, True, F16, D128_TILE),
+    (257, 700, 128, 96, False, BF16, D128_TILE),
 ]
 
 
@@ -649,6 +670,31 @@ def test_wgmma_matches_oracle(cp, rng, case):
     require_wgmma(cp)
     n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse = case
     q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype)
+    assert check_wgmma(cp, q, k, v, tile, causal=causal, return_lse=return_lse) == []
+
+
+# Persistent tiles (grid = resident blocks, H200: 132, or 264 for D64's 2 blocks per SM):
+# several items per block and a ragged last round, ragged last query tiles (400 = 2 x 192 + 16
+# rows; 3 x 128 + 16) and key tiles, causal with items whose rows see no key (Nq > Nk: the
+# handover after a keyless item), GQA / MQA, Dv != D, lse on and off.
+(P64,) = (t for t in configs.WGMMA_TILES[64] if t.persistent)
+P128, P128_2 = (t for t in configs.WGMMA_TILES[128] if t.persistent)
+PERSISTENT_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse, batch, heads)
+    (400, 333, 64, 64, False, "gqa", BF16, P64, True, 2, 15),  # 480 items
+    (400, 333, 128, 128, True, "mha", F16, P128, True, 3, 40),  # 360 items, causal
+    (700, 300, 64, 64, True, "mqa", F16, P64, False, 1, 60),  # 360 items, 3 of 6 per head keyless
+    (400, 1000, 128, 96, False, "gqa", BF16, P128_2, True, 2, 15),  # 480 items
+    (400, 150, 128, 128, True, "mha", BF16, P128, True, 1, 60),  # 180 items, 1 of 3 per head keyless
+]
+
+
+@pytest.mark.parametrize("case", PERSISTENT_CASES, ids=lambda c: _wgmma_id(c[:9]) + f"-b{c[9]}h{c[10]}-persistent")
+def test_wgmma_persistent_matches_oracle(cp, rng, case):
+    require_wgmma(cp)
+    n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse, batch, heads = case
+    q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, batch=batch, heads=heads)
+    items = -(-n_q // tile.block_m) * math.prod(np.broadcast_shapes(q.shape[:-2], k.shape[:-2]))
+    assert items > configs.wgmma_grid(tile, items, configs_device(cp))  # blocks loop over items
     assert check_wgmma(cp, q, k, v, tile, causal=causal, return_lse=return_lse) == []
 
 

@@ -86,7 +86,10 @@ class WgmmaTile:
     deep cp.async ring; ``overlap`` runs the softmax of key tile j while P V of tile j - 1
     is still on the tensor cores; ``wg_ranges`` lets each warpgroup stop at its own key range
     (causal diagonal, rows past Nq) instead of the block's; ``ordered`` makes the warpgroups
-    issue each step's wgmmas in turn (named barriers) so that their softmaxes stagger."""
+    issue each step's wgmmas in turn (named barriers) so that their softmaxes stagger;
+    ``persistent`` launches only the resident blocks (``persistent_grid``), each looping over
+    (query tile, batch) items with the next item's Q and first K tile loaded during the
+    current item's last key step and epilogue (Q double buffered; needs 2 stages)."""
 
     head_dim: int  # 64 or 128, covering D and Dv
     warpgroups: int
@@ -96,6 +99,11 @@ class WgmmaTile:
     overlap: bool = True
     wg_ranges: bool = True
     ordered: bool = False
+    persistent: bool = False
+
+    def __post_init__(self):
+        if self.persistent and self.stages != 2:
+            raise ValueError(f"attention: a persistent wgmma tile expects 2 stages, got {self.stages}")
 
     @property
     def block_m(self) -> int:
@@ -107,40 +115,45 @@ class WgmmaTile:
 
     @property
     def smem_bytes(self) -> int:
-        rows = self.block_m + 2 * self.stages * self.block_n
+        q_buffers = 2 if self.persistent else 1
+        rows = q_buffers * self.block_m + 2 * self.stages * self.block_n
         return rows * self.head_dim * 2 + WGMMA_SMEM_ALIGN
 
     def spec(self, dtype_ctype: str) -> KernelSpec:
         args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.overlap,
-                self.wg_ranges, self.ordered)
+                self.wg_ranges, self.ordered, self.persistent)
         return KernelSpec(SOURCE, "attention_fwd_wgmma", args, min_cc=WGMMA_MIN_CC)
 
 
 _W = WgmmaTile  # short name for the tables below
-# The wgmma prefill default per head-dim bucket (H200 bf16 sweep of 13:53, TFLOP/s, SDPA FLASH in
-# brackets): (long-key tile, short-key tile, mean keys a query row sees up to which the short
-# one runs). D64 is softmax-bound: 3 warpgroups x 128-key tiles win from 2048 visible keys (N2048
-# full 300 [299], N8192 339 / causal 306, N16384 344 / 322), 2 blocks per SM of 2 x 64-key tiles
-# up to 1024 (N512 full 236 [266], causal 161 [152]; N2048 causal 244 [261] vs 237): a second
-# resident block hides a block's prologue and epilogue. D128: 3 warpgroups x 64-key tiles from 512
-# keys (N512 full 270 [317], N2048 364 / causal 300, N8192 404 / 372, N16384 410 / 387), 2 x
-# 128-key tiles below (N512 causal 180 [195] vs 174).
+# The wgmma prefill default per head-dim bucket: (mean keys a query row sees up to which the tile
+# runs, tile), first match wins. From the H200 bf16 sweep of 14:17 (TFLOP/s, SDPA FLASH in
+# brackets; fp16 within 2 %): D64 is softmax-bound. Up to 512 keys 2 blocks per SM of
+# 2 warpgroups x 64-key tiles (N512 full 226 [267], causal 163 [155]: a second resident block
+# hides a block's prologue and epilogue); up to 1536 (N2048 causal) 3 warpgroups x 128-key
+# tiles with per-warpgroup key ranges (245 [264] vs 237 with block ranges, 229 with 2 blk/SM);
+# beyond, the same tile with block-wide ranges (N2048 full 300 [300] vs 296, N8192 340 / causal
+# 307 [306 / 295] vs 322 / 297, N16384 345 / 323 [308 / 301] vs 326 / 313). D128: 3 warpgroups
+# x 64-key tiles everywhere (N512 full 288 [320], causal 197 [197] vs 175 with 2 x 128-key
+# tiles; N2048 374 / 319 [332 / 303], N8192 409 / 379, N16384 411 / 395).
 WGMMA_PREFILL = {
-    64: (_W(64, 3, 128, 2), _W(64, 2, 64, 2, 2), 1536),
-    128: (_W(128, 3, 64, 2), _W(128, 2, 128, 2), 384),
+    64: ((512, _W(64, 2, 64, 2, 2)), (1536, _W(64, 3, 128, 2)), (math.inf, _W(64, 3, 128, 2, wg_ranges=False))),
+    128: ((math.inf, _W(128, 3, 64, 2)),),
 }
-# Candidates swept against the defaults (registers on sm_90a, no spills): the defaults (D64 3wg
-# 162, 2wg 2 blk/SM 126; D128 3wg 164, 2wg bn128 208), v5's 1 warpgroup x 128 keys at 3 blocks
-# per SM (D64), the v5 no-overlap twin (D128), and v6's: D64 1 warpgroup x 64 keys at 4 blocks
-# per SM (128 regs, 42 KB: four independent blocks hide each other's prologue, epilogue and
-# softmax), D128 2 warpgroups x 64 keys (166 regs, 99 KB: no ragged query tile at N512, half
-# the pipeline fill and drain of the 128-key tile), the ordered-issue twins and one twin
-# without per-warpgroup key ranges (the A/B of wg_ranges).
+# Candidates swept against the defaults (registers on sm_90a, no spills: bench/NOTES.md): v5's
+# 1 warpgroup x 128 keys at 3 blocks per SM (D64), the v5 no-overlap twin (D128), v6's D64
+# 1 warpgroup x 64 keys at 4 blocks per SM, D128 2 warpgroups x 64 or 128 keys, the ordered-issue
+# twins, the block-ranges twin of D128, and v7's persistent tiles (last; short key ranges,
+# where a block's prologue and epilogue are a large share of its time). Persistent D64 3 x 128
+# keys spills (168 registers + 56-60 B) with or without per-warpgroup ranges, as does 2 blocks
+# per SM with them (128 + 8 B): D64 has the 2-blocks-per-SM tile with block ranges only.
 WGMMA_TILES = {
-    64: WGMMA_PREFILL[64][:2] + (_W(64, 1, 128, 2, 3), _W(64, 1, 64, 2, 4), _W(64, 3, 128, 2, ordered=True),
-                                 _W(64, 2, 64, 2, 2, ordered=True), _W(64, 3, 128, 2, wg_ranges=False)),
-    128: WGMMA_PREFILL[128][:2] + (_W(128, 2, 128, 2, overlap=False), _W(128, 2, 64, 2), _W(128, 3, 64, 2, ordered=True),
-                                   _W(128, 2, 128, 2, ordered=True), _W(128, 3, 64, 2, wg_ranges=False)),
+    64: (_W(64, 3, 128, 2), _W(64, 2, 64, 2, 2), _W(64, 1, 128, 2, 3), _W(64, 1, 64, 2, 4),
+         _W(64, 3, 128, 2, ordered=True), _W(64, 2, 64, 2, 2, ordered=True), _W(64, 3, 128, 2, wg_ranges=False),
+         _W(64, 2, 64, 2, 2, wg_ranges=False, persistent=True)),
+    128: (_W(128, 3, 64, 2), _W(128, 2, 128, 2), _W(128, 2, 128, 2, overlap=False), _W(128, 2, 64, 2),
+          _W(128, 3, 64, 2, ordered=True), _W(128, 2, 128, 2, ordered=True), _W(128, 3, 64, 2, wg_ranges=False),
+          _W(128, 3, 64, 2, persistent=True), _W(128, 2, 128, 2, persistent=True)),
 }
 # Prefill on compute capability 9.0 runs the wgmma kernel where it applies (measured faster than
 # the mma.sync tiles at every point of the issue's grid: 192-410 vs 123-259 TFLOP/s).
@@ -157,9 +170,17 @@ def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch
     bucket = head_dim_bucket(max(head_dim, head_dim_v))
     if not (dev.has_wgmma and wgmma_operands and bucket in WGMMA_PREFILL):
         return None
-    long_keys, short_keys, short_max = WGMMA_PREFILL[bucket]
-    tile = short_keys if mean_visible_keys(n_q, n_k, causal) <= short_max else long_keys
+    keys = mean_visible_keys(n_q, n_k, causal)
+    tile = next(tile for max_keys, tile in WGMMA_PREFILL[bucket] if keys <= max_keys)
     return tile if plan_splits(tile, n_q, n_k, batch_count, dev).splits == 1 else None
+
+
+def wgmma_grid(tile: WgmmaTile, items: int, dev) -> int:
+    """Blocks of an ``attention_fwd_wgmma`` launch over ``items`` (query tile, batch) pairs:
+    one per item, or for a persistent tile the blocks resident at once (each loops)."""
+    if not tile.persistent:
+        return items
+    return max(1, min(items, dev.sm_count * blocks_per_sm(tile, dev)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,7 +306,7 @@ def decode_tile(head_dim: int, dev) -> MmaTile:
     return MmaTile(head_dim, 1, 1, 64 if head_dim <= 128 else 32, 3)
 
 
-def blocks_per_sm(tile: MmaTile, dev) -> int:
+def blocks_per_sm(tile: MmaTile | WgmmaTile, dev) -> int:
     """Resident blocks per SM: shared memory, threads, and registers (assumed 255 per
     thread unless ``min_blocks`` caps them)."""
     by_regs = max(tile.min_blocks, 65536 // (tile.threads * 255))
