@@ -422,7 +422,7 @@ __device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ 
 }  // namespace linear
 }  // namespace cufuse
 
-// Grid: (tiles_m * tiles_n, 1, splits). Block: BM / 64 warpgroups (2 x BM threads), tile
+// Grid: (tiles_m * tiles_n, 1, splits). Block: BM / 64 warpgroups (2 x BM threads; one more with PRODUCER), tile
 // BM x BN x BK (BK 64 or 128: a k tile per barrier), STAGES-deep cp.async pipeline
 // (dynamic shared memory STAGES x (BM + BN) x 2 BK bytes + 1 KB to align the stages to
 // 1024 bytes). Operand rules, B_KMAJOR, split-K (k tiles per split, counters) as
