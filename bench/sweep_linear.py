@@ -101,7 +101,8 @@ def wgmma(tile, splits=1):
 
 
 # Variant names: s = stages, p = wgmma groups in flight (loads run s - 1 - p k tiles ahead),
-# xN = blocks per SM when more than one fits, k128 = 128-deep k tiles (else 64).
+# xN = blocks per SM when more than one fits, k128 = 128-deep k tiles (else 64), ws = warp
+# specialised (a producer warpgroup, mbarriers, loads up to s - p tiles ahead).
 WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (default wgmma 128x128k64s5p1, 128 tiles on 132 SMs)
     ("wgmma 128x128 s6p1", wgmma(L.WGMMA_128x128s6)),
     ("wgmma 128x128 s5p2", wgmma(L.WGMMA_128x128s5p2)),
@@ -112,11 +113,17 @@ WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (default wgmma 128x128k64s5p1, 128 tiles 
     ("wgmma 128x128 s3p0 x2 split2", wgmma(L.WGMMA_128x128s3x2p0, 2)),
     ("wgmma 128x256 s4p1 split2", wgmma(L.WGMMA_TILE, 2)),
     ("wgmma 64x128 s4p1 x2", wgmma(L.WGMMA_64x128)),
+    ("wgmma 128x128 s5p1 ws", wgmma(L.WGMMA_128x128s5ws)),
+    ("wgmma 128x128 s7p1 ws", wgmma(L.WGMMA_128x128s7ws)),
+    ("wgmma 128x128 s7p2 ws", wgmma(L.WGMMA_128x128s7p2ws)),
 ]
+WGMMA_MID_WS = WGMMA_MID_VARIANTS[-3:]
 WGMMA_M64_VARIANTS = [  # M = 64 x 8192^2 (default wgmma 64x64k64s6p1 x2 split2)
-    ("wgmma 64x64 s7p1 x2 split2", wgmma(L.WGMMA_64x64s7, 2)),
+    ("wgmma 64x64 s6p1 ws x2 split2", wgmma(L.WGMMA_64x64s6ws, 2)),
+    ("wgmma 64x128 s8p1 ws split2", wgmma(L.WGMMA_64x128s8ws, 2)),
+    ("wgmma 64x128 s4p1 ws x2 split4", wgmma(L.WGMMA_64x128s4x2ws, 4)),
+    ("wgmma 64x256 s5p1 ws split4", wgmma(L.WGMMA_64x256s5ws, 4)),
     ("wgmma 64x64 s6p0 x2 split2", wgmma(L.WGMMA_64x64s6p0, 2)),
-    ("wgmma 64x64 s7p0 x2 split2", wgmma(L.WGMMA_64x64s7p0, 2)),
     ("wgmma 64x64 s4p1 x3 split3", wgmma(L.WGMMA_64x64s4x3, 3)),
     ("wgmma 64x64 s4p0 x3 split3", wgmma(L.WGMMA_64x64s4x3p0, 3)),
     ("wgmma 64x128 s4p1 x2 split4", wgmma(L.WGMMA_64x128, 4)),
@@ -317,8 +324,8 @@ def sweep_plan():
         (8192, 8192, 8192, "bf16", True, d + WGMMA_VARIANTS[1:]),
         (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_MID_VARIANTS),
         (512, 4096, 4096, "bf16", True, d + WGMMA_MID_VARIANTS),
-        (512, 4096, 4096, "fp16", False, d + WGMMA_MID_VARIANTS[:5]),
-        (512, 4096, 4096, "fp16", True, d + WGMMA_MID_VARIANTS[:5]),
+        (512, 4096, 4096, "fp16", False, d + WGMMA_MID_VARIANTS[:1] + WGMMA_MID_WS),
+        (512, 4096, 4096, "fp16", True, d + WGMMA_MID_VARIANTS[:1] + WGMMA_MID_WS),
         (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4]),
         (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
         (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),
@@ -329,8 +336,8 @@ def sweep_plan():
         (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS),
         (16, 8192, 8192, "fp16", True, d),
         (16, 8192, 8192, "fp16", False, d),
-        (64, 8192, 8192, "fp16", False, d + WGMMA_M64_VARIANTS[:3]),
-        (64, 8192, 8192, "fp16", True, d + WGMMA_M64_VARIANTS[:3]),
+        (64, 8192, 8192, "fp16", False, d + WGMMA_M64_VARIANTS[:4]),
+        (64, 8192, 8192, "fp16", True, d + WGMMA_M64_VARIANTS[:4]),
         (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
         (4096, 4096, 4096, "fp32", True, d + FP32_VARIANTS[:2] + FP32_VARIANTS[4:5]),
         (512, 4096, 4096, "fp32", False, d + FP32_VARIANTS[:2]),

@@ -201,7 +201,8 @@ __device__ __forceinline__ void store_bias_relu(const accum_t<T> (&acc)[MI][NI][
 // block to arrive adds the other slots to its registers and returns true, to store like
 // an unsplit block. No atomics on the M x N cells and nothing to re-zero but the counter.
 // Workspace: gridDim.x x gridDim.z slots of MI x NI x 4 x THREADS floats.
-template <int THREADS, int MI, int NI>
+// SYNC: as last_to_arrive's THREADS (0: the whole block calls it).
+template <int THREADS, int SYNC = 0, int MI, int NI>
 __device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], float* __restrict__ workspace,
                                                    int* __restrict__ counters) {
     constexpr int slot_vecs = MI * NI * THREADS;
@@ -216,7 +217,7 @@ __device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], floa
 #pragma unroll
         for (int j = 0; j < NI; ++j)
             own[(i * NI + j) * THREADS] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-    if (!last_to_arrive(counters + blockIdx.x, splits)) return false;
+    if (!last_to_arrive<SYNC>(counters + blockIdx.x, splits)) return false;
     for (int z = 0; z < splits; ++z) {
         if (z == split) continue;
         const float4* part = mine + int64(z) * slot_vecs;
@@ -402,15 +403,16 @@ CUFUSE_WGMMA_SS(256, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128
 
 // cp.async of a K-major [ROWS][BK] tile (x, or a K-major weight: src + row * ld + k) as
 // BK / 64 column atoms of [ROWS][64] (kmajor_atom_offset: the layout sw128_kmajor_desc
-// describes; for BK = 64 the same bytes as mma_load_a's swizzle). Consecutive threads take
-// consecutive 16-byte chunks of a row; chunks outside rows or k_end are zero-filled.
+// describes; for BK = 64 the same bytes as mma_load_a's swizzle) by THREADS threads
+// (`thread`: this one's index among them). Consecutive threads take consecutive 16-byte
+// chunks of a row; chunks outside rows or k_end are zero-filled.
 template <int ROWS, int BK, int THREADS, typename T>
 __device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ src, int64 row0, int64 rows,
-                                                  int64 k0, int64 k_end, int64 ld) {
+                                                  int64 k0, int64 k_end, int64 ld, int thread) {
     constexpr int row_chunks = BK / 8, chunks = ROWS * row_chunks;
 #pragma unroll
     for (int i = 0; i < (chunks + THREADS - 1) / THREADS; ++i) {
-        const int c = threadIdx.x + i * THREADS;
+        const int c = thread + i * THREADS;
         if (chunks % THREADS != 0 && c >= chunks) break;
         const int row = c / row_chunks, col = (c % row_chunks) * 8;
         const bool ok = row0 + row < rows && k0 + col < k_end;
@@ -420,7 +422,7 @@ __device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ 
 }  // namespace linear
 }  // namespace cufuse
 
-// Grid: (tiles_m * tiles_n, 1, splits). Block: BM / 64 warpgroups (2 x BM threads), tile
+// Grid: (tiles_m * tiles_n, 1, splits). Block: BM / 64 warpgroups (2 x BM threads; one more with PRODUCER), tile
 // BM x BN x BK (BK 64 or 128: a k tile per barrier), STAGES-deep cp.async pipeline
 // (dynamic shared memory STAGES x (BM + BN) x 2 BK bytes + 1 KB to align the stages to
 // 1024 bytes). Operand rules, B_KMAJOR, split-K (k tiles per split, counters) as
@@ -429,8 +431,15 @@ __device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ 
 // tensor cores run across the barrier; those stages cannot be refilled yet, so the loads
 // run STAGES - 1 - PENDING tiles ahead (the trade: MMA overlap against load depth).
 // MIN_BLOCKS: blocks per SM the registers must allow (2 caps 128x128 at 128 registers).
-template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
-__global__ void __launch_bounds__(2 * BM, MIN_BLOCKS)
+// PRODUCER (warp specialisation): one more warpgroup (the last, WGMMA_PRODUCER_THREADS)
+// issues every cp.async; per stage a "full" mbarrier completes when its copies land
+// (cp.async.mbarrier.arrive.noinc) and an "empty" one when every consumer warp's wgmmas
+// reading it have retired, so no block-wide barrier runs in the main loop and the loads
+// run up to STAGES - PENDING tiles ahead. The mbarriers take 16 x STAGES more bytes of
+// dynamic shared memory, after the stages.
+enum : int { WGMMA_PRODUCER_THREADS = 128 };
+template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR, bool PRODUCER>
+__global__ void __launch_bounds__(2 * BM + (PRODUCER ? WGMMA_PRODUCER_THREADS : 0), MIN_BLOCKS)
 linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                   float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                   int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store) {
@@ -439,9 +448,10 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
     static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
     static_assert(BM == 64 || BM == 128, "one or two warpgroups of 64 rows");
     static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma m64nBNk16 wrappers exist for 64, 128, 256");
-    constexpr int AHEAD = STAGES - 1 - PENDING;  // k tiles whose loads are in flight
+    constexpr int AHEAD = STAGES - 1 - PENDING;  // k tiles whose loads are in flight (no producer)
     static_assert(PENDING >= 0 && AHEAD >= 1, "at least one tile loads ahead");
-    using Tile = MmaTile<T, BM, BN, BK, BM / 64, 4, STAGES, true>;  // stage sizes and 2 x BM threads
+    using Tile = MmaTile<T, BM, BN, BK, BM / 64, 4, STAGES, true>;  // stage sizes and 2 x BM (consumer) threads
+    constexpr int LOADERS = PRODUCER ? int(WGMMA_PRODUCER_THREADS) : Tile::threads;
     extern __shared__ unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
 
@@ -458,27 +468,18 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 #pragma unroll
     for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
 
-    auto load = [&](int kt) {
+    // k tile kt (< k_tiles) into its stage, by the LOADERS threads (`thread`: index among them).
+    auto load_tile = [&](int kt, int thread) {
         T* stage = smem + (kt % STAGES) * Tile::stage_elems;
-        if (kt < k_tiles) {
-            const int64 k0 = k_begin + int64(kt) * BK;
-            wgmma_load_kmajor<BM, BK, Tile::threads>(stage, x, m0, M, k0, k_end, ldx);
-            if constexpr (B_KMAJOR)
-                wgmma_load_kmajor<BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, N, k0, k_end, ldw);
-            else
-                wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, k0, N, k_end, ldw);
-        }
-        cp_async_commit();
+        const int64 k0 = k_begin + int64(kt) * BK;
+        wgmma_load_kmajor<BM, BK, LOADERS>(stage, x, m0, M, k0, k_end, ldx, thread);
+        if constexpr (B_KMAJOR)
+            wgmma_load_kmajor<BN, BK, LOADERS>(stage + Tile::a_elems, w, n0, N, k0, k_end, ldw, thread);
+        else
+            wgmma_load_b_nmajor<T, BN, BK, LOADERS>(stage + Tile::a_elems, w, n0, k0, N, k_end, ldw, thread);
     };
-#pragma unroll
-    for (int s = 0; s < AHEAD; ++s) load(s);
-    for (int kt = 0; kt < k_tiles; ++kt) {
-        cp_async_wait<AHEAD - 1>();
-        fence_proxy_async_shared();
-        // Stage kt landed for all; every warp's wgmmas up to tile kt - 1 - PENDING are done,
-        // and that is the stage the next load refills.
-        __syncthreads();
-        load(kt + AHEAD);
+    // This warpgroup's wgmmas of k tile kt (its stage landed and is visible to the async proxy), one group.
+    auto mma_tile = [&](int kt) {
         const T* stage = smem + (kt % STAGES) * Tile::stage_elems;
         // This warpgroup's 64 rows of x in the first column atom.
         const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * WGMMA_ATOM_N);
@@ -497,16 +498,62 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
         wgmma_wait<PENDING>();
 #pragma unroll
         for (int i = 0; i < ACC; ++i) pin(acc[i]);
+    };
+
+    if constexpr (PRODUCER) {
+        unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * Tile::stage_elems);
+        unsigned long long* empty = full + STAGES;
+        if (threadIdx.x == 0)
+            for (int s = 0; s < STAGES; ++s) {
+                mbarrier_init(full + s, WGMMA_PRODUCER_THREADS);  // one cp.async arrival per producer thread
+                mbarrier_init(empty + s, Tile::threads / 32);     // one arrival per consumer warp
+            }
+        __syncthreads();
+        if (warpgroup == BM / 64) {  // the producer: use u = kt / STAGES of a stage waits for use u - 1's release
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                if (kt >= STAGES) mbarrier_wait(empty + kt % STAGES, (kt / STAGES - 1) & 1);
+                load_tile(kt, threadIdx.x - Tile::threads);
+                cp_async_mbarrier_arrive(full + kt % STAGES);
+            }
+            cp_async_commit();  // wait_group covers committed copies only
+            cp_async_wait<0>();  // leave no copy in flight behind an exited thread
+            return;
+        }
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            mbarrier_wait(full + kt % STAGES, (kt / STAGES) & 1);
+            fence_proxy_async_shared();  // the landed cp.async bytes, to wgmma's async proxy
+            mma_tile(kt);
+            // Tile kt - PENDING's wgmmas have retired (wait_group is warp-synchronous): release its stage.
+            if (kt >= PENDING && lane == 0) mbarrier_arrive(empty + (kt - PENDING) % STAGES);
+        }
+    } else {
+        auto load = [&](int kt) {
+            if (kt < k_tiles) load_tile(kt, threadIdx.x);
+            cp_async_commit();  // an empty group keeps the wait counts uniform at the tail
+        };
+#pragma unroll
+        for (int s = 0; s < AHEAD; ++s) load(s);
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            cp_async_wait<AHEAD - 1>();
+            fence_proxy_async_shared();
+            // Stage kt landed for all; every warp's wgmmas up to tile kt - 1 - PENDING are done,
+            // and that is the stage the next load refills.
+            __syncthreads();
+            load(kt + AHEAD);
+            mma_tile(kt);
+        }
+        cp_async_wait<0>();
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < ACC; ++i) pin(acc[i]);
-    cp_async_wait<0>();
 
     // wgmma accumulator layout: warp q of a warpgroup owns rows 16q..16q+15 of its 64, as
     // mma.sync m16n8 tiles along N: d[4j + r] at row lane/4 + 8(r/2), column 8j + 2(lane%4) + r%2.
+    // Only the consumer warpgroups (the first 2 x BM threads) get here.
     float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
-    if (gridDim.z > 1 && !reduce_split_slots<Tile::threads>(tiles, workspace, counters)) return;
+    if (gridDim.z > 1 && !reduce_split_slots<Tile::threads, PRODUCER ? Tile::threads : 0>(tiles, workspace, counters))
+        return;
     const int64 row_base = m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = n0 + 2 * (lane & 3);
     store_bias_relu<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
 #else

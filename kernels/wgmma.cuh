@@ -40,15 +40,16 @@ __device__ __forceinline__ unsigned long long sw128_nmajor_desc(const void* tile
 }
 
 // cp.async of one N-major weight tile (w + k * ldw + n; N % 8 == 0, so a chunk is all in or
-// all out): consecutive threads take consecutive 16-byte chunks of a k row (coalesced).
+// all out) by THREADS threads (`thread`: this one's index among them): consecutive threads
+// take consecutive 16-byte chunks of a k row (coalesced).
 template <typename T, int BN, int BK, int THREADS>
 __device__ __forceinline__ void wgmma_load_b_nmajor(T* sb, const T* __restrict__ w, int64 n0, int64 k0, int64 N,
-                                                    int64 k_end, int64 ldw) {
+                                                    int64 k_end, int64 ldw, int thread) {
     constexpr int row_chunks = BN / 8;
     static_assert(BN % WGMMA_ATOM_N == 0 && BK % 8 == 0 && BK * row_chunks % THREADS == 0, "B tile geometry");
 #pragma unroll
     for (int i = 0; i < BK * row_chunks / THREADS; ++i) {
-        const int c = threadIdx.x + i * THREADS;
+        const int c = thread + i * THREADS;
         const int k = c / row_chunks, n = (c % row_chunks) * 8;
         const bool ok = k0 + k < k_end && n0 + n < N;
         cp_async_16(sb + nmajor_atom_offset<BK>(k, n), ok ? w + (k0 + k) * ldw + n0 + n : w, ok);
@@ -73,6 +74,29 @@ __device__ __forceinline__ void warpgroup_turn_wait(int wg) {
 }
 __device__ __forceinline__ void warpgroup_turn_pass(int wg) {
     asm volatile("bar.arrive %0, 256;\n" ::"r"(5 + wg) : "memory");
+}
+// mbarriers (shared memory, 8 bytes each) for producer / consumer pipelines.
+__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
+    unsigned long long state;
+    asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];\n" : "=l"(state) : "r"(smem_addr(bar)) : "memory");
+}
+// One arrival, made when every cp.async this thread issued so far has landed (.noinc: the
+// barrier's count includes these arrivals).
+__device__ __forceinline__ void cp_async_mbarrier_arrive(unsigned long long* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Waits until the barrier's phase of this parity (phase number & 1) has completed.
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_addr(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
 }
 // Keeps the compiler from moving accumulator reads or writes across wgmma issue and wait.
 __device__ __forceinline__ void pin(float& v) { asm volatile("" : "+f"(v)::"memory"); }

@@ -2,9 +2,12 @@
 compute-sanitizer:
 
     compute-sanitizer --tool memcheck python tests/sanitize_linear.py
+    compute-sanitizer --tool racecheck python tests/sanitize_linear.py _ws
 
 Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks
-as tests/test_linear.py. Exits 1 on any mismatch, 0 when all agree.
+as tests/test_linear.py. An argument keeps the cases whose name contains it ("_ws": the
+warp-specialised wgmma kernel, whose producer and consumers meet only at mbarriers).
+Exits 1 on any mismatch, 0 when all agree.
 """
 from __future__ import annotations
 
@@ -37,6 +40,9 @@ CASES = [
     Case((40,), 2056, 264, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64s6p0, 3)),  # none in flight, split-K
     Case((130,), 1000, 136, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128k128s3p0, 2)),  # k128, ragged K
     Case((33,), 1096, 72, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64k128s3p0)),  # k128, K-major weight
+    # warp-specialised: producer warpgroup + mbarriers, phases wrapping (17 k tiles > 5 stages)
+    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128s5ws)),
+    Case((40,), 2056, 264, F16, "nk_t", bias="none", config=_wgmma(cfg.WGMMA_64x64s6ws, 3)),  # split-K, 2 blocks/SM
     Case((70,), 1024, 136, F16, "kn"),  # few tiles: wgmma 64x64 split-K on 9.0, else mma 128x128 split-K
     Case((70,), 1024, 136, F16, "kn", config=_force(cfg.MEDIUM_TILE, 2, "slots")),  # the latter on any GPU
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),
@@ -65,11 +71,12 @@ def main() -> int:
     import cupy
 
     rng = np.random.default_rng()
-    failures = [f for f in (check_case(cupy, rng, case) for case in CASES) if f]
+    cases = [case for case in CASES if len(sys.argv) < 2 or sys.argv[1] in str(case)]
+    failures = [f for f in (check_case(cupy, rng, case) for case in cases) if f]
     cupy.cuda.Device().synchronize()
     for failure in failures:
         print("MISMATCH", failure)
-    print(f"sanitize_linear: {len(CASES) - len(failures)} of {len(CASES)} cases agree")
+    print(f"sanitize_linear: {len(cases) - len(failures)} of {len(cases)} cases agree")
     return 1 if failures else 0
 
 

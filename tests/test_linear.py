@@ -277,7 +277,7 @@ def test_mma_tiles_fit_shared_memory(tile, dev):
 
 
 def _wgmma_id(t):
-    return f"{t.bm}x{t.bn}k{t.bk}s{t.stages}p{t.pending}x{t.max_blocks_per_sm}"
+    return f"{t.bm}x{t.bn}k{t.bk}s{t.stages}p{t.pending}x{t.max_blocks_per_sm}" + ("ws" if t.producer else "")
 
 
 @pytest.mark.parametrize("tile", cfg.WGMMA_TILES + cfg.WGMMA_CANDIDATE_TILES, ids=_wgmma_id)
@@ -285,6 +285,21 @@ def test_wgmma_tiles_fit_shared_memory(tile):
     assert tile.smem_bytes() <= H200.max_smem_per_block
     assert tile.blocks_per_sm(H200) == tile.max_blocks_per_sm
     assert tile.stages - 1 - tile.pending >= 1  # the kernel loads at least one tile ahead
+
+
+def test_warp_specialised_tiles_add_a_producer_warpgroup_and_its_barriers():
+    plain, ws = cfg.WgmmaTile(128, 128, 5), cfg.WGMMA_128x128s5ws
+    assert (plain.threads, ws.threads) == (256, 256 + cfg.WGMMA_PRODUCER_THREADS)
+    assert ws.smem_bytes() == plain.smem_bytes() + 16 * ws.stages  # a full and an empty mbarrier per stage
+    assert cfg.kernel_spec(cfg.LinearConfig("wgmma", ws), BFLOAT16, True).template_args[-1] is True
+
+
+def test_wgmma_blocks_per_sm_leave_room_for_static_shared_memory():
+    # 2 x (7 x 16 KB + 1 KB align + 1 KB reserved) is the H200's 228 KB exactly: the split-K
+    # flag's static bytes push the second block out (measured: s7 ran at 2.0-2.4 TB/s, s6 at 3.2).
+    assert cfg.WgmmaTile(64, 64, 7, max_blocks_per_sm=2).blocks_per_sm(H200) == 1
+    assert cfg.WgmmaTile(64, 64, 6, max_blocks_per_sm=2).blocks_per_sm(H200) == 2
+    assert cfg.WgmmaTile(64, 64, 6, max_blocks_per_sm=2, producer=True).blocks_per_sm(H200) == 2
 
 
 @pytest.mark.parametrize("kind,tile", [("mma", t) for t in cfg.MMA_TILES] +
@@ -326,7 +341,7 @@ class Case:
             t = self.config.tile
             shape = f"{t.rows}rows" if self.config.kind == "gemv" else f"{t.bm}x{t.bn}"
             if self.config.kind == "wgmma":
-                shape += f"k{t.bk}st{t.stages}p{t.pending}"
+                shape += f"k{t.bk}st{t.stages}p{t.pending}" + ("_ws" if t.producer else "")
             parts.append(f"{self.config.kind}{shape}s{self.config.splits}{self.config.reduction[0]}")
         return "-".join(parts)
 
@@ -539,6 +554,16 @@ WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
     Case((130,), 2056, 136, F16, "kn", config=_wgmma(cfg.WGMMA_128x128k128s3p0, 2)),
     Case((64,), 4104, 200, BF16, "kn", config=_wgmma(cfg.WGMMA_64x64k128s3p0, 2)),
     Case((33,), 1096, 136, F16, "nk_t", bias="none", config=_wgmma(cfg.WGMMA_64x128k128s3p0, 3)),
+    # warp-specialised (producer warpgroup + mbarriers): ragged M/N/K, both layouts, split-K,
+    # more k tiles than stages (the barrier phases wrap) and fewer (k_tiles < STAGES)
+    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128s5ws)),
+    Case((130,), 4104, 136, F16, "nk_t", bias="none", config=_wgmma(cfg.WGMMA_128x128s7p2ws, 2)),
+    Case((300,), 2056, 200, F16, "nk_t_padded", bias="strided", config=_wgmma(cfg.WGMMA_128x128s7ws)),
+    Case((64,), 4096, 200, BF16, "nk_t", config=_wgmma(cfg.WGMMA_64x64s6ws, 2)),
+    Case((40,), 2056, 264, F16, "kn", bias="strided", config=_wgmma(cfg.WGMMA_64x128s8ws, 3)),
+    Case((65,), 1000, 520, BF16, "kn", bias="none", config=_wgmma(cfg.WGMMA_64x256s5ws, 4)),
+    Case((3, 5), 136, 72, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x128s4x2ws)),
+    Case((1,), 8, 8, BF16, "kn", config=_wgmma(cfg.WGMMA_64x64s6ws)),
 ]
 
 

@@ -149,18 +149,30 @@ class WgmmaTile:
     # stages - 1 - pending tiles ahead (the kernel's PENDING). The kernel's MIN_BLOCKS is
     # max_blocks_per_sm: its registers allow that many blocks per SM.
     pending: int = 1
+    # Warp specialisation (the kernel's PRODUCER): one more warpgroup issues the loads,
+    # per-stage mbarriers replace the block barrier, loads run stages - pending tiles ahead.
+    producer: bool = False
 
     @property
     def threads(self) -> int:
-        return 2 * self.bm
+        return 2 * self.bm + (WGMMA_PRODUCER_THREADS if self.producer else 0)
 
     def smem_bytes(self, itemsize: int = 2) -> int:
-        """Dynamic shared memory, with 1 KB to align the stages for the 128-byte swizzle."""
-        return self.stages * (self.bm + self.bn) * self.bk * itemsize + 1024
+        """Dynamic shared memory, with 1 KB to align the stages for the 128-byte swizzle
+        (and two 8-byte mbarriers per stage with a producer)."""
+        barriers = 16 * self.stages if self.producer else 0
+        return self.stages * (self.bm + self.bn) * self.bk * itemsize + 1024 + barriers
 
     def blocks_per_sm(self, dev) -> int:
-        """Resident blocks per SM on ``dev`` (the driver reserves 1 KB of shared memory per block)."""
-        return min(self.max_blocks_per_sm, dev.smem_per_sm // (self.smem_bytes() + 1024))
+        """Resident blocks per SM on ``dev``: the driver reserves 1 KB of shared memory per
+        block, and the kernel has a few bytes of static shared memory (the split-K flag), so
+        two 64x64 s7 blocks (2 x 113 KB + 2 KB = the H200's 228 KB exactly) do not fit."""
+        per_block = self.smem_bytes() + 1024 + WGMMA_STATIC_SMEM
+        return min(self.max_blocks_per_sm, dev.smem_per_sm // per_block)
+
+
+WGMMA_PRODUCER_THREADS = 128  # the producer warpgroup (kernel: WGMMA_PRODUCER_THREADS)
+WGMMA_STATIC_SMEM = 16  # upper bound of the kernel's static shared memory (last_to_arrive's flag)
 
 
 # The default for M > 64 once its tiles fill every SM (measured, see ``prefers_wgmma``).
@@ -180,18 +192,18 @@ WGMMA_STREAM_TILE = WGMMA_64x64
 # Sweep candidates (bench/sweep_linear.py; ``config=`` only until measured). 512 x 4096^2:
 # a deeper pipeline (s6) and 2 wgmma groups in flight (p2: the tensor cores keep 2 k tiles
 # of work across a late barrier) or none (p0: one more tile of loads ahead). M = 64: more
-# weight in flight per SM (s7 / p0: 5 tiles ahead, 2 x 40 KB per SM, against 2 x 32 KB),
-# three 64x64 blocks per SM (s4, 66 KB: one late tile stalls a third of the SM, not half),
-# and 64x128 / 64x256 with 3 tiles ahead (half / a quarter of 64x64's x re-reads from L2).
-# k128: one barrier per 128 k instead of per 64 (2 tiles = 256 k of loads ahead). 128x128 x2
-# (s3, 98 KB, registers capped at 128): two blocks per SM with split 2 interleave their barriers.
+# weight in flight per SM (p0: 5 tiles ahead, 2 x 40 KB per SM, against 2 x 32 KB; 64x64 s7
+# measured 2.0-2.4 TB/s: its 2 x 113 KB leave no room for the static shared flag, so only
+# one block per SM ran), three 64x64 blocks per SM (s4, 66 KB: one late tile stalls a third
+# of the SM, not half), and 64x128 / 64x256 with 3 tiles ahead (half / a quarter of 64x64's
+# x re-reads from L2). k128: one barrier per 128 k instead of per 64 (2 tiles = 256 k of
+# loads ahead). 128x128 x2 (s3, 98 KB, registers capped at 128): two blocks per SM with
+# split 2 interleave their barriers.
 WGMMA_128x128s6 = WgmmaTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35)
 WGMMA_128x128s5p2 = WgmmaTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35, pending=2)
 WGMMA_128x128s6p2 = WgmmaTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35, pending=2)
 WGMMA_128x128s4p0 = WgmmaTile(128, 128, 4, max_blocks_per_sm=1, relative_speed=1.35, pending=0)
-WGMMA_64x64s7 = WgmmaTile(64, 64, 7, max_blocks_per_sm=2, relative_speed=0.8)
 WGMMA_64x64s6p0 = WgmmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8, pending=0)
-WGMMA_64x64s7p0 = WgmmaTile(64, 64, 7, max_blocks_per_sm=2, relative_speed=0.8, pending=0)
 WGMMA_64x64s4x3 = WgmmaTile(64, 64, 4, max_blocks_per_sm=3, relative_speed=0.8)
 WGMMA_64x64s4x3p0 = WgmmaTile(64, 64, 4, max_blocks_per_sm=3, relative_speed=0.8, pending=0)
 WGMMA_64x128s4p0 = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1, pending=0)
@@ -201,10 +213,25 @@ WGMMA_128x128s3x2p0 = WgmmaTile(128, 128, 3, max_blocks_per_sm=2, relative_speed
 WGMMA_128x128k128s3p0 = WgmmaTile(128, 128, 3, max_blocks_per_sm=1, relative_speed=1.35, bk=128, pending=0)
 WGMMA_64x64k128s3p0 = WgmmaTile(64, 64, 3, max_blocks_per_sm=2, relative_speed=0.8, bk=128, pending=0)
 WGMMA_64x128k128s3p0 = WgmmaTile(64, 128, 3, max_blocks_per_sm=1, relative_speed=1.1, bk=128, pending=0)
-WGMMA_CANDIDATE_TILES = (WGMMA_128x128s6, WGMMA_128x128s5p2, WGMMA_128x128s6p2, WGMMA_128x128s4p0, WGMMA_64x64s7,
-                         WGMMA_64x64s6p0, WGMMA_64x64s7p0, WGMMA_64x64s4x3, WGMMA_64x64s4x3p0, WGMMA_64x128s4p0,
+# Warp-specialised (``producer``: a producer warpgroup issues the cp.async loads and
+# per-stage mbarriers replace the block barrier; v7). 512 x 4096^2: 2 consumer warpgroups,
+# 5 / 7 stages (s7: 225 KB, the most that fits). M = 64: one consumer warpgroup; 64x64
+# two per SM (s6, the most that fits twice), 64x128 one per SM with 8 stages (7 tiles =
+# 112 KB of weight in flight; 64 tiles x split 2 = 128 blocks, one wave), 64x128 two per SM
+# (registers capped at 128), 64x256 one per SM (split 4, a quarter of 64x64's x re-reads).
+WGMMA_128x128s5ws = WgmmaTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35, producer=True)
+WGMMA_128x128s7ws = WgmmaTile(128, 128, 7, max_blocks_per_sm=1, relative_speed=1.35, producer=True)
+WGMMA_128x128s7p2ws = WgmmaTile(128, 128, 7, max_blocks_per_sm=1, relative_speed=1.35, pending=2, producer=True)
+WGMMA_64x64s6ws = WgmmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8, producer=True)
+WGMMA_64x128s8ws = WgmmaTile(64, 128, 8, max_blocks_per_sm=1, relative_speed=1.1, producer=True)
+WGMMA_64x128s4x2ws = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1, producer=True)
+WGMMA_64x256s5ws = WgmmaTile(64, 256, 5, max_blocks_per_sm=1, relative_speed=1.3, producer=True)
+WGMMA_WS_TILES = (WGMMA_128x128s5ws, WGMMA_128x128s7ws, WGMMA_128x128s7p2ws, WGMMA_64x64s6ws, WGMMA_64x128s8ws,
+                  WGMMA_64x128s4x2ws, WGMMA_64x256s5ws)
+WGMMA_CANDIDATE_TILES = (WGMMA_128x128s6, WGMMA_128x128s5p2, WGMMA_128x128s6p2, WGMMA_128x128s4p0,
+                         WGMMA_64x64s6p0, WGMMA_64x64s4x3, WGMMA_64x64s4x3p0, WGMMA_64x128s4p0,
                          WGMMA_64x256s4p0, WGMMA_128x128s3x2, WGMMA_128x128s3x2p0, WGMMA_128x128k128s3p0,
-                         WGMMA_64x64k128s3p0, WGMMA_64x128k128s3p0)
+                         WGMMA_64x64k128s3p0, WGMMA_64x128k128s3p0) + WGMMA_WS_TILES
 WGMMA_MIN_CC = 90
 
 
@@ -444,7 +471,7 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     if config.kind == "wgmma":
         return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending,
-                                                          t.max_blocks_per_sm, b_kmajor),
+                                                          t.max_blocks_per_sm, b_kmajor, t.producer),
                           min_cc=WGMMA_MIN_CC)
     if config.kind in WIDE_KINDS:
         args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, b_kmajor)
