@@ -75,14 +75,16 @@ def test_measured_winners_of_h200_run_9():
 
 
 def test_measured_winners_of_the_v5_sweep():
-    """H200 14:18: prefetching twins for float16 4096 / 16384 columns and float32 16384 (not
-    float32 1024 / 4096); the pipelined split for float16 only; axis=0 float32 in 16-byte
-    column vectors (8 lanes, cluster 8), the scalar column kernel in clusters of 4."""
+    """H200 14:18 and 14:56: prefetching twins for float16 4096 / 8192 / 16384 / 32768 columns
+    and float32 16384 (not float32 1024 / 4096 / 8192); the pipelined split for float16 and
+    float32; axis=0 float32 in 16-byte column vectors (8 lanes, cluster 8), the scalar column
+    kernel in clusters of 4."""
     P, R = configs.PipeConfig, configs.RowsConfig
     for dtype, cols, expected in [
         (np.float16, 4096, P(128, 128, 4, exp_once=True)),
         (np.float16, 16384, P(256, 256, 8)),
         (np.float32, 16384, P(512, 512, 8, exp_once=True)),
+        (np.float32, 8192, R(256, 256, 8, True)),
         (np.float32, 4096, R(128, 128, 8, True)),
         (np.float32, 1024, R(128, 32, 8, True)),
         (np.float16, 1024, R(128, 32, 4, True)),
@@ -90,7 +92,8 @@ def test_measured_winners_of_the_v5_sweep():
         assert configs.choose_rows(cols, 4096, dtype, H200) == expected, (dtype, cols)
     for cols in (262144, 1 << 20, 1 << 22):
         assert configs.choose_rows(cols, 16, np.float16, H200).pipelined
-        assert not configs.choose_rows(cols, 16, np.float32, H200).pipelined
+        assert configs.choose_rows(cols, 16, np.float32, H200).pipelined
+        assert not configs.choose_rows(cols, 16, np.float64, H200).pipelined
     assert configs.choose_cols(16384, 4096, np.float32, H200, True) == configs.ColsVecConfig(256, 8, 4, 8)
     assert configs.choose_cols(16384, 4096, np.float16, H200, True) == configs.ColsConfig(16, 12, 4)
     assert configs.choose_cols(16384, 4096, np.float32, H200, False) == configs.ColsConfig(16, 8, 4)
@@ -196,7 +199,7 @@ def test_pipe_twins_keep_the_row_shape_and_take_the_long_block_rungs():
             assert (chosen.threads, chosen.group, chosen.vecs) == (rung.threads, rung.group, rung.vecs)
             assert chosen.spec(dtype, True) in specs
         assert isinstance(configs.choose_rows(8192 * vs, 8, dtype, H200), configs.ClusterConfig)
-    assert configs._PIPE_FROM_VECTORS[2] == 512 and configs._PIPE_FROM_VECTORS[4] == 2048
+    assert configs._PIPE_FROM_VECTORS[2] == 512 and configs._PIPE_FROM_VECTORS[4] == 4096
 
 
 def test_cols_vectorizable_and_the_vec_default():
@@ -219,10 +222,11 @@ def test_cols_vectorizable_and_the_vec_default():
 
 def test_split_pipelined_flag_reaches_the_kernel():
     c = configs.choose_split(1 << 20, 16, np.float32, H200)
-    assert c.spec(np.float32, False).template_args[-1] is False
+    assert c.spec(np.float32, False).template_args[-1] is True
     assert configs.choose_split(1 << 20, 16, BF16, H200).spec(BF16, False).template_args[-1] is True
-    piped = dataclasses.replace(c, pipelined=True)
-    assert piped.spec(np.float32, False).template_args[-1] is True
+    d = configs.choose_split(1 << 20, 16, np.float64, H200)
+    assert d.spec(np.float64, False).template_args[-1] is False
+    assert dataclasses.replace(d, pipelined=True).spec(np.float64, False).template_args[-1] is True
 
 
 # ---------------------------------------------------------------- CPU: the host path

@@ -76,12 +76,15 @@ _SMEM_RESERVE = 2048  # the driver's 1 KB per block plus the kernel's static sha
 # 0.87, but 16384 x 4096 (1024) 0.97 -> 0.87 and 65536 x 1024 0.97 -> 0.89: the twin loses
 # where the plain rows already run at the copy speed. Cluster rungs keep the plain kernel
 # (1024 x 65536 float16: pipe cluster twin 0.52 vs 0.71); float64 is not listed (its 512 x 8
-# twin spills on sm_90a). float16 1024 vectors and float32 2048 are not measured yet.
-_PIPE_FROM_VECTORS = {2: 512, 4: 2048}
+# twin spills on sm_90a). H200 sweep 14:56: float32 8192 x 8192 (2048 vectors) plain 0.96 vs
+# twin 0.87, so float32 twins start at 4096 vectors; float16 8192 x 8192 (1024) twin 0.85 vs
+# plain 0.71, 2048 x 32768 (4096) twin 0.82 vs 0.62.
+_PIPE_FROM_VECTORS = {2: 512, 4: 4096}
 _PIPE_STAGES = 2  # 3 stages measured within 1% of 2 on every winner (0.82/0.81, 0.81/0.83, 0.87/0.87)
 # The pipelined split kernel, by itemsize: float16 16 x 1M 0.51 -> 0.54, 4 x 4M 0.51 -> 0.53,
-# 128 x 262144 and axis=None equal; float32 0.01-0.02 slower on 1M / 4M (H200 14:18).
-_SPLIT_PIPELINED = {2}
+# 128 x 262144 and axis=None equal; float32 (v6 kernel, H200 14:56) 1024 x 65536 0.65 -> 0.69,
+# 128 x 262144 0.61 -> 0.63, 1M / 4M equal.
+_SPLIT_PIPELINED = {2, 4}
 # Persistent clusters take this many rows each (not "as many as are resident": cluster
 # placement per GPC is unknown to the host, and an unplaced cluster would run after all others).
 _PIPE_CLUSTER_ROWS = 4
