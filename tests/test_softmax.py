@@ -737,7 +737,7 @@ def _graph_nodes(cp, fn):
     [
         ((4096, 32), -1, "softmax_rows", 1, 0),
         ((1024, 1024), -1, "softmax_rows", 1, 0),
-        ((64, 8192), -1, "softmax_rows_pipe", 1, 0),
+        ((64, 16384), -1, "softmax_rows_pipe", 1, 0),  # float32 twins from 4096 vectors
         ((16, 1 << 15), -1, "softmax_rows_cluster", 1, 0),
         ((4096, 300), 0, "softmax_cols_vec_cluster", 1, 0),  # leading axis: no transposed copy
         ((4096, 301), 0, "softmax_cols_cluster", 1, 0),
