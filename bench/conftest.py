@@ -14,17 +14,14 @@ Without a GPU every benchmark is skipped.
 from __future__ import annotations
 
 import itertools
-import math
 
 import pytest
 
 from cufuse.bench.cases import cases_for
 from cufuse.bench.runner import Ceilings, describe_failure, input_sets, release_memory
-from cufuse.bench.timing import copy_sets, device_copy, repeat_for_budget, time_cuda
+from cufuse.bench.timing import BUDGET_MS, calls_per_batch, copy_sets, device_copy, repeat_for_budget, time_cuda
 
 DEVICE_COPY = "device copy"  # the ceiling, timed beside a memory-bound op
-BUDGET_MS = 300.0
-ROUND_MS = 1.0  # shortest round: back-to-back calls up to this long share one synchronisation
 
 
 def pytest_collect_file(parent, file_path):
@@ -113,12 +110,13 @@ def run_benchmark(benchmark, cupy, ceilings):
         rotation = itertools.cycle(arg_sets)
         device = cupy.cuda.Device()
 
-        # A round is `calls` back-to-back calls and one device synchronisation after the
-        # last: pytest-benchmark divides the round by `calls`, so a short kernel is not
-        # charged a whole launch-and-synchronise round trip (~15 us on the H200) per call
-        # and the figures match the CUDA-event timing of `python -m cufuse.bench`.
-        probe_ms = time_cuda(fn, arg_sets, warmup=1, repeat=3)
-        calls = max(1, math.ceil(ROUND_MS / probe_ms))
+        # A round is a batch of `calls` back-to-back calls and one device synchronisation
+        # after the last, exactly the batches `python -m cufuse.bench` times between CUDA
+        # events (same batch size, budget and warm-up batch): pytest-benchmark divides the
+        # round by `calls`, so a short kernel is not charged a launch-and-synchronise round
+        # trip (~15 us on the H200) per call.
+        probe_ms = time_cuda(fn, arg_sets, warmup=2, repeat=3)
+        calls = calls_per_batch(probe_ms)
         count = itertools.count(1)
 
         def timed():
@@ -127,7 +125,7 @@ def run_benchmark(benchmark, cupy, ceilings):
                 device.synchronize()
 
         rounds = repeat_for_budget(probe_ms * calls, BUDGET_MS)
-        benchmark.pedantic(timed, rounds=rounds, warmup_rounds=2, iterations=calls)
+        benchmark.pedantic(timed, rounds=rounds, warmup_rounds=1, iterations=calls)
         ms = benchmark.stats.stats.median * 1e3
         rate = case.rate(ms)
         ceiling = ceilings.for_case(case)

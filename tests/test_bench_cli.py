@@ -15,7 +15,7 @@ from cufuse import reference
 from cufuse.bench import cases as bench_cases
 from cufuse.bench import runner
 from cufuse.bench.runner import Ceilings, Result, format_table
-from cufuse.bench.timing import repeat_for_budget, rotation_count
+from cufuse.bench.timing import calls_per_batch, repeat_for_budget, rotation_count
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -174,6 +174,13 @@ def test_repeats_and_rotation():
     assert repeat_for_budget(0.01, 200.0) == 50  # small ones: many
     assert rotation_count(1 << 30) == 2
     assert rotation_count(1 << 20) == 64
+
+
+def test_batches_of_about_a_millisecond():
+    assert calls_per_batch(2.0) == 1  # a long call is its own batch
+    assert calls_per_batch(0.05) == 20  # 50 us calls: 20 back-to-back share one pair of events
+    assert calls_per_batch(0.3) == 4  # rounded up: a batch is never shorter than 1 ms
+    assert calls_per_batch(0.0) >= 1
 
 
 def test_gpu_flow_on_cpu_stand_ins(monkeypatch, tmp_path, capsys):

@@ -19,26 +19,47 @@ def rotation_count(bytes_per_set: int, *, l2_bytes: int = DEFAULT_L2_BYTES, fact
     return max(2, min(cap, math.ceil(factor * l2_bytes / bytes_per_set)))
 
 
-def time_cuda(fn, arg_sets, *, warmup: int = 3, repeat: int = 30) -> float:
-    """Median milliseconds of ``fn(*args)``, cycling ``args`` through ``arg_sets``.
+BATCH_MS = 1.0  # shortest timed batch: back-to-back calls up to this long share one pair of events
+BUDGET_MS = 200.0  # timing budget of one implementation on one case (after the probe)
 
-    Each call is bracketed by its own pair of CUDA events on the current stream.
+
+def time_cuda(fn, arg_sets, *, warmup: int = 3, repeat: int = 30, calls: int = 1) -> float:
+    """Median milliseconds per call of ``fn(*args)``, cycling ``args`` through ``arg_sets``.
+
+    Each of the ``repeat`` batches of ``calls`` back-to-back calls is bracketed by its own
+    pair of CUDA events on the current stream; ``warmup`` calls run first, untimed.
     """
     import cupy
 
     arg_sets = list(arg_sets)
-    for i in range(max(warmup, 1)):
-        fn(*arg_sets[i % len(arg_sets)])
+    call_index = 0
+
+    def run(count):
+        nonlocal call_index
+        for _ in range(count):
+            fn(*arg_sets[call_index % len(arg_sets)])
+            call_index += 1
+
+    run(max(warmup, 1))
     stream = cupy.cuda.get_current_stream()
     starts = [cupy.cuda.Event() for _ in range(repeat)]
     stops = [cupy.cuda.Event() for _ in range(repeat)]
-    for i in range(repeat):
-        args = arg_sets[i % len(arg_sets)]
-        starts[i].record(stream)
-        fn(*args)
-        stops[i].record(stream)
+    for start, stop in zip(starts, stops):
+        start.record(stream)
+        run(calls)
+        stop.record(stream)
     stops[-1].synchronize()
-    return statistics.median(cupy.cuda.get_elapsed_time(a, b) for a, b in zip(starts, stops))
+    return statistics.median(cupy.cuda.get_elapsed_time(a, b) for a, b in zip(starts, stops)) / calls
+
+
+def calls_per_batch(probe_ms: float, *, batch_ms: float = BATCH_MS) -> int:
+    """How many back-to-back calls of a ``probe_ms`` call make a batch of about ``batch_ms``.
+
+    Timing batches instead of single calls measures what a pipeline of calls sustains: a
+    call whose Python overhead exceeds its GPU time (an unfused composition of small
+    kernels) is charged its launch rate, not the launch latency plus its last kernel, and
+    a sub-millisecond kernel is not charged a synchronisation per call."""
+    return max(1, math.ceil(batch_ms / max(probe_ms, 1e-3)))
 
 
 def repeat_for_budget(probe_ms: float, budget_ms: float, *, min_repeat: int = 5, max_repeat: int = 50) -> int:
@@ -46,12 +67,13 @@ def repeat_for_budget(probe_ms: float, budget_ms: float, *, min_repeat: int = 5,
     return int(min(max_repeat, max(min_repeat, budget_ms / max(probe_ms, 1e-3))))
 
 
-def time_cuda_budget(fn, arg_sets, *, budget_ms: float = 250.0) -> float:
-    """``time_cuda`` with the repeat count chosen from a short probe, so that a big shape
-    is timed a few times and a small one many times within about ``budget_ms``."""
+def time_cuda_budget(fn, arg_sets, *, budget_ms: float = BUDGET_MS) -> float:
+    """``time_cuda`` over batches of about ``BATCH_MS``, as many as fit in about ``budget_ms``
+    (the batch size and count from a short probe), after one untimed batch."""
     arg_sets = list(arg_sets)
     probe_ms = time_cuda(fn, arg_sets, warmup=2, repeat=3)
-    return time_cuda(fn, arg_sets, warmup=1, repeat=repeat_for_budget(probe_ms, budget_ms))
+    calls = calls_per_batch(probe_ms)
+    return time_cuda(fn, arg_sets, warmup=calls, repeat=repeat_for_budget(probe_ms * calls, budget_ms), calls=calls)
 
 
 def copy_sets(nbytes: int) -> list:
