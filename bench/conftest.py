@@ -19,7 +19,8 @@ import pytest
 
 from cufuse.bench.cases import cases_for
 from cufuse.bench.runner import Ceilings, describe_failure, input_sets, release_memory
-from cufuse.bench.timing import BUDGET_MS, calls_per_batch, copy_sets, device_copy, repeat_for_budget, time_cuda
+from cufuse.bench.timing import (BUDGET_MS, calls_per_batch, copy_sets, device_copy, repeat_for_budget, time_cuda,
+                                 warmup_batches)
 
 DEVICE_COPY = "device copy"  # the ceiling, timed beside a memory-bound op
 
@@ -112,7 +113,7 @@ def run_benchmark(benchmark, cupy, ceilings):
 
         # A round is a batch of `calls` back-to-back calls and one device synchronisation
         # after the last, exactly the batches `python -m cufuse.bench` times between CUDA
-        # events (same batch size, budget and warm-up batch): pytest-benchmark divides the
+        # events (same batch size, budget and warm-up): pytest-benchmark divides the
         # round by `calls`, so a short kernel is not charged a launch-and-synchronise round
         # trip (~15 us on the H200) per call.
         probe_ms = time_cuda(fn, arg_sets, warmup=2, repeat=3)
@@ -125,7 +126,7 @@ def run_benchmark(benchmark, cupy, ceilings):
                 device.synchronize()
 
         rounds = repeat_for_budget(probe_ms * calls, BUDGET_MS)
-        benchmark.pedantic(timed, rounds=rounds, warmup_rounds=1, iterations=calls)
+        benchmark.pedantic(timed, rounds=rounds, warmup_rounds=warmup_batches(probe_ms, calls), iterations=calls)
         ms = benchmark.stats.stats.median * 1e3
         rate = case.rate(ms)
         ceiling = ceilings.for_case(case)

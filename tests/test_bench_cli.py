@@ -15,7 +15,7 @@ from cufuse import reference
 from cufuse.bench import cases as bench_cases
 from cufuse.bench import runner
 from cufuse.bench.runner import Ceilings, Result, format_table
-from cufuse.bench.timing import calls_per_batch, repeat_for_budget, rotation_count
+from cufuse.bench.timing import calls_per_batch, repeat_for_budget, rotation_count, warmup_batches
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -181,6 +181,12 @@ def test_batches_of_about_a_millisecond():
     assert calls_per_batch(0.05) == 20  # 50 us calls: 20 back-to-back share one pair of events
     assert calls_per_batch(0.3) == 4  # rounded up: a batch is never shorter than 1 ms
     assert calls_per_batch(0.0) >= 1
+
+
+def test_warm_up_lasts_about_100_ms():
+    assert warmup_batches(0.05, calls_per_batch(0.05)) == 100  # 100 batches of 20 x 50 us
+    assert warmup_batches(2.5, 1) == 40
+    assert warmup_batches(500.0, 1) == 1  # never none
 
 
 def test_gpu_flow_on_cpu_stand_ins(monkeypatch, tmp_path, capsys):

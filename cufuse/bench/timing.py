@@ -21,6 +21,7 @@ def rotation_count(bytes_per_set: int, *, l2_bytes: int = DEFAULT_L2_BYTES, fact
 
 BATCH_MS = 1.0  # shortest timed batch: back-to-back calls up to this long share one pair of events
 BUDGET_MS = 200.0  # timing budget of one implementation on one case (after the probe)
+WARMUP_MS = 100.0  # untimed back-to-back calls first: long enough for the GPU's power state to settle
 
 
 def time_cuda(fn, arg_sets, *, warmup: int = 3, repeat: int = 30, calls: int = 1) -> float:
@@ -67,13 +68,24 @@ def repeat_for_budget(probe_ms: float, budget_ms: float, *, min_repeat: int = 5,
     return int(min(max_repeat, max(min_repeat, budget_ms / max(probe_ms, 1e-3))))
 
 
+def warmup_batches(probe_ms: float, calls: int) -> int:
+    """Untimed batches of ``calls`` that last about ``WARMUP_MS`` (at least one).
+
+    A GPU under a sustained tensor-core load lowers its clock to stay under its power
+    limit (on the H200 from ~1.98 to ~1.82 GHz within ~100 ms of GEMMs); without a warm-up
+    of that length the first-timed implementation of a case would run faster than the rest
+    and the two harnesses would read different points of that transition."""
+    return max(1, math.ceil(WARMUP_MS / max(probe_ms * calls, 1e-3)))
+
+
 def time_cuda_budget(fn, arg_sets, *, budget_ms: float = BUDGET_MS) -> float:
     """``time_cuda`` over batches of about ``BATCH_MS``, as many as fit in about ``budget_ms``
-    (the batch size and count from a short probe), after one untimed batch."""
+    (the batch size and count from a short probe), after about ``WARMUP_MS`` of untimed calls."""
     arg_sets = list(arg_sets)
     probe_ms = time_cuda(fn, arg_sets, warmup=2, repeat=3)
     calls = calls_per_batch(probe_ms)
-    return time_cuda(fn, arg_sets, warmup=calls, repeat=repeat_for_budget(probe_ms * calls, budget_ms), calls=calls)
+    return time_cuda(fn, arg_sets, warmup=calls * warmup_batches(probe_ms, calls),
+                     repeat=repeat_for_budget(probe_ms * calls, budget_ms), calls=calls)
 
 
 def copy_sets(nbytes: int) -> list:
