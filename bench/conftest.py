@@ -19,8 +19,8 @@ import pytest
 
 from cufuse.bench.cases import cases_for
 from cufuse.bench.runner import Ceilings, describe_failure, input_sets, release_memory
-from cufuse.bench.timing import (BUDGET_MS, calls_per_batch, copy_sets, device_copy, repeat_for_budget, time_cuda,
-                                 warmup_batches)
+from cufuse.bench.timing import (BUDGET_MS, calls_per_batch, copy_sets, device_copy, host_ms_per_call, repeat_for_budget,
+                                 time_cuda, warmup_batches)
 
 DEVICE_COPY = "device copy"  # the ceiling, timed beside a memory-bound op
 
@@ -138,6 +138,7 @@ def run_benchmark(benchmark, cupy, ceilings):
             "min_bytes": case.traffic.min_bytes,
             "flops": case.traffic.flops,
             "calls_per_round": calls,
+            "host_ms_per_call": host_ms_per_call(fn, arg_sets, calls),
         })
         if kernels is not None:
             benchmark.extra_info["kernels"] = kernels

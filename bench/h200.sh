@@ -45,7 +45,7 @@ done
 echo "==== tail of bench.log ===="; tail -n 60 "$OUT/bench.log" 2>/dev/null
 if [ -f "$OUT/bench.json" ] && [ -f "$OUT/pybench.json" ]; then
     python3 bench/compare_runs.py "$OUT/bench.json" "$OUT/pybench.json" $([ -f "$OUT/bench2.json" ] && echo "$OUT/bench2.json") >"$OUT/compare.log" 2>&1
-    echo "==== CLI vs pytest-benchmark ===="; tail -n 5 "$OUT/compare.log"
+    echo "==== CLI vs pytest-benchmark ===="; tail -n 8 "$OUT/compare.log"
 fi
 echo "==== tests failures ===="; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" 2>/dev/null | head -30
 echo "==== summary ===="; printf '%s\n' "${summary[@]}"

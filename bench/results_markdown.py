@@ -3,8 +3,9 @@
 Usage: ``python3 bench/results_markdown.py bench.json > results.md``
 
 One table per op, the same columns as the CLI's table: cufuse's rate, its fraction of the
-measured ceiling, and per peer "peer time / cufuse time (peer rate)". Nothing is edited
-by hand, so the README shows exactly what the run measured.
+measured ceiling, and per peer "peer time / cufuse time (peer rate)", with "h" where the
+peer was host-bound (its figure is its Python launch rate). Nothing is edited by hand, so
+the README shows exactly what the run measured.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import sys
 def ratio_cell(impl: dict | None) -> str:
     if not impl or impl.get("speedup") is None or impl.get("rate") is None:
         return "-"
-    return f"{impl['speedup']:.2f}x ({impl['rate']:.2f})"
+    host = " h" if impl.get("host_bound") else ""
+    return f"{impl['speedup']:.2f}x ({impl['rate']:.2f}){host}"
 
 
 def op_table(op: str, results: list) -> list:

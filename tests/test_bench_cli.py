@@ -206,6 +206,7 @@ def test_gpu_flow_on_cpu_stand_ins(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(cli, "cases_for", lambda op, quick: bench_cases.cpu_cases())
     monkeypatch.setattr(runner, "input_sets", lambda case: [case.make_inputs(np, np.random.default_rng(0))])
     monkeypatch.setattr(runner, "time_cuda_budget", wall_ms)
+    monkeypatch.setattr(runner, "host_ms_per_call", lambda fn, arg_sets, calls: 0.0)
     monkeypatch.setattr(runner, "release_memory", lambda: None)
     monkeypatch.setattr(runner, "copy_ceiling_tbps", lambda nbytes: 4.0)
     monkeypatch.setattr(runner, "gemm_ceiling_tflops", lambda dtype: 700.0)
@@ -218,6 +219,7 @@ def test_gpu_flow_on_cpu_stand_ins(monkeypatch, tmp_path, capsys):
     assert impls["softmax"]["cufuse"]["status"] == "ok"
     assert impls["softmax"]["cupy unfused"]["status"] == "ok"
     assert impls["linear"]["cupy unfused"]["speedup"] > 0
+    assert impls["linear"]["cupy unfused"]["host_bound"] is False  # enqueueing took no time
     assert all(row["relative_difference_from_unfused"] < 1e-5 for row in document["results"])
     assert plot.exists()
 
@@ -227,6 +229,7 @@ def test_compare_runs_matches_cli_and_pytest_benchmark_cases(tmp_path):
     (implementation names with spaces are dashes in the pytest ids) and reports the ratios."""
     cli = {"results": [{"op": "linear", "case": "64x8192x8192 w=(N,K).T", "dtype": "bfloat16",
                         "impls": {"cufuse": {"rate": 3.0}, "torch addmm_relu": {"rate": 2.0},
+                                  "torch unfused": {"rate": 1.0, "host_bound": True},
                                   "cupy unfused": {"rate": None}}}]}
     group = "linear 64x8192x8192 w=(N,K).T bfloat16"
 
@@ -234,17 +237,18 @@ def test_compare_runs_matches_cli_and_pytest_benchmark_cases(tmp_path):
         return {"group": group, "name": f"test_linear[{group.replace(' ', '-')}-{impl.replace(' ', '-')}]",
                 "extra_info": {"metric": "TB/s", "TB/s": rate}}
 
-    py = {"benchmarks": [bench("cufuse", 2.7), bench("torch addmm_relu", 2.0)]}
+    py = {"benchmarks": [bench("cufuse", 2.7), bench("torch addmm_relu", 2.0), bench("torch unfused", 2.0)]}
     (tmp_path / "cli.json").write_text(json.dumps(cli))
     (tmp_path / "py.json").write_text(json.dumps(py))
     done = subprocess.run([sys.executable, os.path.join(REPO, "bench", "compare_runs.py"),
                            str(tmp_path / "cli.json"), str(tmp_path / "py.json"), str(tmp_path / "cli.json")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "cases in both: 2" in done.stdout
-    assert "median 0.950" in done.stdout  # (0.9 + 1.0) / 2
-    assert "speed-up over each peer, pytest / cli: median 0.900" in done.stdout
-    assert "cli2 / cli:     median 1.000" in done.stdout
+    assert "cases in both: 3" in done.stdout
+    assert "GPU-bound:  median 0.950" in done.stdout  # (0.9 + 1.0) / 2; the host-bound row apart
+    assert "host-bound: median 2.000, within 5%: 0, within 10%: 0 of 1" in done.stdout
+    assert "speed-up over each GPU-bound peer, pytest / cli: median 0.900" in done.stdout
+    assert "cli2 / cli, GPU-bound: median 1.000, within 5%: 2, within 10%: 2 of 2" in done.stdout
 
 
 def test_results_markdown_renders_every_case_of_a_run(tmp_path):

@@ -89,7 +89,9 @@ def run_gpu(args, device: str) -> int:
           "(linear) or 4*B*H*N^2*D, halved for causal (attention). % ceil: of the copy of the same bytes, "
           "or of cupy.matmul at 8192^3. check: cufuse's output against the unfused CuPy composition "
           "on float32 copies of the inputs. "
-          "vs peer: peer time / cufuse time (peer's rate).")
+          "vs peer: peer time / cufuse time (peer's rate); h: the peer is host-bound (enqueueing a call takes "
+          ">= 75% of its time, so the GPU waits on Python: its figure is its launch rate and varies from run "
+          "to run with the host).")
     problems = failures(results)
     if problems:
         print("\nproblems:\n  " + "\n  ".join(problems))

@@ -11,7 +11,8 @@ import sys
 import time
 
 from .cases import UNFUSED, Case, resolve_dtype
-from .timing import copy_ceiling_tbps, gemm_ceiling_tflops, rotation_count, time_cuda_budget
+from .timing import (calls_per_batch, copy_ceiling_tbps, gemm_ceiling_tflops, host_ms_per_call, is_host_bound,
+                     rotation_count, time_cuda_budget)
 
 CEILING_COPY_BYTES = 1 << 30
 CEILING_GEMM_DTYPES = ("float16", "bfloat16")
@@ -68,6 +69,11 @@ class Result:
     status: dict  # "ok", "not built", "unavailable" or "failed: ..."
     ceiling: float | None
     error: float | None = None  # cufuse's max difference from the unfused CuPy result, relative
+    host_ms: dict = dataclasses.field(default_factory=dict)  # Python enqueue time per call, per impl
+
+    def host_bound(self, name: str):
+        """Whether ``name``'s time is its launch rate (the GPU waited on the host)."""
+        return is_host_bound(self.host_ms.get(name), self.ms.get(name))
 
     def agrees(self):
         return None if self.error is None else self.error <= AGREEMENT[self.case.dtype]
@@ -105,7 +111,8 @@ class Result:
             "relative_difference_from_unfused": self.error,
             "impls": {
                 name: {"ms": self.ms[name], "rate": self.rate(name), "status": self.status[name],
-                       "speedup": None if name == case.fused.name else self.speedup(name)}
+                       "speedup": None if name == case.fused.name else self.speedup(name),
+                       "host_ms": self.host_ms.get(name), "host_bound": self.host_bound(name)}
                 for name in self.ms
             },
         }
@@ -146,7 +153,7 @@ def measure(case: Case, ceilings: Ceilings, *, budget_ms: float = 200.0) -> Resu
         release_memory()
         why = describe_failure(exc).replace("failed", "failed making the inputs", 1)
         return Result(case=case, ms=ms, status=dict.fromkeys(ms, why), ceiling=None)
-    status = {}
+    status, host_ms = {}, {}
     for impl in case.impls:
         status[impl.name] = "unavailable"
         if not impl.available():
@@ -154,24 +161,28 @@ def measure(case: Case, ceilings: Ceilings, *, budget_ms: float = 200.0) -> Resu
         try:
             prepared = [impl.prepare(inputs) for inputs in sets]
             ms[impl.name], status[impl.name] = time_cuda_budget(impl.call, prepared, budget_ms=budget_ms), "ok"
+            host_ms[impl.name] = host_ms_per_call(impl.call, prepared, calls_per_batch(ms[impl.name]))
         except NotImplementedError:
             status[impl.name] = "not built"
         except Exception as exc:
             status[impl.name] = describe_failure(exc)
     error = None
     if status[case.fused.name] == status.get(UNFUSED) == "ok":
-        # The check runs the unfused composition on float32 copies of the inputs: in the
+        # The check runs the unfused composition on float32 copies of 16-bit inputs: in the
         # input dtype itself it overflows or loses digits on long float16 rows.
-        widened = [a.astype("float32") if getattr(a, "dtype", None) is not None and a.dtype.kind in "fV" else a for a in sets[0]]
+        widened = [a.astype("float32") if getattr(a, "dtype", None) is not None and a.dtype.kind in "fV"
+                   and a.dtype.itemsize < 4 else a for a in sets[0]]
         error = relative_difference(sets[0][-1], case.impl(UNFUSED).call(*widened))
     del sets
     release_memory()
-    return Result(case=case, ms=ms, status=status, ceiling=ceilings.for_case(case), error=error)
+    return Result(case=case, ms=ms, status=status, ceiling=ceilings.for_case(case), error=error, host_ms=host_ms)
 
 
 def relative_difference(result, expected) -> float:
-    """max |result - expected| / max |expected|, in float32 (NaN if either holds a NaN)."""
-    result, expected = result.astype("float32"), expected.astype("float32")
+    """max |result - expected| / max |expected|, in float32, or float64 where either is
+    float64 (NaN if either holds a NaN)."""
+    wide = "float64" if "float64" in (result.dtype, expected.dtype) else "float32"
+    result, expected = result.astype(wide), expected.astype(wide)
     return float(abs(result - expected).max() / max(float(abs(expected).max()), 1e-30))
 
 
@@ -198,9 +209,12 @@ def _agreement(result: Result) -> str:
     return "-" if agrees is None else "ok" if agrees else f"DIFFERS {result.error:.1e}"
 
 
+HOST_BOUND_MARK = " h"  # after a peer's rate: its time is its Python launch rate (host-bound)
+
+
 def format_table(results: list) -> str:
     """One table per op: time, rate, fraction of the ceiling, speed-up over each peer
-    (with the peer's own rate in brackets)."""
+    (with the peer's own rate in brackets, marked where the peer is host-bound)."""
     blocks = []
     for op in dict.fromkeys(result.case.op for result in results):
         rows = [result for result in results if result.case.op == op]
@@ -225,7 +239,8 @@ def format_table(results: list) -> str:
                 elif rate is None:
                     cells.append(result.status[peer].split(":")[0])
                 else:
-                    cells.append(f"{_number(speedup, '.2f', '?')}x ({rate:.2f})")
+                    host = HOST_BOUND_MARK if result.host_bound(peer) else ""
+                    cells.append(f"{_number(speedup, '.2f', '?')}x ({rate:.2f}){host}")
             lines.append(cells)
         widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
         text = [f"== {op}"] + ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]

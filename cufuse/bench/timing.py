@@ -88,6 +88,34 @@ def time_cuda_budget(fn, arg_sets, *, budget_ms: float = BUDGET_MS) -> float:
                      repeat=repeat_for_budget(probe_ms * calls, budget_ms), calls=calls)
 
 
+HOST_BOUND_FRACTION = 0.75  # enqueue time per call at least this share of the call's time: host-bound
+
+
+def host_ms_per_call(fn, arg_sets, calls: int) -> float:
+    """Python time to enqueue one call of ``fn`` (no synchronisation inside), over ``calls``
+    back-to-back calls. Where it reaches the measured time per call (``is_host_bound``)
+    the GPU waits on the host: the figure is the call's launch rate, and it varies with
+    the host's speed from run to run far more than a kernel's time does."""
+    import time
+
+    import cupy
+
+    arg_sets = list(arg_sets)
+    cupy.cuda.Device().synchronize()
+    start = time.perf_counter()
+    for i in range(calls):
+        fn(*arg_sets[i % len(arg_sets)])
+    elapsed = time.perf_counter() - start
+    cupy.cuda.Device().synchronize()
+    return elapsed * 1e3 / calls
+
+
+def is_host_bound(host_ms: float | None, ms: float | None) -> bool | None:
+    if host_ms is None or not ms:
+        return None
+    return host_ms >= HOST_BOUND_FRACTION * ms
+
+
 def copy_sets(nbytes: int) -> list:
     """Rotating ``(src, dst)`` byte buffers for timing a device copy of ``nbytes``."""
     import cupy
