@@ -100,38 +100,34 @@ def wgmma(tile, splits=1):
     return L.LinearConfig("wgmma", tile, splits, reduction="slots" if splits > 1 else "atomic")
 
 
-# Variant names: s = stages, p = wgmma groups in flight (loads run s - 1 - p k tiles ahead),
-# xN = blocks per SM when more than one fits, k128 = 128-deep k tiles (else 64), ws = warp
-# specialised (a producer warpgroup, mbarriers, loads up to s - p tiles ahead).
-WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (default wgmma 128x128k64s5p1, 128 tiles on 132 SMs)
-    ("wgmma 128x128 s6p1", wgmma(L.WGMMA_128x128s6)),
-    ("wgmma 128x128 s5p2", wgmma(L.WGMMA_128x128s5p2)),
-    ("wgmma 128x128 s6p2", wgmma(L.WGMMA_128x128s6p2)),
-    ("wgmma 128x128 s4p0", wgmma(L.WGMMA_128x128s4p0)),
-    ("wgmma 128x128 k128 s3p0", wgmma(L.WGMMA_128x128k128s3p0)),
-    ("wgmma 128x128 s3p1 x2 split2", wgmma(L.WGMMA_128x128s3x2, 2)),
-    ("wgmma 128x128 s3p0 x2 split2", wgmma(L.WGMMA_128x128s3x2p0, 2)),
-    ("wgmma 128x256 s4p1 split2", wgmma(L.WGMMA_TILE, 2)),
-    ("wgmma 64x128 s4p1 x2", wgmma(L.WGMMA_64x128)),
-    ("wgmma 128x128 s5p1 ws", wgmma(L.WGMMA_128x128s5ws)),
-    ("wgmma 128x128 s7p1 ws", wgmma(L.WGMMA_128x128s7ws)),
-    ("wgmma 128x128 s7p2 ws", wgmma(L.WGMMA_128x128s7p2ws)),
+def stream_k(tile):
+    return L.LinearConfig("wgmma", tile, stream_k=True)
+
+
+# v8 stream-K rows (persistent blocks, equal k-tile ranges; predictions in NOTES "linear v8").
+# Predicted (H200 bf16, eager): 512 x 4096^2 128x128 sk 365-380 TFLOP/s (default 360-365: 62 k tiles
+# per SM instead of 64 on 128 of 132 SMs, minus the split tiles' slot round trip).
+WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (default wgmma 128x128k64s5, 128 tiles on 132 SMs)
+    ("wgmma 128x128 s5 stream-K", stream_k(L.WGMMA_128x128)),
+    ("wgmma 128x256 s4 split2", wgmma(L.WGMMA_TILE, 2)),
+    ("wgmma 64x128 s4 x2", wgmma(L.WGMMA_64x128)),
 ]
-WGMMA_MID_WS = WGMMA_MID_VARIANTS[-3:]
-WGMMA_M64_VARIANTS = [  # M = 64 x 8192^2 (default wgmma 64x64k64s6p1 x2 split2)
-    ("wgmma 64x64 s6p1 ws x2 split2", wgmma(L.WGMMA_64x64s6ws, 2)),
-    ("wgmma 64x128 s8p1 ws split2", wgmma(L.WGMMA_64x128s8ws, 2)),
-    ("wgmma 64x128 s4p1 ws x2 split4", wgmma(L.WGMMA_64x128s4x2ws, 4)),
-    ("wgmma 64x256 s5p1 ws split4", wgmma(L.WGMMA_64x256s5ws, 4)),
-    ("wgmma 64x64 s6p0 x2 split2", wgmma(L.WGMMA_64x64s6p0, 2)),
-    ("wgmma 64x64 s4p1 x3 split3", wgmma(L.WGMMA_64x64s4x3, 3)),
-    ("wgmma 64x64 s4p0 x3 split3", wgmma(L.WGMMA_64x64s4x3p0, 3)),
-    ("wgmma 64x128 s4p1 x2 split4", wgmma(L.WGMMA_64x128, 4)),
-    ("wgmma 64x128 s4p0 x2 split4", wgmma(L.WGMMA_64x128s4p0, 4)),
-    ("wgmma 64x256 s4p0 split4", wgmma(L.WGMMA_64x256s4p0, 4)),
-    ("wgmma 64x64 k128 s3p0 x2 split2", wgmma(L.WGMMA_64x64k128s3p0, 2)),
-    ("wgmma 64x128 k128 s3p0 split2", wgmma(L.WGMMA_64x128k128s3p0, 2)),
+# Predicted (eager, K,N / N,K.T): 64x128 s8 sk 3.45-3.65 / 3.35-3.55 TB/s (my pick: 112 KB of
+# weight in flight per SM, x a third of the fill, equal bytes per SM); 64x128 x2 sk 3.35-3.55;
+# 64x64 x2 sk 3.25-3.45 (default 3.20 / 3.05).
+WGMMA_M64_VARIANTS = [  # M = 64 x 8192^2 (default wgmma 64x64k64s6 x2 split2)
+    ("wgmma 64x128 s8 stream-K", stream_k(L.WGMMA_64x128s8)),
+    ("wgmma 64x128 s4 x2 stream-K", stream_k(L.WGMMA_64x128)),
+    ("wgmma 64x64 s6 x2 stream-K", stream_k(L.WGMMA_64x64)),
+    ("wgmma 64x128 s4 x2 split4", wgmma(L.WGMMA_64x128, 4)),
 ]
+# The v6/v7 M = 17..64 default, named: "default" becomes 64x128 s8 stream-K with the branch's
+# last commit, and the adoption rule compares the two.
+V7_M64_DEFAULT = [("wgmma 64x64 s6 x2 split2 (v7 default)", wgmma(L.WGMMA_64x64, 2))]
+# M = 1 and 16 (16 x 8192^2 (N,K).T is at 0.88x of the copy on the mma stream tile): predicted
+# 3.35-3.55 for 64x128 s8 sk on both layouts (the padded rows cost zero-filled x chunks only;
+# the mma stream tile, 3.54 on (K,N), may stay ahead there).
+WGMMA_M16_VARIANTS = WGMMA_M64_VARIANTS[:2]
 TF = L.WideTile
 FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT kernel (the default until measured)
     ("tf32x3 128x128k32s4 8w", L.LinearConfig("tf32x3", L.TF32_TILE)),
@@ -324,20 +320,20 @@ def sweep_plan():
         (8192, 8192, 8192, "bf16", True, d + WGMMA_VARIANTS[1:]),
         (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_MID_VARIANTS),
         (512, 4096, 4096, "bf16", True, d + WGMMA_MID_VARIANTS),
-        (512, 4096, 4096, "fp16", False, d + WGMMA_MID_VARIANTS[:1] + WGMMA_MID_WS),
-        (512, 4096, 4096, "fp16", True, d + WGMMA_MID_VARIANTS[:1] + WGMMA_MID_WS),
-        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4]),
-        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
-        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),
-        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS),
-        (64, 8192, 8192, "bf16", False, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
-        (64, 8192, 8192, "bf16", True, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (512, 4096, 4096, "fp16", False, d + WGMMA_MID_VARIANTS[:1]),
+        (512, 4096, 4096, "fp16", True, d + WGMMA_MID_VARIANTS[:1]),
+        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + WGMMA_M16_VARIANTS[:1]),
+        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + WGMMA_M16_VARIANTS[:1]),
+        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + WGMMA_M16_VARIANTS),
+        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS + WGMMA_M16_VARIANTS),
+        (64, 8192, 8192, "bf16", False, d + V7_M64_DEFAULT + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (64, 8192, 8192, "bf16", True, d + V7_M64_DEFAULT + M64_VARIANTS + WGMMA_M64_VARIANTS),
         (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2]),
         (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS),
-        (16, 8192, 8192, "fp16", True, d),
-        (16, 8192, 8192, "fp16", False, d),
-        (64, 8192, 8192, "fp16", False, d + WGMMA_M64_VARIANTS[:4]),
-        (64, 8192, 8192, "fp16", True, d + WGMMA_M64_VARIANTS[:4]),
+        (16, 8192, 8192, "fp16", True, d + WGMMA_M16_VARIANTS),
+        (16, 8192, 8192, "fp16", False, d + WGMMA_M16_VARIANTS),
+        (64, 8192, 8192, "fp16", False, d + V7_M64_DEFAULT + WGMMA_M64_VARIANTS[:3]),
+        (64, 8192, 8192, "fp16", True, d + V7_M64_DEFAULT + WGMMA_M64_VARIANTS[:3]),
         (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
         (4096, 4096, 4096, "fp32", True, d + FP32_VARIANTS[:2] + FP32_VARIANTS[4:5]),
         (512, 4096, 4096, "fp32", False, d + FP32_VARIANTS[:2]),
@@ -358,9 +354,9 @@ def main():
     print("columns: eager ms / rate (what the benchmark sees) | graph ms / rate (kernel only) | host us per call | "
           "max err / max|ref|")
     plan = sweep_plan()
-    only = os.environ.get("SWEEP_ONLY")  # e.g. "16x8192" to run matching cases only
+    only = os.environ.get("SWEEP_ONLY")  # e.g. "16x8192" or "64x8192x8192,512x4096": matching cases only
     if only:
-        plan = [p for p in plan if only in f"{p[0]}x{p[1]}x{p[2]} {p[3]}"]
+        plan = [p for p in plan if any(o in f"{p[0]}x{p[1]}x{p[2]} {p[3]}" for o in only.split(","))]
     t0 = time.time()
     specs = all_specs(plan)
     failures = [(s, e) for s, _, e in precompile(specs, arch_for(device_cc(cupy.cuda.Device().id)), jobs=16) if e]

@@ -57,27 +57,15 @@ template <typename T> __device__ __forceinline__ void store_vec16(T* p, const Ve
     *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&r);
 }
 
-// Barrier of the block's first THREADS threads: the whole block (__syncthreads) for 0, else
-// named barrier 15 (warp-specialised kernels whose other warps have left).
-template <int THREADS>
-__device__ __forceinline__ void sync_threads_of() {
-    if constexpr (THREADS == 0)
-        __syncthreads();
-    else
-        asm volatile("bar.sync 15, %0;\n" ::"n"(THREADS) : "memory");
-}
-
 // Split reductions: every block of a group calls this once, after writing its partial
 // result to global memory; it returns true in the one block that arrives last, which then
 // sees every other block's partial (the fences order the partials before the count).
-// THREADS: the block's first THREADS threads call it (0: all of them).
-template <int THREADS = 0>
 __device__ __forceinline__ bool last_to_arrive(int* counter, int group_size) {
     __shared__ bool last;
     __threadfence();
-    sync_threads_of<THREADS>();
+    __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(counter, 1) == group_size - 1;
-    sync_threads_of<THREADS>();
+    __syncthreads();
     if (last) __threadfence();
     return last;
 }

@@ -195,31 +195,29 @@ __device__ __forceinline__ void store_bias_relu(const accum_t<T> (&acc)[MI][NI][
             }
 }
 
-// Split-K through slots (grid z = the splits of one output tile, blockIdx.x the tile):
-// every split stores its partial tile, in accumulator order (one float4 per thread and
-// (i, j): each warp writes 512 contiguous bytes), to its own slot of this tile; the last
-// block to arrive adds the other slots to its registers and returns true, to store like
-// an unsplit block. No atomics on the M x N cells and nothing to re-zero but the counter.
-// Workspace: gridDim.x x gridDim.z slots of MI x NI x 4 x THREADS floats.
-// SYNC: as last_to_arrive's THREADS (0: the whole block calls it).
-template <int THREADS, int SYNC = 0, int MI, int NI>
-__device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], float* __restrict__ workspace,
-                                                   int* __restrict__ counters) {
+// Split-K through slots: each of the `contributors` blocks that computed a partial sum of
+// one output tile stores it, in accumulator order (one float4 per thread and (i, j): each
+// warp writes 512 contiguous bytes), to its own slot (`index`) of the tile's slots; the
+// last block to arrive (the tile's `counter`) adds the other slots to its registers and
+// returns true, to store like an unsplit block. No atomics on the M x N cells and nothing
+// to re-zero but the counter. A slot is MI x NI x 4 x THREADS floats; the whole block calls it.
+template <int THREADS, int MI, int NI>
+__device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], float* __restrict__ tile_slots,
+                                                   int* __restrict__ counter, int contributors, int index) {
     constexpr int slot_vecs = MI * NI * THREADS;
-    const int splits = gridDim.z, split = blockIdx.z;
     // This thread's first float4 of the tile's first slot: every access below is a
     // constant offset from it or from one per-slot pointer, so no table of addresses is
     // kept in registers across the slots.
-    float4* const mine = reinterpret_cast<float4*>(workspace) + int64(blockIdx.x) * splits * slot_vecs + threadIdx.x;
-    float4* const own = mine + int64(split) * slot_vecs;
+    float4* const mine = reinterpret_cast<float4*>(tile_slots) + threadIdx.x;
+    float4* const own = mine + int64(index) * slot_vecs;
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int j = 0; j < NI; ++j)
             own[(i * NI + j) * THREADS] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-    if (!last_to_arrive<SYNC>(counters + blockIdx.x, splits)) return false;
-    for (int z = 0; z < splits; ++z) {
-        if (z == split) continue;
+    if (!last_to_arrive(counter, contributors)) return false;
+    for (int z = 0; z < contributors; ++z) {
+        if (z == index) continue;
         const float4* part = mine + int64(z) * slot_vecs;
 #pragma unroll
         for (int i = 0; i < MI; ++i)
@@ -232,8 +230,19 @@ __device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], floa
                 acc[i][j][3] += v.w;
             }
     }
-    if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+    if (threadIdx.x == 0) *counter = 0;
     return true;
+}
+
+// Zeroes a warp's m16n8 accumulator tiles.
+template <typename A, int MI, int NI>
+__device__ __forceinline__ void zero_accumulators(A (&acc)[MI][NI][4]) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[i][j][r] = A(0);
 }
 }  // namespace linear
 }  // namespace cufuse
@@ -272,12 +281,7 @@ linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __res
     const int warp_row = (warp / WARPS_N) * Tile::warp_m, warp_col = (warp % WARPS_N) * Tile::warp_n;
 
     float acc[Tile::mi][Tile::ni][4];
-#pragma unroll
-    for (int i = 0; i < Tile::mi; ++i)
-#pragma unroll
-        for (int j = 0; j < Tile::ni; ++j)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+    zero_accumulators(acc);
 
     auto load = [&](int kt) {
         T* stage = smem + (kt % STAGES) * Tile::stage_elems;
@@ -323,7 +327,10 @@ linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __res
         if (threadIdx.x == 0) counters[blockIdx.x] = 0;
         return;
     }
-    if (splits > 1 && !reduce_split_slots<Tile::threads>(acc, workspace, counters)) return;
+    if (splits > 1 && !reduce_split_slots<Tile::threads>(
+                          acc, workspace + int64(blockIdx.x) * splits * (BM * BN), counters + blockIdx.x, splits,
+                          blockIdx.z))
+        return;
     store_bias_relu<T>(acc, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
 }
 
@@ -338,68 +345,6 @@ namespace linear {
 // 128-byte swizzle wgmma reads (address bits [4:6] ^= bits [7:9]). A row-major (K, N)
 // weight is N-major: wgmma reads it transposed (imm-trans-b = 1, 16-bit types only) from
 // 128-byte swizzle atoms that run along N (wgmma_load_b_nmajor).
-
-// Accumulator operand lists of wgmma m64nNk16 (N / 2 floats per thread), nested by size.
-#define CUFUSE_WGMMA_D32 \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define CUFUSE_WGMMA_D64 CUFUSE_WGMMA_D32, \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define CUFUSE_WGMMA_D128 CUFUSE_WGMMA_D64, \
-    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-#define CUFUSE_WGMMA_R32 \
-    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
-    "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-#define CUFUSE_WGMMA_R64 CUFUSE_WGMMA_R32 "," \
-    "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
-    "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-#define CUFUSE_WGMMA_R128 CUFUSE_WGMMA_R64 "," \
-    "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79," \
-    "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95," \
-    "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111," \
-    "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-
-// d (64 x N float32, wgmma accumulator layout, N = 2 x the size of d) += A (64 x 16) *
-// B (16 x N), both from 128-byte-swizzled shared memory; A K-major, B K-major (TransB 0)
-// or N-major (TransB 1). The last argument (a null pointer of the element type) picks the
-// instruction's type; the operand numbers after the accumulators are DESC_A (then desc_b,
-// the scale-d flag, TransB).
-#define CUFUSE_WGMMA_SS(N, CTYPE, PTX_TYPE, DLIST, RLIST, DESC_A, DESC_B, SCALE_D, TRANS_B)                        \
-    template <int TransB>                                                                                        \
-    __device__ __forceinline__ void wgmma_k16_ss(float (&d)[N / 2], unsigned long long desc_a,                   \
-                                                 unsigned long long desc_b, const CTYPE*) {                      \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE_D ", 0;\n"                                      \
-                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE " {" RLIST "}, %"   \
-                     #DESC_A ", %" #DESC_B ", p, 1, 1, 0, %" #TRANS_B ";\n}\n"                                   \
-                     : DLIST                                                                                     \
-                     : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransB));                                          \
-    }
-CUFUSE_WGMMA_SS(64, __half, "f16", CUFUSE_WGMMA_D32, CUFUSE_WGMMA_R32, 32, 33, 34, 35)
-CUFUSE_WGMMA_SS(64, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D32, CUFUSE_WGMMA_R32, 32, 33, 34, 35)
-CUFUSE_WGMMA_SS(128, __half, "f16", CUFUSE_WGMMA_D64, CUFUSE_WGMMA_R64, 64, 65, 66, 67)
-CUFUSE_WGMMA_SS(128, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D64, CUFUSE_WGMMA_R64, 64, 65, 66, 67)
-CUFUSE_WGMMA_SS(256, __half, "f16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128, 128, 129, 130, 131)
-CUFUSE_WGMMA_SS(256, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128, 128, 129, 130, 131)
-
-#undef CUFUSE_WGMMA_SS
-#undef CUFUSE_WGMMA_D32
-#undef CUFUSE_WGMMA_D64
-#undef CUFUSE_WGMMA_D128
-#undef CUFUSE_WGMMA_R32
-#undef CUFUSE_WGMMA_R64
-#undef CUFUSE_WGMMA_R128
 
 // cp.async of a K-major [ROWS][BK] tile (x, or a K-major weight: src + row * ld + k) as
 // BK / 64 column atoms of [ROWS][64] (kmajor_atom_offset: the layout sw128_kmajor_desc
@@ -422,65 +367,95 @@ __device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ 
 }  // namespace linear
 }  // namespace cufuse
 
-// Grid: (tiles_m * tiles_n, 1, splits). Block: BM / 64 warpgroups (2 x BM threads; one more with PRODUCER), tile
-// BM x BN x BK (BK 64 or 128: a k tile per barrier), STAGES-deep cp.async pipeline
-// (dynamic shared memory STAGES x (BM + BN) x 2 BK bytes + 1 KB to align the stages to
-// 1024 bytes). Operand rules, B_KMAJOR, split-K (k tiles per split, counters) as
-// linear_relu_mma; split-K always reduces through slots.
+// Block: BM / 64 warpgroups (2 x BM threads), tile BM x BN x BK (BK 64 or 128: a k tile per
+// barrier), STAGES-deep cp.async pipeline (dynamic shared memory STAGES x (BM + BN) x 2 BK
+// bytes + 1 KB to align the stages to 1024 bytes). Operand rules and B_KMAJOR as
+// linear_relu_mma. The work is the sequence of the output tiles' k tiles (tile-major:
+// iteration it = tile x k_tiles + k tile); a block takes a contiguous range of it:
+//  * STREAM_K false: grid (tiles_m * tiles_n, 1, splits), tile blockIdx.x, split z its k tiles
+//    [z, z + 1) x k_tiles_per_split (split-K; no split is empty).
+//  * STREAM_K true (stream-K): grid = a persistent count of blocks (one per resident slot);
+//    block b takes the b-th of gridDim.x equal ranges, so every SM streams the same number of
+//    k tiles (within one) whatever the tile count, and the pipeline runs on across the tile
+//    boundaries inside a range (the next tile's loads are in flight during an epilogue).
+//    k_tiles_per_split is unused.
+// A tile whose k tiles are spread over several blocks (its contributors) is reduced through
+// slots (reduce_split_slots): tile t's slots_per_tile slots start at workspace + t x
+// slots_per_tile x BM x BN floats; counters hold one int per tile, zero on entry and exit.
 // PENDING wgmma groups (k tiles) stay in flight while the next stage is waited for, so the
 // tensor cores run across the barrier; those stages cannot be refilled yet, so the loads
 // run STAGES - 1 - PENDING tiles ahead (the trade: MMA overlap against load depth).
-// MIN_BLOCKS: blocks per SM the registers must allow (2 caps 128x128 at 128 registers).
-// PRODUCER (warp specialisation): one more warpgroup (the last, WGMMA_PRODUCER_THREADS)
-// issues every cp.async; per stage a "full" mbarrier completes when its copies land
-// (cp.async.mbarrier.arrive.noinc) and an "empty" one when every consumer warp's wgmmas
-// reading it have retired, so no block-wide barrier runs in the main loop and the loads
-// run up to STAGES - PENDING tiles ahead. The mbarriers take 16 x STAGES more bytes of
-// dynamic shared memory, after the stages.
-enum : int { WGMMA_PRODUCER_THREADS = 128 };
-template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR, bool PRODUCER>
-__global__ void __launch_bounds__(2 * BM + (PRODUCER ? WGMMA_PRODUCER_THREADS : 0), MIN_BLOCKS)
+// MIN_BLOCKS: blocks per SM the registers must allow (__launch_bounds__).
+template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR, bool STREAM_K>
+__global__ void __launch_bounds__(2 * BM, MIN_BLOCKS)
 linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                   float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
-                  int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store) {
+                  int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store,
+                  int slots_per_tile) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ACC = BN / 2;
     static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
     static_assert(BM == 64 || BM == 128, "one or two warpgroups of 64 rows");
-    static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma m64nBNk16 wrappers exist for 64, 128, 256");
-    constexpr int AHEAD = STAGES - 1 - PENDING;  // k tiles whose loads are in flight (no producer)
+    constexpr int AHEAD = STAGES - 1 - PENDING;  // k tiles whose loads are in flight
     static_assert(PENDING >= 0 && AHEAD >= 1, "at least one tile loads ahead");
-    using Tile = MmaTile<T, BM, BN, BK, BM / 64, 4, STAGES, true>;  // stage sizes and 2 x BM (consumer) threads
-    constexpr int LOADERS = PRODUCER ? int(WGMMA_PRODUCER_THREADS) : Tile::threads;
+    using Tile = MmaTile<T, BM, BN, BK, BM / 64, 4, STAGES, true>;  // stage sizes and 2 x BM threads
     extern __shared__ unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
 
     const int64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    int64 tile_m, tile_n;
-    raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
-    const int64 m0 = tile_m * BM, n0 = tile_n * BN;
-    const int64 k_begin = int64(blockIdx.z) * k_tiles_per_split * BK;
-    const int64 k_end = min(K, k_begin + int64(k_tiles_per_split) * BK);
-    const int k_tiles = int((k_end - k_begin + BK - 1) / BK);
+    const int64 k_tiles_all = max(int64(1), (K + BK - 1) / BK);  // K = 0: one zero-filled k tile
+    // This block's iterations [it_begin, it_end).
+    int64 it_begin, it_end;
+    if constexpr (STREAM_K) {
+        const int64 total = tiles_m * tiles_n * k_tiles_all;
+        it_begin = int64(blockIdx.x) * total / gridDim.x;
+        it_end = int64(blockIdx.x + 1) * total / gridDim.x;
+    } else {
+        it_begin = int64(blockIdx.x) * k_tiles_all + int64(blockIdx.z) * k_tiles_per_split;
+        it_end = min(int64(blockIdx.x + 1) * k_tiles_all, it_begin + k_tiles_per_split);
+    }
+    const int iters = int(it_end - it_begin);
     const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
 
     float acc[ACC];
 #pragma unroll
     for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
 
-    // k tile kt (< k_tiles) into its stage, by the LOADERS threads (`thread`: index among them).
-    auto load_tile = [&](int kt, int thread) {
-        T* stage = smem + (kt % STAGES) * Tile::stage_elems;
-        const int64 k0 = k_begin + int64(kt) * BK;
-        wgmma_load_kmajor<BM, BK, LOADERS>(stage, x, m0, M, k0, k_end, ldx, thread);
-        if constexpr (B_KMAJOR)
-            wgmma_load_kmajor<BN, BK, LOADERS>(stage + Tile::a_elems, w, n0, N, k0, k_end, ldw, thread);
-        else
-            wgmma_load_b_nmajor<T, BN, BK, LOADERS>(stage + Tile::a_elems, w, n0, k0, N, k_end, ldw, thread);
+    // Output tile `tile`'s corner.
+    auto corner = [&](int64 tile, int64& m0, int64& n0) {
+        int64 tile_m, tile_n;
+        raster_tile(tile, tiles_m, tiles_n, raster_group, tile_m, tile_n);
+        m0 = tile_m * BM;
+        n0 = tile_n * BN;
     };
-    // This warpgroup's wgmmas of k tile kt (its stage landed and is visible to the async proxy), one group.
-    auto mma_tile = [&](int kt) {
-        const T* stage = smem + (kt % STAGES) * Tile::stage_elems;
+    // The loads walk the range in order: (tile, k tile) of the next one to load, advanced per
+    // load, so no division runs per k tile.
+    int64 load_tile = it_begin / k_tiles_all, load_m0, load_n0;
+    int load_kt = int(it_begin - load_tile * k_tiles_all);
+    corner(load_tile, load_m0, load_n0);
+    // Iteration j of this block into its stage; calls come in order of j (an empty group past
+    // the range keeps the wait counts uniform at the tail).
+    auto load = [&](int j) {
+        if (j < iters) {
+            T* stage = smem + (j % STAGES) * Tile::stage_elems;
+            const int64 k0 = int64(load_kt) * BK;
+            wgmma_load_kmajor<BM, BK, Tile::threads>(stage, x, load_m0, M, k0, K, ldx, threadIdx.x);
+            if constexpr (B_KMAJOR)
+                wgmma_load_kmajor<BN, BK, Tile::threads>(stage + Tile::a_elems, w, load_n0, N, k0, K, ldw, threadIdx.x);
+            else
+                wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, load_n0, k0, N, K, ldw,
+                                                              threadIdx.x);
+            ++load_kt;
+            if (STREAM_K && load_kt == k_tiles_all) {
+                load_kt = 0;
+                corner(++load_tile, load_m0, load_n0);
+            }
+        }
+        cp_async_commit();
+    };
+    // This warpgroup's wgmmas of iteration j (its stage landed and is visible to the async proxy), one group.
+    auto mma_tile = [&](int j) {
+        const T* stage = smem + (j % STAGES) * Tile::stage_elems;
         // This warpgroup's 64 rows of x in the first column atom.
         const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * WGMMA_ATOM_N);
         const unsigned long long desc_b =
@@ -491,71 +466,70 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
             // k16 steps (descriptor addresses in 16-byte units): K-major tiles as
             // kmajor_k16_step; the N-major B two 1024-byte groups of 8 k rows further.
             const unsigned b_step = B_KMAJOR ? kmajor_k16_step<BN>(kk) : kk * (2 * 1024 / 16);
-            linear::wgmma_k16_ss<B_KMAJOR ? 0 : 1>(acc, desc_a + kmajor_k16_step<BM>(kk), desc_b + b_step,
-                                                   static_cast<const T*>(nullptr));
+            Wgmma<BN, T>::template ss<B_KMAJOR ? 0 : 1>(acc, desc_a + kmajor_k16_step<BM>(kk), desc_b + b_step, 1);
         }
         wgmma_commit();
         wgmma_wait<PENDING>();
 #pragma unroll
         for (int i = 0; i < ACC; ++i) pin(acc[i]);
     };
-
-    if constexpr (PRODUCER) {
-        unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * Tile::stage_elems);
-        unsigned long long* empty = full + STAGES;
-        if (threadIdx.x == 0)
-            for (int s = 0; s < STAGES; ++s) {
-                mbarrier_init(full + s, WGMMA_PRODUCER_THREADS);  // one cp.async arrival per producer thread
-                mbarrier_init(empty + s, Tile::threads / 32);     // one arrival per consumer warp
+    // Output tile `tile` (first iteration `first`, corner m0, n0), whose k tiles from
+    // max(it_begin, first) to it_last are in acc: reduced with its other contributors' slots
+    // if it has any, then bias + ReLU and the store.
+    auto finish_tile = [&](int64 tile, int64 first, int64 it_last, int64 m0, int64 n0) {
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) pin(acc[i]);
+        // wgmma accumulator layout: warp q of a warpgroup owns rows 16q..16q+15 of its 64, as
+        // mma.sync m16n8 tiles along N: d[4j + r] at row lane/4 + 8(r/2), column 8j + 2(lane%4) + r%2.
+        float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
+        const int64 last = first + k_tiles_all - 1;
+        if (it_begin > first || it_last < last) {  // a partial sum: contributors meet in the slots
+            int contributors, index;
+            if constexpr (STREAM_K) {
+                // Block owning iteration i: the largest b with b x total / gridDim.x <= i.
+                const int64 total = tiles_m * tiles_n * k_tiles_all, blocks = gridDim.x;
+                const int64 owner_first = ((first + 1) * blocks - 1) / total;
+                contributors = int(((last + 1) * blocks - 1) / total - owner_first + 1);
+                index = int(blockIdx.x - owner_first);
+            } else {
+                contributors = gridDim.z;
+                index = blockIdx.z;
             }
+            if (!reduce_split_slots<Tile::threads>(tiles, workspace + tile * slots_per_tile * (BM * BN),
+                                                   counters + tile, contributors, index))
+                return;
+        }
+        const int64 row_base = m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = n0 + 2 * (lane & 3);
+        store_bias_relu<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
+    };
+
+    int mma_kt = load_kt;  // k tile of iteration j in its tile (stream-K: finds the tile ends)
+#pragma unroll
+    for (int s = 0; s < AHEAD; ++s) load(s);
+    for (int j = 0; j < iters; ++j) {
+        cp_async_wait<AHEAD - 1>();
+        fence_proxy_async_shared();
+        // Stage j landed for all; every warp's wgmmas up to iteration j - 1 - PENDING are done,
+        // and that is the stage the next load refills.
         __syncthreads();
-        if (warpgroup == BM / 64) {  // the producer: use u = kt / STAGES of a stage waits for use u - 1's release
-            for (int kt = 0; kt < k_tiles; ++kt) {
-                if (kt >= STAGES) mbarrier_wait(empty + kt % STAGES, (kt / STAGES - 1) & 1);
-                load_tile(kt, threadIdx.x - Tile::threads);
-                cp_async_mbarrier_arrive(full + kt % STAGES);
+        load(j + AHEAD);
+        mma_tile(j);
+        if constexpr (STREAM_K) {
+            // A tile ends here (or the range does): finish it while the next tile's loads fly.
+            if (j + 1 == iters || mma_kt == k_tiles_all - 1) {
+                const int64 it = it_begin + j, tile = it / k_tiles_all;
+                int64 m0, n0;
+                corner(tile, m0, n0);
+                finish_tile(tile, tile * k_tiles_all, it, m0, n0);
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
             }
-            cp_async_commit();  // wait_group covers committed copies only
-            cp_async_wait<0>();  // leave no copy in flight behind an exited thread
-            return;
+            mma_kt = mma_kt + 1 == k_tiles_all ? 0 : mma_kt + 1;
         }
-        for (int kt = 0; kt < k_tiles; ++kt) {
-            mbarrier_wait(full + kt % STAGES, (kt / STAGES) & 1);
-            fence_proxy_async_shared();  // the landed cp.async bytes, to wgmma's async proxy
-            mma_tile(kt);
-            // Tile kt - PENDING's wgmmas have retired (wait_group is warp-synchronous): release its stage.
-            if (kt >= PENDING && lane == 0) mbarrier_arrive(empty + (kt - PENDING) % STAGES);
-        }
-    } else {
-        auto load = [&](int kt) {
-            if (kt < k_tiles) load_tile(kt, threadIdx.x);
-            cp_async_commit();  // an empty group keeps the wait counts uniform at the tail
-        };
-#pragma unroll
-        for (int s = 0; s < AHEAD; ++s) load(s);
-        for (int kt = 0; kt < k_tiles; ++kt) {
-            cp_async_wait<AHEAD - 1>();
-            fence_proxy_async_shared();
-            // Stage kt landed for all; every warp's wgmmas up to tile kt - 1 - PENDING are done,
-            // and that is the stage the next load refills.
-            __syncthreads();
-            load(kt + AHEAD);
-            mma_tile(kt);
-        }
-        cp_async_wait<0>();
     }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < ACC; ++i) pin(acc[i]);
-
-    // wgmma accumulator layout: warp q of a warpgroup owns rows 16q..16q+15 of its 64, as
-    // mma.sync m16n8 tiles along N: d[4j + r] at row lane/4 + 8(r/2), column 8j + 2(lane%4) + r%2.
-    // Only the consumer warpgroups (the first 2 x BM threads) get here.
-    float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
-    if (gridDim.z > 1 && !reduce_split_slots<Tile::threads, PRODUCER ? Tile::threads : 0>(tiles, workspace, counters))
-        return;
-    const int64 row_base = m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = n0 + 2 * (lane & 3);
-    store_bias_relu<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
+    cp_async_wait<0>();
+    if constexpr (!STREAM_K) finish_tile(blockIdx.x, int64(blockIdx.x) * k_tiles_all, it_end - 1, load_m0, load_n0);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif
@@ -1012,12 +986,7 @@ linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __re
     const int warp_row = (warp / WARPS_N) * Tile::warp_m, warp_col = (warp % WARPS_N) * Tile::warp_n;
 
     accum_t<T> acc[Tile::mi][Tile::ni][4];
-#pragma unroll
-    for (int i = 0; i < Tile::mi; ++i)
-#pragma unroll
-        for (int j = 0; j < Tile::ni; ++j)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) acc[i][j][r] = 0;
+    zero_accumulators(acc);
 
     auto load = [&](int kt) {
         T* stage = smem + (kt % STAGES) * Tile::stage_elems;

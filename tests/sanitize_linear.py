@@ -2,11 +2,11 @@
 compute-sanitizer:
 
     compute-sanitizer --tool memcheck python tests/sanitize_linear.py
-    compute-sanitizer --tool racecheck python tests/sanitize_linear.py _ws
+    compute-sanitizer --tool racecheck python tests/sanitize_linear.py _sk
 
 Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks
-as tests/test_linear.py. An argument keeps the cases whose name contains it ("_ws": the
-warp-specialised wgmma kernel, whose producer and consumers meet only at mbarriers).
+as tests/test_linear.py. An argument keeps the cases whose name contains it ("_sk": the
+stream-K wgmma schedule, whose blocks refill shared memory across tile epilogues).
 Exits 1 on any mismatch, 0 when all agree.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_linear import BF16, DMMA, DMMA_K32, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _wgmma, check_case  # noqa: E402
+from tests.test_linear import BF16, DMMA, DMMA_K32, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _stream_k, _wgmma, check_case  # noqa: E402
 from cufuse._configs import linear as cfg  # noqa: E402
 
 CASES = [
@@ -26,7 +26,7 @@ CASES = [
     Case((7,), 512, 40, F16, "kn"),  # stream tile, split-K, N-major
     Case((3, 5), 512, 33, BF16, "nk_t", bias="none"),  # batched, ragged N
     Case((7,), 8, 8, F16, "kn"),  # one k tile, no split
-    Case((40,), 2048, 24, BF16, "kn", bias="strided"),  # 64x64 tile, split-K through slots
+    Case((40,), 2048, 24, BF16, "kn", bias="strided"),  # 9.0: wgmma stream-K; else mma split-K, slots
     Case((65,), 136, 72, F16, "nk_t_padded"),  # GEMM path, ragged M
     Case((130,), 200, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 2)),  # split-K over several M tiles
     Case((130,), 200, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 2, "slots")),  # split-K through slots
@@ -36,13 +36,11 @@ CASES = [
     Case((64,), 4096, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256, 4)),  # wgmma split-K through slots
     Case((65,), 4096, 8, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64, 4)),  # m64n64, two M tiles, split-K
     Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128)),  # m64n128, two warpgroups
-    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128s5p2)),  # 2 wgmma groups in flight
-    Case((40,), 2056, 264, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64s6p0, 3)),  # none in flight, split-K
-    Case((130,), 1000, 136, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128k128s3p0, 2)),  # k128, ragged K
-    Case((33,), 1096, 72, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64k128s3p0)),  # k128, K-major weight
-    # warp-specialised: producer warpgroup + mbarriers, phases wrapping (17 k tiles > 5 stages)
-    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128s5ws)),
-    Case((40,), 2056, 264, F16, "nk_t", bias="none", config=_wgmma(cfg.WGMMA_64x64s6ws, 3)),  # split-K, 2 blocks/SM
+    # stream-K: persistent blocks over equal k-tile ranges (17 k tiles x 9 tiles on 132 blocks:
+    # tiles met by 1-2 blocks; 64x64 x2: blocks finishing whole tiles between partial ones)
+    Case((300,), 1032, 264, BF16, "kn", config=_stream_k(cfg.WGMMA_128x128)),
+    Case((40,), 2056, 264, F16, "nk_t", bias="none", config=_stream_k(cfg.WGMMA_64x128s8)),
+    Case((2000,), 136, 520, BF16, "nk_t", config=_stream_k(cfg.WGMMA_64x64)),
     Case((70,), 1024, 136, F16, "kn"),  # few tiles: wgmma 64x64 split-K on 9.0, else mma 128x128 split-K
     Case((70,), 1024, 136, F16, "kn", config=_force(cfg.MEDIUM_TILE, 2, "slots")),  # the latter on any GPU
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),

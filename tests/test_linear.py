@@ -74,18 +74,12 @@ def test_wgmma_candidates_fill_one_wave_on_few_tiles():
 
 
 @pytest.mark.parametrize("m", [1, 16, 64])
-def test_wgmma_streams_small_m_with_split_k_through_slots(m):
+def test_wgmma_streams_small_m_as_stream_k_over_every_sm(m):
+    # v8 (NOTES "linear v8"): 64x128 s8 stream-K, one block per SM, equal weight bytes per SM.
     config = cfg.choose_wgmma_config(m, 8192, 8192, H200)
-    assert config.tile == cfg.WGMMA_STREAM_TILE and config.tile.bm == 64 and config.reduction == "slots"
-    blocks = cfg.tile_count(m, 8192, config.tile) * config.splits
-    slots = H200.sm_count * config.tile.blocks_per_sm(H200)
-    assert config.splits > 1 and cfg.wave_efficiency(blocks, slots) > 0.9
-
-
-def test_m64_streams_through_64x64_wgmma_tiles_split_in_two():
-    # H200, 64 x 8192^2 bf16: 3.14-3.17 TB/s eager (64x64s6 split 2), the best variant measured.
-    assert cfg.choose_wgmma_config(64, 8192, 8192, H200) == cfg.LinearConfig("wgmma", cfg.WGMMA_64x64, 2,
-                                                                              reduction="slots")
+    assert config == cfg.LinearConfig("wgmma", cfg.WGMMA_64x128s8, stream_k=True)
+    assert config.tile == cfg.WGMMA_STREAM_TILE
+    assert cfg.stream_k_blocks(m, 8192, 8192, config.tile, H200) == H200.sm_count
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 8, 8), (7, 33, 4096), (64, 264, 2056), (65, 4096, 4096), (300, 264, 520),
@@ -109,11 +103,17 @@ def test_row_major_few_tiles_split_k_through_slots():
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
+@pytest.mark.parametrize("m", [17, 64])
+def test_h200_streams_m_17_to_64_as_stream_k(m, kmajor):
+    assert cfg.choose_config(m, 8192, 8192, F16, True, H200, kmajor) == cfg.LinearConfig(
+        "wgmma", cfg.WGMMA_STREAM_TILE, stream_k=True)
+
+
+@pytest.mark.parametrize("kmajor", [True, False])
 @pytest.mark.parametrize("dev,m,kind,tile,reduction", [
     (H200, 1, "mma", cfg.STREAM_TILE, "atomic"), (H200, 16, "mma", cfg.STREAM_TILE, "slots"),
-    (H200, 17, "wgmma", cfg.WGMMA_STREAM_TILE, "slots"), (H200, 64, "wgmma", cfg.WGMMA_STREAM_TILE, "slots"),
     (A100, 64, "mma", cfg.STREAM64_TILE, "slots")],
-    ids=["h200-1", "h200-16", "h200-17", "h200-64", "a100-64"])
+    ids=["h200-1", "h200-16", "a100-64"])
 def test_small_m_streams_the_weight_with_split_k(dev, m, kind, tile, reduction, kmajor):
     config = cfg.choose_config(m, 8192, 8192, F16, True, dev, kmajor)
     assert config.kind == kind and config.tile == tile and config.reduction == reduction
@@ -277,21 +277,14 @@ def test_mma_tiles_fit_shared_memory(tile, dev):
 
 
 def _wgmma_id(t):
-    return f"{t.bm}x{t.bn}k{t.bk}s{t.stages}p{t.pending}x{t.max_blocks_per_sm}" + ("ws" if t.producer else "")
+    return f"{t.bm}x{t.bn}k{t.bk}s{t.stages}p{t.pending}x{t.max_blocks_per_sm}"
 
 
-@pytest.mark.parametrize("tile", cfg.WGMMA_TILES + cfg.WGMMA_CANDIDATE_TILES, ids=_wgmma_id)
+@pytest.mark.parametrize("tile", cfg.WGMMA_TILES + cfg.WGMMA_STREAM_K_TILES, ids=_wgmma_id)
 def test_wgmma_tiles_fit_shared_memory(tile):
     assert tile.smem_bytes() <= H200.max_smem_per_block
     assert tile.blocks_per_sm(H200) == tile.max_blocks_per_sm
     assert tile.stages - 1 - tile.pending >= 1  # the kernel loads at least one tile ahead
-
-
-def test_warp_specialised_tiles_add_a_producer_warpgroup_and_its_barriers():
-    plain, ws = cfg.WgmmaTile(128, 128, 5), cfg.WGMMA_128x128s5ws
-    assert (plain.threads, ws.threads) == (256, 256 + cfg.WGMMA_PRODUCER_THREADS)
-    assert ws.smem_bytes() == plain.smem_bytes() + 16 * ws.stages  # a full and an empty mbarrier per stage
-    assert cfg.kernel_spec(cfg.LinearConfig("wgmma", ws), BFLOAT16, True).template_args[-1] is True
 
 
 def test_wgmma_blocks_per_sm_leave_room_for_static_shared_memory():
@@ -299,17 +292,49 @@ def test_wgmma_blocks_per_sm_leave_room_for_static_shared_memory():
     # flag's static bytes push the second block out (measured: s7 ran at 2.0-2.4 TB/s, s6 at 3.2).
     assert cfg.WgmmaTile(64, 64, 7, max_blocks_per_sm=2).blocks_per_sm(H200) == 1
     assert cfg.WgmmaTile(64, 64, 6, max_blocks_per_sm=2).blocks_per_sm(H200) == 2
-    assert cfg.WgmmaTile(64, 64, 6, max_blocks_per_sm=2, producer=True).blocks_per_sm(H200) == 2
 
 
-@pytest.mark.parametrize("kind,tile", [("mma", t) for t in cfg.MMA_TILES] +
-                         [("wgmma", t) for t in cfg.WGMMA_TILES + cfg.WGMMA_CANDIDATE_TILES],
-                         ids=lambda v: v if isinstance(v, str) else
+def _stream_k_contributors(k_tiles, tiles, blocks):
+    """Per tile, the blocks whose ranges [b x total / blocks, (b + 1) x total / blocks) meet it
+    (brute force), and the kernel's closed form of the same count."""
+    total = tiles * k_tiles
+    ranges = [(b * total // blocks, (b + 1) * total // blocks) for b in range(blocks)]
+    brute = [sum(lo < (t + 1) * k_tiles and t * k_tiles < hi for lo, hi in ranges) for t in range(tiles)]
+
+    def owner(i):
+        return ((i + 1) * blocks - 1) // total
+
+    closed = [owner((t + 1) * k_tiles - 1) - owner(t * k_tiles) + 1 for t in range(tiles)]
+    return brute, closed
+
+
+@pytest.mark.parametrize("k_tiles,tiles,blocks", [(128, 64, 132), (128, 128, 264), (64, 128, 132), (1, 7, 5),
+                                                  (3, 5, 15), (2, 1000, 132), (65, 3, 132), (128, 32, 132)])
+def test_stream_k_ranges_cover_every_tile_and_fit_the_slots(k_tiles, tiles, blocks):
+    brute, closed = _stream_k_contributors(k_tiles, tiles, blocks)
+    assert brute == closed  # the kernel's owner formula counts a tile's contributors exactly
+    assert max(brute) <= cfg.stream_k_slots_per_tile(k_tiles, tiles, blocks)
+
+
+def test_stream_k_grid_is_one_block_per_slot_and_never_more_than_the_work():
+    assert cfg.stream_k_blocks(64, 8192, 8192, cfg.WGMMA_64x128s8, H200) == H200.sm_count
+    assert cfg.stream_k_blocks(64, 8192, 8192, cfg.WGMMA_64x128, H200) == 2 * H200.sm_count
+    assert cfg.stream_k_blocks(40, 128, 64, cfg.WGMMA_64x128s8, H200) == 1  # one tile, one k tile
+    # the workspace: tiles x slots per tile x BM x BN floats (512 x 4096^2, 128x128: 25 MB)
+    config = cfg.LinearConfig("wgmma", cfg.WGMMA_128x128, stream_k=True)
+    slots = cfg.stream_k_slots_per_tile(64, 128, 132)
+    assert slots == 3 and config.workspace_floats(512, 4096, slots) == 128 * 3 * 128 * 128
+
+
+@pytest.mark.parametrize("kind,tile,stream", [("mma", t, False) for t in cfg.MMA_TILES] +
+                         [("wgmma", t, False) for t in cfg.WGMMA_TILES] +
+                         [("wgmma", t, True) for t in cfg.WGMMA_STREAM_K_TILES],
+                         ids=lambda v: v if isinstance(v, str) else ("sk" if v else "") if isinstance(v, bool) else
                          _wgmma_id(v) if isinstance(v, cfg.WgmmaTile) else f"{v.bm}x{v.bn}s{v.stages}")
-def test_tensor_core_tiles_fit_their_register_budget(kind, tile):
+def test_tensor_core_tiles_fit_their_register_budget(kind, tile, stream):
     from cufuse._loader import compile_spec, resource_usage
 
-    spec = cfg.kernel_spec(cfg.LinearConfig(kind, tile), BFLOAT16, False)
+    spec = cfg.kernel_spec(cfg.LinearConfig(kind, tile, stream_k=stream), BFLOAT16, False)
     usage = resource_usage(compile_spec(spec, "sm_90a").log)
     assert usage["spill_stores"] == 0
     assert tile.max_blocks_per_sm * tile.threads * usage["registers"] <= 65536
@@ -341,7 +366,7 @@ class Case:
             t = self.config.tile
             shape = f"{t.rows}rows" if self.config.kind == "gemv" else f"{t.bm}x{t.bn}"
             if self.config.kind == "wgmma":
-                shape += f"k{t.bk}st{t.stages}p{t.pending}" + ("_ws" if t.producer else "")
+                shape += f"k{t.bk}st{t.stages}p{t.pending}" + ("_sk" if self.config.stream_k else "")
             parts.append(f"{self.config.kind}{shape}s{self.config.splits}{self.config.reduction[0]}")
         return "-".join(parts)
 
@@ -376,7 +401,8 @@ CASES = [
     Case((1,), 1000, 4104, F16, "kn", config=_gemv(3)),
     Case((1,), 1000, 264, BF16, "kn", bias="strided", config=_gemv()),
     Case((1,), 4096, 4096, BF16, "nk_t_padded", config=_gemv(8)),
-    # tensor cores, M in 17..64 (64x64 tile, split-K through slots: wgmma on compute capability 9.0, else mma)
+    # tensor cores, M in 17..64 (wgmma 64x128 stream-K on compute capability 9.0; else mma 64x64 split-K
+    # through slots). N = 1: one tile, 64 k tiles over 64 blocks, 64 contributors in its slots
     Case((64,), 4096, 8, BF16, "kn"),
     Case((33,), 4096, 1, F16, "nk_t"),
     Case((64,), 4096, 4096, BF16, "nk_t_padded"),
@@ -524,6 +550,10 @@ def _wgmma(tile, splits=1):
     return cfg.LinearConfig("wgmma", tile, splits, reduction="slots")
 
 
+def _stream_k(tile):
+    return cfg.LinearConfig("wgmma", tile, stream_k=True)
+
+
 WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
     Case((300,), 520, 264, BF16, "nk_t", config=WGMMA),
     Case((1000,), 1024, 1000, F16, "nk_t_padded", bias="none", config=WGMMA),
@@ -542,28 +572,19 @@ WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
     Case((3, 5), 520, 200, F16, "kn", config=_wgmma(cfg.WGMMA_64x128, 2)),
     Case((40,), 1000, 72, BF16, "kn", bias="strided", config=_wgmma(cfg.WGMMA_64x64)),
     Case((65,), 4096, 8, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64, 4)),
-    # sweep candidates: 2 wgmma groups in flight, none (loads one tile further ahead), 3 blocks/SM
-    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128s5p2)),
-    Case((130,), 4104, 136, F16, "nk_t", bias="strided", config=_wgmma(cfg.WGMMA_128x128s4p0, 2)),
-    Case((64,), 4096, 200, BF16, "nk_t", config=_wgmma(cfg.WGMMA_64x64s6p0, 2)),
-    Case((40,), 2056, 264, F16, "kn", bias="none", config=_wgmma(cfg.WGMMA_64x64s4x3, 3)),
-    Case((64,), 1000, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256s4p0, 2)),
-    Case((130,), 1032, 264, BF16, "nk_t", config=_wgmma(cfg.WGMMA_128x128s3x2p0, 2)),  # 128 registers, 2/SM
-    # k128 tiles (two swizzle atoms per row): ragged K inside the second atom, both layouts
-    Case((300,), 1000, 264, BF16, "nk_t", bias="strided", config=_wgmma(cfg.WGMMA_128x128k128s3p0)),
-    Case((130,), 2056, 136, F16, "kn", config=_wgmma(cfg.WGMMA_128x128k128s3p0, 2)),
-    Case((64,), 4104, 200, BF16, "kn", config=_wgmma(cfg.WGMMA_64x64k128s3p0, 2)),
-    Case((33,), 1096, 136, F16, "nk_t", bias="none", config=_wgmma(cfg.WGMMA_64x128k128s3p0, 3)),
-    # warp-specialised (producer warpgroup + mbarriers): ragged M/N/K, both layouts, split-K,
-    # more k tiles than stages (the barrier phases wrap) and fewer (k_tiles < STAGES)
-    Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128s5ws)),
-    Case((130,), 4104, 136, F16, "nk_t", bias="none", config=_wgmma(cfg.WGMMA_128x128s7p2ws, 2)),
-    Case((300,), 2056, 200, F16, "nk_t_padded", bias="strided", config=_wgmma(cfg.WGMMA_128x128s7ws)),
-    Case((64,), 4096, 200, BF16, "nk_t", config=_wgmma(cfg.WGMMA_64x64s6ws, 2)),
-    Case((40,), 2056, 264, F16, "kn", bias="strided", config=_wgmma(cfg.WGMMA_64x128s8ws, 3)),
-    Case((65,), 1000, 520, BF16, "kn", bias="none", config=_wgmma(cfg.WGMMA_64x256s5ws, 4)),
-    Case((3, 5), 136, 72, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x128s4x2ws)),
-    Case((1,), 8, 8, BF16, "kn", config=_wgmma(cfg.WGMMA_64x64s6ws)),
+    # stream-K (v8): persistent blocks over equal k-tile ranges. On 132 SMs: up to 27
+    # contributors per tile (325 k tiles over 132 blocks), ragged K inside a range, tiles met by
+    # 1-17 blocks, blocks that finish several whole tiles between two partial ones, one tile
+    # of one k tile (a single block), batched and padded operands, both weight layouts.
+    Case((64,), 4104, 520, BF16, "kn", config=_stream_k(cfg.WGMMA_64x128s8)),
+    Case((40,), 4104, 520, F16, "nk_t", bias="none", config=_stream_k(cfg.WGMMA_64x128s8)),
+    Case((16,), 8192, 1032, BF16, "nk_t", bias="strided", config=_stream_k(cfg.WGMMA_64x128)),
+    Case((300,), 1032, 264, BF16, "kn", config=_stream_k(cfg.WGMMA_128x128)),
+    Case((1000,), 520, 1000, F16, "nk_t_padded", bias="strided", config=_stream_k(cfg.WGMMA_128x128)),
+    Case((2000,), 136, 2000, BF16, "kn", bias="none", config=_stream_k(cfg.WGMMA_64x64)),
+    Case((2000,), 64, 1000, F16, "nk_t", config=_stream_k(cfg.WGMMA_128x128)),  # one k tile per tile
+    Case((3, 5), 1096, 136, F16, "kn", bias="strided", config=_stream_k(cfg.WGMMA_64x128)),
+    Case((1,), 8, 8, BF16, "nk_t", config=_stream_k(cfg.WGMMA_64x64)),
 ]
 
 
@@ -584,6 +605,13 @@ def test_wgmma_refuses_a_weight_it_cannot_load(cp, rng):
     x, w, b = make_inputs(cp, rng, Case((8,), 64, 40, BF16, "odd_column"))
     with pytest.raises(ValueError, match="asks for the wgmma kernel"):
         fused_linear_relu(x, w, b, config=WGMMA)
+
+
+def test_stream_k_is_a_wgmma_schedule_only(cp, rng):
+    _require_sm90(cp)
+    x, w, b = make_inputs(cp, rng, Case((8,), 1024, 64, BF16, "kn"))
+    with pytest.raises(ValueError, match="stream-K schedule, which only the wgmma kernel has"):
+        fused_linear_relu(x, w, b, config=cfg.LinearConfig("mma", cfg.SMALL_TILE, stream_k=True))
 
 
 def test_wgmma_refuses_split_k_through_atomics(cp, rng):

@@ -31,8 +31,13 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   for M > 16, both weight layouts (H200, bf16, eager): 128x256 once its tiles fill every
   SM (8192^3: 494-533 TFLOP/s against 319-347 for the mma kernel); below that
   ``choose_wgmma_config`` (512 x 4096^2: 128x128 363-366 against the mma kernel's 260-263;
-  64 x 8192^2: 64x64 split 2 3.14-3.17 TB/s against 2.86). M <= 16 stays on the mma
+  M = 17..64: 64x128 s8 stream-K, v8; before it 64 x 8192^2 ran 64x64 split 2 at 3.14-3.17
+  TB/s against the mma kernel's 2.86). M <= 16 stays on the mma
   stream tile (16 x 8192^2: 3.43-3.56 TB/s against 2.2-2.8 for every wgmma tile).
+  ``LinearConfig(stream_k=True)`` (v8, ``config=`` only until measured) runs it as a
+  persistent grid (``stream_k_blocks``) over equal ranges of the tiles' k tiles; tiles split
+  between blocks reduce through slots (workspace: tiles x ``stream_k_slots_per_tile`` x BM x
+  BN floats, 25 MB at 512 x 4096^2 with 128x128 tiles, 8 MB at 64 x 8192^2 with 64x128).
 """
 from __future__ import annotations
 
@@ -149,19 +154,14 @@ class WgmmaTile:
     # stages - 1 - pending tiles ahead (the kernel's PENDING). The kernel's MIN_BLOCKS is
     # max_blocks_per_sm: its registers allow that many blocks per SM.
     pending: int = 1
-    # Warp specialisation (the kernel's PRODUCER): one more warpgroup issues the loads,
-    # per-stage mbarriers replace the block barrier, loads run stages - pending tiles ahead.
-    producer: bool = False
 
     @property
     def threads(self) -> int:
-        return 2 * self.bm + (WGMMA_PRODUCER_THREADS if self.producer else 0)
+        return 2 * self.bm
 
     def smem_bytes(self, itemsize: int = 2) -> int:
-        """Dynamic shared memory, with 1 KB to align the stages for the 128-byte swizzle
-        (and two 8-byte mbarriers per stage with a producer)."""
-        barriers = 16 * self.stages if self.producer else 0
-        return self.stages * (self.bm + self.bn) * self.bk * itemsize + 1024 + barriers
+        """Dynamic shared memory, with 1 KB to align the stages for the 128-byte swizzle."""
+        return self.stages * (self.bm + self.bn) * self.bk * itemsize + 1024
 
     def blocks_per_sm(self, dev) -> int:
         """Resident blocks per SM on ``dev``: the driver reserves 1 KB of shared memory per
@@ -171,7 +171,6 @@ class WgmmaTile:
         return min(self.max_blocks_per_sm, dev.smem_per_sm // per_block)
 
 
-WGMMA_PRODUCER_THREADS = 128  # the producer warpgroup (kernel: WGMMA_PRODUCER_THREADS)
 WGMMA_STATIC_SMEM = 16  # upper bound of the kernel's static shared memory (last_to_arrive's flag)
 
 
@@ -185,53 +184,20 @@ WGMMA_64x256 = WgmmaTile(64, 256, 4, max_blocks_per_sm=1, relative_speed=1.3)
 WGMMA_64x128 = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1)
 WGMMA_64x64 = WgmmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8)
 WGMMA_TILES = (WGMMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x128, WGMMA_64x64)
-# M in 17..64: the weight stream. Small blocks, two per SM, 4 k tiles of weight loading
-# ahead each, won (H200, 64 x 8192^2 bf16, split 2, graph: 64x64s6 3.32-3.35 TB/s;
-# 64x128s4 split 4 2.95-3.08; 64x256s4 split 2/4 2.22-2.73, one block per SM).
-WGMMA_STREAM_TILE = WGMMA_64x64
-# Sweep candidates (bench/sweep_linear.py; ``config=`` only until measured). 512 x 4096^2:
-# a deeper pipeline (s6) and 2 wgmma groups in flight (p2: the tensor cores keep 2 k tiles
-# of work across a late barrier) or none (p0: one more tile of loads ahead). M = 64: more
-# weight in flight per SM (p0: 5 tiles ahead, 2 x 40 KB per SM, against 2 x 32 KB; 64x64 s7
-# measured 2.0-2.4 TB/s: its 2 x 113 KB leave no room for the static shared flag, so only
-# one block per SM ran), three 64x64 blocks per SM (s4, 66 KB: one late tile stalls a third
-# of the SM, not half), and 64x128 / 64x256 with 3 tiles ahead (half / a quarter of 64x64's
-# x re-reads from L2). k128: one barrier per 128 k instead of per 64 (2 tiles = 256 k of
-# loads ahead). 128x128 x2 (s3, 98 KB, registers capped at 128): two blocks per SM with
-# split 2 interleave their barriers.
-WGMMA_128x128s6 = WgmmaTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35)
-WGMMA_128x128s5p2 = WgmmaTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35, pending=2)
-WGMMA_128x128s6p2 = WgmmaTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35, pending=2)
-WGMMA_128x128s4p0 = WgmmaTile(128, 128, 4, max_blocks_per_sm=1, relative_speed=1.35, pending=0)
-WGMMA_64x64s6p0 = WgmmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8, pending=0)
-WGMMA_64x64s4x3 = WgmmaTile(64, 64, 4, max_blocks_per_sm=3, relative_speed=0.8)
-WGMMA_64x64s4x3p0 = WgmmaTile(64, 64, 4, max_blocks_per_sm=3, relative_speed=0.8, pending=0)
-WGMMA_64x128s4p0 = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1, pending=0)
-WGMMA_64x256s4p0 = WgmmaTile(64, 256, 4, max_blocks_per_sm=1, relative_speed=1.3, pending=0)
-WGMMA_128x128s3x2 = WgmmaTile(128, 128, 3, max_blocks_per_sm=2, relative_speed=1.35)
-WGMMA_128x128s3x2p0 = WgmmaTile(128, 128, 3, max_blocks_per_sm=2, relative_speed=1.35, pending=0)
-WGMMA_128x128k128s3p0 = WgmmaTile(128, 128, 3, max_blocks_per_sm=1, relative_speed=1.35, bk=128, pending=0)
-WGMMA_64x64k128s3p0 = WgmmaTile(64, 64, 3, max_blocks_per_sm=2, relative_speed=0.8, bk=128, pending=0)
-WGMMA_64x128k128s3p0 = WgmmaTile(64, 128, 3, max_blocks_per_sm=1, relative_speed=1.1, bk=128, pending=0)
-# Warp-specialised (``producer``: a producer warpgroup issues the cp.async loads and
-# per-stage mbarriers replace the block barrier; v7). 512 x 4096^2: 2 consumer warpgroups,
-# 5 / 7 stages (s7: 225 KB, the most that fits). M = 64: one consumer warpgroup; 64x64
-# two per SM (s6, the most that fits twice), 64x128 one per SM with 8 stages (7 tiles =
-# 112 KB of weight in flight; 64 tiles x split 2 = 128 blocks, one wave), 64x128 two per SM
-# (registers capped at 128), 64x256 one per SM (split 4, a quarter of 64x64's x re-reads).
-WGMMA_128x128s5ws = WgmmaTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35, producer=True)
-WGMMA_128x128s7ws = WgmmaTile(128, 128, 7, max_blocks_per_sm=1, relative_speed=1.35, producer=True)
-WGMMA_128x128s7p2ws = WgmmaTile(128, 128, 7, max_blocks_per_sm=1, relative_speed=1.35, pending=2, producer=True)
-WGMMA_64x64s6ws = WgmmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8, producer=True)
-WGMMA_64x128s8ws = WgmmaTile(64, 128, 8, max_blocks_per_sm=1, relative_speed=1.1, producer=True)
-WGMMA_64x128s4x2ws = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1, producer=True)
-WGMMA_64x256s5ws = WgmmaTile(64, 256, 5, max_blocks_per_sm=1, relative_speed=1.3, producer=True)
-WGMMA_WS_TILES = (WGMMA_128x128s5ws, WGMMA_128x128s7ws, WGMMA_128x128s7p2ws, WGMMA_64x64s6ws, WGMMA_64x128s8ws,
-                  WGMMA_64x128s4x2ws, WGMMA_64x256s5ws)
-WGMMA_CANDIDATE_TILES = (WGMMA_128x128s6, WGMMA_128x128s5p2, WGMMA_128x128s6p2, WGMMA_128x128s4p0,
-                         WGMMA_64x64s6p0, WGMMA_64x64s4x3, WGMMA_64x64s4x3p0, WGMMA_64x128s4p0,
-                         WGMMA_64x256s4p0, WGMMA_128x128s3x2, WGMMA_128x128s3x2p0, WGMMA_128x128k128s3p0,
-                         WGMMA_64x64k128s3p0, WGMMA_64x128k128s3p0) + WGMMA_WS_TILES
+# Stream-K candidates (v8; ``LinearConfig(stream_k=True)``, ``config=`` only until measured):
+# a persistent grid of one block per resident slot walks the tiles' k tiles in equal
+# contiguous ranges, so every SM streams the same bytes. M <= 64: 64x64 / 64x128 two per SM,
+# and 64x128 one per SM with 7 tiles (112 KB) of weight in flight; 512 x 4096^2: the 128
+# tiles' k loops spread over all 132 SMs. BN = 256 is left out: its stream-K form spills
+# (255 registers, 300-750 bytes; the epilogue inside the main loop costs ~35 registers).
+# (The v6/v7 candidates NOTES records as slower everywhere -- PENDING 0/2, k128, three
+# blocks per SM, the warp-specialised producer -- are gone.)
+WGMMA_64x128s8 = WgmmaTile(64, 128, 8, max_blocks_per_sm=1, relative_speed=1.1)
+WGMMA_STREAM_K_TILES = (WGMMA_64x64, WGMMA_64x128, WGMMA_64x128s8, WGMMA_128x128)
+# M in 17..64: the weight stream, as stream-K over 64x128 s8 tiles (one block per SM, equal
+# weight bytes per SM, 96 KB in flight; NOTES "linear v8": adopted by its H200 sweep rule).
+# Before (v6, split-K): 64x64 s6 two per SM, split 2 (64 x 8192^2 bf16: 3.20 / 3.05 TB/s eager).
+WGMMA_STREAM_TILE = WGMMA_64x128s8
 WGMMA_MIN_CC = 90
 
 
@@ -285,10 +251,15 @@ class LinearConfig:
     # workspace) or "slots" (each split stores its partial tile to its own slot, the last
     # block adds them: vector stores and loads, no atomics; tiles x splits x BM x BN floats).
     reduction: str = "atomic"
+    # wgmma only: stream-K schedule (``stream_k_blocks`` persistent blocks share the tiles'
+    # k tiles equally; split tiles reduce through ``stream_k_slots_per_tile`` slots per tile).
+    # ``splits`` is then ignored and the reduction is "slots".
+    stream_k: bool = False
 
     def workspace_floats(self, m: int, n: int, splits: int) -> int:
-        """float32 cells of the split-K workspace of an (M, N) output."""
-        if self.reduction == "slots":
+        """float32 cells of the split-K workspace of an (M, N) output (``splits``: slots per
+        tile through slots)."""
+        if self.reduction == "slots" or self.stream_k:
             return tile_count(m, n, self.tile) * splits * self.tile.bm * self.tile.bn
         return m * n
 
@@ -331,6 +302,22 @@ def stream_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
     k_tiles = max(1, math.ceil(k / tile.bk))
     wanted = math.ceil(0.9 * dev.sm_count / tiles)
     return effective_splits(k_tiles, max(1, min(wanted, MAX_SPLITS, k_tiles)))
+
+
+def stream_k_blocks(m: int, n: int, k: int, tile: WgmmaTile, dev) -> int:
+    """Persistent blocks of a stream-K launch: every resident slot once, but never more
+    blocks than k tiles of work (each block gets at least one)."""
+    work = tile_count(m, n, tile) * max(1, math.ceil(k / tile.bk))
+    return min(dev.sm_count * tile.blocks_per_sm(dev), work)
+
+
+def stream_k_slots_per_tile(k_tiles: int, tiles: int, blocks: int) -> int:
+    """The most blocks whose stream-K ranges meet one tile (its reduction slots). Block b
+    takes iterations [b x total / blocks, (b + 1) x total / blocks), total = tiles x
+    k_tiles; each range is at least total // blocks long, so the k_tiles - 1 boundaries
+    inside a tile hold at most ceil((k_tiles - 1) / that) range starts."""
+    shortest = (tiles * k_tiles) // blocks
+    return 1 + -(-(k_tiles - 1) // shortest)
 
 
 def effective_splits(k_tiles: int, splits: int) -> int:
@@ -381,13 +368,12 @@ def wgmma_supported(dev) -> bool:
 
 def choose_wgmma_config(m: int, n: int, k: int, dev) -> LinearConfig:
     """The Hopper kernel's tile and split-K for any shape (``choose_config`` takes it for
-    M = 17..64 and for fewer 128x256 tiles than SMs). M <= 64: ``WGMMA_STREAM_TILE``;
-    otherwise the best ``gemm_score`` of ``WGMMA_TILES``. With fewer tiles than block
-    slots, K is split by ``choose_splits`` (through slots)."""
+    M = 17..64 and for fewer 128x256 tiles than SMs). M <= 64: ``WGMMA_STREAM_TILE`` as
+    stream-K; otherwise the best ``gemm_score`` of ``WGMMA_TILES``, and with fewer tiles than
+    block slots, K is split by ``choose_splits`` (through slots)."""
     if m <= SMALL_M:
-        tile = WGMMA_STREAM_TILE
-    else:
-        tile = max(WGMMA_TILES, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
+        return LinearConfig("wgmma", WGMMA_STREAM_TILE, stream_k=True)
+    tile = max(WGMMA_TILES, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
     if tile_count(m, n, tile) >= dev.sm_count * tile.blocks_per_sm(dev):
         return LinearConfig("wgmma", tile)
     splits = choose_splits(m, n, k, tile, dev)
@@ -471,7 +457,7 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     if config.kind == "wgmma":
         return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending,
-                                                          t.max_blocks_per_sm, b_kmajor, t.producer),
+                                                          t.max_blocks_per_sm, b_kmajor, config.stream_k),
                           min_cc=WGMMA_MIN_CC)
     if config.kind in WIDE_KINDS:
         args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, b_kmajor)
@@ -480,14 +466,14 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
 
 
 def instantiations(dev):
-    """Every KernelSpec the linear configs can pick on ``dev``, and the sweep's wgmma candidates (bf16)."""
+    """Every KernelSpec the linear configs can pick on ``dev``, and the sweep's stream-K candidates."""
     mma = [LinearConfig("mma", tile) for tile in MMA_TILES] if dev.cc >= MMA_MIN_CC else []
     specs = [kernel_spec(c, dt, kmaj) for c in mma for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     if wgmma_supported(dev):  # WGMMA_TILES: choose_config / choose_wgmma_config; candidates: the sweep (bf16)
         specs += [kernel_spec(LinearConfig("wgmma", tile), dt, kmaj) for tile in WGMMA_TILES
                   for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
-        specs += [kernel_spec(LinearConfig("wgmma", tile), BFLOAT16, kmaj) for tile in WGMMA_CANDIDATE_TILES
-                  for kmaj in (True, False)]
+        specs += [kernel_spec(LinearConfig("wgmma", tile, stream_k=True), dt, kmaj) for tile in WGMMA_STREAM_K_TILES
+                  for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     if dev.cc >= MMA_MIN_CC:  # the float32 / float64 defaults (FP32/FP64_TENSOR_CORES)
         wide = [(LinearConfig("tf32x3", tile), np.float32) for tile in TF32_TILES]
         wide.append((LinearConfig("dmma", DMMA_TILE), np.float64))
