@@ -475,6 +475,25 @@ struct TileStream {
     }
 };
 
+// A warpgroup's staged 64 x HD tile (kmajor_atom_offset<64> layout) to `rows` contiguous rows of
+// `cols` elements of dst (cols % 8 == 0, dst 16-byte aligned), 16 bytes per thread and step. As in
+// TileStream each of the 128 threads keeps one column chunk, its rows a constant shared step
+// apart, so a chunk costs a shared load, a compare and a store (copy_rows: a run-time division).
+template <typename T, int HD>
+__device__ __forceinline__ void store_staged_rows(T* dst, const T* stage, int rows, int cols, int tid) {
+    constexpr int kChunks = HD / 8, kRowStep = 128 / kChunks;
+    static_assert(kRowStep % 8 == 0, "one swizzle phase per thread");
+    const int r0 = tid / kChunks, c = tid % kChunks * 8;
+    if (c >= cols) return;
+    const T* src = stage + kmajor_atom_offset<64>(r0, c);
+    dst += r0 * cols + c;
+#pragma unroll
+    for (int i = 0; i * kRowStep < 64; ++i)
+        if (r0 + i * kRowStep < rows)
+            *reinterpret_cast<uint4*>(dst + i * kRowStep * cols) =
+                *reinterpret_cast<const uint4*>(src + i * kRowStep * WGMMA_ATOM_N);
+}
+
 // desc + step for a start-address step (16-byte units) of a wgmma descriptor: a 32-bit add of
 // the low word, exact because the low word (address >> 4 and the leading byte offset) stays far
 // below 2^32, and one instruction instead of a 64-bit add chain per wgmma.
@@ -664,7 +683,12 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     // Accumulator element 4i + e sits at row lane / 4 + 8 (e / 2), column 8i + 2 (lane % 4) + e % 2.
     // Masking (only tiles crossing key_end or this warp's diagonal) selects -inf, so a NaN
     // key never reaches a row that does not see it; fmaxf drops NaN from the max, but
-    // exp2(NaN) brings it back into the row's sum.
+    // exp2(NaN) brings it back into the row's sum. The running max moves only when a tile's
+    // max exceeds it by more than kMaxSlack (FA4's conditional rescale): probabilities stay
+    // <= 2^kMaxSlack (exact in float32, far from the 16-bit ranges), O and l are scaled by the
+    // same stale max (O / l and lse = m + log2 l are unchanged), and after the first tiles
+    // alpha is 1 on almost every row, so rescale_and_pack skips the O rescale for the warp.
+    constexpr float kMaxSlack = 8.f;
     auto softmax = [&](float (&s)[BN / 2], int tile, float (&alpha)[2]) {
         const int n0 = tile * BN, key_end = cur.key_end;
         if (n0 + BN > key_end || (causal && n0 + BN - 1 > warp_row0 + nk - nq)) {
@@ -685,10 +709,11 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             for (int i = 0; i < BN / 8; ++i) tile_max = fmaxf(tile_max, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-            const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
-            const float base = new_max == kNegInf ? 0.f : new_max;  // all masked so far: p = 0
-            alpha[h] = fast_exp2(row_max[h] - base);
-            row_max[h] = new_max;
+            const float tile_max_scaled = tile_max * scale_log2;
+            const bool moves = tile_max_scaled > row_max[h] + kMaxSlack;  // -inf + slack: any finite max moves
+            alpha[h] = moves ? fast_exp2(row_max[h] - tile_max_scaled) : 1.f;
+            if (moves) row_max[h] = tile_max_scaled;
+            const float base = row_max[h] == kNegInf ? 0.f : row_max[h];  // all masked so far: p = 0
             float sum = 0.f;
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i)
@@ -700,13 +725,16 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             row_sum[h] = row_sum[h] * alpha[h] + sum;
         }
     };
-    // O *= alpha per row; P = the probabilities as A fragments: k16 slice t is accumulator
-    // columns 16t..16t+15, i.e. elements 8t..8t+3 (columns +0..7) and 8t+4..8t+7 (+8..15).
+    // O *= alpha per row (skipped when no row of the warp moved its max); P = the probabilities
+    // as A fragments: k16 slice t is accumulator columns 16t..16t+15, i.e. elements 8t..8t+3
+    // (columns +0..7) and 8t+4..8t+7 (+8..15).
     auto rescale_and_pack = [&](const float (&s)[BN / 2], const float (&alpha)[2]) {
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-        for (int j = 0; j < HD / 8; ++j)
+            for (int j = 0; j < HD / 8; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+                for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+        }
 #pragma unroll
         for (int t = 0; t < BN / 16; ++t)
 #pragma unroll
@@ -798,7 +826,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         T* dst = out + (cur.batch * nq + cur.m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
         const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
         if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
-            copy_rows<uint4>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+            store_staged_rows<T, HD>(dst, o_stage, rows, dv, threadIdx.x % 128);
         } else {
             copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
         }
