@@ -556,7 +556,9 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     T* const k_s = q_buffers + kQBuffers * kBlockM * HD;
     T* const v_s = k_s + STAGES * kStageElems;
 
-    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+    // wg through a shuffle from lane 0: ptxas then knows it is warp-uniform (CUTLASS canonical_warp_group_idx)
+    const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0), warp = threadIdx.x / 32 % 4,
+              lane = threadIdx.x % 32;
     const bool causal = flags & kCausal;
 
     struct WorkItem {
