@@ -433,6 +433,78 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     }
 }
 
+// cp.async stream of consecutive ROWS x HD tiles of one operand (unit column stride, 16-byte
+// aligned rows) into a swizzled shared layout `place` that advances 64 elements per row across
+// steps of 8 rows (kmajor_atom_offset and nmajor_atom_offset both do). THREADS is a multiple of
+// the HD / 8 chunks of a row, so a thread keeps one column chunk and rows r0, r0 + kRowStep, ...
+// of every tile: the shared offset, source row and bounds are set once per work item, and a tile
+// costs a pointer step, one compare and one cp.async per chunk (load_rows_16b spends ~40
+// instructions per chunk on index, swizzle and 64-bit address math).
+template <typename T, int ROWS, int HD, int THREADS>
+struct TileStream {
+    static constexpr int kChunks = HD / 8, kRowStep = THREADS / kChunks;
+    static_assert(THREADS % kChunks == 0 && kRowStep % 8 == 0, "one column and swizzle phase per thread");
+    const T* src;        // this thread's first chunk of the next tile
+    const T* base;       // the operand's row 0: address of the zero-filled (unread) chunks
+    int rows_left;       // operand rows from src's row on; 0 when the column is at or past cols
+    int tile_rows_left;  // ROWS - r0: this thread's rows of a tile are those below it
+    int smem_off;        // element offset of this thread's first chunk in a tile
+
+    template <typename Place>
+    __device__ __forceinline__ void start(const T* g, int64 row_stride, int cols, int row_end, Place place) {
+        const int r0 = threadIdx.x / kChunks, c = threadIdx.x % kChunks * 8;
+        base = g;
+        src = g + r0 * row_stride + c;
+        rows_left = c < cols ? row_end - r0 : 0;
+        tile_rows_left = ROWS - r0;
+        smem_off = place(r0, c);
+    }
+    // The next tile into the ROWS x HD slot `tile`; rows past the operand's end are zero.
+    __device__ __forceinline__ void load_next(T* tile, int64 row_stride) {
+        const T* row = src;
+#pragma unroll
+        for (int i = 0; i * kRowStep < ROWS; ++i) {
+            if (ROWS % kRowStep == 0 || i * kRowStep < tile_rows_left) {
+                const bool ok = i * kRowStep < rows_left;
+                cp_async_16(tile + smem_off + i * kRowStep * WGMMA_ATOM_N, ok ? row : base, ok);
+            }
+            row += kRowStep * row_stride;
+        }
+        src += ROWS * row_stride;
+        rows_left -= ROWS;
+    }
+};
+
+// A warpgroup's staged 64 x HD tile (kmajor_atom_offset<64> layout) to `rows` contiguous rows of
+// `cols` elements of dst (cols % 8 == 0, dst 16-byte aligned), 16 bytes per thread and step. As in
+// TileStream each of the 128 threads keeps one column chunk, its rows a constant shared step
+// apart, so a chunk costs a shared load, a compare and a store (copy_rows: a run-time division).
+template <typename T, int HD>
+__device__ __forceinline__ void store_staged_rows(T* dst, const T* stage, int rows, int cols, int tid) {
+    constexpr int kChunks = HD / 8, kRowStep = 128 / kChunks;
+    static_assert(kRowStep % 8 == 0, "one swizzle phase per thread");
+    const int r0 = tid / kChunks, c = tid % kChunks * 8;
+    if (c >= cols) return;
+    const T* src = stage + kmajor_atom_offset<64>(r0, c);
+    dst += r0 * cols + c;
+#pragma unroll
+    for (int i = 0; i * kRowStep < 64; ++i)
+        if (r0 + i * kRowStep < rows)
+            *reinterpret_cast<uint4*>(dst + i * kRowStep * cols) =
+                *reinterpret_cast<const uint4*>(src + i * kRowStep * WGMMA_ATOM_N);
+}
+
+// desc + step for a start-address step (16-byte units) of a wgmma descriptor: a 32-bit add of
+// the low word, exact because the low word (address >> 4 and the leading byte offset) stays far
+// below 2^32, and one instruction instead of a 64-bit add chain per wgmma.
+__device__ __forceinline__ unsigned long long desc_add(unsigned long long desc, unsigned step) {
+    unsigned lo, hi;
+    asm("mov.b64 {%0, %1}, %2;" : "=r"(lo), "=r"(hi) : "l"(desc));
+    unsigned long long sum;
+    asm("mov.b64 %0, {%1, %2};" : "=l"(sum) : "r"(lo + step), "r"(hi));
+    return sum;
+}
+
 // ---------------------------------------------------------------------------------------
 // Hopper prefill (sm_90a): warpgroup MMA. A block holds WARPGROUPS x 64 query rows, 64 per
 // warpgroup; K/V tiles of BN keys stream through a STAGES-deep cp.async ring that every
@@ -484,7 +556,9 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     T* const k_s = q_buffers + kQBuffers * kBlockM * HD;
     T* const v_s = k_s + STAGES * kStageElems;
 
-    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+    // wg through a shuffle from lane 0: ptxas then knows it is warp-uniform (CUTLASS canonical_warp_group_idx)
+    const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0), warp = threadIdx.x / 32 % 4,
+              lane = threadIdx.x % 32;
     const bool causal = flags & kCausal;
 
     struct WorkItem {
@@ -513,19 +587,22 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
                (round % 2 ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x));
     };
 
-    const auto q_place = [](int r, int c) { return r / 64 * 64 * HD + kmajor_atom_offset<64>(r % 64, c); };
     const auto k_place = [](int r, int c) { return kmajor_atom_offset<BN>(r, c); };
     const auto v_place = [](int r, int c) { return nmajor_atom_offset<BN>(r, c); };
-    auto load_q = [&](const WorkItem& w, T* q_s) {
-        load_rows_16b<T, kBlockM, HD, kThreads>(q_s, w.q_g, q_row, d, w.m0, nq, q_place);
+    auto load_q = [&](const WorkItem& w, T* q_s) {  // the warpgroups' 64-row slices, consecutive tiles of a stream
+        TileStream<T, 64, HD, kThreads> q_stream;
+        q_stream.start(w.q_g + w.m0 * q_row, q_row, d, nq - w.m0, [](int r, int c) { return kmajor_atom_offset<64>(r, c); });
+#pragma unroll
+        for (int slice = 0; slice < WARPGROUPS; ++slice) q_stream.load_next(q_s + slice * 64 * HD, q_row);
+    };
+    TileStream<T, BN, HD, kThreads> k_stream, v_stream;  // the item's K tiles 0, 1, ... and V tiles 0, 1, ...
+    auto start_streams = [&](const WorkItem& w) {
+        k_stream.start(w.k_g, k_row, d, nk, k_place);
+        v_stream.start(w.v_g, v_row, dv, nk, v_place);
     };
     auto load_kv = [&](const WorkItem& w, int ring, int g) {  // ring group g of item w: K tile g and V tile g - 1
-        if (g < w.n_tiles)
-            load_rows_16b<T, BN, HD, kThreads>(k_s + (ring + g) % STAGES * kStageElems, w.k_g, k_row, d, g * BN, nk,
-                                               k_place);
-        if (g >= 1 && g <= w.n_tiles)
-            load_rows_16b<T, BN, HD, kThreads>(v_s + (ring + g - 1) % STAGES * kStageElems, w.v_g, v_row, dv,
-                                               (g - 1) * BN, nk, v_place);
+        if (g < w.n_tiles) k_stream.load_next(k_s + (ring + g) % STAGES * kStageElems, k_row);
+        if (g >= 1 && g <= w.n_tiles) v_stream.load_next(v_s + (ring + g - 1) % STAGES * kStageElems, v_row);
     };
     // PERSISTENT: the next item's Q (into the other Q buffer) and K tile 0, one group (empty
     // past the last item: the wait counts stay uniform).
@@ -533,6 +610,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         if (item < items) {
             const WorkItem w = work_item(item);
             load_q(w, q_s);
+            start_streams(w);  // the current item's last K and V tiles are issued
             load_kv(w, ring, 0);
         }
         cp_async_commit();
@@ -540,6 +618,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
 
     WorkItem cur = work_item(blockIdx.x);  // the grid never exceeds the items
     load_q(cur, q_buffers);                // joins group 0
+    start_streams(cur);
 #pragma unroll
     for (int g = 0; g < STAGES - 1; ++g) {
         load_kv(cur, 0, g);
@@ -562,14 +641,15 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         const unsigned long long k_desc = sw128_kmajor_desc(k_s + (ring + tile) % STAGES * kStageElems);
 #pragma unroll
         for (int kk = 0; kk < HD / 16; ++kk)
-            Wgmma<BN, T>::template ss<0>(s, q_desc + kmajor_k16_step<64>(kk), k_desc + kmajor_k16_step<BN>(kk), kk);
+            Wgmma<BN, T>::template ss<0>(s, desc_add(q_desc, kmajor_k16_step<64>(kk)),
+                                         desc_add(k_desc, kmajor_k16_step<BN>(kk)), kk);
         wgmma_commit();
     };
     auto issue_pv = [&](int tile) {
         wgmma_fence();
         const unsigned long long v_desc = sw128_nmajor_desc<BN>(v_s + (ring + tile) % STAGES * kStageElems);
 #pragma unroll
-        for (int t = 0; t < BN / 16; ++t) Wgmma<HD, T>::template rs<1>(o, p[t], v_desc + t * kVDescK16, 1);
+        for (int t = 0; t < BN / 16; ++t) Wgmma<HD, T>::template rs<1>(o, p[t], desc_add(v_desc, t * kVDescK16), 1);
         wgmma_commit();
     };
     auto pin_scores = [](float (&s)[BN / 2]) {
@@ -605,7 +685,12 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     // Accumulator element 4i + e sits at row lane / 4 + 8 (e / 2), column 8i + 2 (lane % 4) + e % 2.
     // Masking (only tiles crossing key_end or this warp's diagonal) selects -inf, so a NaN
     // key never reaches a row that does not see it; fmaxf drops NaN from the max, but
-    // exp2(NaN) brings it back into the row's sum.
+    // exp2(NaN) brings it back into the row's sum. The running max moves only when a tile's
+    // max exceeds it by more than kMaxSlack (FA4's conditional rescale): probabilities stay
+    // <= 2^kMaxSlack (exact in float32, far from the 16-bit ranges), O and l are scaled by the
+    // same stale max (O / l and lse = m + log2 l are unchanged), and after the first tiles
+    // alpha is 1 on almost every row, so rescale_and_pack skips the O rescale for the warp.
+    constexpr float kMaxSlack = 8.f;
     auto softmax = [&](float (&s)[BN / 2], int tile, float (&alpha)[2]) {
         const int n0 = tile * BN, key_end = cur.key_end;
         if (n0 + BN > key_end || (causal && n0 + BN - 1 > warp_row0 + nk - nq)) {
@@ -626,10 +711,11 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             for (int i = 0; i < BN / 8; ++i) tile_max = fmaxf(tile_max, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-            const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
-            const float base = new_max == kNegInf ? 0.f : new_max;  // all masked so far: p = 0
-            alpha[h] = fast_exp2(row_max[h] - base);
-            row_max[h] = new_max;
+            const float tile_max_scaled = tile_max * scale_log2;
+            const bool moves = tile_max_scaled > row_max[h] + kMaxSlack;  // -inf + slack: any finite max moves
+            alpha[h] = moves ? fast_exp2(row_max[h] - tile_max_scaled) : 1.f;
+            if (moves) row_max[h] = tile_max_scaled;
+            const float base = row_max[h] == kNegInf ? 0.f : row_max[h];  // all masked so far: p = 0
             float sum = 0.f;
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i)
@@ -641,13 +727,16 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             row_sum[h] = row_sum[h] * alpha[h] + sum;
         }
     };
-    // O *= alpha per row; P = the probabilities as A fragments: k16 slice t is accumulator
-    // columns 16t..16t+15, i.e. elements 8t..8t+3 (columns +0..7) and 8t+4..8t+7 (+8..15).
+    // O *= alpha per row (skipped when no row of the warp moved its max); P = the probabilities
+    // as A fragments: k16 slice t is accumulator columns 16t..16t+15, i.e. elements 8t..8t+3
+    // (columns +0..7) and 8t+4..8t+7 (+8..15).
     auto rescale_and_pack = [&](const float (&s)[BN / 2], const float (&alpha)[2]) {
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-        for (int j = 0; j < HD / 8; ++j)
+            for (int j = 0; j < HD / 8; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+                for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+        }
 #pragma unroll
         for (int t = 0; t < BN / 16; ++t)
 #pragma unroll
@@ -739,7 +828,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         T* dst = out + (cur.batch * nq + cur.m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
         const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
         if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
-            copy_rows<uint4>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+            store_staged_rows<T, HD>(dst, o_stage, rows, dv, threadIdx.x % 128);
         } else {
             copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
         }

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from test_attention import (  # noqa: E402
-    BF16, F16, F32, OVERRIDE_CASES, PERSISTENT_CASES, WGMMA_CASES, check_against_oracle, check_wgmma, make_inputs,
-    override_config)
+    BF16, F16, F32, OVERRIDE_CASES, PERSISTENT_CASES, STREAM_CASES, WGMMA_CASES, check_against_oracle,
+    check_stream_case, check_wgmma, make_inputs, override_config)
 
 from cufuse._configs import current_device_info  # noqa: E402
 
@@ -45,6 +45,8 @@ WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9, 15, 17, 20, 31)]
 # persistent (the Q double buffer, the ring running on across items, a keyless item per head):
 # D128 3 warpgroups causal, 180 items on 132 blocks
 PERSISTENT = [PERSISTENT_CASES[4]]
+# attention v8 streams on strided rows: D64 2 blocks/SM causal with keyless rows, D128 Dv < D causal
+STREAMS = [STREAM_CASES[0], STREAM_CASES[4]]
 
 
 def main() -> int:
@@ -74,6 +76,10 @@ def main() -> int:
         n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse, batch, heads = case
         q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, batch=batch, heads=heads)
         failures = check_wgmma(cupy, q, k, v, tile, causal=causal, return_lse=return_lse)
+        print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
+        failed += bool(failures)
+    for case in STREAMS if dev.has_wgmma else []:
+        failures = check_stream_case(cupy, rng, case)
         print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
         failed += bool(failures)
     cupy.cuda.get_current_stream().synchronize()

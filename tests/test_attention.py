@@ -270,16 +270,18 @@ def naive_in_dtype(q, k, v, causal, scale, dtype):
     return rnd(np.matmul(p, v32))
 
 
-def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None, config=None):
+def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None, config=None, to_device=None):
     """Run the kernel on (q, k, v), compare with the float64 oracle by FlashAttention's rule.
-    Returns a list of failure messages (empty when it passes)."""
+    ``to_device`` maps each operand to the device array the kernel gets (default
+    ``cp.asarray``; e.g. a strided view). Returns a list of failure messages (empty when it passes)."""
+    to_device = to_device or cp.asarray
     dtype = q.dtype
     scale_value = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     ref, ref_lse = reference.attention(q, k, v, causal=causal, scale=scale_value, return_lse=True)
     kwargs = dict(causal=causal, scale=scale, return_lse=return_lse, config=config)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = poisoned(cp, batch + (q.shape[-2], v.shape[-1]), dtype) if use_out else None
-    result = attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), out=out, **kwargs)
+    result = attention(to_device(q), to_device(k), to_device(v), out=out, **kwargs)
     got, lse = result if return_lse else (result, None)
     if use_out and got is not out:
         return ["out was not returned"]
@@ -717,6 +719,39 @@ def test_wgmma_strided_views_and_misaligned_out(cp, rng, tile):
     naive_err = np.abs(naive_in_dtype(*views, True, 1 / math.sqrt(d), F16) - ref).max()
     assert np.abs(got - ref).max() <= 2 * naive_err + 1e-3, error_map(got, ref, 2 * naive_err + 1e-3)
     assert np.abs(lse[..., 43:] - ref_lse[..., 43:]).max() <= 2e-3 * (1 + np.abs(ref_lse[..., 43:]).max())
+
+
+# attention v8 (per-thread K/V/Q streams, fixed-column O store) on the default tiles: operands
+# stored (B, N, H, D) and viewed (B, H, N, D), so rows are H * D apart (the streams' row steps),
+# Nq and Nk off the tile multiples, causal with Nq > Nk (keyless rows) and Nq < Nk, Dv < D,
+# lse on and off, poisoned (16-byte aligned) out.
+STREAM_CASES = [  # (n_q, n_k, d, dv, causal, dtype, tile, return_lse)
+    (300, 257, 64, 64, True, BF16, D64_SHORT, True),
+    (257, 700, 64, 48, False, F16, D64_MID, False),
+    (333, 1100, 64, 64, True, BF16, D64_LONG, True),
+    (300, 257, 128, 128, True, F16, D128_TILE, False),
+    (200, 523, 128, 96, True, BF16, D128_TILE, True),
+    (1000, 77, 128, 128, False, BF16, D128_TILE, True),
+]
+
+
+@pytest.mark.parametrize("case", STREAM_CASES, ids=lambda c: f"{c[0]}x{c[1]}-d{c[2]}-dv{c[3]}-{'causal' if c[4] else 'full'}-"
+                         f"w{c[6].warpgroups}n{c[6].block_n}")
+def test_wgmma_default_tiles_on_strided_rows(cp, rng, case):
+    require_wgmma(cp)
+    assert check_stream_case(cp, rng, case) == []
+
+
+def check_stream_case(cp, rng, case):
+    """A STREAM_CASES case (also run by sanitize_attention.py); failure messages as check_against_oracle."""
+    n_q, n_k, d, dv, causal, dtype, tile, return_lse = case
+    q, k, v = (rng.standard_normal((2, 3, n, width)).astype(dtype) for n, width in ((n_q, d), (n_k, d), (n_k, dv)))
+
+    def strided(x):  # the same values, stored (B, N, H, D)
+        return cp.asarray(np.ascontiguousarray(np.swapaxes(x, 1, 2))).swapaxes(1, 2)
+
+    return check_against_oracle(cp, q, k, v, causal=causal, return_lse=return_lse, use_out=True,
+                                config=configs.AttentionConfig(tile), to_device=strided)
 
 
 def test_wgmma_nan_key_reaches_only_rows_that_see_it(cp, rng):
