@@ -39,10 +39,10 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     fewer output tiles than the GPU has block slots, the
     tensor-core kernel splits K over blocks and reduces in a float32 workspace (through
     atomics, M x N floats, for one row and K-major few-tile shapes; otherwise through
-    slots, one tile of floats per block, at most about 2 x 17 MB on an H200; the stream-K
-    schedule of M = 17..64 on compute capability 9.0, tiles x its slots per tile x the tile's
-    floats, 8 MB at M = 64, N = 8192), plus one int per output tile, allocated once per
-    device, stream and reduction kind, and reused.
+    slots, one tile of floats per block, at most about 2 x 17 MB on an H200; the opt-in
+    stream-K schedule, tiles x its slots per tile x the tile's floats, 8-25 MB on the issue's
+    shapes), plus one int per output tile, allocated once per device, stream and reduction
+    kind, and reused.
     """
     plan = _plans.get(_signature(x, weight, bias, out, config)) if _on_gpu(x, weight, bias, out) else None
     if plan is not None and (out is None or not plan.may_overlap(x, weight, bias, out)):

@@ -26,7 +26,7 @@ CASES = [
     Case((7,), 512, 40, F16, "kn"),  # stream tile, split-K, N-major
     Case((3, 5), 512, 33, BF16, "nk_t", bias="none"),  # batched, ragged N
     Case((7,), 8, 8, F16, "kn"),  # one k tile, no split
-    Case((40,), 2048, 24, BF16, "kn", bias="strided"),  # 9.0: wgmma stream-K; else mma split-K, slots
+    Case((40,), 2048, 24, BF16, "kn", bias="strided"),  # 64x64 tile, split-K through slots
     Case((65,), 136, 72, F16, "nk_t_padded"),  # GEMM path, ragged M
     Case((130,), 200, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 2)),  # split-K over several M tiles
     Case((130,), 200, 136, BF16, "kn", config=_force(cfg.SMALL_TILE, 2, "slots")),  # split-K through slots

@@ -74,12 +74,18 @@ def test_wgmma_candidates_fill_one_wave_on_few_tiles():
 
 
 @pytest.mark.parametrize("m", [1, 16, 64])
-def test_wgmma_streams_small_m_as_stream_k_over_every_sm(m):
-    # v8 (NOTES "linear v8"): 64x128 s8 stream-K, one block per SM, equal weight bytes per SM.
+def test_wgmma_streams_small_m_with_split_k_through_slots(m):
     config = cfg.choose_wgmma_config(m, 8192, 8192, H200)
-    assert config == cfg.LinearConfig("wgmma", cfg.WGMMA_64x128s8, stream_k=True)
-    assert config.tile == cfg.WGMMA_STREAM_TILE
-    assert cfg.stream_k_blocks(m, 8192, 8192, config.tile, H200) == H200.sm_count
+    assert config.tile == cfg.WGMMA_STREAM_TILE and config.tile.bm == 64 and config.reduction == "slots"
+    blocks = cfg.tile_count(m, 8192, config.tile) * config.splits
+    slots = H200.sm_count * config.tile.blocks_per_sm(H200)
+    assert config.splits > 1 and cfg.wave_efficiency(blocks, slots) > 0.9
+
+
+def test_m64_streams_through_64x64_wgmma_tiles_split_in_two():
+    # H200, 64 x 8192^2 bf16: 3.14-3.17 TB/s eager (64x64s6 split 2), the best variant measured.
+    assert cfg.choose_wgmma_config(64, 8192, 8192, H200) == cfg.LinearConfig("wgmma", cfg.WGMMA_64x64, 2,
+                                                                              reduction="slots")
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 8, 8), (7, 33, 4096), (64, 264, 2056), (65, 4096, 4096), (300, 264, 520),
@@ -103,17 +109,11 @@ def test_row_major_few_tiles_split_k_through_slots():
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
-@pytest.mark.parametrize("m", [17, 64])
-def test_h200_streams_m_17_to_64_as_stream_k(m, kmajor):
-    assert cfg.choose_config(m, 8192, 8192, F16, True, H200, kmajor) == cfg.LinearConfig(
-        "wgmma", cfg.WGMMA_STREAM_TILE, stream_k=True)
-
-
-@pytest.mark.parametrize("kmajor", [True, False])
 @pytest.mark.parametrize("dev,m,kind,tile,reduction", [
     (H200, 1, "mma", cfg.STREAM_TILE, "atomic"), (H200, 16, "mma", cfg.STREAM_TILE, "slots"),
+    (H200, 17, "wgmma", cfg.WGMMA_STREAM_TILE, "slots"), (H200, 64, "wgmma", cfg.WGMMA_STREAM_TILE, "slots"),
     (A100, 64, "mma", cfg.STREAM64_TILE, "slots")],
-    ids=["h200-1", "h200-16", "a100-64"])
+    ids=["h200-1", "h200-16", "h200-17", "h200-64", "a100-64"])
 def test_small_m_streams_the_weight_with_split_k(dev, m, kind, tile, reduction, kmajor):
     config = cfg.choose_config(m, 8192, 8192, F16, True, dev, kmajor)
     assert config.kind == kind and config.tile == tile and config.reduction == reduction
@@ -401,8 +401,7 @@ CASES = [
     Case((1,), 1000, 4104, F16, "kn", config=_gemv(3)),
     Case((1,), 1000, 264, BF16, "kn", bias="strided", config=_gemv()),
     Case((1,), 4096, 4096, BF16, "nk_t_padded", config=_gemv(8)),
-    # tensor cores, M in 17..64 (wgmma 64x128 stream-K on compute capability 9.0; else mma 64x64 split-K
-    # through slots). N = 1: one tile, 64 k tiles over 64 blocks, 64 contributors in its slots
+    # tensor cores, M in 17..64 (64x64 tile, split-K through slots: wgmma on compute capability 9.0, else mma)
     Case((64,), 4096, 8, BF16, "kn"),
     Case((33,), 4096, 1, F16, "nk_t"),
     Case((64,), 4096, 4096, BF16, "nk_t_padded"),

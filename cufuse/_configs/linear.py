@@ -31,8 +31,7 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   for M > 16, both weight layouts (H200, bf16, eager): 128x256 once its tiles fill every
   SM (8192^3: 494-533 TFLOP/s against 319-347 for the mma kernel); below that
   ``choose_wgmma_config`` (512 x 4096^2: 128x128 363-366 against the mma kernel's 260-263;
-  M = 17..64: 64x128 s8 stream-K, v8; before it 64 x 8192^2 ran 64x64 split 2 at 3.14-3.17
-  TB/s against the mma kernel's 2.86). M <= 16 stays on the mma
+  64 x 8192^2: 64x64 split 2 3.14-3.17 TB/s against 2.86). M <= 16 stays on the mma
   stream tile (16 x 8192^2: 3.43-3.56 TB/s against 2.2-2.8 for every wgmma tile).
   ``LinearConfig(stream_k=True)`` (v8, ``config=`` only until measured) runs it as a
   persistent grid (``stream_k_blocks``) over equal ranges of the tiles' k tiles; tiles split
@@ -184,6 +183,10 @@ WGMMA_64x256 = WgmmaTile(64, 256, 4, max_blocks_per_sm=1, relative_speed=1.3)
 WGMMA_64x128 = WgmmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1)
 WGMMA_64x64 = WgmmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8)
 WGMMA_TILES = (WGMMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x128, WGMMA_64x64)
+# M in 17..64: the weight stream. Small blocks, two per SM, 4 k tiles of weight loading
+# ahead each, won (H200, 64 x 8192^2 bf16, split 2, graph: 64x64s6 3.32-3.35 TB/s;
+# 64x128s4 split 4 2.95-3.08; 64x256s4 split 2/4 2.22-2.73, one block per SM).
+WGMMA_STREAM_TILE = WGMMA_64x64
 # Stream-K candidates (v8; ``LinearConfig(stream_k=True)``, ``config=`` only until measured):
 # a persistent grid of one block per resident slot walks the tiles' k tiles in equal
 # contiguous ranges, so every SM streams the same bytes. M <= 64: 64x64 / 64x128 two per SM,
@@ -194,10 +197,6 @@ WGMMA_TILES = (WGMMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x128, WGMMA_64x6
 # blocks per SM, the warp-specialised producer -- are gone.)
 WGMMA_64x128s8 = WgmmaTile(64, 128, 8, max_blocks_per_sm=1, relative_speed=1.1)
 WGMMA_STREAM_K_TILES = (WGMMA_64x64, WGMMA_64x128, WGMMA_64x128s8, WGMMA_128x128)
-# M in 17..64: the weight stream, as stream-K over 64x128 s8 tiles (one block per SM, equal
-# weight bytes per SM, 96 KB in flight; NOTES "linear v8": adopted by its H200 sweep rule).
-# Before (v6, split-K): 64x64 s6 two per SM, split 2 (64 x 8192^2 bf16: 3.20 / 3.05 TB/s eager).
-WGMMA_STREAM_TILE = WGMMA_64x128s8
 WGMMA_MIN_CC = 90
 
 
@@ -368,12 +367,13 @@ def wgmma_supported(dev) -> bool:
 
 def choose_wgmma_config(m: int, n: int, k: int, dev) -> LinearConfig:
     """The Hopper kernel's tile and split-K for any shape (``choose_config`` takes it for
-    M = 17..64 and for fewer 128x256 tiles than SMs). M <= 64: ``WGMMA_STREAM_TILE`` as
-    stream-K; otherwise the best ``gemm_score`` of ``WGMMA_TILES``, and with fewer tiles than
-    block slots, K is split by ``choose_splits`` (through slots)."""
+    M = 17..64 and for fewer 128x256 tiles than SMs). M <= 64: ``WGMMA_STREAM_TILE``;
+    otherwise the best ``gemm_score`` of ``WGMMA_TILES``. With fewer tiles than block
+    slots, K is split by ``choose_splits`` (through slots)."""
     if m <= SMALL_M:
-        return LinearConfig("wgmma", WGMMA_STREAM_TILE, stream_k=True)
-    tile = max(WGMMA_TILES, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
+        tile = WGMMA_STREAM_TILE
+    else:
+        tile = max(WGMMA_TILES, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
     if tile_count(m, n, tile) >= dev.sm_count * tile.blocks_per_sm(dev):
         return LinearConfig("wgmma", tile)
     splits = choose_splits(m, n, k, tile, dev)
