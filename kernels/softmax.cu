@@ -25,8 +25,9 @@
 //                         read of each block's small part comes from L2
 //   softmax_cols_vec[_cluster]  the same with 16-byte vectors across adjacent columns
 //
-// Statistics are exact two-step (max, then sum of exp(x - max)) inside a block; between
-// blocks (max, sum) pairs are merged with the rescaling rule. Non-finite rows follow SciPy:
+// Statistics are exact two-step (max, then sum of exp(x - max)) inside a block, except in
+// the split kernel, whose threads keep an online (max, sum) over their tiles; between threads
+// and blocks (max, sum) pairs are merged with the rescaling rule. Non-finite rows follow SciPy:
 // see Normalizer.
 #include "common.cuh"
 #include "mma.cuh"  // cp.async
@@ -46,12 +47,28 @@ __device__ __forceinline__ float exp_accum(float a) {
 }
 __device__ __forceinline__ double exp_accum(double a) { return exp(a); }
 // The same with subnormal results flushed to zero: a single MUFU.EX2 without the subnormal
-// fix-up instructions. For 16-bit outputs only, whose smallest values (float16: 6e-8;
-// bfloat16 keeps float's normal range) are far above float's subnormals.
+// fix-up instructions (3 more an element). For every term of a sum of exps (the sum is >= 1,
+// its max term being 1: a flushed term is far below its rounding) and for 16-bit outputs,
+// whose smallest values (float16: 6e-8; bfloat16 keeps float's normal range) are far above
+// float's subnormals.
 __device__ __forceinline__ float exp_accum_ftz(float a) {
     float r;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a * 1.4426950408889634f));
     return r;
+}
+__device__ __forceinline__ double exp_accum_ftz(double a) { return exp(a); }
+
+// NaN-propagating maximum (SciPy's np.max keeps NaN): one FMNMX.NAN for float on sm_80+
+// instead of cufuse::nan_max's compare, NaN test and select.
+template <typename A> __device__ __forceinline__ A max_nan(A a, A b) { return nan_max(a, b); }
+template <> __device__ __forceinline__ float max_nan<float>(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    return nan_max(a, b);
+#endif
 }
 
 template <typename A> __device__ __forceinline__ A nan_value();
@@ -62,7 +79,7 @@ template <> __device__ __forceinline__ double nan_value<double>() { return __lon
 // is -inf holds only -inf (its s may be NaN from -inf - -inf) and contributes 0; when m is
 // NaN or +inf so is big_m, and the sum no longer matters.
 template <typename A> __device__ __forceinline__ A rescale(A s, A m, A big_m) {
-    return m == neg_infinity<A>() ? A(0) : s * exp_accum(m - big_m);
+    return m == neg_infinity<A>() ? A(0) : s * exp_accum_ftz(m - big_m);
 }
 
 // Turns the row statistics into the per-element map, SciPy's non-finite rules included.
@@ -79,6 +96,11 @@ template <typename A, bool Log> struct Normalizer {
         else k = finite ? A(1) / row_sum : nan_value<A>();
     }
     __device__ __forceinline__ A operator()(A a) const { return Log ? (a - m) - k : exp_accum(a - m) * k; }
+    // The map for an output of type T: 16-bit outputs take the flushed exp.
+    template <typename T> __device__ __forceinline__ A to(A a) const {
+        if constexpr (sizeof(T) == 2 && !Log) return exp_accum_ftz(a - m) * k;
+        else return (*this)(a);
+    }
 };
 
 template <typename T> struct RowView {
@@ -92,7 +114,8 @@ __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_c
 
 template <typename T>
 __device__ __forceinline__ RowView<T> make_row(const T* x, T* y, int64 r, int64 length, int64 inner, int64 so, int64 si, int64 sl) {
-    const int64 o = r / inner, i = r - o * inner;
+    // (inner == 1, the last-axis case, skips the 64-bit division: ~30 instructions a row)
+    const int64 o = inner == 1 ? r : r / inner, i = r - o * inner;
     RowView<T> row;
     row.in = x + o * so + i * si;
     row.out = y + o * length * inner + i;
@@ -173,21 +196,31 @@ template <typename T, int Group, int Vecs> struct Chunk {
     __device__ __forceinline__ static bool full_vector(const RowView<T>& row, int64 e0, int64 end) {
         return row.in_vec && e0 + VS <= end;
     }
+    // Every slot of [begin, end) is a full vector: one test a tile, not a 64-bit bounds test
+    // a slot (the ragged and strided cases keep the per-slot tests).
+    __device__ __forceinline__ static bool full_tile(bool vec, int64 begin, int64 end) { return vec && end - begin >= capacity; }
+    // Slot k as one 128-bit value: whole-slot copies and selects stay 4 registers (written
+    // element by element, 16-bit slots were merged with a PRMT an element).
+    __device__ __forceinline__ uint4& bits(int k) { return *reinterpret_cast<uint4*>(&v[k]); }
+    __device__ __forceinline__ static uint4 bits_of(const Vec16<T>& r) { return *reinterpret_cast<const uint4*>(&r); }
     // Slot k of elements from e0 that is not a full aligned vector: a padding slot of a
     // short row, or the slow path.
     __device__ __forceinline__ void load_partial_slot(int k, const RowView<T>& row, int64 e0, int64 end) {
         if (e0 >= end) {
+            Vec16<T> padding;
 #pragma unroll
-            for (int j = 0; j < VS; ++j) v[k].v[j] = neg_inf_value<T>();
+            for (int j = 0; j < VS; ++j) padding.v[j] = neg_inf_value<T>();
+            bits(k) = bits_of(padding);
         } else {
-            v[k] = load_scalars(row.in + e0 * row.in_stride, row.in_stride, end - e0);
+            bits(k) = bits_of(load_scalars(row.in + e0 * row.in_stride, row.in_stride, end - e0));
         }
     }
     __device__ __forceinline__ void load(const RowView<T>& row, int64 begin, int64 end, int lane) {
+        const bool full = full_vector(row, slot_begin(begin, Vecs - 1, lane), end);  // so is every slot
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
             const int64 e0 = slot_begin(begin, k, lane);
-            if (full_vector(row, e0, end)) v[k] = load_vec16(row.in + e0);
+            if (full || full_vector(row, e0, end)) bits(k) = bits_of(load_vec16(row.in + e0));
             else load_partial_slot(k, row, e0, end);
         }
     }
@@ -207,72 +240,88 @@ template <typename T, int Group, int Vecs> struct Chunk {
     // From a tile written by stash (all slots) or stash_async (full vectors only).
     __device__ __forceinline__ void load_from_stash(const Vec16<T>* tile, bool all_slots, const RowView<T>& row, int64 begin,
                                                     int64 end, int lane) {
+        all_slots = all_slots || full_tile(row.in_vec, begin, end);
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
             const int64 e0 = slot_begin(begin, k, lane);
-            if (all_slots || full_vector(row, e0, end)) v[k] = tile[k * Group + lane];
+            if (all_slots || full_vector(row, e0, end)) bits(k) = bits_of(tile[k * Group + lane]);
             else load_partial_slot(k, row, e0, end);
         }
     }
+    // One max chain a slot, combined at the end: independent chains hide the latency.
     __device__ __forceinline__ A max() const {
         if constexpr (sizeof(T) == 2) {
             // Packed max on pairs: half the instructions, and no float copies of the
             // elements kept alive until sum_exp (they cost registers, bfloat16 spilled).
             using T2 = typename Packed2<T>::type;
-            T2 m2 = reinterpret_cast<const T2*>(v[0].v)[0];
+            T2 m2[Vecs];
 #pragma unroll
-            for (int k = 0; k < Vecs; ++k)
+            for (int k = 0; k < Vecs; ++k) {
+                const T2* pairs = reinterpret_cast<const T2*>(v[k].v);
+                m2[k] = pairs[0];
 #pragma unroll
-                for (int j = 0; j < VS / 2; ++j) m2 = __hmax2_nan(m2, reinterpret_cast<const T2*>(v[k].v)[j]);
-            return nan_max(to_accum(m2.x), to_accum(m2.y));
+                for (int j = 1; j < VS / 2; ++j) m2[k] = __hmax2_nan(m2[k], pairs[j]);
+            }
+#pragma unroll
+            for (int k = 1; k < Vecs; ++k) m2[0] = __hmax2_nan(m2[0], m2[k]);
+            return max_nan(to_accum(m2[0].x), to_accum(m2[0].y));
         } else {
-            A m = neg_infinity<A>();
+            A mk[Vecs];
 #pragma unroll
-            for (int k = 0; k < Vecs; ++k)
+            for (int k = 0; k < Vecs; ++k) {
+                mk[k] = to_accum(v[k].v[0]);
 #pragma unroll
-                for (int j = 0; j < VS; ++j) m = nan_max(m, to_accum(v[k].v[j]));
-            return m;
+                for (int j = 1; j < VS; ++j) mk[k] = max_nan(mk[k], to_accum(v[k].v[j]));
+            }
+#pragma unroll
+            for (int k = 1; k < Vecs; ++k) mk[0] = max_nan(mk[0], mk[k]);
+            return mk[0];
         }
     }
-    __device__ __forceinline__ A sum_exp(A m) const {
-        A s = 0;
-#pragma unroll
-        for (int k = 0; k < Vecs; ++k)
-#pragma unroll
-            for (int j = 0; j < VS; ++j) s += exp_accum(to_accum(v[k].v[j]) - m);
-        return s;
-    }
-    // The sum of exp(x - m) (16-bit types: flushed subnormals), keeping every exp for
-    // store_scaled: one exp an element instead of two (for 16-bit types the multi-function
-    // unit, not memory, limits the two-exp kernel).
-    __device__ __forceinline__ A sum_exp_kept(A m, A (&e)[Vecs][VS]) const {
+    // The sum of exp(x - m) (flushed terms), keeping every exp in e for store_scaled when
+    // Keep (16-bit types: the flushed ones; float keeps subnormal outputs). One chain: a
+    // chain a slot let ptxas hold more exps at once (cluster 256 x 8: 72 -> 128 registers).
+    template <bool Keep>
+    __device__ __forceinline__ A sum_exp_impl(A m, A (&e)[Keep ? Vecs : 1][VS]) const {
         A s = 0;
 #pragma unroll
         for (int k = 0; k < Vecs; ++k)
 #pragma unroll
             for (int j = 0; j < VS; ++j) {
                 const A a = to_accum(v[k].v[j]) - m;
-                if constexpr (sizeof(T) == 2) e[k][j] = exp_accum_ftz(a);
-                else e[k][j] = exp_accum(a);
-                s += e[k][j];
+                const A term = Keep && sizeof(T) != 2 ? exp_accum(a) : exp_accum_ftz(a);
+                if constexpr (Keep) e[k][j] = term;
+                s += term;
             }
         return s;
     }
-    __device__ __forceinline__ void store_vector(const RowView<T>& row, int64 e0, int64 end, Vec16<T> r) const {
-        if (row.out_vec && e0 + VS <= end) {
+    __device__ __forceinline__ A sum_exp(A m) const {
+        A unused[1][VS];
+        return sum_exp_impl<false>(m, unused);
+    }
+    // The sum of exp(x - m) keeping every exp for store_scaled: one exp an element instead of
+    // two (for 16-bit types the multi-function unit, not memory, limits the two-exp kernel).
+    __device__ __forceinline__ A sum_exp_kept(A m, A (&e)[Vecs][VS]) const { return sum_exp_impl<true>(m, e); }
+    // full: the caller knows the slot is a full vector (no bounds test).
+    __device__ __forceinline__ static void store_vector(const RowView<T>& row, int64 e0, int64 end, Vec16<T> r, bool full = false) {
+        if (full || (row.out_vec && e0 + VS <= end)) {
             store_vec16(row.out + e0, r);
         } else if (e0 < end) {
             store_scalars(row.out + e0 * row.out_stride, row.out_stride, end - e0, r);
         }
     }
+    // Vector by vector, 16-bit types converted in pairs (converting all before the first
+    // store, as store_scaled does, raised the pipe twin 256 x 8 from 96 to 127 registers), with
+    // a bounds test a slot (a full-tile flag live across the non-inlined scalar stores made
+    // NVRTC spill the float16 log_softmax pipe twin 128 x 4).
     template <bool Log>
     __device__ __forceinline__ void store(const RowView<T>& row, int64 begin, int64 end, int lane, const Normalizer<A, Log>& f) const {
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
-            Vec16<T> r;
+            A a[VS];
 #pragma unroll
-            for (int j = 0; j < VS; ++j) r.v[j] = from_accum<T>(f(to_accum(v[k].v[j])));
-            store_vector(row, slot_begin(begin, k, lane), end, r);
+            for (int j = 0; j < VS; ++j) a[j] = f.template to<T>(to_accum(v[k].v[j]));
+            store_vector(row, slot_begin(begin, k, lane), end, vector_from_accum<T>(a));
         }
     }
     // softmax from the exps of sum_exp_kept: e * scale. Every vector is converted before the
@@ -285,12 +334,13 @@ template <typename T, int Group, int Vecs> struct Chunk {
             for (int j = 0; j < VS; ++j) e[k][j] *= scale;
             r[k] = vector_from_accum<T>(e[k]);
         }
+        const bool full = full_tile(row.out_vec, begin, end);
 #pragma unroll
-        for (int k = 0; k < Vecs; ++k) store_vector(row, slot_begin(begin, k, lane), end, r[k]);
+        for (int k = 0; k < Vecs; ++k) store_vector(row, slot_begin(begin, k, lane), end, r[k], full);
     }
 };
 
-template <bool IsMax, typename A> __device__ __forceinline__ A combine(A a, A b) { return IsMax ? nan_max(a, b) : a + b; }
+template <bool IsMax, typename A> __device__ __forceinline__ A combine(A a, A b) { return IsMax ? max_nan(a, b) : a + b; }
 
 // Reduction over the Group threads of a row: shuffles inside a warp, shared memory across
 // warps (Group == Threads > 32; `slots` holds Threads/32 values and is reusable on return).
@@ -348,7 +398,7 @@ template <int Cluster, typename A>
 __device__ __forceinline__ void merge_cluster_partials(cooperative_groups::cluster_group& cluster, A* partial, A& m, A& s) {
     m = neg_infinity<A>();
 #pragma unroll
-    for (int q = 0; q < Cluster; ++q) m = nan_max(m, cluster.map_shared_rank(partial, q)[0]);
+    for (int q = 0; q < Cluster; ++q) m = max_nan(m, cluster.map_shared_rank(partial, q)[0]);
     s = 0;
 #pragma unroll 1
     for (int q = 0; q < Cluster; ++q) {
@@ -419,11 +469,13 @@ __global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x,
 
 #if __CUDA_ARCH__ >= 900  // __cluster_dims__ does not compile for earlier targets
 // One cluster of Cluster blocks per row; block `rank` holds elements [rank*chunk_len, ...).
-// Up to 4 vectors a thread, two blocks share an SM (the ladder relies on it). A grid of fewer
+// Up to 4 vectors a thread, two blocks share an SM (the ladder relies on it); 8 vectors,
+// three (the occupancy of its 72 registers before v7, whose flushed exps let ptxas keep more
+// in flight: 96 registers unbounded, 80 under the bound, no spills). A grid of fewer
 // clusters than rows loops: cluster q serves rows q, q + clusters, ... (persistent clusters:
 // no cluster launch per row, whose placement needs Cluster free slots in one GPC at once).
 template <typename T, bool Log, int Threads, int Vecs, int Cluster>
-__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs <= 4 ? 2 : 1)
+__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs <= 4 ? 2 : 3)
     softmax_rows_cluster(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so, int64 si,
                          int64 sl, int64 chunk_len) {
     using A = cufuse::accum_t<T>;
@@ -602,12 +654,14 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
     for (int64 r = first; r < rows; r += rows_per_wave) {
         const RowView<T> row = row_at(r);
         ChunkT c, last;  // c: the tile being merged or stored; last: the register tile
+        // This thread's online (max, sum) over its slots of the chunk; the block reduces them
+        // once a row (a block reduction a tile cost ~3 instructions an element and 4 barriers).
         A m = cufuse::neg_infinity<A>(), s = 0;
-        auto merge = [&](const ChunkT& tile) {  // the online rule: fold tile's exact statistics into (m, s)
-            A tile_m, tile_s;
-            chunk_stats<Threads, Threads>(tile, slots, tile_m, tile_s);
-            const A new_m = cufuse::nan_max(m, tile_m);
-            s = rescale(s, m, new_m) + rescale(tile_s, tile_m, new_m);
+        auto merge = [&](const ChunkT& tile) {
+            const A new_m = max_nan(m, tile.max());
+            // While all is -inf the shift is 0: exp(-inf - 0) = 0 where -inf - -inf is NaN.
+            const A shift = new_m == cufuse::neg_infinity<A>() ? A(0) : new_m;
+            s = s * exp_accum_ftz(m - shift) + tile.sum_exp(shift);
             m = new_m;
         };
         // Pass 1. Aligned rows: every shared-memory tile is in flight with cp.async (up to
@@ -635,6 +689,9 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         }
         if (!Pipelined) last.load(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x);
         merge(last);
+        const A block_max = group_reduce<true, Threads, Threads>(m, slots.max);
+        s = group_reduce<false, Threads, Threads>(rescale(s, m, block_max), slots.sum);
+        m = block_max;
         A* row_partials = partials + 2 * r * blocks_per_row;
         if (threadIdx.x == 0) {
             row_partials[2 * part] = m;
@@ -651,7 +708,7 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         }
         __syncthreads();
         A row_max = cufuse::neg_infinity<A>();
-        for (int q = threadIdx.x; q < blocks_per_row; q += Threads) row_max = cufuse::nan_max(row_max, __ldcg(row_partials + 2 * q));
+        for (int q = threadIdx.x; q < blocks_per_row; q += Threads) row_max = max_nan(row_max, __ldcg(row_partials + 2 * q));
         row_max = group_reduce<true, Threads, Threads>(row_max, slots.max);
         A row_sum = 0;
         for (int q = threadIdx.x; q < blocks_per_row; q += Threads)
@@ -711,19 +768,19 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
         for (int u = 0; u < Unroll; ++u) {
             const int64 l = l0 + static_cast<int64>(u) * Slices;
             a[u] = active && l < end ? cufuse::to_accum(in[l * sl]) : cufuse::neg_infinity<A>();
-            tile_m = cufuse::nan_max(tile_m, a[u]);
+            tile_m = max_nan(tile_m, a[u]);
         }
-        const A new_m = cufuse::nan_max(m, tile_m);
+        const A new_m = max_nan(m, tile_m);
         s = rescale(s, m, new_m);
 #pragma unroll
-        for (int u = 0; u < Unroll; ++u) s += exp_accum(a[u] - new_m);
+        for (int u = 0; u < Unroll; ++u) s += exp_accum_ftz(a[u] - new_m);
         m = new_m;
     }
     slice_max[slice][col] = m;
     __syncthreads();
     A col_max = cufuse::neg_infinity<A>();
 #pragma unroll
-    for (int q = 0; q < Slices; ++q) col_max = cufuse::nan_max(col_max, slice_max[q][col]);
+    for (int q = 0; q < Slices; ++q) col_max = max_nan(col_max, slice_max[q][col]);
     slice_sum[slice][col] = rescale(s, m, col_max);
     __syncthreads();
     A col_sum = 0;
@@ -743,7 +800,7 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
 #endif
     if (!active) return;
     const Normalizer<A, Log> f(col_max, col_sum);
-    for (int64 l = begin + slice; l < end; l += Slices) out[l * inner] = cufuse::from_accum<T>(f(cufuse::to_accum(in[l * sl])));
+    for (int64 l = begin + slice; l < end; l += Slices) out[l * inner] = cufuse::from_accum<T>(f.template to<T>(cufuse::to_accum(in[l * sl])));
 }
 
 template <typename T, bool Log, int Slices, int Unroll>
@@ -810,11 +867,11 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
         for (int j = 0; j < VS; ++j) {
             A tile_m = cufuse::neg_infinity<A>();
 #pragma unroll
-            for (int u = 0; u < Unroll; ++u) tile_m = cufuse::nan_max(tile_m, cufuse::to_accum(v[u].v[j]));
-            const A new_m = cufuse::nan_max(m[j], tile_m);
+            for (int u = 0; u < Unroll; ++u) tile_m = max_nan(tile_m, cufuse::to_accum(v[u].v[j]));
+            const A new_m = max_nan(m[j], tile_m);
             s[j] = rescale(s[j], m[j], new_m);
 #pragma unroll
-            for (int u = 0; u < Unroll; ++u) s[j] += exp_accum(cufuse::to_accum(v[u].v[j]) - new_m);
+            for (int u = 0; u < Unroll; ++u) s[j] += exp_accum_ftz(cufuse::to_accum(v[u].v[j]) - new_m);
             m[j] = new_m;
         }
     }
@@ -825,7 +882,7 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
     __syncthreads();
     if (c < Cols) {
         A col_max = cufuse::neg_infinity<A>();
-        for (int q = 0; q < Slices; ++q) col_max = cufuse::nan_max(col_max, slice_stats[q][c]);
+        for (int q = 0; q < Slices; ++q) col_max = max_nan(col_max, slice_stats[q][c]);
         block_stats[c][0] = col_max;
     }
     __syncthreads();
@@ -866,7 +923,7 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
             const int64 l = l0 + static_cast<int64>(u) * Slices;
             A a[VS];
 #pragma unroll
-            for (int j = 0; j < VS; ++j) a[j] = f[j](cufuse::to_accum(v[u].v[j]));
+            for (int j = 0; j < VS; ++j) a[j] = f[j].template to<T>(cufuse::to_accum(v[u].v[j]));
             const V r = vector_from_accum<T>(a);
             if (l < end) {  // (a `break` here made ptxas spill log_softmax)
                 if (out_vec) cufuse::store_vec16(out + l * inner, r);

@@ -693,6 +693,39 @@ def test_split_pipelined(cp, rng, v5_kernels, log):
     _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=_split_pipelined(131073, 7, np.float16))
 
 
+def _rows_for_online_merge(rng, length, dtype):
+    """Rows that exercise softmax v7's per-thread online merge in the split kernel: -inf over
+    the first 3/4 (a thread's early tiles hold only -inf, later ones not), a single finite
+    value in the middle, NaN at element 9000 (a shared-memory tile), +inf in the last
+    element, a maximum that grows along the row (every tile rescales the sum) and one that
+    falls, magnitudes near float16's limit."""
+    host = (rng.standard_normal((7, length)) * 3).astype(np.float64)
+    host[0, : 3 * length // 4] = -np.inf
+    host[1, :] = -np.inf
+    host[1, length // 2 + 1] = 1.5
+    host[2, 9000] = np.nan
+    host[3, -1] = np.inf
+    host[4] += np.linspace(-40.0, 40.0, length)
+    host[5] += np.linspace(40.0, -40.0, length)
+    host[6] += 60000.0
+    return host.astype(dtype)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_split_online_merge_and_full_tiles(cp, rng, v5_kernels, log):
+    """The split kernel's per-thread (max, sum) over its tiles, merged once a row: streamed,
+    shared-memory and register tiles (float32 25000-element chunks), and float16 chunks of
+    exactly 3 full tiles (the full-tile paths) with and without a ragged end."""
+    for config, dtype, lengths in [
+        (SPLIT_STREAMED_PIPELINED, np.float32, (50000, 49999)),
+        (configs.SplitConfig(256, 4, 2, 2, 4, 25000, 2, True), np.float32, (50000,)),
+        (SPLIT_PIPELINED_WAVES_F16, np.float16, (3 * 24576, 3 * 24576 - 5, 2 * 24576 + 8)),
+    ]:
+        for length in lengths:
+            x = cp.asarray(_rows_for_online_merge(rng, length, dtype))
+            _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+
+
 @pytest.mark.parametrize("log", [False, True])
 def test_cols_vec(cp, rng, v5_kernels, log):
     """16-byte column vectors: with and without a cluster (column lengths 2048 / 2047 and a
