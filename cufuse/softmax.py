@@ -308,10 +308,15 @@ _BLOCKS_PER_SM = 32
 _SMEM_RESERVED_PER_BLOCK = 1024
 
 
+def _use_whole_carveout(kernel) -> None:
+    """Let the kernel's blocks share the SM's whole shared-memory carveout: the residency that
+    ``_resident_blocks_per_sm`` counts on (the driver may otherwise pick a smaller carveout)."""
+    kernel.preferred_shared_memory_carveout = 100
+
+
 def _resident_blocks_per_sm(kernel, threads, smem, dev) -> int:
     """Blocks of the compiled kernel an SM holds at once, by registers (allocated in units of 8
-    a thread), shared memory (with the whole carveout, which this sets) and threads."""
-    kernel.preferred_shared_memory_carveout = 100
+    a thread), shared memory (with the whole carveout: see ``_use_whole_carveout``) and threads."""
     registers = -(-kernel.num_regs // 8) * 8 * threads
     block_smem = smem + kernel.shared_size_bytes + _SMEM_RESERVED_PER_BLOCK
     return min(_REGISTERS_PER_SM // registers, dev.smem_per_sm // block_smem, _THREADS_PER_SM // threads, _BLOCKS_PER_SM)
@@ -320,6 +325,7 @@ def _resident_blocks_per_sm(kernel, threads, smem, dev) -> int:
 def _require_resident(kernel, config, dev):
     """The split kernel's blocks wait for each other: all of its grid must be resident at once.
     The config assumes blocks_per_sm per SM; check it against the compiled kernel (once per plan)."""
+    _use_whole_carveout(kernel)
     if _resident_blocks_per_sm(kernel, config.threads, config.smem_bytes, dev) < config.blocks_per_sm:
         raise RuntimeError(
             f"softmax: the split kernel {kernel.name} cannot keep {config.blocks_per_sm} blocks per SM "
@@ -345,5 +351,6 @@ def _pipe_instances(kernel, config, rows, dev) -> int:
     needed = _ceil_div(rows, config.rows_per_block)
     if config.rows_per_group:
         return _ceil_div(needed, config.rows_per_group)
+    _use_whole_carveout(kernel)
     resident = _resident_blocks_per_sm(kernel, config.threads, config.smem_bytes, dev) * dev.sm_count // config.cluster
     return max(1, min(needed, resident))

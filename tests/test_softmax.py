@@ -57,33 +57,35 @@ def test_ladder_is_increasing_and_groups_tile_the_block(dtype):
         assert config.threads % config.group == 0 and config.group <= 32 or config.group == config.threads
 
 
-def test_measured_winners_of_h200_run_9():
-    """Sub-warp rows: 8 elements a lane (float16 g4 v1 / g16 v1, float32 g4 v2 / g16 v2); rows of
-    8192 vectors: cluster 256 x 8 c4 (float16 65536 columns); beyond: the split kernel (float32)."""
+def test_measured_winners_of_h200_run_9_and_softmax_v7():
+    """Sub-warp rows (run 9, then the v7 sweep of session 3): float16 32 columns g4 v1, 128 g8 v2;
+    float32 32 g8 v1, 128 g16 v2. Rows past the block rungs: the split kernel for 2- and 4-byte
+    types (v7: it beat the cluster rung), clusters for float64 only."""
     R, C = configs.RowsConfig, configs.ClusterConfig
     for dtype, cols, expected in [
         (np.float16, 32, R(256, 4, 1, True)),
-        (np.float16, 128, R(256, 16, 1, True)),
-        (np.float32, 32, R(256, 4, 2, True)),
+        (np.float16, 128, R(256, 8, 2, True)),
+        (np.float32, 32, R(256, 8, 1, True)),
         (np.float32, 128, R(256, 16, 2, True)),
-        (np.float16, 65536, C(256, 8, 4)),
-        (np.float32, 32768, C(256, 8, 4)),
+        (np.float64, 16384, C(512, 4, 4)),
     ]:
         assert configs.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
+    for dtype, cols in [(np.float16, 65536), (np.float32, 32768), (BF16, 65536)]:
+        assert isinstance(configs.choose_rows(cols, 1024, dtype, H200), configs.SplitConfig), (dtype, cols)
     split = configs.choose_rows(65536, 1024, np.float32, H200)
     assert isinstance(split, configs.SplitConfig) and (split.blocks_per_row, split.smem_tiles, split.streams) == (2, 7, False)
 
 
 def test_measured_winners_of_the_v5_sweep():
-    """H200 14:18 and 14:56: prefetching twins for float16 4096 / 8192 / 16384 / 32768 columns
-    and float32 16384 (not float32 1024 / 4096 / 8192); the pipelined split for float16 and
-    float32; axis=0 float32 in 16-byte column vectors (8 lanes, cluster 8), the scalar column
+    """Block rows: plain softmax_rows (the v5 prefetching twins, defaults from v6, lost to the
+    v7 rows on every shape); the pipelined split for float16 and float32 (H200 14:18 and
+    14:56); axis=0 float32 in 16-byte column vectors (8 lanes, cluster 8), the scalar column
     kernel in clusters of 4."""
-    P, R = configs.PipeConfig, configs.RowsConfig
+    R = configs.RowsConfig
     for dtype, cols, expected in [
-        (np.float16, 4096, P(128, 128, 4, exp_once=True)),
-        (np.float16, 16384, P(256, 256, 8)),
-        (np.float32, 16384, P(512, 512, 8, exp_once=True)),
+        (np.float16, 4096, R(128, 128, 4, True)),
+        (np.float16, 16384, R(256, 256, 8, False)),
+        (np.float32, 16384, R(512, 512, 8, True)),
         (np.float32, 8192, R(256, 256, 8, True)),
         (np.float32, 4096, R(128, 128, 8, True)),
         (np.float32, 1024, R(128, 32, 8, True)),
@@ -178,11 +180,10 @@ def test_exp_once_where_the_exps_fit():
         assert config.spec(dtype, True).template_args[-1] is False  # log_softmax has no exp to keep
 
 
-def test_pipe_twins_keep_the_row_shape_and_take_the_long_block_rungs():
-    """Every block and cluster rung has a prefetching twin of the same capacity; the ladder
-    picks the twins of the block rungs from _PIPE_FROM_VECTORS on (2- and 4-byte types; the
-    rung before stays softmax_rows), never for the sub-warp, warp and cluster rungs or float64,
-    and instantiations() lists them."""
+def test_pipe_twins_keep_the_row_shape_and_are_never_a_default():
+    """Every block and cluster rung has a prefetching twin of the same capacity (``config=``
+    only since softmax v7); the ladder itself never picks a twin, and picks clusters for
+    float64 only."""
     for dtype in (np.float16, np.float32, np.float64):
         rungs = [c for c in configs._rows_configs(dtype) if c.group == c.threads] + configs._cluster_configs(dtype)
         for rung in rungs:
@@ -191,15 +192,15 @@ def test_pipe_twins_keep_the_row_shape_and_take_the_long_block_rungs():
             assert twin.smem_bytes == twin.stages * twin.threads * twin.vecs * 16 <= H200.max_smem_per_block
     specs = set(configs.instantiations(H200))
     for dtype in (np.float16, BF16, np.float32, np.float64):
-        vs, start = configs.vector_size(dtype), configs._PIPE_FROM_VECTORS.get(np.dtype(dtype).itemsize)
+        vs = configs.vector_size(dtype)
         for rung in configs._rows_configs(dtype):
             chosen = configs.choose_rows(rung.capacity_vectors * vs, 8, dtype, H200)
-            long_block = rung.group == rung.threads and start is not None and rung.capacity_vectors >= start
-            assert isinstance(chosen, configs.PipeConfig) == long_block, (dtype, rung)
-            assert (chosen.threads, chosen.group, chosen.vecs) == (rung.threads, rung.group, rung.vecs)
+            assert chosen == configs.with_exp_once(rung, dtype), (dtype, rung)
             assert chosen.spec(dtype, True) in specs
-        assert isinstance(configs.choose_rows(8192 * vs, 8, dtype, H200), configs.ClusterConfig)
-    assert configs._PIPE_FROM_VECTORS[2] == 512 and configs._PIPE_FROM_VECTORS[4] == 4096
+        after_blocks = configs.choose_rows(8192 * vs, 8, dtype, H200)
+        expected = configs.ClusterConfig if np.dtype(dtype).itemsize == 8 else configs.SplitConfig
+        assert isinstance(after_blocks, expected), dtype
+    assert not any(s.name.startswith("softmax_rows_pipe") for s in specs)
 
 
 def test_cols_vectorizable_and_the_vec_default():
@@ -770,8 +771,8 @@ def _graph_nodes(cp, fn):
     [
         ((4096, 32), -1, "softmax_rows", 1, 0),
         ((1024, 1024), -1, "softmax_rows", 1, 0),
-        ((64, 16384), -1, "softmax_rows_pipe", 1, 0),  # float32 twins from 4096 vectors
-        ((16, 1 << 15), -1, "softmax_rows_cluster", 1, 0),
+        ((64, 16384), -1, "softmax_rows", 1, 0),  # the longest block rung
+        ((16, 1 << 15), -1, "softmax_rows_split", 1, 0),  # past the block rungs (2-/4-byte types)
         ((4096, 300), 0, "softmax_cols_vec_cluster", 1, 0),  # leading axis: no transposed copy
         ((4096, 301), 0, "softmax_cols_cluster", 1, 0),
         ((8, 64, 64), None, "softmax_rows", 1, 0),  # axis=None of a contiguous array: one row

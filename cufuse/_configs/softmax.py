@@ -9,15 +9,15 @@ vectors (``VS = 16 // itemsize`` elements), so one ladder serves every dtype:
     1 .. 32           softmax_rows, Group lanes per row   RowsConfig(256, Group, Vecs)
     33 .. 256         softmax_rows, one warp per row      RowsConfig(128, 32, Vecs)
     257 .. 4096       softmax_rows, one block per row     RowsConfig(Threads, Threads, Vecs)
-                      (2-byte from 257, float32 from 1025: the persistent prefetching twin
-                      softmax_rows_pipe, PipeConfig(Threads, Threads, Vecs))
-    4097 .. 8192      softmax_rows_cluster (sm_90)        ClusterConfig(256, 8, 4) (float64: 512, 4, 4)
-    8193 .. 16384     float64: softmax_rows_cluster       ClusterConfig(512, 4, 8)
+    4097 .. 16384     float64: softmax_rows_cluster (sm_90)  ClusterConfig(512, 4, 4 / 8)
     beyond            softmax_rows_split, persistent      SplitConfig(256, 4, 2 blocks/SM, ...)
 
-Sub-warp rows: one vector a lane for 2-byte types, two for wider ones (8 elements a lane for
-float16 and float32; H200 run 9: 1M x 32 float16 g4 v1 0.92x copy vs g2 v2 0.85x,
-262144 x 128 float16 g16 v1 0.90x vs g8 v2 0.85x; float32 g16 v2 0.97x vs g32 v1 0.92x).
+Sub-warp rows: one vector a lane for 2-byte types, two for wider ones, except the measured
+winners of softmax v7 (H200 session 3, run D; v7 cut the instructions per element, which
+moved the balance): 16 vectors of a 2-byte type g8 v2 (262144 x 128 float16 0.98x copy vs
+g16 v1 0.94x), 8 vectors of float32 g8 v1 (1M x 32 0.97x vs g4 v2 0.90x). Before v7 (run 9):
+1M x 32 float16 g4 v1 0.92x vs g2 v2 0.85x, 262144 x 128 float16 g16 v1 0.90x vs g8 v2
+0.85x; float32 g16 v2 0.97x vs g32 v1 0.92x.
 128-thread blocks for warp rows measured fastest (H200 run 7). softmax (not log_softmax)
 keeps its exps in registers (``exp_once``) where they take at most 32 registers a thread.
 
@@ -26,10 +26,15 @@ tiles in its shared memory (H200: 264 resident blocks, about 33 MB of rows on ch
 
 Without clusters (sm_80) the split kernel takes over from 4097 vectors.
 
-Prefetching kernels (v5; defaults since v6 where the H200 sweep of 14:18 measured them
-faster): ``PipeConfig`` runs the row kernels as a persistent grid whose groups keep their next
-``stages - 1`` rows in flight (cp.async into shared memory) while the current row reduces and
-stores -- the long block rungs take these twins (``_PIPE_FROM_VECTORS``);
+Prefetching kernels (v5): ``PipeConfig`` runs the row kernels as a persistent grid whose
+groups keep their next ``stages - 1`` rows in flight (cp.async into shared memory) while the
+current row reduces and stores. The long block rungs took these twins from v6 until softmax
+v7 cut the plain kernel's instructions per element; then the plain rows won on every shape
+(H200 session 3, run D, fraction of the copy, twin -> plain: float16 16384 x 4096 0.86 ->
+0.98, 4096 x 16384 0.86 -> 0.97, 8192 x 8192 0.82 -> 0.97, 2048 x 32768 0.86 -> 0.94; float32
+4096 x 16384 0.89 -> 0.93), so ``PipeConfig`` is ``config=`` only. Likewise the cluster rung
+(``ClusterConfig(256, 8, 4)``) lost to the split kernel for 2- and 4-byte types (2048 x 32768
+float32 0.74 -> 0.82, 1024 x 65536 float16 0.74 -> 0.76): only float64 keeps its clusters.
 ``SplitConfig(pipelined=True)`` merges each shared-memory tile as soon as it lands and
 requests the next row's tiles as the output pass frees them -- 2-byte types
 (``_SPLIT_PIPELINED``). Columns: 16-byte vectors across columns for float32
@@ -49,19 +54,16 @@ SOURCE = "softmax.cu"
 _BLOCK_LADDER = ((128, 4), (128, 8), (256, 8), (512, 8))
 _WARP_THREADS, _WARP_VECS = 128, (2, 4, 8)
 # (Group, Vecs) of the sub-warp rows by capacity: 2-byte types, then wider ones.
-_SUBWARP_LADDER_2BYTE = ((1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1))
-_SUBWARP_LADDER = ((1, 1), (1, 2), (2, 2), (4, 2), (8, 2), (16, 2))
+_SUBWARP_LADDER_2BYTE = ((1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (32, 1))
+_SUBWARP_LADDER = ((1, 1), (1, 2), (2, 2), (8, 1), (8, 2), (16, 2))
 _SUBWARP_THREADS = 256
 # The exps kept by exp_once: at most this many accumulators a thread (more spilled or slowed
 # the block rows: 4096 x 16384 float16, 256 x 8 vectors, 0.66 -> 0.53x copy).
 _EXP_ONCE_MAX_ELEMENTS = 32
-# (Threads, Vecs, Cluster) by capacity. H200 run 9, 1024 x 65536 float16: 256 x 8 c4 0.72x
-# copy, 512 x 4 c4 0.57x, 256 x 4 c8 0.52x, split 0.53x. Longer rows take the split kernel
-# (1024 x 65536 float32: split 0.65x, cluster 512 x 8 c4 0.49x, its rpc2 0.55x; 128 x 262144
-# float16: split 0.40x, cluster 8 0.31x in run 7).
-_CLUSTER_LADDER = ((256, 8, 4),)
-# float64 at 8 vectors a thread spills (the precise exp's temporaries): blocks of 4 vectors
-# (not measured on the H200: float64 is outside the benchmark grid).
+# (Threads, Vecs, Cluster) by capacity, 2- and 4-byte types: none since softmax v7 (the
+# split kernel won, see the module docstring). Before (H200 run 9, 1024 x 65536 float16):
+# 256 x 8 c4 0.72x copy, 512 x 4 c4 0.57x, 256 x 4 c8 0.52x, split 0.53x.
+_CLUSTER_LADDER = ()
 _CLUSTER_LADDER_FLOAT64 = ((512, 4, 4), (512, 4, 8))
 _MAX_CLUSTER = max(c for _, _, c in _CLUSTER_LADDER + _CLUSTER_LADDER_FLOAT64)
 _SPLIT_THREADS, _SPLIT_VECS = 256, 4
@@ -70,16 +72,6 @@ _SPLIT_THREADS, _SPLIT_VECS = 256, 4
 # block of a row is resident at once (two per SM: one block's loads overlap another's stores).
 _SPLIT_BLOCKS_PER_SM = 2
 _SMEM_RESERVE = 2048  # the driver's 1 KB per block plus the kernel's static shared memory
-# Block rungs of at least this many vectors (by itemsize) take their prefetching PipeConfig
-# twin. H200 sweep 14:18, fraction of the copy, plain -> twin: float16 16384 x 4096 (512
-# vectors) 0.79 -> 0.82, 4096 x 16384 (2048) 0.66 -> 0.83; float32 4096 x 16384 (4096) 0.78 ->
-# 0.87, but 16384 x 4096 (1024) 0.97 -> 0.87 and 65536 x 1024 0.97 -> 0.89: the twin loses
-# where the plain rows already run at the copy speed. Cluster rungs keep the plain kernel
-# (1024 x 65536 float16: pipe cluster twin 0.52 vs 0.71); float64 is not listed (its 512 x 8
-# twin spills on sm_90a). H200 sweep 14:56: float32 8192 x 8192 (2048 vectors) plain 0.96 vs
-# twin 0.87, so float32 twins start at 4096 vectors; float16 8192 x 8192 (1024) twin 0.85 vs
-# plain 0.71, 2048 x 32768 (4096) twin 0.82 vs 0.62.
-_PIPE_FROM_VECTORS = {2: 512, 4: 4096}
 _PIPE_STAGES = 2  # 3 stages measured within 1% of 2 on every winner (0.82/0.81, 0.81/0.83, 0.87/0.87)
 # The pipelined split kernel, by itemsize: float16 16 x 1M 0.51 -> 0.54, 4 x 4M 0.51 -> 0.53,
 # 128 x 262144 and axis=None equal; float32 (v6 kernel, H200 14:56) 1024 x 65536 0.65 -> 0.69,
@@ -352,20 +344,12 @@ def choose_rows(length: int, rows: int, dtype, dev):
     vectors = _ceil_div(length, vector_size(dtype))
     for config in _rows_configs(dtype):
         if vectors <= config.capacity_vectors:
-            return _maybe_pipe(with_exp_once(config, dtype), dtype)
+            return with_exp_once(config, dtype)
     if dev.max_cluster_size >= _MAX_CLUSTER:
         for config in _cluster_configs(dtype):
             if vectors <= config.capacity_vectors:
                 return config
     return choose_split(length, rows, dtype, dev)
-
-
-def _maybe_pipe(config: RowsConfig, dtype):
-    """config, or its prefetching twin where it is a block rung of at least
-    _PIPE_FROM_VECTORS vectors for its itemsize."""
-    start = _PIPE_FROM_VECTORS.get(np.dtype(dtype).itemsize)
-    long_block = config.group == config.threads and start is not None and config.capacity_vectors >= start
-    return pipe_twin(config, dtype) if long_block else config
 
 
 def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
@@ -389,7 +373,7 @@ def instantiations(dev):
     specs = []
     for dtype in FLOAT_DTYPES:
         for log in (False, True):
-            specs += [_maybe_pipe(with_exp_once(c, dtype), dtype).spec(dtype, log) for c in _rows_configs(dtype)]
+            specs += [with_exp_once(c, dtype).spec(dtype, log) for c in _rows_configs(dtype)]
             if dev.max_cluster_size >= _MAX_CLUSTER:
                 specs += [c.spec(dtype, log) for c in _cluster_configs(dtype)]
             specs.append(choose_split(1 << 30, 1, dtype, dev).spec(dtype, log))
