@@ -100,34 +100,15 @@ def wgmma(tile, splits=1):
     return L.LinearConfig("wgmma", tile, splits, reduction="slots" if splits > 1 else "atomic")
 
 
-def stream_k(tile):
-    return L.LinearConfig("wgmma", tile, stream_k=True)
-
-
-# v8 stream-K rows (persistent blocks, equal k-tile ranges; predictions in NOTES "linear v8").
-# Predicted (H200 bf16, eager): 512 x 4096^2 128x128 sk 365-380 TFLOP/s (default 360-365: 62 k tiles
-# per SM instead of 64 on 128 of 132 SMs, minus the split tiles' slot round trip).
+# (The v8 stream-K rows are gone: measured slower than the defaults on every shape, NOTES
+# "linear v8".)
 WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (default wgmma 128x128k64s5, 128 tiles on 132 SMs)
-    ("wgmma 128x128 s5 stream-K", stream_k(L.WGMMA_128x128)),
     ("wgmma 128x256 s4 split2", wgmma(L.WGMMA_TILE, 2)),
     ("wgmma 64x128 s4 x2", wgmma(L.WGMMA_64x128)),
 ]
-# Predicted (eager, K,N / N,K.T): 64x128 s8 sk 3.45-3.65 / 3.35-3.55 TB/s (my pick: 112 KB of
-# weight in flight per SM, x a third of the fill, equal bytes per SM); 64x128 x2 sk 3.35-3.55;
-# 64x64 x2 sk 3.25-3.45 (default 3.20 / 3.05).
 WGMMA_M64_VARIANTS = [  # M = 64 x 8192^2 (default wgmma 64x64k64s6 x2 split2)
-    ("wgmma 64x128 s8 stream-K", stream_k(L.WGMMA_64x128s8)),
-    ("wgmma 64x128 s4 x2 stream-K", stream_k(L.WGMMA_64x128)),
-    ("wgmma 64x64 s6 x2 stream-K", stream_k(L.WGMMA_64x64)),
     ("wgmma 64x128 s4 x2 split4", wgmma(L.WGMMA_64x128, 4)),
 ]
-# The v6/v7 M = 17..64 default, named: "default" becomes 64x128 s8 stream-K with the branch's
-# last commit, and the adoption rule compares the two.
-V7_M64_DEFAULT = [("wgmma 64x64 s6 x2 split2 (v7 default)", wgmma(L.WGMMA_64x64, 2))]
-# M = 1 and 16 (16 x 8192^2 (N,K).T is at 0.88x of the copy on the mma stream tile): predicted
-# 3.35-3.55 for 64x128 s8 sk on both layouts (the padded rows cost zero-filled x chunks only;
-# the mma stream tile, 3.54 on (K,N), may stay ahead there).
-WGMMA_M16_VARIANTS = WGMMA_M64_VARIANTS[:2]
 TF = L.WideTile
 FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT kernel (the default until measured)
     ("tf32x3 128x128k32s4 8w", L.LinearConfig("tf32x3", L.TF32_TILE)),
@@ -320,20 +301,20 @@ def sweep_plan():
         (8192, 8192, 8192, "bf16", True, d + WGMMA_VARIANTS[1:]),
         (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_MID_VARIANTS),
         (512, 4096, 4096, "bf16", True, d + WGMMA_MID_VARIANTS),
-        (512, 4096, 4096, "fp16", False, d + WGMMA_MID_VARIANTS[:1]),
-        (512, 4096, 4096, "fp16", True, d + WGMMA_MID_VARIANTS[:1]),
-        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + WGMMA_M16_VARIANTS[:1]),
-        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + WGMMA_M16_VARIANTS[:1]),
-        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + WGMMA_M16_VARIANTS),
-        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS + WGMMA_M16_VARIANTS),
-        (64, 8192, 8192, "bf16", False, d + V7_M64_DEFAULT + M64_VARIANTS + WGMMA_M64_VARIANTS),
-        (64, 8192, 8192, "bf16", True, d + V7_M64_DEFAULT + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (512, 4096, 4096, "fp16", False, d),
+        (512, 4096, 4096, "fp16", True, d),
+        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4]),
+        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
+        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),
+        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS),
+        (64, 8192, 8192, "bf16", False, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (64, 8192, 8192, "bf16", True, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
         (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2]),
         (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS),
-        (16, 8192, 8192, "fp16", True, d + WGMMA_M16_VARIANTS),
-        (16, 8192, 8192, "fp16", False, d + WGMMA_M16_VARIANTS),
-        (64, 8192, 8192, "fp16", False, d + V7_M64_DEFAULT + WGMMA_M64_VARIANTS[:3]),
-        (64, 8192, 8192, "fp16", True, d + V7_M64_DEFAULT + WGMMA_M64_VARIANTS[:3]),
+        (16, 8192, 8192, "fp16", True, d),
+        (16, 8192, 8192, "fp16", False, d),
+        (64, 8192, 8192, "fp16", False, d),
+        (64, 8192, 8192, "fp16", True, d),
         (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
         (4096, 4096, 4096, "fp32", True, d + FP32_VARIANTS[:2] + FP32_VARIANTS[4:5]),
         (512, 4096, 4096, "fp32", False, d + FP32_VARIANTS[:2]),

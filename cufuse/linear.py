@@ -39,10 +39,8 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     fewer output tiles than the GPU has block slots, the
     tensor-core kernel splits K over blocks and reduces in a float32 workspace (through
     atomics, M x N floats, for one row and K-major few-tile shapes; otherwise through
-    slots, one tile of floats per block, at most about 2 x 17 MB on an H200; the opt-in
-    stream-K schedule, tiles x its slots per tile x the tile's floats, 8-25 MB on the issue's
-    shapes), plus one int per output tile, allocated once per device, stream and reduction
-    kind, and reused.
+    slots, one tile of floats per block, at most about 2 x 17 MB on an H200), plus one int
+    per output tile, allocated once per device, stream and reduction kind, and reused.
     """
     plan = _plans.get(_signature(x, weight, bias, out, config)) if _on_gpu(x, weight, bias, out) else None
     if plan is not None and (out is None or not plan.may_overlap(x, weight, bias, out)):
@@ -203,9 +201,6 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         if config.kind == "wgmma" and not linear_configs.wgmma_supported(dev):
             raise ValueError(f"{_FN}: argument 'config' asks for the wgmma kernel, which needs compute "
                              f"capability 9.0, got {dev.cc}")
-        if config.stream_k and config.kind != "wgmma":
-            raise ValueError(f"{_FN}: argument 'config' asks for a stream-K schedule, which only the wgmma kernel "
-                             f"has, got kind {config.kind!r}")
         if config.kind == "wgmma" and config.splits > 1 and config.reduction != "slots":
             raise ValueError(f"{_FN}: argument 'config' expected reduction='slots' for a split wgmma "
                              f"config (the kernel's only split-K reduction), got {config.reduction!r}")
@@ -236,26 +231,19 @@ def _make_plan(x, weight, bias, out, out_shape, config):
             scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride),
                        bias_stride, np.int32(config.raster_group))
             return _Plan(out_shape, x.dtype, kernel, (tiles, 1, 1), (tile.threads, 1, 1), smem, scalars, None, extents)
-        # The tensor-core kernels (mma, wgmma): same arguments, but the last (mma: the reduction
-        # flag; wgmma: reduction slots per tile). K = 0 runs one zero-filled k tile.
-        k_tiles = max(1, -(-k // tile.bk))
-        if config.stream_k:
-            # Persistent blocks; `splits` stands for the reduction slots per tile (workspace always bound).
-            blocks = linear_configs.stream_k_blocks(m, n, k, tile, dev)
-            splits = linear_configs.stream_k_slots_per_tile(k_tiles, tiles, blocks)
-            grid, k_tiles_per_split = (blocks, 1, 1), k_tiles
-        else:
-            splits = linear_configs.effective_splits(k_tiles, config.splits)
-            k_tiles_per_split = -(-k_tiles // splits)
-            grid = (tiles, 1, splits)
+        # The tensor-core kernels (mma, wgmma): same arguments, but for mma's reduction flag.
+        k_tiles = -(-k // tile.bk)
+        splits = linear_configs.effective_splits(max(k_tiles, 1), config.splits)
+        k_tiles_per_split = -(-k_tiles // splits)
         smem = tile.smem_bytes(itemsize)
         kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
         scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride), bias_stride,
-                   np.int32(k_tiles_per_split), np.int32(config.raster_group), np.int32(paired_store),
-                   np.int32(config.reduction == "slots" if config.kind == "mma" else splits))
-        workspace = (config.workspace_floats(m, n, splits), tiles, "slots" if config.stream_k else config.reduction)
-        split_args = _workspace_args(scalars, 2 if config.stream_k else splits, workspace)
-        return _Plan(out_shape, x.dtype, kernel, grid, (tile.threads, 1, 1), smem, *split_args, extents)
+                   np.int32(k_tiles_per_split), np.int32(config.raster_group), np.int32(paired_store))
+        if config.kind == "mma":
+            scalars += (np.int32(config.reduction == "slots"),)
+        workspace = (config.workspace_floats(m, n, splits), tiles, config.reduction)
+        return _Plan(out_shape, x.dtype, kernel, (tiles, 1, splits), (tile.threads, 1, 1), smem,
+                     *_workspace_args(scalars, splits, workspace), extents)
 
 
 def _gemv_plan(out_shape, dtype, spec, config, m, n, k, ldx, ldw, b_kmajor, bias_stride, extents):

@@ -195,29 +195,30 @@ __device__ __forceinline__ void store_bias_relu(const accum_t<T> (&acc)[MI][NI][
             }
 }
 
-// Split-K through slots: each of the `contributors` blocks that computed a partial sum of
-// one output tile stores it, in accumulator order (one float4 per thread and (i, j): each
-// warp writes 512 contiguous bytes), to its own slot (`index`) of the tile's slots; the
-// last block to arrive (the tile's `counter`) adds the other slots to its registers and
-// returns true, to store like an unsplit block. No atomics on the M x N cells and nothing
-// to re-zero but the counter. A slot is MI x NI x 4 x THREADS floats; the whole block calls it.
+// Split-K through slots (grid z = the splits of one output tile, blockIdx.x the tile):
+// every split stores its partial tile, in accumulator order (one float4 per thread and
+// (i, j): each warp writes 512 contiguous bytes), to its own slot of this tile; the last
+// block to arrive adds the other slots to its registers and returns true, to store like
+// an unsplit block. No atomics on the M x N cells and nothing to re-zero but the counter.
+// Workspace: gridDim.x x gridDim.z slots of MI x NI x 4 x THREADS floats; the whole block calls it.
 template <int THREADS, int MI, int NI>
-__device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], float* __restrict__ tile_slots,
-                                                   int* __restrict__ counter, int contributors, int index) {
+__device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], float* __restrict__ workspace,
+                                                   int* __restrict__ counters) {
     constexpr int slot_vecs = MI * NI * THREADS;
+    const int splits = gridDim.z, split = blockIdx.z;
     // This thread's first float4 of the tile's first slot: every access below is a
     // constant offset from it or from one per-slot pointer, so no table of addresses is
     // kept in registers across the slots.
-    float4* const mine = reinterpret_cast<float4*>(tile_slots) + threadIdx.x;
-    float4* const own = mine + int64(index) * slot_vecs;
+    float4* const mine = reinterpret_cast<float4*>(workspace) + int64(blockIdx.x) * splits * slot_vecs + threadIdx.x;
+    float4* const own = mine + int64(split) * slot_vecs;
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int j = 0; j < NI; ++j)
             own[(i * NI + j) * THREADS] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-    if (!last_to_arrive(counter, contributors)) return false;
-    for (int z = 0; z < contributors; ++z) {
-        if (z == index) continue;
+    if (!last_to_arrive(counters + blockIdx.x, splits)) return false;
+    for (int z = 0; z < splits; ++z) {
+        if (z == split) continue;
         const float4* part = mine + int64(z) * slot_vecs;
 #pragma unroll
         for (int i = 0; i < MI; ++i)
@@ -230,7 +231,7 @@ __device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], floa
                 acc[i][j][3] += v.w;
             }
     }
-    if (threadIdx.x == 0) *counter = 0;
+    if (threadIdx.x == 0) counters[blockIdx.x] = 0;
     return true;
 }
 
@@ -327,10 +328,7 @@ linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __res
         if (threadIdx.x == 0) counters[blockIdx.x] = 0;
         return;
     }
-    if (splits > 1 && !reduce_split_slots<Tile::threads>(
-                          acc, workspace + int64(blockIdx.x) * splits * (BM * BN), counters + blockIdx.x, splits,
-                          blockIdx.z))
-        return;
+    if (splits > 1 && !reduce_split_slots<Tile::threads>(acc, workspace, counters)) return;
     store_bias_relu<T>(acc, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
 }
 
@@ -367,31 +365,20 @@ __device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ 
 }  // namespace linear
 }  // namespace cufuse
 
-// Block: BM / 64 warpgroups (2 x BM threads), tile BM x BN x BK (BK 64 or 128: a k tile per
-// barrier), STAGES-deep cp.async pipeline (dynamic shared memory STAGES x (BM + BN) x 2 BK
-// bytes + 1 KB to align the stages to 1024 bytes). Operand rules and B_KMAJOR as
-// linear_relu_mma. The work is the sequence of the output tiles' k tiles (tile-major:
-// iteration it = tile x k_tiles + k tile); a block takes a contiguous range of it:
-//  * STREAM_K false: grid (tiles_m * tiles_n, 1, splits), tile blockIdx.x, split z its k tiles
-//    [z, z + 1) x k_tiles_per_split (split-K; no split is empty).
-//  * STREAM_K true (stream-K): grid = a persistent count of blocks (one per resident slot);
-//    block b takes the b-th of gridDim.x equal ranges, so every SM streams the same number of
-//    k tiles (within one) whatever the tile count, and the pipeline runs on across the tile
-//    boundaries inside a range (the next tile's loads are in flight during an epilogue).
-//    k_tiles_per_split is unused.
-// A tile whose k tiles are spread over several blocks (its contributors) is reduced through
-// slots (reduce_split_slots): tile t's slots_per_tile slots start at workspace + t x
-// slots_per_tile x BM x BN floats; counters hold one int per tile, zero on entry and exit.
+// Grid: (tiles_m * tiles_n, 1, splits). Block: BM / 64 warpgroups (2 x BM threads), tile
+// BM x BN x BK (BK 64 or 128: a k tile per barrier), STAGES-deep cp.async pipeline
+// (dynamic shared memory STAGES x (BM + BN) x 2 BK bytes + 1 KB to align the stages to
+// 1024 bytes). Operand rules, B_KMAJOR, split-K (k tiles per split, counters) as
+// linear_relu_mma; split-K always reduces through slots.
 // PENDING wgmma groups (k tiles) stay in flight while the next stage is waited for, so the
 // tensor cores run across the barrier; those stages cannot be refilled yet, so the loads
 // run STAGES - 1 - PENDING tiles ahead (the trade: MMA overlap against load depth).
 // MIN_BLOCKS: blocks per SM the registers must allow (__launch_bounds__).
-template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR, bool STREAM_K>
+template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
 __global__ void __launch_bounds__(2 * BM, MIN_BLOCKS)
 linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                   float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
-                  int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store,
-                  int slots_per_tile) {
+                  int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ACC = BN / 2;
     static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
@@ -403,59 +390,35 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
     T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
 
     const int64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int64 k_tiles_all = max(int64(1), (K + BK - 1) / BK);  // K = 0: one zero-filled k tile
-    // This block's iterations [it_begin, it_end).
-    int64 it_begin, it_end;
-    if constexpr (STREAM_K) {
-        const int64 total = tiles_m * tiles_n * k_tiles_all;
-        it_begin = int64(blockIdx.x) * total / gridDim.x;
-        it_end = int64(blockIdx.x + 1) * total / gridDim.x;
-    } else {
-        it_begin = int64(blockIdx.x) * k_tiles_all + int64(blockIdx.z) * k_tiles_per_split;
-        it_end = min(int64(blockIdx.x + 1) * k_tiles_all, it_begin + k_tiles_per_split);
-    }
-    const int iters = int(it_end - it_begin);
+    int64 tile_m, tile_n;
+    raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
+    const int64 m0 = tile_m * BM, n0 = tile_n * BN;
+    const int64 k_begin = int64(blockIdx.z) * k_tiles_per_split * BK;
+    const int64 k_end = min(K, k_begin + int64(k_tiles_per_split) * BK);
+    const int k_tiles = int((k_end - k_begin + BK - 1) / BK);  // K = 0: none, the tile is bias + ReLU only
     const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
 
     float acc[ACC];
 #pragma unroll
     for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
 
-    // Output tile `tile`'s corner.
-    auto corner = [&](int64 tile, int64& m0, int64& n0) {
-        int64 tile_m, tile_n;
-        raster_tile(tile, tiles_m, tiles_n, raster_group, tile_m, tile_n);
-        m0 = tile_m * BM;
-        n0 = tile_n * BN;
-    };
-    // The loads walk the range in order: (tile, k tile) of the next one to load, advanced per
-    // load, so no division runs per k tile.
-    int64 load_tile = it_begin / k_tiles_all, load_m0, load_n0;
-    int load_kt = int(it_begin - load_tile * k_tiles_all);
-    corner(load_tile, load_m0, load_n0);
-    // Iteration j of this block into its stage; calls come in order of j (an empty group past
-    // the range keeps the wait counts uniform at the tail).
-    auto load = [&](int j) {
-        if (j < iters) {
-            T* stage = smem + (j % STAGES) * Tile::stage_elems;
-            const int64 k0 = int64(load_kt) * BK;
-            wgmma_load_kmajor<BM, BK, Tile::threads>(stage, x, load_m0, M, k0, K, ldx, threadIdx.x);
+    // k tile kt into its stage (an empty group past the split keeps the wait counts uniform at the tail).
+    auto load = [&](int kt) {
+        if (kt < k_tiles) {
+            T* stage = smem + (kt % STAGES) * Tile::stage_elems;
+            const int64 k0 = k_begin + int64(kt) * BK;
+            wgmma_load_kmajor<BM, BK, Tile::threads>(stage, x, m0, M, k0, k_end, ldx, threadIdx.x);
             if constexpr (B_KMAJOR)
-                wgmma_load_kmajor<BN, BK, Tile::threads>(stage + Tile::a_elems, w, load_n0, N, k0, K, ldw, threadIdx.x);
+                wgmma_load_kmajor<BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, N, k0, k_end, ldw, threadIdx.x);
             else
-                wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, load_n0, k0, N, K, ldw,
+                wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, k0, N, k_end, ldw,
                                                               threadIdx.x);
-            ++load_kt;
-            if (STREAM_K && load_kt == k_tiles_all) {
-                load_kt = 0;
-                corner(++load_tile, load_m0, load_n0);
-            }
         }
         cp_async_commit();
     };
-    // This warpgroup's wgmmas of iteration j (its stage landed and is visible to the async proxy), one group.
-    auto mma_tile = [&](int j) {
-        const T* stage = smem + (j % STAGES) * Tile::stage_elems;
+    // This warpgroup's wgmmas of k tile kt (its stage landed and is visible to the async proxy), one group.
+    auto mma_tile = [&](int kt) {
+        const T* stage = smem + (kt % STAGES) * Tile::stage_elems;
         // This warpgroup's 64 rows of x in the first column atom.
         const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * WGMMA_ATOM_N);
         const unsigned long long desc_b =
@@ -473,63 +436,29 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 #pragma unroll
         for (int i = 0; i < ACC; ++i) pin(acc[i]);
     };
-    // Output tile `tile` (first iteration `first`, corner m0, n0), whose k tiles from
-    // max(it_begin, first) to it_last are in acc: reduced with its other contributors' slots
-    // if it has any, then bias + ReLU and the store.
-    auto finish_tile = [&](int64 tile, int64 first, int64 it_last, int64 m0, int64 n0) {
-        wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < ACC; ++i) pin(acc[i]);
-        // wgmma accumulator layout: warp q of a warpgroup owns rows 16q..16q+15 of its 64, as
-        // mma.sync m16n8 tiles along N: d[4j + r] at row lane/4 + 8(r/2), column 8j + 2(lane%4) + r%2.
-        float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
-        const int64 last = first + k_tiles_all - 1;
-        if (it_begin > first || it_last < last) {  // a partial sum: contributors meet in the slots
-            int contributors, index;
-            if constexpr (STREAM_K) {
-                // Block owning iteration i: the largest b with b x total / gridDim.x <= i.
-                const int64 total = tiles_m * tiles_n * k_tiles_all, blocks = gridDim.x;
-                const int64 owner_first = ((first + 1) * blocks - 1) / total;
-                contributors = int(((last + 1) * blocks - 1) / total - owner_first + 1);
-                index = int(blockIdx.x - owner_first);
-            } else {
-                contributors = gridDim.z;
-                index = blockIdx.z;
-            }
-            if (!reduce_split_slots<Tile::threads>(tiles, workspace + tile * slots_per_tile * (BM * BN),
-                                                   counters + tile, contributors, index))
-                return;
-        }
-        const int64 row_base = m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = n0 + 2 * (lane & 3);
-        store_bias_relu<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
-    };
 
-    int mma_kt = load_kt;  // k tile of iteration j in its tile (stream-K: finds the tile ends)
 #pragma unroll
     for (int s = 0; s < AHEAD; ++s) load(s);
-    for (int j = 0; j < iters; ++j) {
+    for (int kt = 0; kt < k_tiles; ++kt) {
         cp_async_wait<AHEAD - 1>();
         fence_proxy_async_shared();
-        // Stage j landed for all; every warp's wgmmas up to iteration j - 1 - PENDING are done,
+        // Stage kt landed for all; every warp's wgmmas up to tile kt - 1 - PENDING are done,
         // and that is the stage the next load refills.
         __syncthreads();
-        load(j + AHEAD);
-        mma_tile(j);
-        if constexpr (STREAM_K) {
-            // A tile ends here (or the range does): finish it while the next tile's loads fly.
-            if (j + 1 == iters || mma_kt == k_tiles_all - 1) {
-                const int64 it = it_begin + j, tile = it / k_tiles_all;
-                int64 m0, n0;
-                corner(tile, m0, n0);
-                finish_tile(tile, tile * k_tiles_all, it, m0, n0);
-#pragma unroll
-                for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
-            }
-            mma_kt = mma_kt + 1 == k_tiles_all ? 0 : mma_kt + 1;
-        }
+        load(kt + AHEAD);
+        mma_tile(kt);
     }
     cp_async_wait<0>();
-    if constexpr (!STREAM_K) finish_tile(blockIdx.x, int64(blockIdx.x) * k_tiles_all, it_end - 1, load_m0, load_n0);
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) pin(acc[i]);
+
+    // wgmma accumulator layout: warp q of a warpgroup owns rows 16q..16q+15 of its 64, as
+    // mma.sync m16n8 tiles along N: d[4j + r] at row lane/4 + 8(r/2), column 8j + 2(lane%4) + r%2.
+    float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
+    if (gridDim.z > 1 && !reduce_split_slots<Tile::threads>(tiles, workspace, counters)) return;
+    const int64 row_base = m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = n0 + 2 * (lane & 3);
+    store_bias_relu<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif

@@ -2,11 +2,11 @@
 compute-sanitizer:
 
     compute-sanitizer --tool memcheck python tests/sanitize_linear.py
-    compute-sanitizer --tool racecheck python tests/sanitize_linear.py _sk
+    compute-sanitizer --tool racecheck python tests/sanitize_linear.py wgmma
 
 Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks
-as tests/test_linear.py. An argument keeps the cases whose name contains it ("_sk": the
-stream-K wgmma schedule, whose blocks refill shared memory across tile epilogues).
+as tests/test_linear.py. An argument keeps the cases whose name contains it ("wgmma": the
+Hopper kernel's cases).
 Exits 1 on any mismatch, 0 when all agree.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_linear import BF16, DMMA, DMMA_K32, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _stream_k, _wgmma, check_case  # noqa: E402
+from tests.test_linear import BF16, DMMA, DMMA_K32, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _wgmma, check_case  # noqa: E402
 from cufuse._configs import linear as cfg  # noqa: E402
 
 CASES = [
@@ -36,11 +36,6 @@ CASES = [
     Case((64,), 4096, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256, 4)),  # wgmma split-K through slots
     Case((65,), 4096, 8, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64, 4)),  # m64n64, two M tiles, split-K
     Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128)),  # m64n128, two warpgroups
-    # stream-K: persistent blocks over equal k-tile ranges (17 k tiles x 9 tiles on 132 blocks:
-    # tiles met by 1-2 blocks; 64x64 x2: blocks finishing whole tiles between partial ones)
-    Case((300,), 1032, 264, BF16, "kn", config=_stream_k(cfg.WGMMA_128x128)),
-    Case((40,), 2056, 264, F16, "nk_t", bias="none", config=_stream_k(cfg.WGMMA_64x128s8)),
-    Case((2000,), 136, 520, BF16, "nk_t", config=_stream_k(cfg.WGMMA_64x64)),
     Case((70,), 1024, 136, F16, "kn"),  # few tiles: wgmma 64x64 split-K on 9.0, else mma 128x128 split-K
     Case((70,), 1024, 136, F16, "kn", config=_force(cfg.MEDIUM_TILE, 2, "slots")),  # the latter on any GPU
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),

@@ -280,7 +280,7 @@ def _wgmma_id(t):
     return f"{t.bm}x{t.bn}k{t.bk}s{t.stages}p{t.pending}x{t.max_blocks_per_sm}"
 
 
-@pytest.mark.parametrize("tile", cfg.WGMMA_TILES + cfg.WGMMA_STREAM_K_TILES, ids=_wgmma_id)
+@pytest.mark.parametrize("tile", cfg.WGMMA_TILES, ids=_wgmma_id)
 def test_wgmma_tiles_fit_shared_memory(tile):
     assert tile.smem_bytes() <= H200.max_smem_per_block
     assert tile.blocks_per_sm(H200) == tile.max_blocks_per_sm
@@ -294,47 +294,13 @@ def test_wgmma_blocks_per_sm_leave_room_for_static_shared_memory():
     assert cfg.WgmmaTile(64, 64, 6, max_blocks_per_sm=2).blocks_per_sm(H200) == 2
 
 
-def _stream_k_contributors(k_tiles, tiles, blocks):
-    """Per tile, the blocks whose ranges [b x total / blocks, (b + 1) x total / blocks) meet it
-    (brute force), and the kernel's closed form of the same count."""
-    total = tiles * k_tiles
-    ranges = [(b * total // blocks, (b + 1) * total // blocks) for b in range(blocks)]
-    brute = [sum(lo < (t + 1) * k_tiles and t * k_tiles < hi for lo, hi in ranges) for t in range(tiles)]
-
-    def owner(i):
-        return ((i + 1) * blocks - 1) // total
-
-    closed = [owner((t + 1) * k_tiles - 1) - owner(t * k_tiles) + 1 for t in range(tiles)]
-    return brute, closed
-
-
-@pytest.mark.parametrize("k_tiles,tiles,blocks", [(128, 64, 132), (128, 128, 264), (64, 128, 132), (1, 7, 5),
-                                                  (3, 5, 15), (2, 1000, 132), (65, 3, 132), (128, 32, 132)])
-def test_stream_k_ranges_cover_every_tile_and_fit_the_slots(k_tiles, tiles, blocks):
-    brute, closed = _stream_k_contributors(k_tiles, tiles, blocks)
-    assert brute == closed  # the kernel's owner formula counts a tile's contributors exactly
-    assert max(brute) <= cfg.stream_k_slots_per_tile(k_tiles, tiles, blocks)
-
-
-def test_stream_k_grid_is_one_block_per_slot_and_never_more_than_the_work():
-    assert cfg.stream_k_blocks(64, 8192, 8192, cfg.WGMMA_64x128s8, H200) == H200.sm_count
-    assert cfg.stream_k_blocks(64, 8192, 8192, cfg.WGMMA_64x128, H200) == 2 * H200.sm_count
-    assert cfg.stream_k_blocks(40, 128, 64, cfg.WGMMA_64x128s8, H200) == 1  # one tile, one k tile
-    # the workspace: tiles x slots per tile x BM x BN floats (512 x 4096^2, 128x128: 25 MB)
-    config = cfg.LinearConfig("wgmma", cfg.WGMMA_128x128, stream_k=True)
-    slots = cfg.stream_k_slots_per_tile(64, 128, 132)
-    assert slots == 3 and config.workspace_floats(512, 4096, slots) == 128 * 3 * 128 * 128
-
-
-@pytest.mark.parametrize("kind,tile,stream", [("mma", t, False) for t in cfg.MMA_TILES] +
-                         [("wgmma", t, False) for t in cfg.WGMMA_TILES] +
-                         [("wgmma", t, True) for t in cfg.WGMMA_STREAM_K_TILES],
-                         ids=lambda v: v if isinstance(v, str) else ("sk" if v else "") if isinstance(v, bool) else
+@pytest.mark.parametrize("kind,tile", [("mma", t) for t in cfg.MMA_TILES] + [("wgmma", t) for t in cfg.WGMMA_TILES],
+                         ids=lambda v: v if isinstance(v, str) else
                          _wgmma_id(v) if isinstance(v, cfg.WgmmaTile) else f"{v.bm}x{v.bn}s{v.stages}")
-def test_tensor_core_tiles_fit_their_register_budget(kind, tile, stream):
+def test_tensor_core_tiles_fit_their_register_budget(kind, tile):
     from cufuse._loader import compile_spec, resource_usage
 
-    spec = cfg.kernel_spec(cfg.LinearConfig(kind, tile, stream_k=stream), BFLOAT16, False)
+    spec = cfg.kernel_spec(cfg.LinearConfig(kind, tile), BFLOAT16, False)
     usage = resource_usage(compile_spec(spec, "sm_90a").log)
     assert usage["spill_stores"] == 0
     assert tile.max_blocks_per_sm * tile.threads * usage["registers"] <= 65536
@@ -366,7 +332,7 @@ class Case:
             t = self.config.tile
             shape = f"{t.rows}rows" if self.config.kind == "gemv" else f"{t.bm}x{t.bn}"
             if self.config.kind == "wgmma":
-                shape += f"k{t.bk}st{t.stages}p{t.pending}" + ("_sk" if self.config.stream_k else "")
+                shape += f"k{t.bk}st{t.stages}p{t.pending}"
             parts.append(f"{self.config.kind}{shape}s{self.config.splits}{self.config.reduction[0]}")
         return "-".join(parts)
 
@@ -549,10 +515,6 @@ def _wgmma(tile, splits=1):
     return cfg.LinearConfig("wgmma", tile, splits, reduction="slots")
 
 
-def _stream_k(tile):
-    return cfg.LinearConfig("wgmma", tile, stream_k=True)
-
-
 WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
     Case((300,), 520, 264, BF16, "nk_t", config=WGMMA),
     Case((1000,), 1024, 1000, F16, "nk_t_padded", bias="none", config=WGMMA),
@@ -571,19 +533,6 @@ WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
     Case((3, 5), 520, 200, F16, "kn", config=_wgmma(cfg.WGMMA_64x128, 2)),
     Case((40,), 1000, 72, BF16, "kn", bias="strided", config=_wgmma(cfg.WGMMA_64x64)),
     Case((65,), 4096, 8, F16, "nk_t", config=_wgmma(cfg.WGMMA_64x64, 4)),
-    # stream-K (v8): persistent blocks over equal k-tile ranges. On 132 SMs: up to 27
-    # contributors per tile (325 k tiles over 132 blocks), ragged K inside a range, tiles met by
-    # 1-17 blocks, blocks that finish several whole tiles between two partial ones, one tile
-    # of one k tile (a single block), batched and padded operands, both weight layouts.
-    Case((64,), 4104, 520, BF16, "kn", config=_stream_k(cfg.WGMMA_64x128s8)),
-    Case((40,), 4104, 520, F16, "nk_t", bias="none", config=_stream_k(cfg.WGMMA_64x128s8)),
-    Case((16,), 8192, 1032, BF16, "nk_t", bias="strided", config=_stream_k(cfg.WGMMA_64x128)),
-    Case((300,), 1032, 264, BF16, "kn", config=_stream_k(cfg.WGMMA_128x128)),
-    Case((1000,), 520, 1000, F16, "nk_t_padded", bias="strided", config=_stream_k(cfg.WGMMA_128x128)),
-    Case((2000,), 136, 2000, BF16, "kn", bias="none", config=_stream_k(cfg.WGMMA_64x64)),
-    Case((2000,), 64, 1000, F16, "nk_t", config=_stream_k(cfg.WGMMA_128x128)),  # one k tile per tile
-    Case((3, 5), 1096, 136, F16, "kn", bias="strided", config=_stream_k(cfg.WGMMA_64x128)),
-    Case((1,), 8, 8, BF16, "nk_t", config=_stream_k(cfg.WGMMA_64x64)),
 ]
 
 
@@ -604,13 +553,6 @@ def test_wgmma_refuses_a_weight_it_cannot_load(cp, rng):
     x, w, b = make_inputs(cp, rng, Case((8,), 64, 40, BF16, "odd_column"))
     with pytest.raises(ValueError, match="asks for the wgmma kernel"):
         fused_linear_relu(x, w, b, config=WGMMA)
-
-
-def test_stream_k_is_a_wgmma_schedule_only(cp, rng):
-    _require_sm90(cp)
-    x, w, b = make_inputs(cp, rng, Case((8,), 1024, 64, BF16, "kn"))
-    with pytest.raises(ValueError, match="stream-K schedule, which only the wgmma kernel has"):
-        fused_linear_relu(x, w, b, config=cfg.LinearConfig("mma", cfg.SMALL_TILE, stream_k=True))
 
 
 def test_wgmma_refuses_split_k_through_atomics(cp, rng):

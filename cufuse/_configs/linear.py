@@ -33,10 +33,6 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   ``choose_wgmma_config`` (512 x 4096^2: 128x128 363-366 against the mma kernel's 260-263;
   64 x 8192^2: 64x64 split 2 3.14-3.17 TB/s against 2.86). M <= 16 stays on the mma
   stream tile (16 x 8192^2: 3.43-3.56 TB/s against 2.2-2.8 for every wgmma tile).
-  ``LinearConfig(stream_k=True)`` (v8, ``config=`` only until measured) runs it as a
-  persistent grid (``stream_k_blocks``) over equal ranges of the tiles' k tiles; tiles split
-  between blocks reduce through slots (workspace: tiles x ``stream_k_slots_per_tile`` x BM x
-  BN floats, 25 MB at 512 x 4096^2 with 128x128 tiles, 8 MB at 64 x 8192^2 with 64x128).
 """
 from __future__ import annotations
 
@@ -187,16 +183,8 @@ WGMMA_TILES = (WGMMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x128, WGMMA_64x6
 # ahead each, won (H200, 64 x 8192^2 bf16, split 2, graph: 64x64s6 3.32-3.35 TB/s;
 # 64x128s4 split 4 2.95-3.08; 64x256s4 split 2/4 2.22-2.73, one block per SM).
 WGMMA_STREAM_TILE = WGMMA_64x64
-# Stream-K candidates (v8; ``LinearConfig(stream_k=True)``, ``config=`` only until measured):
-# a persistent grid of one block per resident slot walks the tiles' k tiles in equal
-# contiguous ranges, so every SM streams the same bytes. M <= 64: 64x64 / 64x128 two per SM,
-# and 64x128 one per SM with 7 tiles (112 KB) of weight in flight; 512 x 4096^2: the 128
-# tiles' k loops spread over all 132 SMs. BN = 256 is left out: its stream-K form spills
-# (255 registers, 300-750 bytes; the epilogue inside the main loop costs ~35 registers).
 # (The v6/v7 candidates NOTES records as slower everywhere -- PENDING 0/2, k128, three
-# blocks per SM, the warp-specialised producer -- are gone.)
-WGMMA_64x128s8 = WgmmaTile(64, 128, 8, max_blocks_per_sm=1, relative_speed=1.1)
-WGMMA_STREAM_K_TILES = (WGMMA_64x64, WGMMA_64x128, WGMMA_64x128s8, WGMMA_128x128)
+# blocks per SM, the warp-specialised producer -- and the v8 stream-K schedule are gone.)
 WGMMA_MIN_CC = 90
 
 
@@ -250,15 +238,10 @@ class LinearConfig:
     # workspace) or "slots" (each split stores its partial tile to its own slot, the last
     # block adds them: vector stores and loads, no atomics; tiles x splits x BM x BN floats).
     reduction: str = "atomic"
-    # wgmma only: stream-K schedule (``stream_k_blocks`` persistent blocks share the tiles'
-    # k tiles equally; split tiles reduce through ``stream_k_slots_per_tile`` slots per tile).
-    # ``splits`` is then ignored and the reduction is "slots".
-    stream_k: bool = False
 
     def workspace_floats(self, m: int, n: int, splits: int) -> int:
-        """float32 cells of the split-K workspace of an (M, N) output (``splits``: slots per
-        tile through slots)."""
-        if self.reduction == "slots" or self.stream_k:
+        """float32 cells of the split-K workspace of an (M, N) output."""
+        if self.reduction == "slots":
             return tile_count(m, n, self.tile) * splits * self.tile.bm * self.tile.bn
         return m * n
 
@@ -301,22 +284,6 @@ def stream_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
     k_tiles = max(1, math.ceil(k / tile.bk))
     wanted = math.ceil(0.9 * dev.sm_count / tiles)
     return effective_splits(k_tiles, max(1, min(wanted, MAX_SPLITS, k_tiles)))
-
-
-def stream_k_blocks(m: int, n: int, k: int, tile: WgmmaTile, dev) -> int:
-    """Persistent blocks of a stream-K launch: every resident slot once, but never more
-    blocks than k tiles of work (each block gets at least one)."""
-    work = tile_count(m, n, tile) * max(1, math.ceil(k / tile.bk))
-    return min(dev.sm_count * tile.blocks_per_sm(dev), work)
-
-
-def stream_k_slots_per_tile(k_tiles: int, tiles: int, blocks: int) -> int:
-    """The most blocks whose stream-K ranges meet one tile (its reduction slots). Block b
-    takes iterations [b x total / blocks, (b + 1) x total / blocks), total = tiles x
-    k_tiles; each range is at least total // blocks long, so the k_tiles - 1 boundaries
-    inside a tile hold at most ceil((k_tiles - 1) / that) range starts."""
-    shortest = (tiles * k_tiles) // blocks
-    return 1 + -(-(k_tiles - 1) // shortest)
 
 
 def effective_splits(k_tiles: int, splits: int) -> int:
@@ -457,7 +424,7 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     if config.kind == "wgmma":
         return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending,
-                                                          t.max_blocks_per_sm, b_kmajor, config.stream_k),
+                                                          t.max_blocks_per_sm, b_kmajor),
                           min_cc=WGMMA_MIN_CC)
     if config.kind in WIDE_KINDS:
         args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, b_kmajor)
@@ -466,13 +433,11 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
 
 
 def instantiations(dev):
-    """Every KernelSpec the linear configs can pick on ``dev``, and the sweep's stream-K candidates."""
+    """Every KernelSpec the linear configs can pick on ``dev``."""
     mma = [LinearConfig("mma", tile) for tile in MMA_TILES] if dev.cc >= MMA_MIN_CC else []
     specs = [kernel_spec(c, dt, kmaj) for c in mma for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
-    if wgmma_supported(dev):  # WGMMA_TILES: choose_config / choose_wgmma_config; candidates: the sweep (bf16)
+    if wgmma_supported(dev):  # WGMMA_TILES: choose_config / choose_wgmma_config and the sweep
         specs += [kernel_spec(LinearConfig("wgmma", tile), dt, kmaj) for tile in WGMMA_TILES
-                  for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
-        specs += [kernel_spec(LinearConfig("wgmma", tile, stream_k=True), dt, kmaj) for tile in WGMMA_STREAM_K_TILES
                   for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     if dev.cc >= MMA_MIN_CC:  # the float32 / float64 defaults (FP32/FP64_TENSOR_CORES)
         wide = [(LinearConfig("tf32x3", tile), np.float32) for tile in TF32_TILES]
