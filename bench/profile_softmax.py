@@ -11,9 +11,9 @@
 # (3) 128 x 262144 -- softmax_rows_split, 8 blocks per row, 7 shared-memory tiles (0.60x);
 # (4) 16384 x 4096 axis=0 -- softmax_cols_cluster, 8 blocks per column tile (0.44x).
 # No other kernel matches (inputs come from cupy.random, whose kernels have other names).
-# With the argument ``v5`` the same shapes run softmax v5's candidates instead: (1) the
-# prefetching twin (PipeConfig 512 x 8, 2 stages), (2) a prefetching cluster of 8 (4 rows a
-# cluster), (3) the pipelined split kernel, (4) 16-byte column vectors over a cluster of 8.
+# With the argument ``v5`` the same shapes run softmax v5's candidates instead: (3) the
+# pipelined split kernel, (4) 16-byte column vectors over a cluster of 8; (1) and (2), whose
+# v5 candidates were the prefetching rows removed in softmax v7.1, run the defaults.
 """Launch the default (or v5 candidate) softmax kernels at the four profiled shapes (see the header)."""
 from __future__ import annotations
 
@@ -36,10 +36,6 @@ CASES = [((4096, 16384), -1), ((1024, 65536), -1), ((128, 262144), -1), ((16384,
 def v5_config(rows, length, axis, dev):
     if axis == 0:
         return S.ColsVecConfig(256, 4, 4, 8)
-    if length == 16384:
-        return S.PipeConfig(512, 512, 8, exp_once=True)
-    if length == 65536:
-        return S.PipeConfig(256, 256, 8, cluster=8, rows_per_group=4)
     return dataclasses.replace(S.choose_rows(length, rows, np.float32, dev), pipelined=True)
 
 

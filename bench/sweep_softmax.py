@@ -71,12 +71,9 @@ def alternatives(rows, length, dname, axis, dev):
     return out + v6_candidates(rows, length, dname, axis, dev)
 
 
-P = S.PipeConfig
-
-
 def v6_candidates(rows, length, dname, axis, dev):
-    """softmax v6 (bench/NOTES.md): the v5 defaults each v6 default replaced (plain block rows,
-    the other split flavour, the c8 scalar column kernel), 3-stage twins, the split kernel with
+    """softmax v6 (bench/NOTES.md): the v5 defaults each v6 default replaced (the other split
+    flavour, the c8 scalar column kernel; the prefetching rows were removed in v7.1), the split kernel with
     the next row's tiles prefetched at 2 and 4 tiles a block (more waves to overlap), clusters
     of 16 for the rows of 1024 x 65536 float32 and 128 x 262144 float16, column vectors in
     clusters of 4."""
@@ -94,9 +91,6 @@ def v6_candidates(rows, length, dname, axis, dev):
         out.append(("v6 split pipelined" if flipped.pipelined else "v5 split plain", flipped))
     if axis is None:  # one row of rows x length: only the split kernel holds it
         return out
-    if isinstance(default, P):  # a block rung's twin: the plain rung it replaced, 3 stages
-        out.append(("v5 plain rows", S.with_exp_once(R(default.threads, default.group, default.vecs), dtype)))
-        out.append(("pipe s3", dataclasses.replace(default, stages=3)))
     if vectors == 128 and np.dtype(dtype).itemsize == 2:  # 65536 x 1024 float16: 2 warps a block
         out.append(("v6 rows 64 g32 v4", S.with_exp_once(R(64, 32, 4), dtype)))
     if vectors > 4096:  # cluster and split rows: the prefetching split at 2 and 4 tiles a block

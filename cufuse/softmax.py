@@ -9,10 +9,9 @@ collapse to a single stride; out is C-contiguous, so out[o, l, i] = (o*length + 
 Any strides work in place (negative, transposed, sliced), with 64-bit offsets:
 
 - reduced axis contiguous (stride 1), or neither it nor the inner axis contiguous: the row
-  kernels (``softmax_rows``, ``softmax_rows_cluster``, ``softmax_rows_split``, and the
-  prefetching ``softmax_rows_pipe`` / ``softmax_rows_pipe_cluster``), one row per (o, i), read
-  once and written once while the row fits on chip (see ``cufuse._configs.softmax`` for the
-  length ladder);
+  kernels (``softmax_rows``, ``softmax_rows_cluster``, ``softmax_rows_split``), one row per
+  (o, i), read once and written once while the row fits on chip (see ``cufuse._configs.softmax``
+  for the length ladder);
 - reduced axis strided, inner axis contiguous (e.g. ``axis=0`` of a C-contiguous matrix):
   ``softmax_cols`` reduces down 32 columns per block with coalesced loads (float32 where the
   layout allows: ``softmax_cols_vec``, 16-byte vectors of adjacent columns). It reads each
@@ -237,7 +236,7 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
         else:
             config = configs.choose_rows(length, rows, dtype, dev)
     spec = config.spec(dtype, log)
-    smem = config.smem_bytes if isinstance(config, (configs.SplitConfig, configs.PipeConfig)) else 0
+    smem = config.smem_bytes if isinstance(config, configs.SplitConfig) else 0
     kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
     if getattr(config, "cluster", 1) > dev.max_cluster_size:
         _allow_non_portable_cluster(kernel)
@@ -251,12 +250,6 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
         chunk = _ceil_div(_ceil_div(length, config.cluster), vs) * vs
         grid = _ceil_div(rows, config.rows_per_cluster) * config.cluster
         scalars = (np.int64(rows),) + geometry + (np.int64(chunk),)
-    elif isinstance(config, configs.PipeConfig):
-        grid = _pipe_instances(kernel, config, rows, dev) * config.cluster
-        scalars = (np.int64(rows),) + geometry
-        if config.cluster > 1:
-            vs = configs.vector_size(dtype)
-            scalars += (np.int64(_ceil_div(_ceil_div(length, config.cluster), vs) * vs),)
     elif isinstance(config, configs.SplitConfig):
         _require_resident(kernel, config, dev)
         grid = config.grid
@@ -342,15 +335,3 @@ def _allow_non_portable_cluster(kernel):
     from cupy_backends.cuda.api import driver
 
     driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
-
-
-def _pipe_instances(kernel, config, rows, dev) -> int:
-    """Blocks (clusters) of a PipeConfig launch: one per rows_per_group rows, or as many as
-    are resident (never more than there are rows for). Any count is correct: no instance waits
-    for another."""
-    needed = _ceil_div(rows, config.rows_per_block)
-    if config.rows_per_group:
-        return _ceil_div(needed, config.rows_per_group)
-    _use_whole_carveout(kernel)
-    resident = _resident_blocks_per_sm(kernel, config.threads, config.smem_bytes, dev) * dev.sm_count // config.cluster
-    return max(1, min(needed, resident))

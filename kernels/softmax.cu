@@ -10,10 +10,6 @@
 //                         warp; Group == Threads: one block per row)
 //   softmax_rows_cluster  one thread-block cluster per row; the blocks exchange their
 //                         (max, sum) partials through distributed shared memory (sm_90)
-//   softmax_rows_pipe     softmax_rows as a persistent grid: each group loops over rows with
-//                         the next Stages - 1 rows already in flight (cp.async into shared
-//                         memory) while the current one reduces and stores
-//   softmax_rows_pipe_cluster  the same with one cluster per row (sm_90)
 //   softmax_rows_split    a persistent grid of co-resident blocks, blocks_per_row blocks per
 //                         row, each holding its chunk in registers and shared memory;
 //                         partials meet in a global scratch with a per-row arrival counter.
@@ -311,9 +307,9 @@ template <typename T, int Group, int Vecs> struct Chunk {
         }
     }
     // Vector by vector, 16-bit types converted in pairs (converting all before the first
-    // store, as store_scaled does, raised the pipe twin 256 x 8 from 96 to 127 registers), with
-    // a bounds test a slot (a full-tile flag live across the non-inlined scalar stores made
-    // NVRTC spill the float16 log_softmax pipe twin 128 x 4).
+    // store, as store_scaled does, raised the v5 prefetching rows 256 x 8, since removed, from 96
+    // to 127 registers), with a bounds test a slot (a full-tile flag live across the non-inlined
+    // scalar stores made NVRTC spill their float16 log_softmax 128 x 4).
     template <bool Log>
     __device__ __forceinline__ void store(const RowView<T>& row, int64 begin, int64 end, int lane, const Normalizer<A, Log>& f) const {
 #pragma unroll
@@ -501,103 +497,6 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs 
         c.store(row, begin, end, threadIdx.x, Normalizer<A, Log>(row_max, row_sum));
     }
     cluster.sync();  // no block leaves while another still reads its partials
-}
-#endif
-
-// Persistent rows with prefetch: instance q (a block, or a cluster of blocks sharing each row)
-// serves rows q*RowsPerBlock + group, + instances*RowsPerBlock, ...; the rows of the next
-// Stages - 1 iterations are in flight (cp.async into shared memory) while this one reduces
-// and stores, so an SM's loads never wait for its reductions and barriers. Each thread's
-// cp.async targets are exactly the slots it reads back, so the stages need no barrier
-// (cp.async.wait_group makes a thread's own copies visible to it). Rows that are strided or
-// not 16-byte aligned, and ragged tails, load directly (load_from_stash's partial slots).
-// Dynamic shared memory: Stages x Threads x Vecs x 16 bytes.
-template <typename T, bool Log, int Threads, int Group, int Vecs, int Stages, int Cluster, bool ExpOnce>
-__device__ __forceinline__ void softmax_rows_pipe_body(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length,
-                                                       int64 inner, int64 so, int64 si, int64 sl, int64 chunk_len, int rank,
-                                                       int64 instance, int64 instances) {
-    static_assert(Stages >= 2 && Stages <= 8, "one row in use, 1..7 in flight (cp.async.wait_group immediates)");
-    static_assert(Cluster == 1 || Group == Threads, "a cluster shares one row per block");
-    static_assert(!(ExpOnce && Cluster > 1), "a cluster block's exps are relative to its own max");
-    using A = cufuse::accum_t<T>;
-    using ChunkT = Chunk<T, Group, Vecs>;
-    using cufuse::Vec16;
-    constexpr int RowsPerBlock = Threads / Group;
-    __shared__ BlockSlots<A, Threads> slots;
-    extern __shared__ uint4 stage_bytes[];
-    // [Stages][RowsPerBlock][Vecs][Group]: this thread's group's tile of stage 0.
-    Vec16<T>* const tiles = reinterpret_cast<Vec16<T>*>(stage_bytes) + (threadIdx.x / Group) * Vecs * Group;
-    auto tile = [&](int stage) { return tiles + stage * Threads * Vecs; };
-    const int lane = threadIdx.x % Group;
-    const int64 step = instances * RowsPerBlock;
-    const int64 begin = min(length, rank * chunk_len), chunk_end = min(length, begin + chunk_len);
-    // The row of this thread's group in the iteration whose first row is `base` (block-uniform);
-    // past the last row an empty range.
-    auto row_at = [&](int64 base, int64& end) {
-        const int64 r = base + threadIdx.x / Group;
-        end = r < rows ? chunk_end : begin;
-        return make_row(x, y, r < rows ? r : 0, length, inner, so, si, sl);
-    };
-    auto prefetch = [&](int64 base, int stage) {  // one commit group per iteration, empty or not
-        int64 end;
-        const RowView<T> row = row_at(base, end);
-        compiler_barrier();  // the previous reads of this stage stay before its refill
-        if (row.in_vec) ChunkT::stash_async(tile(stage), row, begin, end, lane);
-        cufuse::cp_async_commit();
-    };
-#if __CUDA_ARCH__ >= 900
-    // [row parity][max, sum] of a cluster's blocks (see softmax_rows_cluster)
-    __shared__ A partial[Cluster > 1 ? 2 : 1][2];
-#endif
-    const int64 first = instance * RowsPerBlock;
-#pragma unroll
-    for (int s = 0; s + 1 < Stages; ++s) prefetch(first + s * step, s);
-    int stage = 0, parity = 0;
-    for (int64 base = first; base < rows; base += step, parity ^= 1) {
-        cufuse::cp_async_wait<Stages - 2>();  // this iteration's group has landed
-        compiler_barrier();
-        int64 end;
-        const RowView<T> row = row_at(base, end);
-        ChunkT c;
-        c.load_from_stash(tile(stage), false, row, begin, end, lane);
-        // Refill the stage the previous iteration read (its values are long consumed).
-        prefetch(base + (Stages - 1) * step, stage == 0 ? Stages - 1 : stage - 1);
-        stage = stage + 1 == Stages ? 0 : stage + 1;
-        if constexpr (Cluster == 1) {
-            finish_row<Log, Group, Threads, ExpOnce>(c, slots, row, begin, end, lane);
-        } else {
-#if __CUDA_ARCH__ >= 900
-            cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-            A m, s, row_max, row_sum;
-            chunk_stats<Threads, Threads>(c, slots, m, s);
-            cluster_row_stats<Cluster>(cluster, partial[parity], m, s, row_max, row_sum);
-            c.store(row, begin, end, lane, Normalizer<A, Log>(row_max, row_sum));
-#endif
-        }
-    }
-#if __CUDA_ARCH__ >= 900
-    if constexpr (Cluster > 1) cooperative_groups::this_cluster().sync();  // partials read by all before any block leaves
-#endif
-}
-
-// Group threads per row (Group <= 32, or the whole block), rows of up to Group*Vecs vectors;
-// a grid of at most the resident blocks (the host sizes it; any size is correct).
-template <typename T, bool Log, int Threads, int Group, int Vecs, int Stages, bool ExpOnce>
-__global__ void __launch_bounds__(Threads) softmax_rows_pipe(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length,
-                                                             int64 inner, int64 so, int64 si, int64 sl) {
-    softmax_rows_pipe_body<T, Log, Threads, Group, Vecs, Stages, 1, ExpOnce>(x, y, rows, length, inner, so, si, sl, length, 0,
-                                                                              blockIdx.x, gridDim.x);
-}
-
-#if __CUDA_ARCH__ >= 900
-// One cluster of Cluster blocks per row, block `rank` holding elements [rank*chunk_len, ...).
-template <typename T, bool Log, int Threads, int Vecs, int Stages, int Cluster>
-__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads)
-    softmax_rows_pipe_cluster(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length, int64 inner, int64 so,
-                              int64 si, int64 sl, int64 chunk_len) {
-    softmax_rows_pipe_body<T, Log, Threads, Threads, Vecs, Stages, Cluster, false>(
-        x, y, rows, length, inner, so, si, sl, chunk_len, static_cast<int>(cooperative_groups::this_cluster().block_rank()),
-        blockIdx.x / Cluster, gridDim.x / Cluster);
 }
 #endif
 

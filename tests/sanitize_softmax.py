@@ -38,20 +38,17 @@ def _cases():
     yield "split rows, several waves", (300, 140001 // 8), f32, (1,), configs.SplitConfig(256, 4, 2, 2, 8, 8752, 2, False)
     # 25000-element chunks = 7 register tiles: 1 in registers, 2 in shared memory, 4 streamed.
     yield "split rows, streamed", (2, 50000), f32, (1,), configs.SplitConfig(256, 4, 2, 2, 4, 25000, 2, True)
-    # v5 candidates (config overrides): prefetching rows with several rows per group and the
-    # stage ring wrapping, a prefetching cluster, the pipelined split (streamed: per-tile
-    # groups), 16-byte column vectors with and without a cluster.
-    yield "pipe warp rows, 3 stages", (37, 1021), f16, (1,), configs.PipeConfig(128, 32, 4, stages=3, exp_once=True, rows_per_group=5)
-    yield "pipe block rows", (13, 4093), f32, (1,), configs.PipeConfig(128, 128, 8, rows_per_group=3)
-    yield "pipe cluster rows", (7, 30011), f32, (1,), configs.PipeConfig(256, 256, 8, cluster=4, rows_per_group=2)
+    # v5 candidates (config overrides): the pipelined split (streamed: per-tile groups),
+    # 16-byte column vectors with and without a cluster.
     yield "split rows, pipelined", (3, 140001), f32, (1,), configs.SplitConfig(256, 4, 2, 2, 4, 70004, 7, True, True)
     yield "split rows, pipelined, streamed", (3, 50000), f16, (1,), configs.SplitConfig(256, 4, 2, 2, 4, 25000, 1, True, True)
     yield "columns, 16-byte vectors", (3001, 36), f32, (0,), configs.ColsVecConfig(256, 4, 4, 1)
     yield "columns, 16-byte vectors, cluster", (2049, 40), f16, (0,), configs.ColsVecConfig(256, 4, 4, 8)
     yield "columns (axis 0)", (3000, 70), f32, (0,), None
-    # v6 defaults: float32 16-byte column vectors (8 lanes, cluster 8), a float32 pipe twin.
+    # v6 defaults: float32 16-byte column vectors (8 lanes, cluster 8); float32 block rows
+    # (the prefetching twin's shape until v7.1 removed it).
     yield "columns, 16-byte vectors, default", (2100, 64), f32, (0,), None
-    yield "pipe block rows, default", (3, 9001), f32, (1,), None
+    yield "block rows, fp32 default", (3, 9001), f32, (1,), None
     yield "columns, middle axis", (3, 501, 40), f16, (1,), None
     yield "strided rows", "strided", f32, (1,), None
     yield "copy path (axes 0, 2)", (6, 7, 300), f32, (0, 2), None

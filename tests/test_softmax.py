@@ -180,16 +180,9 @@ def test_exp_once_where_the_exps_fit():
         assert config.spec(dtype, True).template_args[-1] is False  # log_softmax has no exp to keep
 
 
-def test_pipe_twins_keep_the_row_shape_and_are_never_a_default():
-    """Every block and cluster rung has a prefetching twin of the same capacity (``config=``
-    only since softmax v7); the ladder itself never picks a twin, and picks clusters for
-    float64 only."""
-    for dtype in (np.float16, np.float32, np.float64):
-        rungs = [c for c in configs._rows_configs(dtype) if c.group == c.threads] + configs._cluster_configs(dtype)
-        for rung in rungs:
-            twin = configs.pipe_twin(configs.with_exp_once(rung, dtype) if isinstance(rung, configs.RowsConfig) else rung, dtype)
-            assert twin.capacity_vectors == rung.capacity_vectors
-            assert twin.smem_bytes == twin.stages * twin.threads * twin.vecs * 16 <= H200.max_smem_per_block
+def test_every_rows_rung_is_a_default_and_clusters_only_for_float64():
+    """The ladder picks each rows rung at its capacity (with exp_once where it fits), and after
+    the block rungs clusters for float64 only (the split kernel for 2- and 4-byte types)."""
     specs = set(configs.instantiations(H200))
     for dtype in (np.float16, BF16, np.float32, np.float64):
         vs = configs.vector_size(dtype)
@@ -200,7 +193,6 @@ def test_pipe_twins_keep_the_row_shape_and_are_never_a_default():
         after_blocks = configs.choose_rows(8192 * vs, 8, dtype, H200)
         expected = configs.ClusterConfig if np.dtype(dtype).itemsize == 8 else configs.SplitConfig
         assert isinstance(after_blocks, expected), dtype
-    assert not any(s.name.startswith("softmax_rows_pipe") for s in specs)
 
 
 def test_cols_vectorizable_and_the_vec_default():
@@ -318,22 +310,10 @@ def test_host_path_reuses_the_split_scratch(fake_gpu):
         assert args[-2] is held[0] and args[-1] is held[1] and smem == plan.smem
 
 
-def test_host_path_pipe_grid(fake_gpu):
-    """PipeConfig grids: as many blocks as are resident (the fake kernel: 64 registers, 1 KB
-    static shared memory) but never more than the rows need; a fixed rows_per_group; a
-    cluster launch carries its chunk."""
+def test_host_path_cols_vec_grid(fake_gpu):
+    """ColsVecConfig: refused where the layout does not allow vectors; otherwise a block per
+    columns(dtype) columns, times the cluster."""
     module, _, _ = fake_gpu
-    plan = lambda rows, cols, config: module._plan((rows, cols), (cols * 4, 4), np.dtype(np.float32), (1,), 0, config, False)  # noqa: E731
-    block = configs.PipeConfig(256, 256, 4)  # 4 blocks/SM by registers (64 x 256), 6 by shared memory (34 KB)
-    assert plan(100000, 4096, block).grid == (4 * H200.sm_count,)
-    big = configs.PipeConfig(512, 512, 8, stages=3)  # 3 x 64 KB: 1 block/SM by shared memory
-    assert plan(100000, 16384, big).grid == (H200.sm_count,)
-    assert plan(100, 4096, block).grid == (100,)
-    warp = configs.PipeConfig(128, 32, 2, rows_per_group=5)
-    assert plan(37, 256, warp).grid == (2,)  # 10 iterations of 4 rows, 5 each
-    cluster = configs.PipeConfig(256, 256, 8, cluster=4, rows_per_group=4)
-    p = plan(37, 30000, cluster)
-    assert p.grid == (10 * 4,) and p.smem == cluster.smem_bytes and int(p.scalars[-1]) == 7500
     with pytest.raises(ValueError, match="config"):
         module._plan((100, 70), (4, 400), np.dtype(np.float32), (0,), 0, configs.ColsVecConfig(256, 4, 4), False)
     cols = module._plan((100, 64), (128, 2), np.dtype(np.float16), (0,), 0, configs.ColsVecConfig(256, 4, 4, 8), False)
@@ -474,14 +454,13 @@ def test_axis_forms(cp, rng, dtype, log):
 
 @pytest.mark.parametrize("log", [False, True])
 def test_cluster_rows_per_cluster(cp, rng, log):
-    """Persistent clusters (a forced config on the default cluster kernel): 7 rows on 3
-    clusters (3, 2 and 2 rows each, the partials' parity buffers reused), non-finite rows,
-    a ragged last block."""
+    """Persistent clusters (a forced config on the cluster kernel, the float32 rung up to
+    softmax v7; ff5956b moved float32 to the split kernel): 7 rows on 3 clusters (3, 2 and 2
+    rows each, the partials' parity buffers reused), non-finite rows, a ragged last block."""
     if configs_device().max_cluster_size < 4:
         pytest.skip("thread-block clusters need sm_90")
     config = configs.ClusterConfig(256, 8, 4, 3)
     length = config.capacity_vectors * configs.vector_size(np.float32) - 5
-    assert configs.choose_rows(length, 7, np.float32, H200) == configs.ClusterConfig(256, 8, 4)
     x = cp.asarray(_rows_with_non_finite(rng, length, np.float32))
     _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
 
@@ -586,50 +565,38 @@ def test_empty_arrays(cp, log):
 
 
 # ---------------------------------------------------------------- GPU: v5/v6 kernels (config overrides)
-# Forced configs: sweep candidates (bench/sweep_softmax.py) and the v6 defaults' kernels in
-# geometries the default grid does not reach (several rows per block, the stage ring
-# wrapping); test_every_ladder_branch and test_dtypes_on_each_kernel run the defaults. The
-# v5_kernels fixture compiles them all in parallel first (NVRTC inside the tests is serial).
+# Forced configs: sweep candidates (bench/sweep_softmax.py) and the defaults' kernels in
+# geometries the default grid does not reach (several rows per block, streamed tiles);
+# test_every_ladder_branch and test_dtypes_on_each_kernel run the defaults. The
+# forced_kernels fixture compiles them all in parallel first (NVRTC inside the tests is serial).
 
-P = configs.PipeConfig
-PIPE_WARP_3_STAGES = P(128, 32, 4, stages=3, exp_once=True, rows_per_group=5)  # float16 1024: 4 rows a block
-PIPE_BLOCK = P(128, 128, 8, rows_per_group=3)  # float32 4096
-PIPE_CLUSTER_4 = P(256, 256, 8, cluster=4, rows_per_group=2)  # float32 32768
-PIPE_CLUSTER_16 = P(256, 256, 4, cluster=16, rows_per_group=2)  # float32 65536, non-portable
 SPLIT_STREAMED_PIPELINED = configs.SplitConfig(256, 4, 2, 2, 4, 25000, 2, True, pipelined=True)
 # The float16 default split kernel with 3 blocks a row and 2 rows a wave: each block prefetches
 # its next row's 2 shared-memory tiles during the output pass, 4 waves.
 SPLIT_PIPELINED_WAVES_F16 = configs.SplitConfig(256, 4, 2, 3, 6, 24576, 2, False, pipelined=True)
+# A non-portable cluster of 16 (the kernel attribute set by the host), 2 rows a cluster: a v6
+# sweep candidate (float32 1024 x 65536).
+CLUSTER_16 = configs.ClusterConfig(256, 4, 16, 2)
 COLS_VEC = {1: configs.ColsVecConfig(256, 4, 4, 1), 8: configs.ColsVecConfig(256, 4, 4, 8)}
-
-
-def _pipe_rungs(dtype):
-    """The prefetching twins of the block and cluster rungs, by capacity (float16: the two
-    longest only)."""
-    rungs = [configs.with_exp_once(c, dtype) for c in configs._rows_configs(dtype) if c.group == c.threads]
-    twins = [configs.pipe_twin(c, dtype) for c in rungs + configs._cluster_configs(dtype)]
-    return twins[-2:] if np.dtype(dtype) == np.float16 else twins
 
 
 def _split_pipelined(length, rows, dtype):
     return dataclasses.replace(configs.choose_rows(length, rows, dtype, configs_device()), pipelined=True)
 
 
-_v5_compiled = []
+_forced_compiled = []
 
 
 @pytest.fixture
-def v5_kernels(cp):
+def forced_kernels(cp):
     from cufuse._loader import arch_for, precompile
 
-    if _v5_compiled:
+    if _forced_compiled:
         return
-    _v5_compiled.append(True)
+    _forced_compiled.append(True)
     dev = configs_device()
-    forced = [(c, d) for d in (np.float16, np.float32) for c in _pipe_rungs(d)]
-    forced += [(PIPE_WARP_3_STAGES, np.float16), (PIPE_BLOCK, np.float32), (PIPE_CLUSTER_4, np.float32),
-               (PIPE_CLUSTER_16, np.float32), (SPLIT_STREAMED_PIPELINED, np.float32),
-               (_split_pipelined(131073, 7, np.float16), np.float16)]
+    forced = [(SPLIT_STREAMED_PIPELINED, np.float32), (_split_pipelined(131073, 7, np.float16), np.float16)]
+    forced += [(CLUSTER_16, np.float32)]
     forced += [(c, d) for c in COLS_VEC.values() for d in (np.float16, np.float32)]
     specs = [c.spec(d, log) for c, d in forced for log in (False, True)]
     precompile([s for s in specs if s.min_cc <= dev.cc], arch_for(dev.cc), jobs=16)
@@ -639,44 +606,23 @@ def _clusters(size):
     return configs_device().max_cluster_size >= min(size, 8) and configs_device().cc >= 90
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_pipe_twins_at_and_past_each_capacity(cp, rng, v5_kernels, dtype):
-    """Every block/cluster twin at its capacity and one vector past the previous rung's,
-    up to 37 rows (a grid of at most the resident blocks, or rows_per_group rows a cluster),
-    poisoned out."""
-    vs = configs.vector_size(dtype)
-    capacities = ladder(dtype)
-    for rung in _pipe_rungs(dtype):
-        if rung.cluster > 1 and not _clusters(rung.cluster):
-            continue
-        previous = capacities[capacities.index(rung.capacity_vectors) - 1]
-        for length in (rung.capacity_vectors * vs, previous * vs + 1):
-            x = _random(cp, rng, (_rows_for(length, 37), length), dtype)
-            _check(cp, x, -1, False, out=poisoned(cp, x.shape, x.dtype), config=rung)
+@pytest.mark.parametrize("log", [False, True])
+def test_non_portable_cluster(cp, rng, forced_kernels, log):
+    """softmax_rows_cluster in clusters of 16 (above the portable 8): non-finite rows, a ragged
+    and prime length, 37 rows on persistent clusters of 2 rows each, misaligned and strided rows."""
+    if not _clusters(16):
+        pytest.skip("needs thread-block clusters (sm_90)")
+    for length in (65536, 49999):
+        x = cp.asarray(_rows_with_non_finite(rng, length, np.float32))
+        x = cp.concatenate([x, _random(cp, rng, (30, length), np.float32)])  # 37 rows
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=CLUSTER_16)
+    base = _random(cp, rng, (23, 65538), np.float32)
+    for view in (base[:, 1:65537], base[:, :65536:2]):  # misaligned; strided
+        _check(cp, view, -1, log, out=poisoned(cp, view.shape, view.dtype), config=CLUSTER_16)
 
 
 @pytest.mark.parametrize("log", [False, True])
-def test_pipe_stages_rows_per_group_and_non_finite(cp, rng, v5_kernels, log):
-    """Warp rows (4 rows a block) with 3 stages and 5 iterations per group, a block rung with a
-    fixed rows_per_group, clusters of 4 and 16: non-finite rows, ragged and prime lengths,
-    strided and misaligned rows (their partial slots load directly), float16 and float32."""
-    cases = [(PIPE_WARP_3_STAGES, np.float16, (1021, 997, 3)), (PIPE_BLOCK, np.float32, (4096, 4093, 2311))]
-    if _clusters(4):
-        cases.append((PIPE_CLUSTER_4, np.float32, (32768, 30011)))
-        # A non-portable cluster of 16 (the kernel attribute set by the host).
-        cases.append((PIPE_CLUSTER_16, np.float32, (65536, 49999)))
-    for config, dtype, lengths in cases:
-        for length in lengths:
-            x = cp.asarray(_rows_with_non_finite(rng, length, dtype))
-            x = cp.concatenate([x, _random(cp, rng, (30, length), dtype)])  # 37 rows
-            _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
-        base = _random(cp, rng, (23, lengths[0] + 2), dtype)
-        for view in (base[:, 1 : lengths[0] + 1], base[:, : lengths[0] : 2]):  # misaligned; strided
-            _check(cp, view, -1, log, out=poisoned(cp, view.shape, view.dtype), config=config)
-
-
-@pytest.mark.parametrize("log", [False, True])
-def test_split_pipelined(cp, rng, v5_kernels, log):
+def test_split_pipelined(cp, rng, forced_kernels, log):
     """The pipelined split kernel: the default geometry (7 shared-memory tiles, one cp.async
     group each) over several waves, float16 and float32, and the streamed forced config;
     non-finite rows; the next row's tiles requested in the output pass (several rows a
@@ -713,7 +659,7 @@ def _rows_for_online_merge(rng, length, dtype):
 
 
 @pytest.mark.parametrize("log", [False, True])
-def test_split_online_merge_and_full_tiles(cp, rng, v5_kernels, log):
+def test_split_online_merge_and_full_tiles(cp, rng, forced_kernels, log):
     """The split kernel's per-thread (max, sum) over its tiles, merged once a row: streamed,
     shared-memory and register tiles (float32 25000-element chunks), and float16 chunks of
     exactly 3 full tiles (the full-tile paths) with and without a ragged end."""
@@ -728,7 +674,7 @@ def test_split_online_merge_and_full_tiles(cp, rng, v5_kernels, log):
 
 
 @pytest.mark.parametrize("log", [False, True])
-def test_cols_vec(cp, rng, v5_kernels, log):
+def test_cols_vec(cp, rng, forced_kernels, log):
     """16-byte column vectors: with and without a cluster (column lengths 2048 / 2047 and a
     prime), a ragged last column tile, a middle axis (outer > 1), a misaligned base (scalar
     accesses), non-finite columns, float16 and float32; and the refusal where the layout

@@ -26,17 +26,13 @@ tiles in its shared memory (H200: 264 resident blocks, about 33 MB of rows on ch
 
 Without clusters (sm_80) the split kernel takes over from 4097 vectors.
 
-Prefetching kernels (v5): ``PipeConfig`` runs the row kernels as a persistent grid whose
-groups keep their next ``stages - 1`` rows in flight (cp.async into shared memory) while the
-current row reduces and stores. The long block rungs took these twins from v6 until softmax
-v7 cut the plain kernel's instructions per element; then the plain rows won on every shape
-(H200 session 3, run D, fraction of the copy, twin -> plain: float16 16384 x 4096 0.86 ->
-0.98, 4096 x 16384 0.86 -> 0.97, 8192 x 8192 0.82 -> 0.97, 2048 x 32768 0.86 -> 0.94; float32
-4096 x 16384 0.89 -> 0.93), so ``PipeConfig`` is ``config=`` only. Likewise the cluster rung
-(``ClusterConfig(256, 8, 4)``) lost to the split kernel for 2- and 4-byte types (2048 x 32768
-float32 0.74 -> 0.82, 1024 x 65536 float16 0.74 -> 0.76): only float64 keeps its clusters.
+The cluster rung (``ClusterConfig(256, 8, 4)``) lost to the split kernel for 2- and 4-byte
+types in softmax v7 (H200 session 3, run D, fraction of the copy: 2048 x 32768 float32 0.74 ->
+0.82, 1024 x 65536 float16 0.74 -> 0.76): only float64 keeps its clusters. The prefetching
+row kernels of v5 (persistent grids with the next rows in flight through cp.async) lost to
+the plain rows on every shape after v7 and were removed in v7.1 (design: bench/NOTES.md).
 ``SplitConfig(pipelined=True)`` merges each shared-memory tile as soon as it lands and
-requests the next row's tiles as the output pass frees them -- 2-byte types
+requests the next row's tiles as the output pass frees them -- 2- and 4-byte types
 (``_SPLIT_PIPELINED``). Columns: 16-byte vectors across columns for float32
 (``_COLS_VEC``), clusters of 4 for the scalar column kernel.
 """
@@ -72,14 +68,10 @@ _SPLIT_THREADS, _SPLIT_VECS = 256, 4
 # block of a row is resident at once (two per SM: one block's loads overlap another's stores).
 _SPLIT_BLOCKS_PER_SM = 2
 _SMEM_RESERVE = 2048  # the driver's 1 KB per block plus the kernel's static shared memory
-_PIPE_STAGES = 2  # 3 stages measured within 1% of 2 on every winner (0.82/0.81, 0.81/0.83, 0.87/0.87)
 # The pipelined split kernel, by itemsize: float16 16 x 1M 0.51 -> 0.54, 4 x 4M 0.51 -> 0.53,
 # 128 x 262144 and axis=None equal; float32 (v6 kernel, H200 14:56) 1024 x 65536 0.65 -> 0.69,
 # 128 x 262144 0.61 -> 0.63, 1M / 4M equal.
 _SPLIT_PIPELINED = {2, 4}
-# Persistent clusters take this many rows each (not "as many as are resident": cluster
-# placement per GPC is unknown to the host, and an unplaced cluster would run after all others).
-_PIPE_CLUSTER_ROWS = 4
 # 16 slices x 32 columns = 512 threads, two blocks per SM (__launch_bounds__(512, 2)); loads
 # in flight per thread by element size, so that an SM keeps 24-32 KB of loads in flight (about
 # the latency-bandwidth product) with 2-byte scalar loads too.
@@ -182,52 +174,6 @@ class SplitConfig:
         return KernelSpec(
             SOURCE, "softmax_rows_split", (ctype(dtype), log, self.threads, self.vecs, self.blocks_per_sm, self.pipelined)
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class PipeConfig:
-    """``softmax_rows_pipe`` (cluster 1) or ``softmax_rows_pipe_cluster``: the rows of
-    ``RowsConfig(threads, group, vecs)`` (cluster 1) or ``ClusterConfig(threads, vecs, cluster)``
-    (``group == threads``) served by a persistent grid, ``stages - 1`` rows in flight per group.
-    ``rows_per_group``: rows each group (of ``group`` lanes; a cluster) serves in turn; 0: a
-    grid of as many blocks as are resident (the host sizes it from the compiled kernel)."""
-
-    threads: int
-    group: int
-    vecs: int
-    stages: int = _PIPE_STAGES
-    cluster: int = 1
-    exp_once: bool = False
-    rows_per_group: int = 0
-
-    @property
-    def capacity_vectors(self) -> int:
-        return self.group * self.vecs * self.cluster
-
-    @property
-    def rows_per_block(self) -> int:
-        return self.threads // self.group
-
-    @property
-    def smem_bytes(self) -> int:
-        return self.stages * self.threads * self.vecs * 16
-
-    def spec(self, dtype, log: bool):
-        from .._loader import KernelSpec
-
-        if self.cluster == 1:
-            exp_once = self.exp_once and not log
-            args = (ctype(dtype), log, self.threads, self.group, self.vecs, self.stages, exp_once)
-            return KernelSpec(SOURCE, "softmax_rows_pipe", args)
-        args = (ctype(dtype), log, self.threads, self.vecs, self.stages, self.cluster)
-        return KernelSpec(SOURCE, "softmax_rows_pipe_cluster", args, min_cc=90)
-
-
-def pipe_twin(config, dtype):
-    """The PipeConfig of a RowsConfig (exp_once kept) or ClusterConfig: the same row shape."""
-    if isinstance(config, RowsConfig):
-        return PipeConfig(config.threads, config.group, config.vecs, exp_once=with_exp_once(config, dtype).exp_once)
-    return PipeConfig(config.threads, config.threads, config.vecs, cluster=config.cluster, rows_per_group=_PIPE_CLUSTER_ROWS)
 
 
 @dataclasses.dataclass(frozen=True)
