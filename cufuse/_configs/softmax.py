@@ -13,7 +13,7 @@ vectors (``VS = 16 // itemsize`` elements), so one ladder serves every dtype:
     beyond            softmax_rows_split, persistent      SplitConfig(256, 4, 2 blocks/SM, ...)
 
 Sub-warp rows: one vector a lane for 2-byte types, two for wider ones, except the measured
-winners of softmax v7 (H200 session 3, run D; v7 cut the instructions per element, which
+winners of softmax v7 (H200 session 3, run S3-E; v7 cut the instructions per element, which
 moved the balance): 16 vectors of a 2-byte type g8 v2 (262144 x 128 float16 0.98x copy vs
 g16 v1 0.94x), 8 vectors of float32 g8 v1 (1M x 32 0.97x vs g4 v2 0.90x). Before v7 (run 9):
 1M x 32 float16 g4 v1 0.92x vs g2 v2 0.85x, 262144 x 128 float16 g16 v1 0.90x vs g8 v2
@@ -27,7 +27,7 @@ tiles in its shared memory (H200: 264 resident blocks, about 33 MB of rows on ch
 Without clusters (sm_80) the split kernel takes over from 4097 vectors.
 
 The cluster rung (``ClusterConfig(256, 8, 4)``) lost to the split kernel for 2- and 4-byte
-types in softmax v7 (H200 session 3, run D, fraction of the copy: 2048 x 32768 float32 0.74 ->
+types in softmax v7 (H200 session 3, run S3-E, fraction of the copy: 2048 x 32768 float32 0.74 ->
 0.82, 1024 x 65536 float16 0.74 -> 0.76): only float64 keeps its clusters. The prefetching
 row kernels of v5 (persistent grids with the next rows in flight through cp.async) lost to
 the plain rows on every shape after v7 and were removed in v7.1 (design: bench/NOTES.md).
