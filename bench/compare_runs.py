@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from cufuse.bench.timing import HOST_BOUND_FRACTION  # noqa: E402
+from cufuse.bench.timing import is_host_bound  # noqa: E402
 
 
 def cli_rates(path):
@@ -58,7 +58,7 @@ def pytest_rates(path):
         impl = param[len(b["group"].replace(" ", "-")) + 1:].replace("-", " ")
         rates[(op, case, dtype, impl)] = rate
         host_ms = info.get("host_ms_per_call")
-        if host_ms is not None and host_ms >= HOST_BOUND_FRACTION * b["stats"]["median"] * 1e3:
+        if host_ms is not None and is_host_bound(host_ms, b["stats"]["median"] * 1e3):
             host_bound.add((op, case, dtype, impl))
     return rates, host_bound
 
