@@ -102,6 +102,10 @@ def wgmma(tile, splits=1):
 
 # (The v8 stream-K rows are gone: measured slower than the defaults on every shape, NOTES
 # "linear v8".)
+WGMMA_RASTER_VARIANTS = [  # the rasterisation group of the 128x256 default (L2 reuse of the weight tiles)
+    ("wgmma 128x256k64s4 group4", L.LinearConfig("wgmma", L.WGMMA_TILE, 1, 4)),
+    ("wgmma 128x256k64s4 group16", L.LinearConfig("wgmma", L.WGMMA_TILE, 1, 16)),
+]
 WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (default wgmma 128x128k64s5, 128 tiles on 132 SMs)
     ("wgmma 128x256 s4 split2", wgmma(L.WGMMA_TILE, 2)),
     ("wgmma 64x128 s4 x2", wgmma(L.WGMMA_64x128)),
@@ -297,6 +301,7 @@ def sweep_plan():
     return [
         (8192, 8192, 8192, "bf16", False, d + WGMMA_VARIANTS[1:] + LARGE_VARIANTS),
         (16384, 4096, 4096, "bf16", False, d + LARGE_VARIANTS[:3]),
+        (16384, 4096, 4096, "bf16", True, d + WGMMA_VARIANTS[1:] + WGMMA_RASTER_VARIANTS),
         (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:3]),
         (8192, 8192, 8192, "bf16", True, d + WGMMA_VARIANTS[1:]),
         (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_MID_VARIANTS),
