@@ -113,6 +113,32 @@ WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (default wgmma 128x128k64s5, 128 tiles on
 WGMMA_M64_VARIANTS = [  # M = 64 x 8192^2 (default wgmma 64x64k64s6 x2 split2)
     ("wgmma 64x128 s4 x2 split4", wgmma(L.WGMMA_64x128, 4)),
 ]
+
+
+def tma(tile, splits=1, group=L.RASTER_GROUP):
+    return L.LinearConfig("wgmma_tma", tile, splits, group, reduction="slots" if splits > 1 else "atomic")
+
+
+# The TMA-fed kernel (kind "wgmma_tma": producer warp, mbarrier ring, no block barrier).
+TMA_LARGE_VARIANTS = [  # M > 64 with full waves (default: wgmma 128x256k64s4)
+    ("tma 128x256 s4", tma(L.TMA_TILE)),
+    ("tma 128x256 s4 group16", tma(L.TMA_TILE, group=16)),
+    ("tma 128x256 s3", tma(L.TmaTile(128, 256, 3))),
+    ("tma 128x128 s6", tma(L.TMA_128x128)),
+]
+TMA_MID_VARIANTS = [  # 512 x 4096^2 (default: wgmma 128x128k64s5)
+    ("tma 128x128 s6", tma(L.TMA_128x128)),
+    ("tma 64x128 s4 x2", tma(L.TMA_64x128)),
+    ("tma 128x256 s4 split2", tma(L.TMA_TILE, 2)),
+]
+TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 (default M = 64: wgmma 64x64k64s6 x2 split 2; M = 16: mma stream)
+    ("tma 64x64 s6 x2 split2", tma(L.TMA_64x64, 2)),
+    ("tma 64x64 s12 split1", tma(L.TMA_STREAM_TILES[0])),
+    ("tma 64x64 s12 split2", tma(L.TMA_STREAM_TILES[0], 2)),
+    ("tma 64x64 s8 split2", tma(L.TMA_STREAM_TILES[1], 2)),
+    ("tma 64x128 s8 split2", tma(L.TMA_STREAM_TILES[2], 2)),
+    ("tma 64x128 s4 x2 split4", tma(L.TMA_64x128, 4)),
+]
 TF = L.WideTile
 FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT kernel (the default until measured)
     ("tf32x3 128x128k32s4 8w", L.LinearConfig("tf32x3", L.TF32_TILE)),
@@ -299,27 +325,27 @@ def sweep_plan():
     """(M, K, N, dtype name, K-major weight, variants) of every case, in run order."""
     d = [("default", None)]
     return [
-        (8192, 8192, 8192, "bf16", False, d + WGMMA_VARIANTS[1:] + LARGE_VARIANTS),
-        (16384, 4096, 4096, "bf16", False, d + LARGE_VARIANTS[:3]),
-        (16384, 4096, 4096, "bf16", True, d + WGMMA_VARIANTS[1:] + WGMMA_RASTER_VARIANTS),
+        (8192, 8192, 8192, "bf16", False, d + TMA_LARGE_VARIANTS[:1] + WGMMA_VARIANTS[1:] + LARGE_VARIANTS),
+        (16384, 4096, 4096, "bf16", False, d + TMA_LARGE_VARIANTS + LARGE_VARIANTS[:3]),
+        (16384, 4096, 4096, "bf16", True, d + TMA_LARGE_VARIANTS + WGMMA_VARIANTS[1:] + WGMMA_RASTER_VARIANTS),
         (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:3]),
-        (8192, 8192, 8192, "bf16", True, d + WGMMA_VARIANTS[1:]),
-        (512, 4096, 4096, "bf16", False, d + MID_VARIANTS + WGMMA_MID_VARIANTS),
-        (512, 4096, 4096, "bf16", True, d + WGMMA_MID_VARIANTS),
+        (8192, 8192, 8192, "bf16", True, d + TMA_LARGE_VARIANTS[:1] + WGMMA_VARIANTS[1:]),
+        (512, 4096, 4096, "bf16", False, d + TMA_MID_VARIANTS + MID_VARIANTS + WGMMA_MID_VARIANTS),
+        (512, 4096, 4096, "bf16", True, d + TMA_MID_VARIANTS + WGMMA_MID_VARIANTS),
         (512, 4096, 4096, "fp16", False, d),
         (512, 4096, 4096, "fp16", True, d),
         (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4]),
         (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
         (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),
-        (16, 8192, 8192, "bf16", True, d + STREAM_VARIANTS),
-        (64, 8192, 8192, "bf16", False, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
-        (64, 8192, 8192, "bf16", True, d + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (16, 8192, 8192, "bf16", True, d + TMA_STREAM_VARIANTS[:2] + STREAM_VARIANTS),
+        (64, 8192, 8192, "bf16", False, d + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (64, 8192, 8192, "bf16", True, d + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS),
         (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2]),
         (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS),
         (16, 8192, 8192, "fp16", True, d),
         (16, 8192, 8192, "fp16", False, d),
-        (64, 8192, 8192, "fp16", False, d),
-        (64, 8192, 8192, "fp16", True, d),
+        (64, 8192, 8192, "fp16", False, d + TMA_STREAM_VARIANTS[:3]),
+        (64, 8192, 8192, "fp16", True, d + TMA_STREAM_VARIANTS[:3]),
         (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
         (4096, 4096, 4096, "fp32", True, d + FP32_VARIANTS[:2] + FP32_VARIANTS[4:5]),
         (512, 4096, 4096, "fp32", False, d + FP32_VARIANTS[:2]),

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from . import reference
+from . import _tma, reference
 from ._configs import current_device_info
 from ._configs import linear as linear_configs
 from ._loader import get_kernel
@@ -134,11 +134,14 @@ class _Plan:
     """Everything one signature's launches share: the kernel, grid, block, shared memory,
     the scalar arguments and the split-K workspace size."""
 
-    __slots__ = ("out_shape", "dtype", "kernel", "grid", "block", "smem", "scalars", "workspace", "extents", "empty")
+    __slots__ = ("out_shape", "dtype", "kernel", "grid", "block", "smem", "scalars", "workspace", "extents", "empty",
+                 "maps")
 
-    def __init__(self, out_shape, dtype, kernel, grid, block, smem, scalars, workspace, extents, empty=False):
+    def __init__(self, out_shape, dtype, kernel, grid, block, smem, scalars, workspace, extents, empty=False,
+                 maps=None):
         self.out_shape, self.dtype, self.kernel, self.grid, self.block = out_shape, dtype, kernel, grid, block
         self.smem, self.scalars, self.workspace, self.extents, self.empty = smem, scalars, workspace, extents, empty
+        self.maps = maps  # TMA kernel: the MapGeometry of x and of the weight, passed instead of their pointers
 
     def may_overlap(self, x, weight, bias, out) -> bool:
         out_lo, out_hi = out.data.ptr, out.data.ptr + out.nbytes
@@ -156,10 +159,15 @@ class _Plan:
             if self.empty:
                 return out
             bias_arg = bias if bias is not None else _NULL
-            if self.workspace is None:
-                args = (x, weight, bias_arg, out) + self.scalars
+            if self.maps is None:
+                operands = (x, weight, bias_arg, out)
             else:
-                args = (x, weight, bias_arg, out) + _split_workspace(cupy, *self.workspace) + self.scalars
+                operands = (_tma.tensor_map(self.maps[0], x.data.ptr), _tma.tensor_map(self.maps[1], weight.data.ptr),
+                            bias_arg, out)
+            if self.workspace is None:
+                args = operands + self.scalars
+            else:
+                args = operands + _split_workspace(cupy, *self.workspace) + self.scalars
             self.kernel(self.grid, self.block, args, shared_mem=self.smem)
         return out
 
@@ -187,9 +195,11 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         )
         dev = current_device_info()
         mma_ok = b_kmajor is not None and dev.cc >= linear_configs.MMA_MIN_CC
+        tma_ok = mma_ok and linear_configs.wgmma_supported(dev) and linear_configs.tma_eligible(
+            x.dtype, k, n, x.data.ptr, x_row_stride, m, weight.data.ptr, w_k_stride, w_n_stride, b_kmajor)
         if config is None:
-            config = linear_configs.choose_config(m, n, k, x.dtype, mma_ok, dev, kmajor=b_kmajor is True)
-        if config.kind in ("mma", "gemv", "wgmma") and not (mma_ok and itemsize == 2):
+            config = linear_configs.choose_config(m, n, k, x.dtype, mma_ok, dev, kmajor=b_kmajor is True, tma_ok=tma_ok)
+        if config.kind in ("mma", "gemv", "wgmma", "wgmma_tma") and not (mma_ok and itemsize == 2):
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which these operands' "
                              f"dtype or alignment rule out")
         wide_dtype = linear_configs.WIDE_KINDS.get(config.kind)
@@ -198,11 +208,14 @@ def _make_plan(x, weight, bias, out, out_shape, config):
                     else f"rows or a device (compute capability {dev.cc}) that do not qualify")
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which needs {wide_dtype} "
                              f"operands with 16-byte aligned rows on compute capability 8.0 or later, got {came}")
-        if config.kind == "wgmma" and not linear_configs.wgmma_supported(dev):
-            raise ValueError(f"{_FN}: argument 'config' asks for the wgmma kernel, which needs compute "
+        if config.kind in ("wgmma", "wgmma_tma") and not linear_configs.wgmma_supported(dev):
+            raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which needs compute "
                              f"capability 9.0, got {dev.cc}")
-        if config.kind == "wgmma" and config.splits > 1 and config.reduction != "slots":
-            raise ValueError(f"{_FN}: argument 'config' expected reduction='slots' for a split wgmma "
+        if config.kind == "wgmma_tma" and not tma_ok:
+            raise ValueError(f"{_FN}: argument 'config' asks for the wgmma_tma kernel, which needs operands a TMA "
+                             f"tensor map can describe (K > 0, rows 16-byte aligned and not overlapping)")
+        if config.kind in ("wgmma", "wgmma_tma") and config.splits > 1 and config.reduction != "slots":
+            raise ValueError(f"{_FN}: argument 'config' expected reduction='slots' for a split {config.kind} "
                              f"config (the kernel's only split-K reduction), got {config.reduction!r}")
         if config.kind == "gemv" and m > config.tile.rows:
             raise ValueError(f"{_FN}: argument 'config' expected a gemv tile of at least M = {m} rows, "
@@ -231,19 +244,27 @@ def _make_plan(x, weight, bias, out, out_shape, config):
             scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride),
                        bias_stride, np.int32(config.raster_group))
             return _Plan(out_shape, x.dtype, kernel, (tiles, 1, 1), (tile.threads, 1, 1), smem, scalars, None, extents)
-        # The tensor-core kernels (mma, wgmma): same arguments, but for mma's reduction flag.
+        # The tensor-core kernels (mma, wgmma, wgmma_tma): same arguments, but for mma's
+        # reduction flag and the TMA kernel's tensor maps in place of x, the weight and their strides.
         k_tiles = -(-k // tile.bk)
         splits = linear_configs.effective_splits(max(k_tiles, 1), config.splits)
         k_tiles_per_split = -(-k_tiles // splits)
         smem = tile.smem_bytes(itemsize)
         kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
-        scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride), bias_stride,
-                   np.int32(k_tiles_per_split), np.int32(config.raster_group), np.int32(paired_store))
+        ldw = w_n_stride if b_kmajor else w_k_stride
+        maps = None
+        if config.kind == "wgmma_tma":
+            maps = linear_configs.operand_maps(tile, x.dtype, m, n, k, x_row_stride, ldw, b_kmajor)
+            strides = ()
+        else:
+            strides = (i64(x_row_stride), i64(ldw))
+        scalars = (i64(m), i64(n), i64(k)) + strides + (bias_stride, np.int32(k_tiles_per_split),
+                                                        np.int32(config.raster_group), np.int32(paired_store))
         if config.kind == "mma":
             scalars += (np.int32(config.reduction == "slots"),)
         workspace = (config.workspace_floats(m, n, splits), tiles, config.reduction)
         return _Plan(out_shape, x.dtype, kernel, (tiles, 1, splits), (tile.threads, 1, 1), smem,
-                     *_workspace_args(scalars, splits, workspace), extents)
+                     *_workspace_args(scalars, splits, workspace), extents, maps=maps)
 
 
 def _gemv_plan(out_shape, dtype, spec, config, m, n, k, ldx, ldw, b_kmajor, bias_stride, extents):

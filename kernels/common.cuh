@@ -60,12 +60,19 @@ template <typename T> __device__ __forceinline__ void store_vec16(T* p, const Ve
 // Split reductions: every block of a group calls this once, after writing its partial
 // result to global memory; it returns true in the one block that arrives last, which then
 // sees every other block's partial (the fences order the partials before the count).
-__device__ __forceinline__ bool last_to_arrive(int* counter, int group_size) {
+// `threads` > 0: only the block's first `threads` threads (a multiple of 32) call it, and
+// they meet on named barrier 1 (a warp-specialised block whose producer warp has left; a
+// low id: the hardware reserves barriers up to the highest id used).
+__device__ __forceinline__ void block_or_named_sync(int threads) {
+    if (threads > 0) asm volatile("bar.sync 1, %0;\n" ::"r"(threads) : "memory");
+    else __syncthreads();
+}
+__device__ __forceinline__ bool last_to_arrive(int* counter, int group_size, int threads = 0) {
     __shared__ bool last;
     __threadfence();
-    __syncthreads();
+    block_or_named_sync(threads);
     if (threadIdx.x == 0) last = atomicAdd(counter, 1) == group_size - 1;
-    __syncthreads();
+    block_or_named_sync(threads);
     if (last) __threadfence();
     return last;
 }

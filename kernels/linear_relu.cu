@@ -1,6 +1,6 @@
 // fused_linear_relu: out[m, n] = max(sum_k x[m, k] * w[k, n] + bias[n], 0) in one launch.
 //
-// Two kernels, both with bias and ReLU applied to the accumulators before the only store:
+// The kernels, all with bias and ReLU applied to the accumulators before the only store:
 //  * linear_relu_mma  -- float16/bfloat16 tensor cores (cp.async multi-stage pipeline,
 //    XOR-swizzled shared memory, ldmatrix, mma.sync m16n8k16). One template serves the big
 //    GEMM tiles and, for M <= 64, the weight-streaming tiles (BM = 16 or 64) with split-K:
@@ -9,8 +9,11 @@
 //    counter) reduces, applies bias+ReLU, stores, and re-zeroes what the next call needs. B_KMAJOR picks the weight layout: true for
 //    w[k, n] at w + n * ldw + k (a transposed (N, K) array, PyTorch's Linear weight),
 //    false for w + k * ldw + n (row-major (K, N)).
+//  * linear_relu_wgmma / linear_relu_wgmma_tma -- Hopper warpgroup MMA (sm_90a), operands
+//    loaded by cp.async or by TMA (a producer warp and an mbarrier ring); see below.
 //  * linear_relu_simt -- register-tiled SIMT GEMM with arbitrary strides: float32 (true
 //    IEEE float32, no TF32), float64, and 16-bit inputs whose alignment rules out cp.async.
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace cufuse {
@@ -200,10 +203,11 @@ __device__ __forceinline__ void store_bias_relu(const accum_t<T> (&acc)[MI][NI][
 // (i, j): each warp writes 512 contiguous bytes), to its own slot of this tile; the last
 // block to arrive adds the other slots to its registers and returns true, to store like
 // an unsplit block. No atomics on the M x N cells and nothing to re-zero but the counter.
-// Workspace: gridDim.x x gridDim.z slots of MI x NI x 4 x THREADS floats; the whole block calls it.
+// Workspace: gridDim.x x gridDim.z slots of MI x NI x 4 x THREADS floats; the whole block
+// calls it, or with `sync_threads` > 0 only its first THREADS = sync_threads (last_to_arrive).
 template <int THREADS, int MI, int NI>
 __device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], float* __restrict__ workspace,
-                                                   int* __restrict__ counters) {
+                                                   int* __restrict__ counters, int sync_threads = 0) {
     constexpr int slot_vecs = MI * NI * THREADS;
     const int splits = gridDim.z, split = blockIdx.z;
     // This thread's first float4 of the tile's first slot: every access below is a
@@ -216,7 +220,7 @@ __device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], floa
 #pragma unroll
         for (int j = 0; j < NI; ++j)
             own[(i * NI + j) * THREADS] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-    if (!last_to_arrive(counters + blockIdx.x, splits)) return false;
+    if (!last_to_arrive(counters + blockIdx.x, splits, sync_threads)) return false;
     for (int z = 0; z < splits; ++z) {
         if (z == split) continue;
         const float4* part = mine + int64(z) * slot_vecs;
@@ -362,6 +366,63 @@ __device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ 
         cp_async_16(dst + kmajor_atom_offset<ROWS>(row, col), ok ? src + (row0 + row) * ld + k0 + col : src, ok);
     }
 }
+
+// What one block of a wgmma kernel computes (grid: tiles_m * tiles_n, 1, splits): output
+// tile (m0, n0) and k tiles [k_begin, k_end) in k_tiles steps of BK.
+struct WgmmaWork {
+    int64 m0, n0, k_begin, k_end;
+    int k_tiles;  // K = 0: none, the tile is bias + ReLU only
+};
+template <int BM, int BN, int BK>
+__device__ __forceinline__ WgmmaWork wgmma_work(int64 M, int64 N, int64 K, int k_tiles_per_split, int raster_group) {
+    const int64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    int64 tile_m, tile_n;
+    raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
+    WgmmaWork w;
+    w.m0 = tile_m * BM;
+    w.n0 = tile_n * BN;
+    w.k_begin = int64(blockIdx.z) * k_tiles_per_split * BK;
+    w.k_end = min(K, w.k_begin + int64(k_tiles_per_split) * BK);
+    w.k_tiles = int((w.k_end - w.k_begin + BK - 1) / BK);
+    return w;
+}
+
+// A stage holds x as [BM][BK] (BK / 64 column atoms, kmajor_atom_offset), then the weight:
+// K-major as [BN][BK] the same way, N-major as BN / 64 atoms of [BK][64] (nmajor_atom_offset).
+// This warpgroup's wgmmas of one stage (landed and visible to the async proxy), one group.
+template <typename T, int BM, int BN, int BK, bool B_KMAJOR>
+__device__ __forceinline__ void wgmma_stage(float (&acc)[BN / 2], const T* stage, int warpgroup) {
+    const T* sb = stage + BM * BK;
+    // This warpgroup's 64 rows of x in the first column atom.
+    const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * WGMMA_ATOM_N);
+    const unsigned long long desc_b = B_KMAJOR ? sw128_kmajor_desc(sb) : sw128_nmajor_desc<BK>(sb);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+        // k16 steps (descriptor addresses in 16-byte units): K-major tiles as
+        // kmajor_k16_step; the N-major B two 1024-byte groups of 8 k rows further.
+        const unsigned b_step = B_KMAJOR ? kmajor_k16_step<BN>(kk) : kk * (2 * 1024 / 16);
+        Wgmma<BN, T>::template ss<B_KMAJOR ? 0 : 1>(acc, desc_a + kmajor_k16_step<BM>(kk), desc_b + b_step, 1);
+    }
+    wgmma_commit();
+}
+
+// The epilogue of both wgmma kernels, called by the THREADS consumer threads (the first of
+// the block): split-K through slots when gridDim.z > 1 (`sync_threads` as reduce_split_slots),
+// then bias + ReLU and the only store. wgmma accumulator layout: warp q of a warpgroup owns
+// rows 16q..16q+15 of its 64, as mma.sync m16n8 tiles along N: d[4j + r] at row lane/4 +
+// 8(r/2), column 8j + 2(lane%4) + r%2.
+template <typename T, int BN, int THREADS>
+__device__ __forceinline__ void wgmma_store(float (&acc)[BN / 2], T* __restrict__ out, const T* __restrict__ bias,
+                                            int64 bias_stride, float* __restrict__ workspace,
+                                            int* __restrict__ counters, const WgmmaWork& work, int64 M, int64 N,
+                                            int paired_store, int sync_threads) {
+    const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
+    if (gridDim.z > 1 && !reduce_split_slots<THREADS>(tiles, workspace, counters, sync_threads)) return;
+    const int64 row_base = work.m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = work.n0 + 2 * (lane & 3);
+    store_bias_relu<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
+}
 }  // namespace linear
 }  // namespace cufuse
 
@@ -389,14 +450,8 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
     extern __shared__ unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
 
-    const int64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    int64 tile_m, tile_n;
-    raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
-    const int64 m0 = tile_m * BM, n0 = tile_n * BN;
-    const int64 k_begin = int64(blockIdx.z) * k_tiles_per_split * BK;
-    const int64 k_end = min(K, k_begin + int64(k_tiles_per_split) * BK);
-    const int k_tiles = int((k_end - k_begin + BK - 1) / BK);  // K = 0: none, the tile is bias + ReLU only
-    const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const WgmmaWork work = wgmma_work<BM, BN, BK>(M, N, K, k_tiles_per_split, raster_group);
+    const int warpgroup = threadIdx.x >> 7;
 
     float acc[ACC];
 #pragma unroll
@@ -404,61 +459,131 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 
     // k tile kt into its stage (an empty group past the split keeps the wait counts uniform at the tail).
     auto load = [&](int kt) {
-        if (kt < k_tiles) {
+        if (kt < work.k_tiles) {
             T* stage = smem + (kt % STAGES) * Tile::stage_elems;
-            const int64 k0 = k_begin + int64(kt) * BK;
-            wgmma_load_kmajor<BM, BK, Tile::threads>(stage, x, m0, M, k0, k_end, ldx, threadIdx.x);
+            const int64 k0 = work.k_begin + int64(kt) * BK;
+            wgmma_load_kmajor<BM, BK, Tile::threads>(stage, x, work.m0, M, k0, work.k_end, ldx, threadIdx.x);
             if constexpr (B_KMAJOR)
-                wgmma_load_kmajor<BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, N, k0, k_end, ldw, threadIdx.x);
+                wgmma_load_kmajor<BN, BK, Tile::threads>(stage + Tile::a_elems, w, work.n0, N, k0, work.k_end, ldw,
+                                                         threadIdx.x);
             else
-                wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, n0, k0, N, k_end, ldw,
-                                                              threadIdx.x);
+                wgmma_load_b_nmajor<T, BN, BK, Tile::threads>(stage + Tile::a_elems, w, work.n0, k0, N, work.k_end,
+                                                              ldw, threadIdx.x);
         }
         cp_async_commit();
-    };
-    // This warpgroup's wgmmas of k tile kt (its stage landed and is visible to the async proxy), one group.
-    auto mma_tile = [&](int kt) {
-        const T* stage = smem + (kt % STAGES) * Tile::stage_elems;
-        // This warpgroup's 64 rows of x in the first column atom.
-        const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * WGMMA_ATOM_N);
-        const unsigned long long desc_b =
-            B_KMAJOR ? sw128_kmajor_desc(stage + Tile::a_elems) : sw128_nmajor_desc<BK>(stage + Tile::a_elems);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-            // k16 steps (descriptor addresses in 16-byte units): K-major tiles as
-            // kmajor_k16_step; the N-major B two 1024-byte groups of 8 k rows further.
-            const unsigned b_step = B_KMAJOR ? kmajor_k16_step<BN>(kk) : kk * (2 * 1024 / 16);
-            Wgmma<BN, T>::template ss<B_KMAJOR ? 0 : 1>(acc, desc_a + kmajor_k16_step<BM>(kk), desc_b + b_step, 1);
-        }
-        wgmma_commit();
-        wgmma_wait<PENDING>();
-#pragma unroll
-        for (int i = 0; i < ACC; ++i) pin(acc[i]);
     };
 
 #pragma unroll
     for (int s = 0; s < AHEAD; ++s) load(s);
-    for (int kt = 0; kt < k_tiles; ++kt) {
+    for (int kt = 0; kt < work.k_tiles; ++kt) {
         cp_async_wait<AHEAD - 1>();
         fence_proxy_async_shared();
         // Stage kt landed for all; every warp's wgmmas up to tile kt - 1 - PENDING are done,
         // and that is the stage the next load refills.
         __syncthreads();
         load(kt + AHEAD);
-        mma_tile(kt);
+        wgmma_stage<T, BM, BN, BK, B_KMAJOR>(acc, smem + (kt % STAGES) * Tile::stage_elems, warpgroup);
+        wgmma_wait<PENDING>();
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) pin(acc[i]);
     }
     cp_async_wait<0>();
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < ACC; ++i) pin(acc[i]);
+    wgmma_store<T, BN, Tile::threads>(acc, out, bias, bias_stride, workspace, counters, work, M, N, paired_store, 0);
+#else
+    __trap();  // sm_90a only (the host never launches it elsewhere)
+#endif
+}
 
-    // wgmma accumulator layout: warp q of a warpgroup owns rows 16q..16q+15 of its 64, as
-    // mma.sync m16n8 tiles along N: d[4j + r] at row lane/4 + 8(r/2), column 8j + 2(lane%4) + r%2.
-    float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
-    if (gridDim.z > 1 && !reduce_split_slots<Tile::threads>(tiles, workspace, counters)) return;
-    const int64 row_base = m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = n0 + 2 * (lane & 3);
-    store_bias_relu<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
+// The wgmma kernel fed by TMA (kind "wgmma_tma"): same tiles, stage layout, wgmmas and
+// epilogue as linear_relu_wgmma, but a producer warp loads the stages. Block: BM / 64
+// consumer warpgroups, then one producer warp (2 x BM + 32 threads); no block-wide barrier
+// in the main loop. One thread of the producer waits for stage kt % STAGES's "empty"
+// mbarrier, announces the stage's bytes on its "full" mbarrier and issues the stage's TMA
+// boxes (x: BK / 64 boxes of [BM][64]; a K-major weight: BK / 64 of [BN][64]; an N-major
+// one: BN / 64 of [BK][64]; all 128-byte swizzled by the tensor maps, which is the layout
+// the descriptors read; zero fill past M, N and K). Consumers wait for "full", issue the
+// tile's wgmmas, and once wgmma.wait_group says tile kt - PENDING's MMAs are done, lane 0
+// of each consumer warp arrives on that stage's "empty" (count: consumer warps). The loads
+// run up to STAGES - PENDING tiles ahead. The producer leaves after issuing its last tile;
+// the split-K epilogue syncs the consumers only (named barrier).
+// Parameters: x_map over x as {K, M} (row stride ldx), w_map over the weight as {K, N}
+// (K-major) or {N, K} (N-major), both with 128-byte swizzle and boxes of 64 inner
+// elements (cufuse/_tma.py; box rows BM, BN or BK). Dynamic shared memory: the stages of
+// linear_relu_wgmma (with its 1 KB of alignment), then 2 x STAGES mbarriers.
+template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
+__global__ void __launch_bounds__(2 * BM + 32, MIN_BLOCKS)
+linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
+                      const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
+                      int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
+                      int raster_group, int paired_store) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ACC = BN / 2, CONSUMERS = 2 * BM;
+    constexpr int A_ELEMS = BM * BK, STAGE_ELEMS = (BM + BN) * BK;
+    constexpr unsigned STAGE_BYTES = STAGE_ELEMS * sizeof(T);
+    static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
+    static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of 64 rows");
+    static_assert(PENDING >= 0 && PENDING < STAGES, "a stage is released PENDING tiles after its wgmmas");
+    extern __shared__ unsigned char smem_raw[];
+    T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_ELEMS);
+    unsigned long long* empty = full + STAGES;
+
+    const WgmmaWork work = wgmma_work<BM, BN, BK>(M, N, K, k_tiles_per_split, raster_group);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbarrier_init(full + s, 1);
+            mbarrier_init(empty + s, CONSUMERS / 32);
+        }
+        mbarrier_init_fence();
+    }
+    __syncthreads();
+
+    if (threadIdx.x >= CONSUMERS) {  // the producer warp
+        if (threadIdx.x == CONSUMERS) {
+            for (int kt = 0; kt < work.k_tiles; ++kt) {
+                const int s = kt % STAGES;
+                mbarrier_wait(empty + s, ((kt / STAGES) & 1) ^ 1);  // round 0 passes at once
+                T* stage = smem + s * STAGE_ELEMS;
+                mbarrier_arrive_expect_tx(full + s, STAGE_BYTES);
+                const int k0 = int(work.k_begin) + kt * BK;
+#pragma unroll
+                for (int a = 0; a < BK / 64; ++a)
+                    tma_load_2d(stage + a * BM * 64, x_map, k0 + 64 * a, int(work.m0), full + s);
+                if constexpr (B_KMAJOR) {
+#pragma unroll
+                    for (int a = 0; a < BK / 64; ++a)
+                        tma_load_2d(stage + A_ELEMS + a * BN * 64, w_map, k0 + 64 * a, int(work.n0), full + s);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < BN / 64; ++j)
+                        tma_load_2d(stage + A_ELEMS + j * BK * 64, w_map, int(work.n0) + 64 * j, k0, full + s);
+                }
+            }
+        }
+        return;
+    }
+
+    const int warpgroup = threadIdx.x >> 7, lane = threadIdx.x & 31;
+    float acc[ACC];
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
+    for (int kt = 0; kt < work.k_tiles; ++kt) {
+        const int s = kt % STAGES;
+        mbarrier_wait(full + s, (kt / STAGES) & 1);
+        wgmma_stage<T, BM, BN, BK, B_KMAJOR>(acc, smem + s * STAGE_ELEMS, warpgroup);
+        wgmma_wait<PENDING>();
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) pin(acc[i]);
+        if (kt >= PENDING && lane == 0) mbarrier_arrive(empty + (kt - PENDING) % STAGES);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) pin(acc[i]);
+    wgmma_store<T, BN, CONSUMERS>(acc, out, bias, bias_stride, workspace, counters, work, M, N, paired_store,
+                                  CONSUMERS);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif

@@ -287,6 +287,67 @@ def test_wgmma_tiles_fit_shared_memory(tile):
     assert tile.stages - 1 - tile.pending >= 1  # the kernel loads at least one tile ahead
 
 
+@pytest.mark.parametrize("tile", cfg.TMA_TILES + cfg.TMA_STREAM_TILES, ids=_wgmma_id)
+def test_tma_tiles_add_a_producer_warp_and_their_barriers(tile):
+    wgmma_tile = cfg.WgmmaTile(tile.bm, tile.bn, tile.stages, tile.max_blocks_per_sm)
+    assert tile.threads == wgmma_tile.threads + 32
+    assert tile.smem_bytes() == wgmma_tile.smem_bytes() + 16 * tile.stages
+    assert tile.smem_bytes() <= H200.max_smem_per_block
+    assert tile.blocks_per_sm(H200) == tile.max_blocks_per_sm
+
+
+@pytest.mark.parametrize("tile", cfg.WGMMA_TILES, ids=_wgmma_id)
+def test_every_wgmma_shape_has_a_tma_variant(tile):
+    config = cfg.tma_variant(cfg.LinearConfig("wgmma", tile, 3, 4, "slots"))
+    assert config.kind == "wgmma_tma" and (config.tile.bm, config.tile.bn) == (tile.bm, tile.bn)
+    assert (config.splits, config.raster_group, config.reduction) == (3, 4, "slots")
+
+
+@pytest.mark.parametrize("m,n", [(64, 8192), (17, 4096), (512, 4096), (8192, 8192)])
+def test_tma_default_switch(m, n, monkeypatch):
+    cfg.choose_config.cache_clear()
+    try:
+        plain = cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True, tma_ok=True)
+        assert plain.kind == "wgmma"  # off until measured
+        monkeypatch.setattr(cfg, "TMA_SMALL_M" if m <= cfg.SMALL_M else "TMA_LARGE_M", True)
+        cfg.choose_config.cache_clear()
+        assert cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True, tma_ok=True) == cfg.tma_variant(plain)
+        assert cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True, tma_ok=False) == plain
+        assert cfg.choose_config(m, n, 4096, BFLOAT16, True, A100, True, tma_ok=True).kind == "mma"
+    finally:
+        cfg.choose_config.cache_clear()
+
+
+# (dtype, K, N, x address, x row stride, M, weight address, w k stride, w n stride, K-major) -> TMA can read it
+TMA_LAYOUTS = [
+    ((BFLOAT16, 4096, 4096, 256, 4096, 64, 512, 1, 4096, True), True),  # (N, K).T
+    ((F16, 4096, 4096, 256, 4096, 64, 512, 4096, 1, False), True),  # (K, N)
+    ((BFLOAT16, 8, 8, 256, 8, 7, 512, 8, 1, False), True),  # one box covers everything
+    ((BFLOAT16, 64, 1, 256, 123, 1, 512, 1, 77, True), True),  # single rows: their strides do not matter
+    ((BFLOAT16, 64, 64, 256, 72, 65, 512, 64, 1, False), True),  # padded x rows
+    ((BFLOAT16, 0, 64, 256, 0, 3, 512, 64, 1, False), False),  # K = 0: no tensor map
+    ((BFLOAT16, 64, 64, 264, 64, 3, 512, 64, 1, False), False),  # x base not 16-byte aligned
+    ((BFLOAT16, 64, 64, 256, 32, 3, 512, 64, 1, False), False),  # overlapping x rows
+    ((BFLOAT16, 64, 64, 256, 64, 3, 512, 1, 68, True), False),  # weight rows 136 bytes apart
+    ((F32, 64, 64, 256, 64, 3, 512, 64, 1, False), False),  # 16-bit types only
+    ((BFLOAT16, 64, 64, 256, 64, 3, 512, 64, 1, None), False),  # not mma_eligible
+]
+
+
+@pytest.mark.parametrize("args,expected", TMA_LAYOUTS)
+def test_tma_eligible(args, expected):
+    assert cfg.tma_eligible(*args) is expected
+
+
+def test_operand_maps_match_the_kernel_boxes():
+    x_map, w_map = cfg.operand_maps(cfg.TMA_TILE, BFLOAT16, 300, 520, 264, 264, 264, True)
+    assert (x_map.inner, x_map.outer, x_map.stride, x_map.box_inner, x_map.box_outer) == (264, 300, 528, 64, 128)
+    assert (w_map.inner, w_map.outer, w_map.stride, w_map.box_inner, w_map.box_outer) == (264, 520, 528, 64, 256)
+    _, w_map = cfg.operand_maps(cfg.TMA_64x64, F16, 7, 520, 264, 264, 1040, False)
+    assert (w_map.inner, w_map.outer, w_map.stride, w_map.box_inner, w_map.box_outer) == (520, 264, 2080, 64, 64)
+    assert all(m.swizzle == 128 for m in (x_map, w_map))
+
+
 def test_wgmma_blocks_per_sm_leave_room_for_static_shared_memory():
     # 2 x (7 x 16 KB + 1 KB align + 1 KB reserved) is the H200's 228 KB exactly: the split-K
     # flag's static bytes push the second block out (measured: s7 ran at 2.0-2.4 TB/s, s6 at 3.2).
@@ -294,7 +355,8 @@ def test_wgmma_blocks_per_sm_leave_room_for_static_shared_memory():
     assert cfg.WgmmaTile(64, 64, 6, max_blocks_per_sm=2).blocks_per_sm(H200) == 2
 
 
-@pytest.mark.parametrize("kind,tile", [("mma", t) for t in cfg.MMA_TILES] + [("wgmma", t) for t in cfg.WGMMA_TILES],
+@pytest.mark.parametrize("kind,tile", [("mma", t) for t in cfg.MMA_TILES] + [("wgmma", t) for t in cfg.WGMMA_TILES]
+                         + [("wgmma_tma", t) for t in cfg.TMA_TILES + cfg.TMA_STREAM_TILES],
                          ids=lambda v: v if isinstance(v, str) else
                          _wgmma_id(v) if isinstance(v, cfg.WgmmaTile) else f"{v.bm}x{v.bn}s{v.stages}")
 def test_tensor_core_tiles_fit_their_register_budget(kind, tile):
@@ -331,7 +393,7 @@ class Case:
         if self.config:
             t = self.config.tile
             shape = f"{t.rows}rows" if self.config.kind == "gemv" else f"{t.bm}x{t.bn}"
-            if self.config.kind == "wgmma":
+            if self.config.kind.startswith("wgmma"):
                 shape += f"k{t.bk}st{t.stages}p{t.pending}"
             parts.append(f"{self.config.kind}{shape}s{self.config.splits}{self.config.reduction[0]}")
         return "-".join(parts)
@@ -555,6 +617,61 @@ def test_wgmma_refuses_a_weight_it_cannot_load(cp, rng):
         fused_linear_relu(x, w, b, config=WGMMA)
 
 
+def _tma(tile, splits=1):
+    return cfg.LinearConfig("wgmma_tma", tile, splits, reduction="slots")
+
+
+TMA_CASES = [  # TMA-fed Hopper kernel: ragged M, N and K (zero-filled boxes), both layouts, split-K
+    Case((1,), 4104, 33, BF16, "nk_t", config=_tma(cfg.TMA_64x64, 2)),  # M = 1, K tail of 8, N = 33
+    Case((7,), 8, 8, F16, "kn", config=_tma(cfg.TMA_64x64)),  # one k tile, box far past N and K
+    Case((64,), 4096, 4100, BF16, "nk_t", config=_tma(cfg.TMA_64x64, 2)),
+    Case((64,), 4096, 4096, F16, "kn", bias="none", config=_tma(cfg.TMA_64x64, 2)),
+    Case((65,), 4104, 264, F16, "kn", bias="none", config=_tma(cfg.TMA_64x128, 3)),  # ragged last split
+    Case((1,), 1024, 136, BF16, "nk_t", config=_tma(cfg.TMA_64x128, 2)),
+    Case((3, 50), 4096, 520, F16, "kn", config=_tma(cfg.TMA_64x256, 4)),
+    Case((300,), 520, 264, BF16, "nk_t_padded", bias="strided", config=_tma(cfg.TMA_128x128)),
+    Case((4097,), 520, 4100, BF16, "nk_t", config=_tma(cfg.TMA_TILE)),
+    Case((4097,), 1032, 264, F16, "kn", config=_tma(cfg.TMA_TILE)),
+    Case((200,), 264, 520, BF16, "every_other_k", bias="none", config=_tma(cfg.TMA_TILE)),  # weight rows 2N apart
+    Case((200,), 4104, 264, BF16, "kn", config=_tma(cfg.TMA_TILE, 2)),  # split-K on the 128x256 tile
+    Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows", config=_tma(cfg.TMA_64x64)),
+    Case((64,), 8192, 1024, BF16, "kn", config=_tma(cfg.TMA_STREAM_TILES[0])),  # 128 k tiles: the phases wrap
+    Case((40,), 4096, 200, F16, "nk_t", config=_tma(cfg.TMA_STREAM_TILES[2], 2)),
+]
+
+
+@pytest.mark.parametrize("case", TMA_CASES, ids=str)
+def test_wgmma_tma_matches_float64_oracle(cp, rng, case):
+    _require_sm90(cp)
+    failure = check_case(cp, rng, case)
+    assert failure is None, failure
+
+
+@pytest.mark.parametrize("case", [Case((8,), 64, 40, BF16, "odd_column"), Case((3,), 0, 8, F16, "kn")], ids=str)
+def test_wgmma_tma_refuses_operands_without_a_tensor_map(cp, rng, case):
+    _require_sm90(cp)
+    x, w, b = make_inputs(cp, rng, case)
+    with pytest.raises(ValueError, match="asks for the wgmma_tma kernel"):
+        fused_linear_relu(x, w, b, config=_tma(cfg.TMA_64x64))
+
+
+def test_tma_default_switch_runs_the_tma_kernel(cp, rng, monkeypatch):
+    _require_sm90(cp)
+    import cufuse.linear as linear_module
+
+    monkeypatch.setattr(cfg, "TMA_SMALL_M", True)
+    monkeypatch.setattr(cfg, "TMA_LARGE_M", True)
+    monkeypatch.setattr(linear_module, "_plans", {})  # no plan of an earlier default
+    cfg.choose_config.cache_clear()
+    try:
+        for case in (Case((64,), 2048, 520, BF16, "nk_t"), Case((4097,), 264, 4096, F16, "kn")):
+            failure = check_case(cp, rng, case)
+            assert failure is None, failure
+        assert any(plan.maps is not None for plan in linear_module._plans.values())
+    finally:
+        cfg.choose_config.cache_clear()
+
+
 def test_wgmma_refuses_split_k_through_atomics(cp, rng):
     _require_sm90(cp)
     x, w, b = make_inputs(cp, rng, Case((8,), 1024, 64, BF16, "kn"))
@@ -628,13 +745,15 @@ LAUNCH_CASES = [
     Case((300,), 520, 264, BF16, "kn", config=_force(cfg.MEDIUM_TILE)),
     Case((65,), 256, 264, F32, "kn"),
     Case((64,), 4096, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256, 4)),  # wgmma, split-K through slots
+    Case((64,), 4096, 520, BF16, "nk_t", config=_tma(cfg.TMA_64x64, 2)),  # TMA maps, split-K through slots
+    Case((300,), 520, 264, F16, "kn", config=_tma(cfg.TMA_TILE)),
     Case((130,), 256, 264, F32, "nk_t", config=TF32X3),
     Case((130,), 256, 264, F64, "kn", config=DMMA),
 ]
 
 
 def _require_kernel(cp, case):
-    if case.config is not None and case.config.kind == "wgmma":
+    if case.config is not None and case.config.kind.startswith("wgmma"):
         _require_sm90(cp)
 
 

@@ -33,6 +33,11 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   ``choose_wgmma_config`` (512 x 4096^2: 128x128 363-366 against the mma kernel's 260-263;
   64 x 8192^2: 64x64 split 2 3.14-3.17 TB/s against 2.86). M <= 16 stays on the mma
   stream tile (16 x 8192^2: 3.43-3.56 TB/s against 2.2-2.8 for every wgmma tile).
+* ``"wgmma_tma"``: the same Hopper kernel fed by TMA (``TmaTile``: a producer warp issues
+  cp.async.bulk.tensor boxes through tensor maps (``cufuse._tma``) into an mbarrier ring,
+  the consumer warpgroups run wgmma without block barriers). Operands must be
+  ``mma_eligible`` and describable by a tensor map (``tma_eligible``). ``config=`` only
+  until measured; ``TMA_SMALL_M`` / ``TMA_LARGE_M`` switch the wgmma defaults to it.
 """
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ import math
 
 import numpy as np
 
+from .. import _tma
 from .._dtypes import BFLOAT16, ctype
 from .._loader import KernelSpec
 
@@ -189,6 +195,42 @@ WGMMA_MIN_CC = 90
 
 
 @dataclasses.dataclass(frozen=True)
+class TmaTile(WgmmaTile):
+    """A tile of the TMA-fed Hopper kernel (kind ``"wgmma_tma"``): the wgmma kernel's tile
+    and stage layout, plus one producer warp (the block's last 32 threads) and 2 x
+    ``stages`` mbarriers (8 bytes each) after the stages."""
+
+    @property
+    def threads(self) -> int:
+        return 2 * self.bm + 32
+
+    def smem_bytes(self, itemsize: int = 2) -> int:
+        return super().smem_bytes(itemsize) + 2 * 8 * self.stages
+
+
+# TMA tiles, one per wgmma block shape (``tma_variant``); stages fill the shared memory the
+# blocks per SM leave (the loads run stages - pending tiles ahead, no block barrier).
+TMA_TILE = TmaTile(128, 256, 4, max_blocks_per_sm=1)
+TMA_128x128 = TmaTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35)
+TMA_64x256 = TmaTile(64, 256, 5, max_blocks_per_sm=1, relative_speed=1.3)
+TMA_64x128 = TmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1)
+TMA_64x64 = TmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8)
+TMA_TILES = (TMA_TILE, TMA_128x128, TMA_64x256, TMA_64x128, TMA_64x64)
+# Deeper candidates for the M <= 64 weight stream (sweep): one block per SM, 8-12 tiles ahead.
+TMA_STREAM_TILES = (
+    TmaTile(64, 64, 12, max_blocks_per_sm=1, relative_speed=0.8),
+    TmaTile(64, 64, 8, max_blocks_per_sm=1, relative_speed=0.8),
+    TmaTile(64, 128, 8, max_blocks_per_sm=1, relative_speed=1.1),
+)
+TMA_TILES_BY_SHAPE = {(t.bm, t.bn): t for t in TMA_TILES}
+# The defaults switch (``choose_config``): True sends the wgmma configs of M <= 64 / M > 64
+# to the TMA kernel (same block shape and splits) where the operands allow a tensor map.
+# Off until the H200 sweep measures it (bench/notes-wip-lin.md).
+TMA_SMALL_M = False
+TMA_LARGE_M = False
+
+
+@dataclasses.dataclass(frozen=True)
 class WideTile(MmaTile):
     """Block tile of ``linear_relu_wide`` (float32 3xTF32 or float64 DMMA). Rows are
     padded in shared memory (x and a K-major weight by 4 elements, a row-major weight by
@@ -230,8 +272,8 @@ MAX_SPLITS = 32
 
 @dataclasses.dataclass(frozen=True)
 class LinearConfig:
-    kind: str  # "mma", "gemv", "simt", "wgmma", "tf32x3" or "dmma"
-    tile: MmaTile | GemvTile | SimtTile | WgmmaTile | WideTile
+    kind: str  # "mma", "gemv", "simt", "wgmma", "wgmma_tma", "tf32x3" or "dmma"
+    tile: MmaTile | GemvTile | SimtTile | WgmmaTile | TmaTile | WideTile
     splits: int = 1  # split-K count (mma only); > 1 uses the float32 workspace
     raster_group: int = RASTER_GROUP
     # Split-K reduction of the mma kernel: "atomic" (float32 atomics into an M x N
@@ -347,6 +389,20 @@ def choose_wgmma_config(m: int, n: int, k: int, dev) -> LinearConfig:
     return LinearConfig("wgmma", tile, splits, reduction="slots" if splits > 1 else "atomic")
 
 
+def tma_variant(config: LinearConfig) -> LinearConfig:
+    """The TMA kernel's config for a wgmma config: the TMA tile of the same block shape
+    (``TMA_TILES_BY_SHAPE``), the same splits, raster group and reduction."""
+    tile = TMA_TILES_BY_SHAPE[(config.tile.bm, config.tile.bn)]
+    return LinearConfig("wgmma_tma", tile, config.splits, config.raster_group, config.reduction)
+
+
+def with_tma(config: LinearConfig, m: int, tma_ok: bool) -> LinearConfig:
+    """``config``, or its TMA variant where ``TMA_SMALL_M`` / ``TMA_LARGE_M`` ask for it
+    and the operands allow tensor maps (``tma_ok``: ``tma_eligible``)."""
+    wanted = TMA_SMALL_M if m <= SMALL_M else TMA_LARGE_M
+    return tma_variant(config) if wanted and tma_ok and config.kind == "wgmma" else config
+
+
 def prefers_wgmma(m: int, n: int, dev) -> bool:
     """The Hopper kernel's 128x256 tile when its tiles fill every SM at least once and it
     scores above the best mma tile (fewer tiles: ``choose_wgmma_config``)."""
@@ -357,12 +413,14 @@ def prefers_wgmma(m: int, n: int, dev) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)  # a pure function of hashable values, called on every op call
-def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool = False) -> LinearConfig:
+def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool = False,
+                  tma_ok: bool = False) -> LinearConfig:
     """The kernel configuration for an (M, K) @ (K, N) problem.
 
     ``mma_ok``: the operands meet the tensor-core kernels' alignment rules (see
     ``mma_eligible``) and the device has ``MMA_MIN_CC``. ``kmajor``: the weight is K-major
-    (a transposed (N, K) array).
+    (a transposed (N, K) array). ``tma_ok``: TMA tensor maps can describe the operands
+    (``tma_eligible``); the wgmma configs then take the TMA kernel where ``with_tma`` says.
     """
     if np.dtype(dtype).itemsize >= 4:
         return choose_wide_config(m, n, dtype, mma_ok, dev)
@@ -371,7 +429,7 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
     if m > STREAM_TILE.bm and wgmma_supported(dev) and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
         # Compute capability 9.0, M = 17..64 or fewer 128x256 tiles than SMs (see the module
         # docstring: 64 x 8192^2 and 512 x 4096^2 measured fastest there).
-        return choose_wgmma_config(m, n, k, dev)
+        return with_tma(choose_wgmma_config(m, n, k, dev), m, tma_ok)
     if m <= STREAM_TILE.bm:
         # One row: atomics add only N floats per split (H200, 1 x 8192^2: 3.62 TB/s
         # against 3.51 through slots); more rows: slots (16 x 8192^2: 3.31-3.50 TB/s
@@ -381,7 +439,7 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
     if m <= SMALL_M:
         return LinearConfig("mma", STREAM64_TILE, choose_splits(m, n, k, STREAM64_TILE, dev), reduction="slots")
     if prefers_wgmma(m, n, dev):
-        return LinearConfig("wgmma", WGMMA_TILE)
+        return with_tma(LinearConfig("wgmma", WGMMA_TILE), m, tma_ok)
     tile = choose_gemm_tile(m, n, dev)
     if not kmajor and tile_count(m, n, MEDIUM_TILE) < dev.sm_count * MEDIUM_TILE.blocks_per_sm(dev):
         # A row-major weight and at most one wave of 128x128 tiles: split K through slots
@@ -415,6 +473,32 @@ def mma_eligible(dtype, k: int, n: int, x_ptr: int, x_row_stride: int, x_k_strid
     return None
 
 
+def tma_eligible(dtype, k: int, n: int, x_ptr: int, x_row_stride: int, m: int, w_ptr: int, w_k_stride: int,
+                 w_n_stride: int, b_kmajor: bool | None) -> bool:
+    """Whether the TMA kernel can read these operands (already ``mma_eligible`` with weight
+    layout ``b_kmajor``): both tensor maps must be buildable (``_tma.map_problem``: 16-byte
+    aligned bases and row strides, rows not overlapping, K > 0). Strides in elements,
+    pointers in bytes."""
+    if b_kmajor is None or np.dtype(dtype).itemsize != 2:
+        return False
+    maps = (operand_maps(WGMMA_TILE, dtype, m, n, k, x_row_stride, w_n_stride if b_kmajor else w_k_stride, b_kmajor))
+    return all(_tma.map_problem(g, ptr) is None for g, ptr in zip(maps, (x_ptr, w_ptr)))
+
+
+def operand_maps(tile: WgmmaTile, dtype, m: int, n: int, k: int, ldx: int, ldw: int, b_kmajor: bool) -> tuple:
+    """The ``_tma.MapGeometry`` of x ({K, M}, boxes of 64 x BM) and of the weight (K-major:
+    {K, N}, boxes of 64 x BN; N-major: {N, K}, boxes of 64 x BK) for ``linear_relu_wgmma_tma``:
+    64 16-bit elements = 128 bytes per box row, swizzled over 128 bytes (the layout of the
+    kernel's shared-memory descriptors)."""
+    x_map = _tma.geometry(dtype, k, m, ldx, WGMMA_ATOM, tile.bm)
+    if b_kmajor:
+        return x_map, _tma.geometry(dtype, k, n, ldw, WGMMA_ATOM, tile.bn)
+    return x_map, _tma.geometry(dtype, n, k, ldw, WGMMA_ATOM, tile.bk)
+
+
+WGMMA_ATOM = 64  # 16-bit elements per 128-byte swizzle row (kernels/wgmma.cuh WGMMA_ATOM_N)
+
+
 def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
     t = config.tile
     if config.kind == "mma":
@@ -422,10 +506,10 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
         return KernelSpec(SOURCE, "linear_relu_mma", args, min_cc=MMA_MIN_CC)
     if config.kind == "gemv":
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
-    if config.kind == "wgmma":
-        return KernelSpec(SOURCE, "linear_relu_wgmma", (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending,
-                                                          t.max_blocks_per_sm, b_kmajor),
-                          min_cc=WGMMA_MIN_CC)
+    if config.kind in ("wgmma", "wgmma_tma"):
+        name = "linear_relu_wgmma" if config.kind == "wgmma" else "linear_relu_wgmma_tma"
+        return KernelSpec(SOURCE, name, (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending, t.max_blocks_per_sm,
+                                         b_kmajor), min_cc=WGMMA_MIN_CC)
     if config.kind in WIDE_KINDS:
         args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, b_kmajor)
         return KernelSpec(SOURCE, "linear_relu_wide", args, min_cc=MMA_MIN_CC)
@@ -438,6 +522,8 @@ def instantiations(dev):
     specs = [kernel_spec(c, dt, kmaj) for c in mma for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     if wgmma_supported(dev):  # WGMMA_TILES: choose_config / choose_wgmma_config and the sweep
         specs += [kernel_spec(LinearConfig("wgmma", tile), dt, kmaj) for tile in WGMMA_TILES
+                  for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
+        specs += [kernel_spec(LinearConfig("wgmma_tma", tile), dt, kmaj) for tile in TMA_TILES + TMA_STREAM_TILES
                   for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     if dev.cc >= MMA_MIN_CC:  # the float32 / float64 defaults (FP32/FP64_TENSOR_CORES)
         wide = [(LinearConfig("tf32x3", tile), np.float32) for tile in TF32_TILES]

@@ -1,0 +1,62 @@
+// Hopper (sm_90) tensor-memory-accelerator loads and the mbarriers that count their bytes.
+// A TmaDescriptor is the driver's 128-byte CUtensorMap (built on the host by
+// cuTensorMapEncodeTiled, cufuse/_tma.py) passed by value as a `const __grid_constant__`
+// kernel parameter, so its address is the parameter's own: the PTX needs only that address
+// (NVRTC has no cuda.h, hence the own declaration). Layouts follow the PTX ISA's
+// "cp.async.bulk.tensor" and "mbarrier" sections. The instructions exist on sm_90 only;
+// callers guard their bodies accordingly.
+#pragma once
+#include "common.cuh"
+
+namespace cufuse {
+
+struct alignas(64) TmaDescriptor {
+    unsigned long long opaque[16];
+};
+
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// An mbarrier expecting `arrivals` arrivals per phase (one thread initialises it).
+__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, int arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(arrivals) : "memory");
+}
+// Makes initialised mbarriers visible to the other threads and to the async proxy (TMA);
+// a block barrier must follow before anyone uses them.
+__device__ __forceinline__ void mbarrier_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival that also announces `bytes` more transaction bytes for the current phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+// Blocks until the phase of parity `parity` has completed. A fresh mbarrier is in phase 0,
+// so waiting for parity 1 returns at once (the "previous" phase counts as complete).
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "wait_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_%=;\n}\n" ::"r"(smem_address(bar)),
+        "r"(parity)
+        : "memory");
+}
+
+// One 2-D box of `map` at element coordinates (inner, outer) into shared memory at dst,
+// completing its bytes on `bar`. Parts of the box outside the tensor are zero-filled (and
+// still count their bytes).
+__device__ __forceinline__ void tma_load_2d(void* dst, const TmaDescriptor& map, int inner, int outer,
+                                            unsigned long long* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+            "r"(smem_address(dst)),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(inner), "r"(outer), "r"(smem_address(bar))
+        : "memory");
+}
+
+}  // namespace cufuse
