@@ -305,14 +305,25 @@ def test_every_wgmma_shape_has_a_tma_variant(tile):
 
 @pytest.mark.parametrize("m,n", [(64, 8192), (17, 4096), (512, 4096), (8192, 8192)])
 def test_tma_default_switch(m, n, monkeypatch):
+    """On (TMA_SMALL_M / TMA_LARGE_M, measured): M <= 64 streams through TMA_STREAM_TILE,
+    larger M keeps the cp.async kernel's block shape; off, or without tensor maps, the
+    cp.async wgmma config; sm_80 never."""
     cfg.choose_config.cache_clear()
     try:
-        plain = cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True, tma_ok=True)
-        assert plain.kind == "wgmma"  # off until measured
-        monkeypatch.setattr(cfg, "TMA_SMALL_M" if m <= cfg.SMALL_M else "TMA_LARGE_M", True)
+        tma = cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True, tma_ok=True)
+        assert tma.kind == "wgmma_tma"
+        switch = "TMA_SMALL_M" if m <= cfg.SMALL_M else "TMA_LARGE_M"
+        monkeypatch.setattr(cfg, switch, False)
         cfg.choose_config.cache_clear()
-        assert cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True, tma_ok=True) == cfg.tma_variant(plain)
+        plain = cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True, tma_ok=True)
+        assert plain.kind == "wgmma"
         assert cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True, tma_ok=False) == plain
+        if m <= cfg.SMALL_M:
+            assert tma.tile == cfg.TMA_STREAM_TILE
+            assert tma.splits * cfg.tile_count(m, n, tma.tile) <= H200.sm_count  # one wave of 1-block SMs
+            assert tma.reduction == ("slots" if tma.splits > 1 else "atomic")
+        else:
+            assert tma == cfg.tma_variant(plain)
         assert cfg.choose_config(m, n, 4096, BFLOAT16, True, A100, True, tma_ok=True).kind == "mma"
     finally:
         cfg.choose_config.cache_clear()

@@ -36,8 +36,11 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
 * ``"wgmma_tma"``: the same Hopper kernel fed by TMA (``TmaTile``: a producer warp issues
   cp.async.bulk.tensor boxes through tensor maps (``cufuse._tma``) into an mbarrier ring,
   the consumer warpgroups run wgmma without block barriers). Operands must be
-  ``mma_eligible`` and describable by a tensor map (``tma_eligible``). ``config=`` only
-  until measured; ``TMA_SMALL_M`` / ``TMA_LARGE_M`` switch the wgmma defaults to it.
+  ``mma_eligible`` and describable by a tensor map (``tma_eligible``). The default on
+  compute capability 9.0 wherever the wgmma kernel would run and tensor maps can describe
+  the operands (``TMA_SMALL_M`` / ``TMA_LARGE_M``; H200 run S4-3, bf16 eager: 8192^3 711
+  TFLOP/s against 522 for the cp.async kernel, 512 x 4096^2 519 against 353, 64 x 8192^2
+  3.40 TB/s through ``TMA_STREAM_TILE`` against 3.24).
 """
 from __future__ import annotations
 
@@ -216,18 +219,24 @@ TMA_64x256 = TmaTile(64, 256, 5, max_blocks_per_sm=1, relative_speed=1.3)
 TMA_64x128 = TmaTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1)
 TMA_64x64 = TmaTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8)
 TMA_TILES = (TMA_TILE, TMA_128x128, TMA_64x256, TMA_64x128, TMA_64x64)
-# Deeper candidates for the M <= 64 weight stream (sweep): one block per SM, 8-12 tiles ahead.
+# The M <= 64 weight stream: one block per SM, 11 tiles of weight ahead, no split while its
+# tiles fill the SMs (H200 run S4-3, 64 x 8192^2 bf16 eager: 3.40 / 3.31 TB/s (K,N) / (N,K).T
+# against 3.18 / 3.16 for TMA 64x64 s6 x2 split 2 and 3.24 / 3.08 for the cp.async default;
+# s12 split 2 (two waves) 2.97, s8 split 2 3.00, 64x128 s8 split 2 2.94).
+TMA_STREAM_TILE = TmaTile(64, 64, 12, max_blocks_per_sm=1, relative_speed=0.8)
+# Other candidates of the stream (sweep only).
 TMA_STREAM_TILES = (
-    TmaTile(64, 64, 12, max_blocks_per_sm=1, relative_speed=0.8),
+    TMA_STREAM_TILE,
     TmaTile(64, 64, 8, max_blocks_per_sm=1, relative_speed=0.8),
     TmaTile(64, 128, 8, max_blocks_per_sm=1, relative_speed=1.1),
 )
 TMA_TILES_BY_SHAPE = {(t.bm, t.bn): t for t in TMA_TILES}
 # The defaults switch (``choose_config``): True sends the wgmma configs of M <= 64 / M > 64
-# to the TMA kernel (same block shape and splits) where the operands allow a tensor map.
-# Off until the H200 sweep measures it (bench/notes-wip-lin.md).
-TMA_SMALL_M = False
-TMA_LARGE_M = False
+# to the TMA kernel where the operands allow a tensor map (H200 run S4-3, bf16 eager, TFLOP/s
+# against the cp.async wgmma kernel: 8192^3 711 / 709 vs 522 / 463 (K,N) / (N,K).T;
+# 16384 x 4096^2 655 / 658 vs 458 / 484; 512 x 4096^2 519 / 523 vs 353 / 359).
+TMA_SMALL_M = True
+TMA_LARGE_M = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,11 +405,18 @@ def tma_variant(config: LinearConfig) -> LinearConfig:
     return LinearConfig("wgmma_tma", tile, config.splits, config.raster_group, config.reduction)
 
 
-def with_tma(config: LinearConfig, m: int, tma_ok: bool) -> LinearConfig:
-    """``config``, or its TMA variant where ``TMA_SMALL_M`` / ``TMA_LARGE_M`` ask for it
-    and the operands allow tensor maps (``tma_ok``: ``tma_eligible``)."""
+def with_tma(config: LinearConfig, m: int, n: int, k: int, tma_ok: bool, dev) -> LinearConfig:
+    """``config``, or the TMA kernel's where ``TMA_SMALL_M`` / ``TMA_LARGE_M`` ask for it
+    and the operands allow tensor maps (``tma_ok``: ``tma_eligible``): M <= 64 streams
+    through ``TMA_STREAM_TILE`` (its own split-K), larger M keeps the block shape
+    (``tma_variant``)."""
     wanted = TMA_SMALL_M if m <= SMALL_M else TMA_LARGE_M
-    return tma_variant(config) if wanted and tma_ok and config.kind == "wgmma" else config
+    if not (wanted and tma_ok and config.kind == "wgmma"):
+        return config
+    if m <= SMALL_M:
+        splits = choose_splits(m, n, k, TMA_STREAM_TILE, dev)
+        return LinearConfig("wgmma_tma", TMA_STREAM_TILE, splits, reduction="slots" if splits > 1 else "atomic")
+    return tma_variant(config)
 
 
 def prefers_wgmma(m: int, n: int, dev) -> bool:
@@ -429,7 +445,7 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
     if m > STREAM_TILE.bm and wgmma_supported(dev) and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
         # Compute capability 9.0, M = 17..64 or fewer 128x256 tiles than SMs (see the module
         # docstring: 64 x 8192^2 and 512 x 4096^2 measured fastest there).
-        return with_tma(choose_wgmma_config(m, n, k, dev), m, tma_ok)
+        return with_tma(choose_wgmma_config(m, n, k, dev), m, n, k, tma_ok, dev)
     if m <= STREAM_TILE.bm:
         # One row: atomics add only N floats per split (H200, 1 x 8192^2: 3.62 TB/s
         # against 3.51 through slots); more rows: slots (16 x 8192^2: 3.31-3.50 TB/s
@@ -439,7 +455,7 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
     if m <= SMALL_M:
         return LinearConfig("mma", STREAM64_TILE, choose_splits(m, n, k, STREAM64_TILE, dev), reduction="slots")
     if prefers_wgmma(m, n, dev):
-        return with_tma(LinearConfig("wgmma", WGMMA_TILE), m, tma_ok)
+        return with_tma(LinearConfig("wgmma", WGMMA_TILE), m, n, k, tma_ok, dev)
     tile = choose_gemm_tile(m, n, dev)
     if not kmajor and tile_count(m, n, MEDIUM_TILE) < dev.sm_count * MEDIUM_TILE.blocks_per_sm(dev):
         # A row-major weight and at most one wave of 128x128 tiles: split K through slots
