@@ -148,14 +148,30 @@ FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT ker
     ("simt 128x128k8 8x8", L.LinearConfig("simt", L.SIMT_LARGE)),
     ("simt 64x64k16 4x4", L.LinearConfig("simt", L.SIMT_SMALL)),
 ]
-FP64_VARIANTS = [  # float64 DMMA (m16n8k16 on sm_90) tiles; v5 (m16n8k8): all three 45 +- 0.3 TFLOP/s
+
+
+def dmma_pipelined(bm, bn, warps_m, warps_n, stages, blocks_per_sm, mma_k):
+    """A linear_relu_dmma tile (float64, sm_90: fragments pipelined, DMMA m16n8k{mma_k})."""
+    return L.LinearConfig("dmma", TF(bm, bn, 16, warps_m, warps_n, stages, blocks_per_sm, 1.0, itemsize=8, dmma_k=mma_k))
+
+
+FP64_VARIANTS = [  # float64 DMMA tiles; v5 (m16n8k8) and v6 (m16n8k16): all 44.4-48.9 TFLOP/s
     ("dmma 128x128k16s3 8w", L.LinearConfig("dmma", L.DMMA_TILE)),
-    ("dmma 128x128k16s4 8w", L.LinearConfig("dmma", TF(128, 128, 16, 4, 2, 4, 1, 1.0, itemsize=8))),
     ("dmma 64x128k16s3 2/SM", L.LinearConfig("dmma", TF(64, 128, 16, 2, 2, 3, 2, 1.0, itemsize=8))),
+    # linear_relu_dmma (v7): cuBLAS's 128x64 x 4 warps of 64x32 x 2/SM first (DMMA_PIPELINED_TILE)
+    ("pipe 128x64s3 k8 2/SM", L.LinearConfig("dmma", L.DMMA_PIPELINED_TILE)),
+    ("pipe 128x64s3 k16 2/SM", dmma_pipelined(128, 64, 2, 2, 3, 2, 16)),
+    ("pipe 128x64s4 k8 2/SM", dmma_pipelined(128, 64, 2, 2, 4, 2, 8)),
+    ("pipe 128x128s3 k8 8w 64x32", dmma_pipelined(128, 128, 2, 4, 3, 1, 8)),
+    ("pipe 128x128s3 k8 8w 32x64", dmma_pipelined(128, 128, 4, 2, 3, 1, 8)),
 ]
 # K-major weights only: one barrier per 32 k (216 KB of shared memory); a row-major weight
-# spills at this tile on sm_90a (255 registers).
-FP64_KMAJOR_VARIANTS = [("dmma 128x128k32s3 8w", L.LinearConfig("dmma", TF(128, 128, 32, 4, 2, 3, 1, 1.0, itemsize=8)))]
+# spills at this tile on sm_90a (255 registers). linear_relu_dmma's 64x128 tile (32x64 warps)
+# copies a row-major weight in passes of 2 k rows, which its swizzle does not allow.
+FP64_KMAJOR_VARIANTS = [
+    ("dmma 128x128k32s3 8w", L.LinearConfig("dmma", TF(128, 128, 32, 4, 2, 3, 1, 1.0, itemsize=8))),
+    ("pipe 64x128s3 k8 2/SM", dmma_pipelined(64, 128, 2, 2, 3, 2, 8)),
+]
 
 
 def make_sets(m, k, n, dtype, kmajor, count):

@@ -208,6 +208,11 @@ def _make_plan(x, weight, bias, out, out_shape, config):
                     else f"rows or a device (compute capability {dev.cc}) that do not qualify")
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which needs {wide_dtype} "
                              f"operands with 16-byte aligned rows on compute capability 8.0 or later, got {came}")
+        if wide_dtype is not None and getattr(config.tile, "dmma_k", 0) and (
+                config.kind != "dmma" or dev.cc < linear_configs.DMMA_PIPELINED_MIN_CC):
+            raise ValueError(f"{_FN}: argument 'config' asks for the pipelined float64 kernel (dmma_k "
+                             f"{config.tile.dmma_k}), which needs kind 'dmma' and compute capability "
+                             f"{linear_configs.DMMA_PIPELINED_MIN_CC // 10}.0, got kind {config.kind!r} on {dev.cc}")
         if config.kind in ("wgmma", "wgmma_tma") and not linear_configs.wgmma_supported(dev):
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which needs compute "
                              f"capability 9.0, got {dev.cc}")

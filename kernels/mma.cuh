@@ -98,6 +98,15 @@ __device__ __forceinline__ void mma_884_f64(double& d0, double& d1, double a, do
                  : "d"(a), "d"(b));
 }
 
+// d += a * b for one 16x8x8 float64 tile (mma.sync m16n8k8 .f64, sm_90+: DMMA.16x8x8, the
+// shape of cuBLAS's Hopper DGEMM). Fragments as mma_16816_f64 with k < 8: a[v] = A(g + 8 (v % 2),
+// t + 4 (v / 2)), b[v] = B(t + 4v, g).
+__device__ __forceinline__ void mma_1688_f64(double (&d)[4], const double (&a)[4], const double (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+                 : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+}
+
 // d += a * b for one 16x8x16 float64 tile (mma.sync m16n8k16 .f64, sm_90+: DMMA.16x8x16, 8x
 // the work of m8n8k4 per instruction). Fragments (PTX ISA; CUTLASS SM90_16x8x16_F64F64F64F64_TN),
 // g = lane / 4, t = lane % 4: a[v] = A(g + 8 (v % 2), t + 4 (v / 2)), b[v] = B(t + 4v, g),

@@ -7,7 +7,7 @@ compute-sanitizer:
 
 Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks
 as tests/test_linear.py. An argument keeps the cases whose name contains it ("wgmma": the
-Hopper kernel's cases).
+Hopper kernel's cases; "pipe_k": linear_relu_dmma's).
 Exits 1 on any mismatch, 0 when all agree.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_linear import BF16, DMMA, DMMA_K32, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _tma, _wgmma, check_case  # noqa: E402
+from tests.test_linear import BF16, DMMA, DMMA_K32, DMMA_PIPE, DMMA_PIPE_K16, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _tma, _wgmma, check_case  # noqa: E402
 from cufuse._configs import linear as cfg  # noqa: E402
 
 CASES = [
@@ -56,6 +56,9 @@ CASES = [
     Case((130,), 34, 136, F64, "kn", config=DMMA),  # float64 DMMA, row-major weight, ragged M, N and k tile
     Case((70,), 36, 24, F64, "nk_t", bias="none", config=DMMA),  # float64 DMMA, K-major weight
     Case((70,), 72, 24, F64, "nk_t", config=DMMA_K32),  # float64 DMMA k32 tile, ragged last k tile
+    Case((130,), 34, 136, F64, "kn", config=DMMA_PIPE),  # linear_relu_dmma (sm_90): ragged M, N, k tile
+    Case((256,), 64, 64, F64, "nk_t", bias="none", config=DMMA_PIPE),  # full tiles: unchecked cp.async
+    Case((70,), 72, 24, F64, "nk_t", config=DMMA_PIPE_K16),  # its m16n8k16 form
     Case((3,), 0, 4, F16, "kn"),
     Case((1,), 1032, 40, BF16, "nk_t", config=_gemv()),  # GEMV, K-major, ragged N and K
     Case((1,), 200, 264, F16, "kn", config=_gemv(3)),  # GEMV, row-major, split-K, ragged split

@@ -228,7 +228,11 @@ def test_wide_tensor_core_selection(dev, dtype, kind, tile):
             assert cfg.kernel_spec(config, dtype, kmajor) in specs
 
 
-WIDE_TILES = [(t, F32) for t in cfg.TF32_TILES] + [(cfg.DMMA_TILE, F64)]
+WIDE_TILES = [(t, F32) for t in cfg.TF32_TILES] + [(cfg.DMMA_TILE, F64), (cfg.DMMA_PIPELINED_TILE, F64)]
+# linear_relu_dmma (sm_90): the candidate default (DMMA m16n8k8) and its m16n8k16 form (the sweep's).
+DMMA_PIPELINED_K16_TILE = dataclasses.replace(cfg.DMMA_PIPELINED_TILE, dmma_k=16)
+DMMA_PIPE = cfg.LinearConfig("dmma", cfg.DMMA_PIPELINED_TILE)
+DMMA_PIPE_K16 = cfg.LinearConfig("dmma", DMMA_PIPELINED_K16_TILE)
 
 
 @pytest.mark.parametrize("tile,dtype", WIDE_TILES, ids=lambda p: getattr(p, "name", None) or f"{p.bm}x{p.bn}x{p.itemsize}")
@@ -240,7 +244,8 @@ def test_wide_tiles_fit_shared_memory(tile, dtype, dev):
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
-@pytest.mark.parametrize("tile,dtype", WIDE_TILES, ids=lambda p: getattr(p, "name", None) or f"{p.bm}x{p.bn}x{p.itemsize}")
+@pytest.mark.parametrize("tile,dtype", WIDE_TILES + [(DMMA_PIPELINED_K16_TILE, F64)],
+                         ids=lambda p: getattr(p, "name", None) or f"{p.bm}x{p.bn}x{p.itemsize}k{p.dmma_k}")
 def test_wide_tiles_fit_their_register_budget(tile, dtype, kmajor):
     from cufuse._loader import compile_spec, resource_usage
 
@@ -248,6 +253,32 @@ def test_wide_tiles_fit_their_register_budget(tile, dtype, kmajor):
     usage = resource_usage(compile_spec(cfg.kernel_spec(cfg.LinearConfig(kind, tile), dtype, kmajor), "sm_90a").log)
     assert usage["spill_stores"] == 0
     assert tile.max_blocks_per_sm * tile.threads * usage["registers"] <= 65536
+
+
+def test_pipelined_dmma_is_a_one_line_switch_on_compute_capability_9(monkeypatch):
+    # Off until measured (DMMA_TILE stays the float64 default); on, it takes compute capability
+    # 9.0 only: DMMA m16n8k8 / m16n8k16 .f64 do not exist before.
+    assert cfg.choose_wide_config(4096, 4096, F64, True, H200).tile == cfg.DMMA_TILE
+    monkeypatch.setattr(cfg, "DMMA_PIPELINED", True)
+    assert cfg.choose_wide_config(4096, 4096, F64, True, H200) == DMMA_PIPE
+    assert cfg.choose_wide_config(4096, 4096, F64, True, A100).tile == cfg.DMMA_TILE
+    assert cfg.choose_wide_config(4096, 4096, F32, True, H200).tile == cfg.TF32_TILE
+    assert cfg.choose_wide_config(4096, 4096, F64, False, H200).kind == "simt"
+    spec = cfg.kernel_spec(DMMA_PIPE, F64, False)
+    assert spec.name == "linear_relu_dmma" and spec.min_cc == 90
+    assert spec in set(cfg.instantiations(H200)) and spec not in set(cfg.instantiations(A100))
+
+
+@pytest.mark.parametrize("config", [DMMA_PIPE, DMMA_PIPE_K16], ids=lambda c: f"k{c.tile.dmma_k}")
+def test_pipelined_dmma_tile_shape(config):
+    t = config.tile
+    # BK 16 (one 128-byte row of x per k tile), unpadded swizzled rows, cuBLAS's 4 warps of
+    # 64x32 two blocks per SM; the kernel's cp.async passes need whole 128-byte rows, 4 rows apart.
+    assert (t.bk, t.itemsize, t.threads, t.max_blocks_per_sm) == (16, 8, 128, 2)
+    assert t.smem_bytes() == t.stages * (t.bm + t.bn) * 16 * 8 == 73728
+    assert t.blocks_per_sm(H200) == 2
+    assert (t.threads // (t.bk // 2)) % 4 == 0 and (t.threads // (t.bn // 2)) % 4 == 0
+    assert cfg.kernel_spec(config, F64, True).template_args == (128, 64, 2, 2, 3, t.dmma_k, True)
 
 
 def _chosen_specs(dev):
@@ -406,6 +437,8 @@ class Case:
             shape = f"{t.rows}rows" if self.config.kind == "gemv" else f"{t.bm}x{t.bn}"
             if self.config.kind.startswith("wgmma"):
                 shape += f"k{t.bk}st{t.stages}p{t.pending}"
+            if getattr(t, "dmma_k", 0):
+                shape += f"pipe_k{t.dmma_k}st{t.stages}"
             parts.append(f"{self.config.kind}{shape}s{self.config.splits}{self.config.reduction[0]}")
         return "-".join(parts)
 
@@ -497,6 +530,19 @@ CASES = [
     Case((200,), 520, 144, F64, "every_other_k", config=DMMA),
     Case((), 260, 72, F64, "kn", x_layout="padded_rows", config=DMMA),
     Case((200,), 1000, 136, F64, "nk_t", config=DMMA_K32),  # two k16 MMAs per stage, ragged last k tile
+    # float64 on linear_relu_dmma (sm_90): ragged M, N and last k tile (full tiles take the
+    # unchecked cp.async), both weight layouts, weight rows 2N apart, padded rows, 1-D x,
+    # fewer k tiles than stages, every tile full; the m16n8k16 form
+    Case((300,), 1000, 264, F64, "kn", config=DMMA_PIPE),
+    Case((300,), 1000, 264, F64, "nk_t", config=DMMA_PIPE),
+    Case((130,), 4096, 136, F64, "nk_t", bias="strided", config=DMMA_PIPE),
+    Case((3, 5), 34, 8, F64, "nk_t_padded", bias="none", config=DMMA_PIPE),
+    Case((200,), 520, 144, F64, "every_other_k", config=DMMA_PIPE),
+    Case((), 260, 72, F64, "kn", x_layout="padded_rows", config=DMMA_PIPE),
+    Case((70,), 6, 24, F64, "kn", config=DMMA_PIPE),
+    Case((256,), 4096, 128, F64, "kn", config=DMMA_PIPE),
+    Case((300,), 1000, 264, F64, "kn", config=DMMA_PIPE_K16),
+    Case((200,), 520, 136, F64, "nk_t", bias="none", config=DMMA_PIPE_K16),
     # degenerate
     Case((3,), 0, 4, F16, "kn"),
     Case((3,), 0, 4, F32, "kn"),
@@ -577,6 +623,7 @@ def check_case(cp, rng, case: Case) -> str | None:
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_matches_float64_oracle(cp, rng, case):
+    _require_kernel(cp, case)
     failure = check_case(cp, rng, case)
     assert failure is None, failure
 
@@ -609,9 +656,9 @@ WGMMA_CASES = [  # Hopper kernel: ragged M, N and K; several k tiles
 ]
 
 
-def _require_sm90(cp):
+def _require_sm90(cp, kernel="the wgmma kernel"):
     if cp.cuda.Device().compute_capability != "90":
-        pytest.skip("the wgmma kernel needs compute capability 9.0")
+        pytest.skip(f"{kernel} needs compute capability 9.0")
 
 
 @pytest.mark.parametrize("case", WGMMA_CASES, ids=str)
@@ -700,6 +747,16 @@ def test_wide_kernels_refuse_operands_they_cannot_take(cp, rng, config, dtype, l
         fused_linear_relu(x, w, b, config=config)
 
 
+def test_pipelined_dmma_refuses_float32_and_old_devices(cp, rng):
+    x, w, b = make_inputs(cp, rng, Case((8,), 64, 64, F32, "kn"))
+    with pytest.raises(ValueError, match="pipelined float64 kernel"):
+        fused_linear_relu(x, w, b, config=cfg.LinearConfig("tf32x3", DMMA_PIPE.tile))
+    if cp.cuda.Device().compute_capability != "90":
+        x, w, b = make_inputs(cp, rng, Case((8,), 64, 64, F64, "kn"))
+        with pytest.raises(ValueError, match="pipelined float64 kernel"):
+            fused_linear_relu(x, w, b, config=DMMA_PIPE)
+
+
 def test_tf32x3_propagates_nan(cp, rng):
     x = _random(cp, rng, (130, 64), F32)
     w = _random(cp, rng, (64, 72), F32)
@@ -766,6 +823,8 @@ LAUNCH_CASES = [
 def _require_kernel(cp, case):
     if case.config is not None and case.config.kind.startswith("wgmma"):
         _require_sm90(cp)
+    if case.config is not None and getattr(case.config.tile, "dmma_k", 0):
+        _require_sm90(cp, "linear_relu_dmma")
 
 
 def _captured_nodes(cp, fn):

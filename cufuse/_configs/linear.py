@@ -19,7 +19,10 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   stage's sum is added to the running one in round-to-nearest float32). Finite inputs
   only: an infinite operand gives NaN where NumPy gives +-inf.
 * ``"dmma"``: float64 on tensor cores (mma.sync f64: m16n8k16 on sm_90, m8n8k4 on sm_80;
-  IEEE fused multiply-adds).
+  IEEE fused multiply-adds). A ``WideTile`` with ``dmma_k`` set (8 or 16) runs
+  ``linear_relu_dmma`` instead, sm_90 only: DMMA m16n8k{dmma_k}, fragments reloaded right
+  after their last MMA, one barrier per k tile under the MMAs, swizzled unpadded shared
+  memory (the float64 default on compute capability 9.0 once ``DMMA_PIPELINED`` is set).
   Both run ``linear_relu_wide`` with the operand rules of ``"mma"`` in 16-byte chunks
   (``mma_eligible``) and are the float32 / float64 defaults where those rules hold on
   compute capability 8.0+ (``FP32_TENSOR_CORES``, ``FP64_TENSOR_CORES``: measured faster
@@ -246,10 +249,15 @@ class WideTile(MmaTile):
     32 bytes: no bank conflicts); both weight layouts get the larger of the two sizes."""
 
     itemsize: int = 4  # 4: float32 (kind "tf32x3"), 8: float64 (kind "dmma"); for blocks_per_sm
+    # 0: linear_relu_wide. 8 or 16 (float64, sm_90): linear_relu_dmma with DMMA m16n8k{dmma_k},
+    # BK 16, unpadded swizzled rows.
+    dmma_k: int = 0
 
     def smem_bytes(self, itemsize: int | None = None) -> int:
         """Dynamic shared memory for elements of ``itemsize`` bytes (default: the tile's)."""
         itemsize = itemsize or self.itemsize
+        if self.dmma_k:
+            return self.stages * (self.bm + self.bn) * self.bk * itemsize
         a = self.bm * (self.bk + 4)
         b = max(self.bn * (self.bk + 4), self.bk * (self.bn + 32 // itemsize))
         return self.stages * (a + b) * itemsize
@@ -264,6 +272,13 @@ TF32_NARROW_TILE = WideTile(128, 64, 16, 2, 2, 4, max_blocks_per_sm=2, relative_
 TF32_TILES = (TF32_TILE, TF32_NARROW_TILE)
 # float64: 32x64 warp tiles (64 double accumulators), 8 warps, 212-239 registers.
 DMMA_TILE = WideTile(128, 128, 16, 4, 2, 3, max_blocks_per_sm=1, relative_speed=1.0, itemsize=8)
+# float64 on sm_90, linear_relu_dmma: cuBLAS's Hopper DGEMM shape (128x64x16, 4 warps of 64x32,
+# 2 blocks per SM, 3 stages, DMMA.16x8x8); 240 / 234 registers (row-major / K-major weight).
+DMMA_PIPELINED_TILE = WideTile(128, 64, 16, 2, 2, 3, max_blocks_per_sm=2, relative_speed=1.0, itemsize=8, dmma_k=8)
+# The one-line switch: DMMA_PIPELINED_TILE as the float64 default on compute capability 9.0
+# (off until the H200 sweep measures it against DMMA_TILE: bench/sweep_linear.py).
+DMMA_PIPELINED = False
+DMMA_PIPELINED_MIN_CC = 90  # mma.sync m16n8k8 / m16n8k16 .f64
 # The tensor-core kernels as the float32 / float64 defaults where they can load the
 # operands. H200, 4096^3: 3xTF32 61.6 TFLOP/s (SIMT 37.9, CuPy unfused 48.4); DMMA 45.0
 # (SIMT 15.5, CuPy unfused 57.1: faster than SIMT, still short of cuBLAS DGEMM).
@@ -358,7 +373,8 @@ def choose_simt_tile(m: int, n: int, dtype, dev) -> SimtTile:
 
 
 def choose_wide_config(m: int, n: int, dtype, tensor_ok: bool, dev, tensor_cores: bool | None = None) -> LinearConfig:
-    """float32 / float64: the tensor-core kernel's 128x128 tile (3xTF32 / DMMA) when
+    """float32 / float64: the tensor-core kernel's 128x128 tile (3xTF32 / DMMA; float64 on
+    compute capability 9.0 with ``DMMA_PIPELINED``: ``DMMA_PIPELINED_TILE``) when
     ``tensor_cores`` (default: ``FP32_TENSOR_CORES`` / ``FP64_TENSOR_CORES``) and the
     operands allow it (``tensor_ok``: ``mma_eligible`` and ``MMA_MIN_CC``); otherwise the
     SIMT kernel."""
@@ -366,7 +382,10 @@ def choose_wide_config(m: int, n: int, dtype, tensor_ok: bool, dev, tensor_cores
     if tensor_cores is None:
         tensor_cores = FP32_TENSOR_CORES if fp32 else FP64_TENSOR_CORES
     if tensor_cores and tensor_ok:
-        return LinearConfig("tf32x3", TF32_TILE) if fp32 else LinearConfig("dmma", DMMA_TILE)
+        if fp32:
+            return LinearConfig("tf32x3", TF32_TILE)
+        pipelined = DMMA_PIPELINED and dev.cc >= DMMA_PIPELINED_MIN_CC
+        return LinearConfig("dmma", DMMA_PIPELINED_TILE if pipelined else DMMA_TILE)
     return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
 
 
@@ -526,6 +545,9 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
         name = "linear_relu_wgmma" if config.kind == "wgmma" else "linear_relu_wgmma_tma"
         return KernelSpec(SOURCE, name, (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending, t.max_blocks_per_sm,
                                          b_kmajor), min_cc=WGMMA_MIN_CC)
+    if config.kind == "dmma" and t.dmma_k:
+        args = (t.bm, t.bn, t.warps_m, t.warps_n, t.stages, t.dmma_k, b_kmajor)
+        return KernelSpec(SOURCE, "linear_relu_dmma", args, min_cc=DMMA_PIPELINED_MIN_CC)
     if config.kind in WIDE_KINDS:
         args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, b_kmajor)
         return KernelSpec(SOURCE, "linear_relu_wide", args, min_cc=MMA_MIN_CC)
@@ -544,6 +566,8 @@ def instantiations(dev):
     if dev.cc >= MMA_MIN_CC:  # the float32 / float64 defaults (FP32/FP64_TENSOR_CORES)
         wide = [(LinearConfig("tf32x3", tile), np.float32) for tile in TF32_TILES]
         wide.append((LinearConfig("dmma", DMMA_TILE), np.float64))
+        if dev.cc >= DMMA_PIPELINED_MIN_CC:
+            wide.append((LinearConfig("dmma", DMMA_PIPELINED_TILE), np.float64))
         specs += [kernel_spec(c, dt, kmaj) for c, dt in wide for kmaj in (True, False)]
     simt = [(np.float32, SIMT_LARGE), (np.float32, SIMT_SMALL), (np.float64, SIMT_SMALL),
             (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]
