@@ -817,7 +817,7 @@ def strip_kernels(cp):
     if _strip_compiled:
         return
     _strip_compiled.append(True)
-    shapes = STRIP_SHAPES + [((4099, 32), 0), ((16385, 32), 0), ((1031, 72), 0), ((511, 40), 0)]
+    shapes = STRIP_SHAPES + [((4099, 32), 0), ((16385, 32), 0), ((1031, 72), 0), ((511, 40), 0), ((3, 777, 40), 1)]
     chosen = {(_strip_for(shape, axis, d), d) for shape, axis in shapes for d in STRIP_DTYPES}
     _precompile([(c, d) for c, d in chosen if c is not None])
 
@@ -865,7 +865,7 @@ def test_cols_strip_one_launch_no_allocation(cp, rng, strip_kernels):
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
 @pytest.mark.parametrize("log", [False, True])
-def test_cols_strip_as_the_default(cp, rng, monkeypatch, dtype, log):
+def test_cols_strip_as_the_default(cp, rng, strip_kernels, monkeypatch, dtype, log):
     """The dispatch once _COLS_STRIP_DEFAULT is flipped: strips where they hold the column,
     the two-read kernels below one tile, beyond the chip and for float64."""
     import sys
