@@ -62,13 +62,36 @@ def split_variant(length, rows, dtype, dev, tiles_per_block, pipelined):
 
 def alternatives(rows, length, dname, axis, dev):
     """(name, config) candidates besides the default, by the default's kernel; for the
-    register-row kernel also the default with exp_once flipped; then the v6 candidates."""
+    register-row kernel also the default with exp_once flipped; then the v6 and v8 candidates."""
     out = _alternatives(rows, length, dname, axis, dev)
     default = default_config(rows, length, DTYPES[dname], axis, dev)
     if isinstance(default, R):
         flipped = dataclasses.replace(default, exp_once=not default.exp_once)
         out += [("default exp_once" if flipped.exp_once else "default no exp_once", flipped)]
-    return out + v6_candidates(rows, length, dname, axis, dev)
+    return out + v6_candidates(rows, length, dname, axis, dev) + strip_candidates(rows, length, dname, axis, dev)
+
+
+# softmax v8 (bench/notes-wip-cols.md): one-read column strips, (Threads, ColLanes, Vecs,
+# RegisterTile, BlocksPerSM); the first of each itemsize is the chooser's pick.
+STRIP_GEOMETRIES = {
+    2: ((512, 4, 4, False, 2), (512, 4, 2, False, 2), (256, 4, 8, False, 3)),
+    4: ((512, 8, 4, True, 2), (512, 4, 4, False, 2), (256, 8, 8, True, 2), (256, 4, 8, False, 3)),
+}
+
+
+def strip_candidates(rows, length, dname, axis, dev):
+    """axis=0 of rows x length: columns of ``rows`` elements, ``length`` of them."""
+    if axis != 0:
+        return []
+    dtype = DTYPES[dname]
+    out = []
+    for geometry in STRIP_GEOMETRIES[np.dtype(dtype).itemsize]:
+        config = S.strip_config(rows, length, dtype, dev, geometry)
+        if config is not None:
+            t, lanes, vecs, register_tile, blocks = geometry
+            name = f"v8 strip {t} l{lanes} v{vecs}{' reg' if register_tile else ''} {blocks}/SM c{config.cluster}"
+            out.append((name, config))
+    return out
 
 
 def v6_candidates(rows, length, dname, axis, dev):

@@ -18,7 +18,11 @@ Any strides work in place (negative, transposed, sliced), with 64-bit offsets:
   column twice (online statistics, then the output pass); on sm_90 columns of 2048+ rows are
   split over a cluster of blocks (``softmax_cols_cluster`` 4, ``softmax_cols_vec_cluster`` 8),
   whose parts are small enough that the second read is served by L2 (a DRAM traffic of about
-  one read and one write).
+  one read and one write). ``softmax_cols_strip[_cluster]`` (``ColsStripConfig``, the default
+  once ``_COLS_STRIP_DEFAULT`` is flipped) reads each element once: a cluster of up to 16
+  blocks holds a strip of adjacent columns on chip (registers and shared memory) and writes it
+  after the statistics met in distributed shared memory; columns shorter than a tile or longer
+  than the chip holds keep the kernels above.
 
 Documented exceptions:
 
@@ -236,7 +240,7 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
         else:
             config = configs.choose_rows(length, rows, dtype, dev)
     spec = config.spec(dtype, log)
-    smem = config.smem_bytes if isinstance(config, configs.SplitConfig) else 0
+    smem = config.smem_bytes if isinstance(config, (configs.SplitConfig, configs.ColsStripConfig)) else 0
     kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
     if getattr(config, "cluster", 1) > dev.max_cluster_size:
         _allow_non_portable_cluster(kernel)
@@ -256,14 +260,20 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
         scalars = (np.int64(rows),) + geometry + (np.int64(config.chunk), np.int32(config.blocks_per_row), np.int32(config.smem_tiles))
         scratch = (np.dtype(accumulator_dtype(dtype)), 2 * rows * config.blocks_per_row, rows)
     elif isinstance(config, configs.ColsVecConfig):
-        if not (sl != 1 and si == 1 and configs.cols_vectorizable(outer, inner, so, sl, dtype)):
-            raise ValueError(
-                f"softmax: argument 'config' {config} needs the reduced axis strided over a contiguous inner "
-                f"axis with every 16-byte vector of columns aligned; got (outer, length, inner) = {sizes}, "
-                f"element strides (so, sl, si) = {strides}"
-            )
+        _require_column_vectors(config, sizes, strides, dtype)
         grid = outer * _ceil_div(inner, config.columns(dtype)) * config.cluster
         scalars = (np.int64(outer),) + geometry
+    elif isinstance(config, configs.ColsStripConfig):
+        _require_column_vectors(config, sizes, strides, dtype)
+        part = _ceil_div(length, config.cluster)
+        if _ceil_div(part, config.tile_rows) > config.tiles_per_block:
+            raise ValueError(
+                f"softmax: argument 'config' {config} holds {config.tiles_per_block * config.tile_rows} rows a block, "
+                f"got columns of {length} over a cluster of {config.cluster} ({part} rows a block)"
+            )
+        _use_whole_carveout(kernel)  # blocks_per_sm blocks an SM, each with smem_bytes
+        grid = outer * _ceil_div(inner, config.columns(dtype)) * config.cluster
+        scalars = (np.int64(outer),) + geometry + (np.int64(part),)
     else:
         grid = outer * _ceil_div(inner, 32) * config.cluster
         scalars = (np.int64(outer),) + geometry
@@ -273,6 +283,19 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _require_column_vectors(config, sizes, strides, dtype):
+    """The 16-byte column kernels need the reduced axis strided over a contiguous inner axis
+    and every vector of columns aligned (``cols_vectorizable``)."""
+    outer, _, inner = sizes
+    so, sl, si = strides
+    if not (sl != 1 and si == 1 and configs.cols_vectorizable(outer, inner, so, sl, dtype)):
+        raise ValueError(
+            f"softmax: argument 'config' {config} needs the reduced axis strided over a contiguous inner "
+            f"axis with every 16-byte vector of columns aligned; got (outer, length, inner) = {sizes}, "
+            f"element strides (so, sl, si) = {strides}"
+        )
 
 
 # Split-kernel scratch, one per (device, stream, accumulator dtype): the kernel leaves its

@@ -20,6 +20,9 @@
 //   softmax_cols_cluster  the same with the column split over a cluster (sm_90): the second
 //                         read of each block's small part comes from L2
 //   softmax_cols_vec[_cluster]  the same with 16-byte vectors across adjacent columns
+//   softmax_cols_strip[_cluster]  one read: a strip of adjacent columns held on chip by a
+//                         cluster (registers + shared memory), statistics merged through
+//                         distributed shared memory, then written once
 //
 // Statistics are exact two-step (max, then sum of exp(x - max)) inside a block, except in
 // the split kernel, whose threads keep an online (max, sum) over their tiles; between threads
@@ -718,6 +721,126 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(32 * Slices, 2
 }
 #endif
 
+namespace cufuse {
+namespace softmax_detail {
+
+// The column kernels with 16-byte vectors: a thread holds VS adjacent columns of a reduced index.
+template <typename T> __device__ __forceinline__ Vec16<T> neg_inf_vector() {
+    Vec16<T> r;
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::size; ++j) r.v[j] = neg_inf_value<T>();
+    return r;
+}
+// One vector of columns; a base that is not 16-byte aligned takes unit-stride scalars, inline
+// (a call's saved registers spilled the vector column kernel's log_softmax).
+template <typename T> __device__ __forceinline__ Vec16<T> load_columns(const T* p, bool vec) {
+    return vec ? load_vec16(p) : load_scalars_inline(p, int64(1), int64(Vec16<T>::size));
+}
+template <typename T> __device__ __forceinline__ void store_columns(T* p, bool vec, const Vec16<T>& r) {
+    if (vec) store_vec16(p, r);
+    else store_scalars_inline(p, int64(1), int64(Vec16<T>::size), r);
+}
+
+// The online (max, sum) of each of the VS columns, merged with Count more vectors (padding
+// -inf). While a column has seen only -inf its sum is meaningless (exp(-inf - -inf)): rescale
+// drops it once a larger maximum comes, and an all -inf column is NaN anyway.
+// 16-bit types take the maxima in pairs: no float copies of the elements live until the sum.
+template <typename T, int Count, typename A = accum_t<T>>
+__device__ __forceinline__ void merge_columns(const Vec16<T> (&v)[Count], A (&m)[Vec16<T>::size], A (&s)[Vec16<T>::size]) {
+    constexpr int VS = Vec16<T>::size;
+    A tile_m[VS];
+    if constexpr (sizeof(T) == 2) {
+        using T2 = typename Packed2<T>::type;
+#pragma unroll
+        for (int p = 0; p < VS / 2; ++p) {
+            T2 pair_m = reinterpret_cast<const T2*>(v[0].v)[p];
+#pragma unroll
+            for (int u = 1; u < Count; ++u) pair_m = __hmax2_nan(pair_m, reinterpret_cast<const T2*>(v[u].v)[p]);
+            tile_m[2 * p] = to_accum(pair_m.x), tile_m[2 * p + 1] = to_accum(pair_m.y);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < VS; ++j) {
+            tile_m[j] = to_accum(v[0].v[j]);
+#pragma unroll
+            for (int u = 1; u < Count; ++u) tile_m[j] = max_nan(tile_m[j], to_accum(v[u].v[j]));
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < VS; ++j) {
+        const A new_m = max_nan(m[j], tile_m[j]);
+        s[j] = rescale(s[j], m[j], new_m);
+#pragma unroll
+        for (int u = 0; u < Count; ++u) s[j] += exp_accum_ftz(to_accum(v[u].v[j]) - new_m);
+        m[j] = new_m;
+    }
+}
+
+// Two (max, sum) pairs of one column merged into (m, s).
+template <typename A> __device__ __forceinline__ void merge_stats(A& m, A& s, A other_m, A other_s) {
+    const A new_m = max_nan(m, other_m);
+    s = rescale(s, m, new_m) + rescale(other_s, other_m, new_m);
+    m = new_m;
+}
+
+template <typename T, bool Log, typename A = accum_t<T>>
+__device__ __forceinline__ Vec16<T> normalize_columns(const Normalizer<A, Log> (&f)[Vec16<T>::size], const Vec16<T>& v) {
+    A a[Vec16<T>::size];
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::size; ++j) a[j] = f[j].template to<T>(to_accum(v.v[j]));
+    return vector_from_accum<T>(a);
+}
+
+// A thread's vector of columns in the 16-byte column kernels: block `column_block` covers Cols =
+// ColLanes*VS adjacent columns of one outer index, lane `lane` VS of them, slice `slice` the
+// reduced indices it walks. inner is a multiple of VS: a vector is all in or all out.
+template <typename T, int ColLanes> struct ColumnVector {
+    static constexpr int VS = Vec16<T>::size, Cols = ColLanes * VS;
+    int lane, slice;
+    bool active, in_vec, out_vec;  // in_vec / out_vec: 16-byte aligned base
+    const T* in;
+    T* out;
+    __device__ __forceinline__ ColumnVector(const T* x, T* y, int64 length, int64 inner, int64 so, int64 column_block) {
+        const int64 column_tiles = (inner + Cols - 1) / Cols;
+        const int64 o = column_block / column_tiles;
+        lane = threadIdx.x % ColLanes;
+        slice = threadIdx.x / ColLanes;
+        const int64 i0 = (column_block - o * column_tiles) * Cols + lane * VS;
+        active = i0 < inner;
+        in = x + o * so + (active ? i0 : 0);
+        out = y + o * length * inner + i0;
+        in_vec = aligned16(x);
+        out_vec = aligned16(y);
+    }
+};
+
+// The normalisers of the VS columns from lane*VS: block_stats holds the block's (max, sum) of
+// each of its Cols columns (written by threads c < Cols, no barrier since); with Cluster > 1
+// they are merged over the cluster's blocks through distributed shared memory.
+template <int Cluster, int Cols, int VS, typename A, bool Log>
+__device__ __forceinline__ void column_normalizers(A (&block_stats)[Cols][2], int lane, Normalizer<A, Log> (&f)[VS]) {
+    const A(*stats)[2] = block_stats;
+#if __CUDA_ARCH__ >= 900
+    if constexpr (Cluster > 1) {
+        __shared__ A cluster_stats[Cols][2];
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        const int c = threadIdx.x;
+        cluster.sync();
+        if (c < Cols) merge_cluster_partials<Cluster>(cluster, block_stats[c], cluster_stats[c][0], cluster_stats[c][1]);
+        cluster.sync();  // cluster_stats written; no block leaves while another still reads its block_stats
+        stats = cluster_stats;
+    } else
+#endif
+    {
+        __syncthreads();
+    }
+#pragma unroll
+    for (int j = 0; j < VS; ++j) f[j] = Normalizer<A, Log>(stats[lane * VS + j][0], stats[lane * VS + j][1]);
+}
+
+}  // namespace softmax_detail
+}  // namespace cufuse
+
 // Reduced axis strided, inner axis contiguous, 16-byte vectors across columns: a block covers
 // Cols = ColLanes*VS columns x Slices = Threads/ColLanes slices of the reduced axis. Each
 // thread keeps the online (max, sum) of its VS columns over its slice with Unroll vectors in
@@ -734,26 +857,15 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
     static_assert(Threads % ColLanes == 0 && Cols <= Threads, "a thread per column merges the slices");
     __shared__ A slice_stats[Slices][Cols];  // maxima, then sums rescaled to the column max
     __shared__ A block_stats[Cols][2];       // (max, sum) of each column, read by the cluster
-    const int64 column_tiles = (inner + Cols - 1) / Cols;
-    const int64 o = column_block / column_tiles;
-    const int lane = threadIdx.x % ColLanes, slice = threadIdx.x / ColLanes;
-    const int64 i0 = (column_block - o * column_tiles) * Cols + lane * VS;
-    const bool active = i0 < inner;  // inner is a multiple of VS: a vector is all in or all out
-    const T* in = x + o * so + (active ? i0 : 0);
-    T* out = y + o * length * inner + i0;
-    const bool in_vec = aligned16(x), out_vec = aligned16(y);
+    const ColumnVector<T, ColLanes> cv(x, y, length, inner, so, column_block);
+    const int lane = cv.lane, slice = cv.slice;
+    const bool active = cv.active, in_vec = cv.in_vec, out_vec = cv.out_vec;
+    const T* in = cv.in;
+    T* out = cv.out;
     const int64 part = (length + Cluster - 1) / Cluster;
     const int64 begin = min(length, rank * part), end = min(length, begin + part);
     auto load = [&](int64 l) {  // the VS columns of reduced index l, -inf past the part
-        V v;
-        if (!active || l >= end) {
-#pragma unroll
-            for (int j = 0; j < VS; ++j) v.v[j] = neg_inf_value<T>();
-        } else {
-            // Unit-stride scalars inline: no call (whose saved registers spilled log_softmax).
-            v = in_vec ? cufuse::load_vec16(in + l * sl) : load_scalars_inline(in + l * sl, int64(1), int64(VS));
-        }
-        return v;
+        return active && l < end ? load_columns(in + l * sl, in_vec) : neg_inf_vector<T>();
     };
     A m[VS], s[VS];
 #pragma unroll
@@ -762,17 +874,7 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
         V v[Unroll];
 #pragma unroll
         for (int u = 0; u < Unroll; ++u) v[u] = load(l0 + static_cast<int64>(u) * Slices);
-#pragma unroll
-        for (int j = 0; j < VS; ++j) {
-            A tile_m = cufuse::neg_infinity<A>();
-#pragma unroll
-            for (int u = 0; u < Unroll; ++u) tile_m = max_nan(tile_m, cufuse::to_accum(v[u].v[j]));
-            const A new_m = max_nan(m[j], tile_m);
-            s[j] = rescale(s[j], m[j], new_m);
-#pragma unroll
-            for (int u = 0; u < Unroll; ++u) s[j] += exp_accum_ftz(cufuse::to_accum(v[u].v[j]) - new_m);
-            m[j] = new_m;
-        }
+        merge_columns<T, Unroll>(v, m, s);
     }
     // Merge the slices: thread c < Cols reduces column c over all slices.
     const int c = threadIdx.x;
@@ -793,26 +895,9 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
         for (int q = 0; q < Slices; ++q) col_sum += slice_stats[q][c];
         block_stats[c][1] = col_sum;
     }
-#if __CUDA_ARCH__ >= 900
-    if constexpr (Cluster > 1) {
-        __shared__ A cluster_stats[Cols][2];
-        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-        cluster.sync();
-        if (c < Cols) merge_cluster_partials<Cluster>(cluster, block_stats[c], cluster_stats[c][0], cluster_stats[c][1]);
-        cluster.sync();  // cluster_stats written; no block leaves while another still reads its block_stats
-#pragma unroll
-        for (int j = 0; j < VS; ++j) m[j] = cluster_stats[lane * VS + j][0], s[j] = cluster_stats[lane * VS + j][1];
-    } else
-#endif
-    {
-        __syncthreads();
-#pragma unroll
-        for (int j = 0; j < VS; ++j) m[j] = block_stats[lane * VS + j][0], s[j] = block_stats[lane * VS + j][1];
-    }
-    if (!active) return;
     Normalizer<A, Log> f[VS];
-#pragma unroll
-    for (int j = 0; j < VS; ++j) f[j] = Normalizer<A, Log>(m[j], s[j]);
+    column_normalizers<Cluster, Cols>(block_stats, lane, f);
+    if (!active) return;
     for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
         V v[Unroll];
 #pragma unroll
@@ -820,14 +905,8 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
 #pragma unroll
         for (int u = 0; u < Unroll; ++u) {
             const int64 l = l0 + static_cast<int64>(u) * Slices;
-            A a[VS];
-#pragma unroll
-            for (int j = 0; j < VS; ++j) a[j] = f[j].template to<T>(cufuse::to_accum(v[u].v[j]));
-            const V r = vector_from_accum<T>(a);
-            if (l < end) {  // (a `break` here made ptxas spill log_softmax)
-                if (out_vec) cufuse::store_vec16(out + l * inner, r);
-                else store_scalars_inline(out + l * inner, int64(1), int64(VS), r);
-            }
+            const V r = normalize_columns<T, Log>(f, v[u]);
+            if (l < end) store_columns(out + l * inner, out_vec, r);  // (a `break` here made ptxas spill log_softmax)
         }
     }
 }
@@ -845,5 +924,128 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads)
                              int64 si, int64 sl) {
     softmax_cols_vec_body<T, Log, Threads, ColLanes, Unroll, Cluster>(x, y, length, inner, so, sl, blockIdx.x / Cluster,
                                                                        static_cast<int>(cooperative_groups::this_cluster().block_rank()));
+}
+#endif
+
+// Reduced axis strided, inner axis contiguous, every element read once and written once: a
+// strip of Cols = ColLanes*VS adjacent columns (ColLanes 16-byte vectors: ColLanes*16 bytes
+// contiguous a row, a warp 32/ColLanes rows) is held on chip by a cluster of Cluster blocks,
+// block `rank` the rows [rank*part, (rank+1)*part). A block cuts its rows into tiles of
+// TileRows = Slices*Vecs rows (thread: lane = its column vector, slice = its row in a
+// Slices-row band). With RegisterTile the last, possibly ragged, tile stays in registers; the
+// other tiles are copied into dynamic shared memory with cp.async (the host sizes it for them
+// all), one group a tile, and merged into the thread's online per-column (max, sum) as each
+// lands; a thread reads back only the slots it copied itself (no barrier). The statistics meet
+// across a warp's slices by shuffles, across warps in shared memory and across the cluster
+// through distributed shared memory; the output pass then normalises the tiles from registers
+// and shared memory. BlocksPerSM blocks share an SM (the host's shared-memory budget assumes
+// it) so that one block's loads overlap another's stores. Needs si == 1 and so, sl, inner
+// multiples of VS (the host checks); an x or y base that is not 16-byte aligned takes scalar
+// accesses (x's shared-memory tiles then loaded synchronously).
+template <typename T, bool Log, int Threads, int ColLanes, int Vecs, bool RegisterTile, int Cluster>
+__device__ __forceinline__ void softmax_cols_strip_body(const T* __restrict__ x, T* __restrict__ y, int64 length, int64 inner,
+                                                        int64 so, int64 sl, int64 part, int64 strip, int rank) {
+    using A = cufuse::accum_t<T>;
+    using V = cufuse::Vec16<T>;
+    constexpr int VS = V::size, Slices = Threads / ColLanes, Cols = ColLanes * VS, TileRows = Slices * Vecs, Warps = Threads / 32;
+    static_assert(32 % ColLanes == 0 && Threads % 32 == 0 && Cols <= Threads,
+                  "a warp holds whole rows of the strip; a thread per column merges the warps");
+    __shared__ A warp_stats[Warps][Cols][2];
+    __shared__ A block_stats[Cols][2];  // (max, sum) of each column, read by the cluster
+    extern __shared__ uint4 stash_bytes[];
+    V* stash = reinterpret_cast<V*>(stash_bytes);  // [tile][Vecs][Threads]: conflict-free
+    const ColumnVector<T, ColLanes> cv(x, y, length, inner, so, strip);
+    const int lane = cv.lane, slice = cv.slice;
+    const bool active = cv.active, in_vec = cv.in_vec, out_vec = cv.out_vec;
+    const T* in = cv.in;
+    T* out = cv.out;
+    const int64 begin = min(length, rank * part), end = min(length, begin + part);
+    const int tiles = static_cast<int>(max(int64(1), (end - begin + TileRows - 1) / TileRows));
+    const int stashed = RegisterTile ? tiles - 1 : tiles;
+    auto row = [&](int t, int v) { return begin + static_cast<int64>(t) * TileRows + v * Slices + slice; };
+    auto slot = [&](int t, int v) { return stash + (t * Vecs + v) * Threads + threadIdx.x; };
+    auto present = [&](int64 l) { return active && l < end; };
+    for (int t = 0; t < stashed; ++t) {
+#pragma unroll
+        for (int v = 0; v < Vecs; ++v) {
+            const int64 l = row(t, v);
+            if (!present(l)) continue;
+            if (in_vec) cufuse::cp_async_16(slot(t, v), in + l * sl, true);
+            else *slot(t, v) = load_columns(in + l * sl, false);
+        }
+        cufuse::cp_async_commit();
+    }
+    A m[VS], s[VS];
+#pragma unroll
+    for (int j = 0; j < VS; ++j) m[j] = cufuse::neg_infinity<A>(), s[j] = 0;
+    V last[RegisterTile ? Vecs : 1];
+    if constexpr (RegisterTile) {
+#pragma unroll
+        for (int v = 0; v < Vecs; ++v) {
+            const int64 l = row(stashed, v);
+            last[v] = present(l) ? load_columns(in + l * sl, in_vec) : neg_inf_vector<T>();
+        }
+        merge_columns<T, Vecs>(last, m, s);
+    }
+    for (int t = 0; t < stashed; ++t) {
+        cp_async_wait_pending(stashed - 1 - t);  // tile t's group has landed
+        V c[Vecs];
+#pragma unroll
+        for (int v = 0; v < Vecs; ++v) c[v] = present(row(t, v)) ? *slot(t, v) : neg_inf_vector<T>();
+        merge_columns<T, Vecs>(c, m, s);
+    }
+    // The warp's slices of one column vector are lanes ColLanes, 2*ColLanes, ... apart.
+#pragma unroll
+    for (int offset = ColLanes; offset < 32; offset *= 2)
+#pragma unroll
+        for (int j = 0; j < VS; ++j) {
+            const A other_m = __shfl_xor_sync(0xffffffffu, m[j], offset), other_s = __shfl_xor_sync(0xffffffffu, s[j], offset);
+            merge_stats(m[j], s[j], other_m, other_s);
+        }
+    const int warp = threadIdx.x / 32, c = threadIdx.x;
+    if (threadIdx.x % 32 < ColLanes) {
+#pragma unroll
+        for (int j = 0; j < VS; ++j) warp_stats[warp][lane * VS + j][0] = m[j], warp_stats[warp][lane * VS + j][1] = s[j];
+    }
+    __syncthreads();
+    if (c < Cols) {
+        A col_max = cufuse::neg_infinity<A>(), col_sum = 0;
+        for (int w = 0; w < Warps; ++w) merge_stats(col_max, col_sum, warp_stats[w][c][0], warp_stats[w][c][1]);
+        block_stats[c][0] = col_max;
+        block_stats[c][1] = col_sum;
+    }
+    Normalizer<A, Log> f[VS];
+    column_normalizers<Cluster, Cols>(block_stats, lane, f);
+    if (!active) return;
+    if constexpr (RegisterTile) {
+#pragma unroll
+        for (int v = 0; v < Vecs; ++v) {
+            const int64 l = row(stashed, v);
+            if (l < end) store_columns(out + l * inner, out_vec, normalize_columns<T, Log>(f, last[v]));
+        }
+    }
+    for (int t = 0; t < stashed; ++t) {
+#pragma unroll
+        for (int v = 0; v < Vecs; ++v) {
+            const int64 l = row(t, v);
+            if (l < end) store_columns(out + l * inner, out_vec, normalize_columns<T, Log>(f, *slot(t, v)));
+        }
+    }
+}
+
+template <typename T, bool Log, int Threads, int ColLanes, int Vecs, bool RegisterTile, int BlocksPerSM>
+__global__ void __launch_bounds__(Threads, BlocksPerSM)
+    softmax_cols_strip(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length, int64 inner, int64 so, int64 si,
+                       int64 sl, int64 part) {
+    softmax_cols_strip_body<T, Log, Threads, ColLanes, Vecs, RegisterTile, 1>(x, y, length, inner, so, sl, part, blockIdx.x, 0);
+}
+
+#if __CUDA_ARCH__ >= 900
+template <typename T, bool Log, int Threads, int ColLanes, int Vecs, bool RegisterTile, int BlocksPerSM, int Cluster>
+__global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, BlocksPerSM)
+    softmax_cols_strip_cluster(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length, int64 inner, int64 so,
+                               int64 si, int64 sl, int64 part) {
+    softmax_cols_strip_body<T, Log, Threads, ColLanes, Vecs, RegisterTile, Cluster>(
+        x, y, length, inner, so, sl, part, blockIdx.x / Cluster, static_cast<int>(cooperative_groups::this_cluster().block_rank()));
 }
 #endif

@@ -16,6 +16,7 @@ import numpy as np
 
 import cufuse
 from cufuse import reference
+from cufuse._configs import H200
 from cufuse._configs import softmax as configs
 
 TOL = {np.dtype(np.float16): (2e-3, 1e-2), np.dtype(np.float32): (3e-5, 2e-5)}
@@ -45,6 +46,13 @@ def _cases():
     yield "columns, 16-byte vectors", (3001, 36), f32, (0,), configs.ColsVecConfig(256, 4, 4, 1)
     yield "columns, 16-byte vectors, cluster", (2049, 40), f16, (0,), configs.ColsVecConfig(256, 4, 4, 8)
     yield "columns (axis 0)", (3000, 70), f32, (0,), None
+    # v8 candidates: one-read column strips (register tile only / + shared memory, one block,
+    # clusters of 4 and 16, a ragged last strip).
+    strip = configs.choose_cols_strip
+    yield "columns strip, one block", (700, 40), f32, (0,), configs.ColsStripConfig(512, 8, 4, True, 2, 1, 2)
+    yield "columns strip, cluster 4", (3001, 72), f16, (0,), strip(3001, 72, f16, H200)
+    yield "columns strip, cluster 16", (16385, 16), f16, (0,), strip(16385, 16, f16, H200)
+    yield "columns strip, register tile, cluster", (4099, 40), f32, (0,), strip(4099, 40, f32, H200)
     # v6 defaults: float32 16-byte column vectors (8 lanes, cluster 8); float32 block rows
     # (the prefetching twin's shape until v7.1 removed it).
     yield "columns, 16-byte vectors, default", (2100, 64), f32, (0,), None

@@ -213,6 +213,76 @@ def test_cols_vectorizable_and_the_vec_default():
     assert chosen.spec(f32, True) in specs
 
 
+def test_cols_strip_holds_the_column_on_chip():
+    """choose_cols_strip on the benchmark's 16384 x 4096 (H200): 2-byte types in 64-byte rows,
+    clusters of 16 with 2 shared-memory tiles a block; float32 in 128-byte rows with the
+    register tile and 3 shared-memory tiles. Then each threshold: shorter than a tile, the
+    float32 switch to 64-byte rows, longer than the chip holds; A100 without clusters; never
+    float64 (not vectorizable)."""
+    strip = configs.ColsStripConfig
+    assert configs.choose_cols_strip(16384, 4096, np.float16, H200) == strip(512, 4, 4, False, 2, 16, 2)
+    assert configs.choose_cols_strip(16384, 4096, BF16, H200) == strip(512, 4, 4, False, 2, 16, 2)
+    assert configs.choose_cols_strip(16384, 4096, np.float32, H200) == strip(512, 8, 4, True, 2, 16, 3)
+    assert configs.choose_cols_strip(16385, 4096, np.float32, H200) == strip(512, 4, 4, False, 2, 16, 3)
+    for dtype, shortest, longest in [(np.float16, 512, 24576), (BF16, 512, 24576), (np.float32, 256, 24576)]:
+        assert configs.choose_cols_strip(shortest - 1, 4096, dtype, H200) is None
+        assert configs.choose_cols_strip(shortest, 4096, dtype, H200).cluster == 1
+        assert configs.choose_cols_strip(longest, 4096, dtype, H200).cluster == 16
+        assert configs.choose_cols_strip(longest + 1, 4096, dtype, H200) is None
+    assert configs.choose_cols_strip(1024, 4096, np.float16, A100) == strip(512, 4, 4, False, 2, 1, 2)
+    assert configs.choose_cols_strip(1025, 4096, np.float16, A100) is None
+    assert configs.choose_cols_strip(16384, 4096, np.float64, H200) is None
+
+
+def test_cols_strip_cluster_grows_while_strips_leave_sms_idle():
+    # 1024 float16 rows: one cluster block holds 2 tiles; 128 strips of 32 columns fill 128 of
+    # the 264 block slots, so 2 blocks of one tile each; with 1M columns the smallest cluster.
+    assert configs.choose_cols_strip(1024, 4096, np.float16, H200).cluster == 2
+    assert configs.choose_cols_strip(1024, 1 << 20, np.float16, H200).cluster == 1
+    assert configs.choose_cols_strip(2048, 2048, np.float16, H200).cluster == 4
+    assert configs.choose_cols_strip(2048, 1 << 20, np.float16, H200).cluster == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32])
+def test_cols_strip_configs_fit_and_are_instantiations(dtype):
+    """Every chosen strip holds its column (tiles a block), fits blocks_per_sm blocks an SM in
+    shared memory, and is compiled by check-compile."""
+    for dev in (H200, A100):
+        specs = set(configs.instantiations(dev))
+        for length in (1, 255, 256, 511, 512, 700, 1024, 1025, 1031, 3001, 4099, 8192, 16383, 16384, 16385, 24576, 24577):
+            for rows in (8, 72, 4096, 1 << 20):
+                c = configs.choose_cols_strip(length, rows, dtype, dev)
+                if c is None:
+                    continue
+                part = -(-length // c.cluster)
+                assert -(-part // c.tile_rows) <= c.tiles_per_block and part >= 1
+                assert c.cluster <= (16 if dev.cc >= 90 else 1)
+                static = configs._strip_static_smem(c.threads, c.columns(dtype), dtype)
+                assert c.blocks_per_sm * (c.smem_bytes + static + 1024) <= dev.smem_per_sm
+                assert c.smem_bytes <= dev.max_smem_per_block
+                for log in (False, True):
+                    assert c.spec(dtype, log) in specs
+
+
+def test_cols_strip_default_is_one_flag(monkeypatch):
+    """_COLS_STRIP_DEFAULT off: the two-read column kernels (today's default); on: the strip
+    kernel wherever it holds a vectorizable column, the two-read kernels elsewhere."""
+    f16, f32 = np.float16, np.float32
+    assert not isinstance(configs.choose_cols(16384, 4096, f16, H200, True), configs.ColsStripConfig)
+    monkeypatch.setattr(configs, "_COLS_STRIP_DEFAULT", True)
+    assert configs.choose_cols(16384, 4096, f16, H200, True) == configs.choose_cols_strip(16384, 4096, f16, H200)
+    assert configs.choose_cols(16384, 4096, f32, H200, True) == configs.choose_cols_strip(16384, 4096, f32, H200)
+    assert configs.choose_cols(16384, 4096, f16, H200, False) == configs.ColsConfig(16, 12, 4)
+    assert configs.choose_cols(100, 4096, f16, H200, True) == configs.ColsConfig(16, 12, 1)
+    assert configs.choose_cols(1 << 20, 64, f32, H200, True) == configs.ColsVecConfig(256, 8, 4, 8)
+    for dev in (H200, A100):
+        specs = set(configs.instantiations(dev))
+        for dtype in (f16, BF16, f32, np.float64):
+            for length in [1, 7, 100, 1000, 5000, 70000]:
+                vectorizable = configs.cols_vectorizable(1, 64, 0, 64, dtype)
+                assert configs.choose_cols(length, 64, dtype, dev, vectorizable).spec(dtype, True) in specs
+
+
 def test_split_pipelined_flag_reaches_the_kernel():
     c = configs.choose_split(1 << 20, 16, np.float32, H200)
     assert c.spec(np.float32, False).template_args[-1] is True
@@ -318,6 +388,27 @@ def test_host_path_cols_vec_grid(fake_gpu):
         module._plan((100, 70), (4, 400), np.dtype(np.float32), (0,), 0, configs.ColsVecConfig(256, 4, 4), False)
     cols = module._plan((100, 64), (128, 2), np.dtype(np.float16), (0,), 0, configs.ColsVecConfig(256, 4, 4, 8), False)
     assert cols.grid == (2 * 8,) and cols.block == (256,)
+
+
+def test_host_path_cols_strip(fake_gpu, monkeypatch):
+    """ColsStripConfig: a block per strip of columns times the cluster, the part of each block
+    and the shared-memory tiles, the non-portable cluster of 16 allowed; refused where the
+    layout does not allow vectors or the config does not hold the column."""
+    module, _, _ = fake_gpu
+    non_portable = []
+    monkeypatch.setattr(module, "_allow_non_portable_cluster", non_portable.append)
+    f16 = np.dtype(np.float16)
+    config = configs.choose_cols_strip(16384, 4096, f16, H200)
+    plan = module._plan((16384, 4096), (8192, 2), f16, (0,), 0, config, False)
+    assert plan.grid == (4096 // 32 * 16,) and plan.block == (512,) and plan.smem == 2 * 32768
+    assert [int(a) for a in plan.scalars] == [1, 16384, 4096, 0, 1, 4096, 1024]  # outer, geometry, part
+    assert non_portable == [plan.kernel] and plan.kernel.preferred_shared_memory_carveout == 100
+    outer = module._plan((3, 1031, 40), (1031 * 80, 80, 2), f16, (1,), 0, configs.choose_cols_strip(1031, 120, f16, H200), False)
+    assert outer.grid[0] % 6 == 0 and int(outer.scalars[0]) == 3  # 3 outer x 2 strips of 32 columns, x the cluster
+    with pytest.raises(ValueError, match="config"):
+        module._plan((40000, 64), (128, 2), f16, (0,), 0, config, False)  # 2500 rows a block: beyond 2 tiles
+    with pytest.raises(ValueError, match="config"):
+        module._plan((16384, 70), (280, 4), np.dtype(np.float32), (0,), 0, configs.choose_cols_strip(16384, 72, np.float32, H200), False)
 
 
 def test_host_path_copy_path_is_not_a_fast_signature(fake_gpu):
@@ -587,19 +678,24 @@ def _split_pipelined(length, rows, dtype):
 _forced_compiled = []
 
 
-@pytest.fixture
-def forced_kernels(cp):
+def _precompile(forced):
+    """(config, dtype) pairs compiled in parallel for this device, softmax and log_softmax."""
     from cufuse._loader import arch_for, precompile
 
+    dev = configs_device()
+    specs = [c.spec(d, log) for c, d in forced for log in (False, True)]
+    precompile([s for s in specs if s.min_cc <= dev.cc], arch_for(dev.cc), jobs=16)
+
+
+@pytest.fixture
+def forced_kernels(cp):
     if _forced_compiled:
         return
     _forced_compiled.append(True)
-    dev = configs_device()
     forced = [(SPLIT_STREAMED_PIPELINED, np.float32), (_split_pipelined(131073, 7, np.float16), np.float16)]
     forced += [(CLUSTER_16, np.float32)]
     forced += [(c, d) for c in COLS_VEC.values() for d in (np.float16, np.float32)]
-    specs = [c.spec(d, log) for c, d in forced for log in (False, True)]
-    precompile([s for s in specs if s.min_cc <= dev.cc], arch_for(dev.cc), jobs=16)
+    _precompile(forced)
 
 
 def _clusters(size):
@@ -696,6 +792,91 @@ def test_cols_vec(cp, rng, forced_kernels, log):
         _check(cp, x, (0,), log, out=poisoned(cp, x.shape, x.dtype), config=config)
     with pytest.raises(ValueError, match="config"):
         FN[log](_random(cp, rng, (100, 70), np.float32), axis=0, config=config)
+
+
+# The one-read column strips (softmax v8 candidates; the default behind _COLS_STRIP_DEFAULT):
+# column lengths at each threshold (one tile, a cluster step, the float32 switch to 64-byte
+# rows, the longest), primes, strips not a multiple of the columns a block holds (72 float16
+# columns: 2 strips + one lane of 4; 24 float32: 6 lanes of 8), a middle axis (outer > 1).
+STRIP_SHAPES = [((512, 40), 0), ((256, 24), 0), ((777, 72), 0), ((1031, 24), 0), ((4099, 72), 0),
+                ((16384, 40), 0), ((16385, 8), 0), ((24576, 8), 0), ((3, 1031, 40), 1)]
+STRIP_DTYPES = (np.float16, BF16, np.float32)
+
+
+def _strip_for(shape, axis, dtype):
+    length = shape[axis]
+    return configs.choose_cols_strip(length, int(np.prod(shape)) // length, dtype, configs_device())
+
+
+_strip_compiled = []
+
+
+@pytest.fixture
+def strip_kernels(cp):
+    """The strip kernels of the tests below, compiled in parallel first."""
+    if _strip_compiled:
+        return
+    _strip_compiled.append(True)
+    shapes = STRIP_SHAPES + [((4099, 32), 0), ((16385, 32), 0), ((1031, 72), 0), ((511, 40), 0), ((3, 777, 40), 1)]
+    chosen = {(_strip_for(shape, axis, d), d) for shape, axis in shapes for d in STRIP_DTYPES}
+    _precompile([(c, d) for c, d in chosen if c is not None])
+
+
+@pytest.mark.parametrize("dtype", STRIP_DTYPES)
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_strip(cp, rng, strip_kernels, dtype, log):
+    for shape, axis in STRIP_SHAPES:
+        config = _strip_for(shape, axis, dtype)
+        if config is None:  # longer than this device holds
+            continue
+        x = _random(cp, rng, shape, dtype)
+        _check(cp, x, (axis,), log, out=poisoned(cp, x.shape, x.dtype), config=config)
+
+
+@pytest.mark.parametrize("dtype", STRIP_DTYPES)
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_strip_non_finite_and_misaligned(cp, rng, strip_kernels, dtype, log):
+    """Non-finite columns (NaN, +inf, all -inf, ...) and the online merge across tiles (-inf
+    over the first 3/4 of a column, growing and falling maxima, NaN in a shared-memory tile,
+    +inf in the last row), beside finite columns; x and out not 16-byte aligned (scalars)."""
+    length = 16385  # clusters of 16, 3 shared-memory tiles a block
+    columns = np.concatenate([_rows_with_non_finite(rng, length, dtype).T, _rows_for_online_merge(rng, length, dtype).T], axis=1)
+    host = np.concatenate([columns, (rng.standard_normal((length, 32 - 14)) * 3).astype(dtype)], axis=1)
+    x = cp.asarray(host)
+    config = _strip_for(x.shape, 0, dtype)
+    _check(cp, x, (0,), log, out=poisoned(cp, x.shape, x.dtype), config=config)
+    flat = _random(cp, rng, (4099 * 32 + 1,), dtype)
+    misaligned = flat[1:].reshape(4099, 32)
+    out = poisoned(cp, (4099 * 32 + 1,), dtype)[1:].reshape(4099, 32)
+    _check(cp, misaligned, (0,), log, out=out, config=_strip_for(misaligned.shape, 0, dtype))
+
+
+def test_cols_strip_one_launch_no_allocation(cp, rng, strip_kernels):
+    x = _random(cp, rng, (4099, 72), np.float16)
+    out = cp.empty_like(x)
+    config = _strip_for(x.shape, 0, np.float16)
+    call = lambda: cufuse.softmax(x, axis=0, out=out, config=config)  # noqa: E731
+    call()
+    cp.cuda.Device().synchronize()
+    assert len(allocations(cp, call)[1]) == 0
+    dot, nodes = _graph_nodes(cp, call)
+    assert "softmax_cols_strip" in dot and nodes == 1, dot
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_strip_as_the_default(cp, rng, strip_kernels, monkeypatch, dtype, log):
+    """The dispatch once _COLS_STRIP_DEFAULT is flipped: strips where they hold the column,
+    the two-read kernels below one tile, beyond the chip and for float64."""
+    import sys
+
+    module = sys.modules["cufuse.softmax"]
+    monkeypatch.setattr(configs, "_COLS_STRIP_DEFAULT", True)
+    monkeypatch.setattr(module, "_plans", {})
+    monkeypatch.setattr(module, "_signatures", {})
+    for shape, axis in [((511, 40), 0), ((1031, 72), 0), ((24577, 8), 0), ((3, 777, 40), 1)]:
+        x = _random(cp, rng, shape, dtype)
+        _check(cp, x, (axis,), log, out=poisoned(cp, x.shape, x.dtype))
 
 
 def _graph_nodes(cp, fn):

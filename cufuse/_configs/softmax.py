@@ -34,7 +34,8 @@ the plain rows on every shape after v7 and were removed in v7.1 (design: bench/N
 ``SplitConfig(pipelined=True)`` merges each shared-memory tile as soon as it lands and
 requests the next row's tiles as the output pass frees them -- 2- and 4-byte types
 (``_SPLIT_PIPELINED``). Columns: 16-byte vectors across columns for float32
-(``_COLS_VEC``), clusters of 4 for the scalar column kernel.
+(``_COLS_VEC``), clusters of 4 for the scalar column kernel; one-read strips of columns held
+on chip by a cluster (``_COLS_STRIP``, ``choose_cols_strip``) once ``_COLS_STRIP_DEFAULT`` is on.
 """
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ _SPLIT_THREADS, _SPLIT_VECS = 256, 4
 # block of a row is resident at once (two per SM: one block's loads overlap another's stores).
 _SPLIT_BLOCKS_PER_SM = 2
 _SMEM_RESERVE = 2048  # the driver's 1 KB per block plus the kernel's static shared memory
+_SMEM_RESERVED_PER_BLOCK = 1024  # the driver's
 # The pipelined split kernel, by itemsize: float16 16 x 1M 0.51 -> 0.54, 4 x 4M 0.51 -> 0.53,
 # 128 x 262144 and axis=None equal; float32 (v6 kernel, H200 14:56) 1024 x 65536 0.65 -> 0.69,
 # 128 x 262144 0.61 -> 0.63, 1M / 4M equal.
@@ -86,6 +88,21 @@ _COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 4, 2048
 # float16 lost (best 0.24 vs 0.27) and float64 spills on sm_90a: both keep the scalar kernel.
 _COLS_VEC = {4: dict(threads=256, col_lanes=8, unroll=4)}
 _COLS_VEC_CLUSTER = 8
+# One-read column strips (``softmax_cols_strip``, sm_90 clusters of up to 16 blocks; one block
+# without clusters): geometries (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM) by
+# itemsize, the first whose strip fits on chip wins. 2-byte types keep no register tile (with
+# one, 512 x 4 vectors spilled under the 64 registers of two 512-thread blocks an SM) and take
+# 64-byte rows (16384 rows x 64 B over 16 blocks: 2 shared-memory tiles a block; 128-byte rows
+# would need 128 KB a block); float32 128-byte rows with a register tile (16384 x 128 B: 1 +
+# 3 tiles a block, 58-61 registers), then 64-byte rows for columns up to 24576.
+_COLS_STRIP = {
+    2: ((512, 4, 4, False, 2),),
+    4: ((512, 8, 4, True, 2), (512, 4, 4, False, 2)),
+}
+_COLS_STRIP_CLUSTERS = (1, 2, 4, 8, 16)  # 16: non-portable, sm_90 (the host sets the attribute)
+# The strip kernel replaces the two-read column kernels where it holds the column (one line to
+# flip once measured on the H200: bench/sweep_softmax.py axis=0, "strip" candidates).
+_COLS_STRIP_DEFAULT = False
 
 
 def vector_size(dtype) -> int:
@@ -220,6 +237,50 @@ class ColsVecConfig:
         return KernelSpec(SOURCE, "softmax_cols_vec_cluster", args + (self.cluster,), min_cc=90)
 
 
+@dataclasses.dataclass(frozen=True)
+class ColsStripConfig:
+    """``softmax_cols_strip`` (cluster 1) or ``softmax_cols_strip_cluster``: a strip of
+    ``col_lanes`` 16-byte vectors of adjacent columns held on chip by ``cluster`` blocks, each
+    ceil(length / cluster) rows of it in tiles of ``tile_rows`` rows: ``smem_tiles`` in dynamic
+    shared memory plus, with ``register_tile``, the last one in registers; ``blocks_per_sm``
+    blocks an SM (the kernel's launch bound). Only where ``cols_vectorizable``."""
+
+    threads: int
+    col_lanes: int
+    vecs: int
+    register_tile: bool
+    blocks_per_sm: int
+    cluster: int
+    smem_tiles: int
+
+    def columns(self, dtype) -> int:
+        return self.col_lanes * vector_size(dtype)
+
+    @property
+    def tile_rows(self) -> int:
+        return self.threads // self.col_lanes * self.vecs
+
+    @property
+    def tile_bytes(self) -> int:
+        return self.threads * self.vecs * 16
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.smem_tiles * self.tile_bytes
+
+    @property
+    def tiles_per_block(self) -> int:
+        return self.smem_tiles + int(self.register_tile)
+
+    def spec(self, dtype, log: bool):
+        from .._loader import KernelSpec
+
+        args = (ctype(dtype), log, self.threads, self.col_lanes, self.vecs, self.register_tile, self.blocks_per_sm)
+        if self.cluster == 1:
+            return KernelSpec(SOURCE, "softmax_cols_strip", args)
+        return KernelSpec(SOURCE, "softmax_cols_strip_cluster", args + (self.cluster,), min_cc=90)
+
+
 def cols_vectorizable(outer: int, inner: int, so: int, sl: int, dtype) -> bool:
     """Whether a column layout (inner axis contiguous) can be read and written as 16-byte
     vectors of adjacent columns: every vector starts at a multiple of the vector size."""
@@ -298,6 +359,55 @@ def choose_rows(length: int, rows: int, dtype, dev):
     return choose_split(length, rows, dtype, dev)
 
 
+def _strip_clusters(dev):
+    return [c for c in _COLS_STRIP_CLUSTERS if c == 1 or dev.max_cluster_size >= 8]
+
+
+def _strip_static_smem(threads: int, columns: int, dtype) -> int:
+    """The strip kernel's static shared memory: (max, sum) of each column per warp, of the
+    block and of the cluster."""
+    accumulator = 8 if np.dtype(dtype).itemsize == 8 else 4
+    return (threads // 32 + 2) * columns * 2 * accumulator
+
+
+def strip_config(length: int, rows: int, dtype, dev, geometry):
+    """The ColsStripConfig of one geometry (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM)
+    for columns of ``length`` (``rows`` columns in all), or None where a column is shorter
+    than a tile or does not fit on chip. The smallest cluster that holds the strip; a larger
+    one (more blocks, each a tile at least) while the strips leave SMs idle."""
+    threads, col_lanes, vecs, register_tile, blocks_per_sm = geometry
+    probe = ColsStripConfig(threads, col_lanes, vecs, register_tile, blocks_per_sm, 1, 0)
+    tile_rows, columns = probe.tile_rows, probe.columns(dtype)
+    smem = min(dev.max_smem_per_block, dev.smem_per_sm // blocks_per_sm - _SMEM_RESERVED_PER_BLOCK)
+    smem -= _strip_static_smem(threads, columns, dtype)
+    tiles_per_block = smem // probe.tile_bytes + int(register_tile)
+    if length < tile_rows:
+        return None
+
+    def tiles(cluster):  # a block's tiles: ceil(length / cluster) rows
+        return _ceil_div(_ceil_div(length, cluster), tile_rows)
+
+    fitting = [c for c in _strip_clusters(dev) if tiles(c) <= tiles_per_block]
+    if not fitting:
+        return None
+    cluster, strips = fitting[0], _ceil_div(rows, columns)
+    for larger in fitting[1:]:
+        if strips * cluster >= blocks_per_sm * dev.sm_count or _ceil_div(length, larger) < tile_rows:
+            break
+        cluster = larger
+    return ColsStripConfig(threads, col_lanes, vecs, register_tile, blocks_per_sm, cluster, tiles(cluster) - int(register_tile))
+
+
+def choose_cols_strip(length: int, rows: int, dtype, dev):
+    """The one-read column kernel's config for a layout that ``cols_vectorizable``, or None
+    (columns shorter than a tile or too long for the chip: the two-read kernels)."""
+    for geometry in _COLS_STRIP.get(np.dtype(dtype).itemsize, ()):
+        config = strip_config(length, rows, dtype, dev, geometry)
+        if config is not None:
+            return config
+    return None
+
+
 def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
     """Config for a strided reduced axis over a contiguous inner axis (``vectorizable``: what
     ``cols_vectorizable`` says of the layout). Long columns are split over a cluster where
@@ -306,6 +416,9 @@ def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = Fals
     def cluster(size):
         return size if dev.max_cluster_size >= size and length >= _COLS_CLUSTER_MIN_LENGTH else 1
 
+    strip = choose_cols_strip(length, columns, dtype, dev) if _COLS_STRIP_DEFAULT and vectorizable else None
+    if strip is not None:
+        return strip
     vec = _COLS_VEC.get(np.dtype(dtype).itemsize) if vectorizable else None
     if vec is not None:
         return ColsVecConfig(**vec, cluster=cluster(_COLS_VEC_CLUSTER))
@@ -327,4 +440,15 @@ def instantiations(dev):
             vectorizable = {False, cols_vectorizable(1, vs, 0, vs, dtype)}
             cols = [choose_cols(n, 1, dtype, dev, vec) for n in (1, 1 << 20) for vec in sorted(vectorizable)]
             specs += list(dict.fromkeys(c.spec(dtype, log) for c in cols))
+            specs += _strip_instantiations(dtype, log, dev)
     return specs
+
+
+def _strip_instantiations(dtype, log, dev):
+    """Every strip kernel ``choose_cols_strip`` can pick for ``dtype`` on ``dev`` (the cluster
+    depends on the length and the column count: every one allowed)."""
+    return [
+        ColsStripConfig(*geometry, cluster, 0).spec(dtype, log)
+        for geometry in _COLS_STRIP.get(np.dtype(dtype).itemsize, ())
+        for cluster in _strip_clusters(dev)
+    ]
