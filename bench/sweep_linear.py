@@ -131,9 +131,10 @@ TMA_MID_VARIANTS = [  # 512 x 4096^2 (default: wgmma 128x128k64s5)
     ("tma 64x128 s4 x2", tma(L.TMA_64x128)),
     ("tma 128x256 s4 split2", tma(L.TMA_TILE, 2)),
 ]
-TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 (default M = 64: wgmma 64x64k64s6 x2 split 2; M = 16: mma stream)
+TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 (default M = 64: tma 64x64 s12 split 1 since S4-3; M = 16: mma stream)
     ("tma 64x64 s6 x2 split2", tma(L.TMA_64x64, 2)),
-    ("tma 64x64 s12 split1", tma(L.TMA_STREAM_TILES[0])),
+    ("wgmma 64x64 s6 x2 split2 (v8 default)", wgmma(L.WGMMA_64x64, 2)),
+    ("tma 64x64 s14 split1", tma(L.TmaTile(64, 64, 14, max_blocks_per_sm=1))),
     ("tma 64x64 s12 split2", tma(L.TMA_STREAM_TILES[0], 2)),
     ("tma 64x64 s8 split2", tma(L.TMA_STREAM_TILES[1], 2)),
     ("tma 64x128 s8 split2", tma(L.TMA_STREAM_TILES[2], 2)),
