@@ -210,7 +210,7 @@ def test_float32_eligibility_uses_4_float_chunks():
 @pytest.mark.parametrize("dtype,kind", [(F32, "tf32x3"), (F64, "dmma")])
 def test_wide_types_default_to_tensor_cores_where_operands_allow(dtype, kind):
     # Measured on the H200 (4096^3): 3xTF32 61.6 TFLOP/s against SIMT 37.9 and CuPy unfused
-    # 48.4; DMMA 45.0 against SIMT 15.5 (CuPy unfused 57.1).
+    # 48.4; DMMA 45.0 against SIMT 15.5, pipelined DMMA 57.0 (CuPy unfused 56.6).
     assert cfg.choose_config(4096, 4096, 4096, dtype, True, H200).kind == kind
     assert cfg.choose_config(4096, 4096, 4096, dtype, False, H200).kind == "simt"
     assert cfg.choose_wide_config(4096, 4096, dtype, True, H200, tensor_cores=False).kind == "simt"
@@ -219,6 +219,8 @@ def test_wide_types_default_to_tensor_cores_where_operands_allow(dtype, kind):
 @pytest.mark.parametrize("dtype,kind,tile", [(F32, "tf32x3", cfg.TF32_TILE), (F64, "dmma", cfg.DMMA_TILE)])
 @pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
 def test_wide_tensor_core_selection(dev, dtype, kind, tile):
+    if dtype == F64 and dev is H200 and cfg.DMMA_PIPELINED:
+        tile = cfg.DMMA_PIPELINED_TILE
     specs = set(cfg.instantiations(dev))
     for m, n in ((1, 8), (65, 4100), (512, 4096), (4096, 4096), (8192, 8192)):
         config = cfg.choose_wide_config(m, n, dtype, True, dev, tensor_cores=True)
@@ -256,11 +258,12 @@ def test_wide_tiles_fit_their_register_budget(tile, dtype, kmajor):
 
 
 def test_pipelined_dmma_is_a_one_line_switch_on_compute_capability_9(monkeypatch):
-    # Off until measured (DMMA_TILE stays the float64 default); on, it takes compute capability
-    # 9.0 only: DMMA m16n8k8 / m16n8k16 .f64 do not exist before.
+    # On since run S4-4 (the float64 default on compute capability 9.0 only: DMMA m16n8k8 /
+    # m16n8k16 .f64 do not exist before); off, DMMA_TILE everywhere.
+    assert cfg.choose_wide_config(4096, 4096, F64, True, H200) == DMMA_PIPE
+    monkeypatch.setattr(cfg, "DMMA_PIPELINED", False)
     assert cfg.choose_wide_config(4096, 4096, F64, True, H200).tile == cfg.DMMA_TILE
     monkeypatch.setattr(cfg, "DMMA_PIPELINED", True)
-    assert cfg.choose_wide_config(4096, 4096, F64, True, H200) == DMMA_PIPE
     assert cfg.choose_wide_config(4096, 4096, F64, True, A100).tile == cfg.DMMA_TILE
     assert cfg.choose_wide_config(4096, 4096, F32, True, H200).tile == cfg.TF32_TILE
     assert cfg.choose_wide_config(4096, 4096, F64, False, H200).kind == "simt"

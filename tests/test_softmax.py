@@ -96,8 +96,8 @@ def test_measured_winners_of_the_v5_sweep():
         assert configs.choose_rows(cols, 16, np.float16, H200).pipelined
         assert configs.choose_rows(cols, 16, np.float32, H200).pipelined
         assert not configs.choose_rows(cols, 16, np.float64, H200).pipelined
-    assert configs.choose_cols(16384, 4096, np.float32, H200, True) == configs.ColsVecConfig(256, 8, 4, 8)
-    assert configs.choose_cols(16384, 4096, np.float16, H200, True) == configs.ColsConfig(16, 12, 4)
+    assert configs.choose_cols(16384, 4096, np.float32, H200, False) == configs.ColsConfig(16, 8, 4)
+    assert configs.choose_cols(16384, 4096, np.float16, H200, False) == configs.ColsConfig(16, 12, 4)
     assert configs.choose_cols(16384, 4096, np.float32, H200, False) == configs.ColsConfig(16, 8, 4)
 
 
@@ -203,10 +203,10 @@ def test_cols_vectorizable_and_the_vec_default():
     assert not configs.cols_vectorizable(1, 64, 0, 130, f16)  # sl not a multiple of 8
     assert not configs.cols_vectorizable(3, 64, 102, 64, f32)  # so not a multiple of 4
     assert not configs.cols_vectorizable(1, 64, 0, 64, np.float64)
-    assert isinstance(configs.choose_cols(16384, 4096, f16, H200, True), configs.ColsConfig)  # float16 lost
-    chosen = configs.choose_cols(16384, 4096, f32, H200, True)
+    assert isinstance(configs.choose_cols(30000, 4096, f16, H200, True), configs.ColsConfig)  # float16 lost; no strip fits
+    chosen = configs.choose_cols(30000, 4096, f32, H200, True)
     assert isinstance(chosen, configs.ColsVecConfig) and chosen.cluster == 8
-    assert configs.choose_cols(2047, 64, f32, H200, True).cluster == 1
+    assert configs.choose_cols(255, 64, f32, H200, True) == configs.ColsVecConfig(256, 8, 4, 1)  # below a strip tile, short: no cluster
     assert configs.choose_cols(16384, 4096, f32, A100, True).spec(f32, False).name == "softmax_cols_vec"
     assert isinstance(configs.choose_cols(16384, 4096, f32, H200, False), configs.ColsConfig)
     specs = set(configs.instantiations(H200))
@@ -215,13 +215,15 @@ def test_cols_vectorizable_and_the_vec_default():
 
 def test_cols_strip_holds_the_column_on_chip():
     """choose_cols_strip on the benchmark's 16384 x 4096 (H200): 2-byte types in 64-byte rows,
-    clusters of 16 with 2 shared-memory tiles a block; float32 in 128-byte rows with the
+    256 threads x 8 vectors three blocks an SM, clusters of 16 with 2 shared-memory tiles a
+    block (longer columns: 512 threads x 4 vectors, 3 tiles); float32 in 128-byte rows with the
     register tile and 3 shared-memory tiles. Then each threshold: shorter than a tile, the
     float32 switch to 64-byte rows, longer than the chip holds; A100 without clusters; never
     float64 (not vectorizable)."""
     strip = configs.ColsStripConfig
-    assert configs.choose_cols_strip(16384, 4096, np.float16, H200) == strip(512, 4, 4, False, 2, 16, 2)
-    assert configs.choose_cols_strip(16384, 4096, BF16, H200) == strip(512, 4, 4, False, 2, 16, 2)
+    assert configs.choose_cols_strip(16384, 4096, np.float16, H200) == strip(256, 4, 8, False, 3, 16, 2)
+    assert configs.choose_cols_strip(16384, 4096, BF16, H200) == strip(256, 4, 8, False, 3, 16, 2)
+    assert configs.choose_cols_strip(16385, 4096, BF16, H200) == strip(512, 4, 4, False, 2, 16, 3)
     assert configs.choose_cols_strip(16384, 4096, np.float32, H200) == strip(512, 8, 4, True, 2, 16, 3)
     assert configs.choose_cols_strip(16385, 4096, np.float32, H200) == strip(512, 4, 4, False, 2, 16, 3)
     for dtype, shortest, longest in [(np.float16, 512, 24576), (BF16, 512, 24576), (np.float32, 256, 24576)]:
@@ -265,11 +267,13 @@ def test_cols_strip_configs_fit_and_are_instantiations(dtype):
 
 
 def test_cols_strip_default_is_one_flag(monkeypatch):
-    """_COLS_STRIP_DEFAULT off: the two-read column kernels (today's default); on: the strip
-    kernel wherever it holds a vectorizable column, the two-read kernels elsewhere."""
+    """_COLS_STRIP_DEFAULT on (the default since run S4-4): the strip kernel wherever it holds a
+    vectorizable column, the two-read kernels elsewhere; off: the two-read kernels."""
     f16, f32 = np.float16, np.float32
+    monkeypatch.setattr(configs, "_COLS_STRIP_DEFAULT", False)
     assert not isinstance(configs.choose_cols(16384, 4096, f16, H200, True), configs.ColsStripConfig)
     monkeypatch.setattr(configs, "_COLS_STRIP_DEFAULT", True)
+    assert configs.choose_cols(16384, 4096, f16, H200, True).threads == 256  # measured fastest (S4-4)
     assert configs.choose_cols(16384, 4096, f16, H200, True) == configs.choose_cols_strip(16384, 4096, f16, H200)
     assert configs.choose_cols(16384, 4096, f32, H200, True) == configs.choose_cols_strip(16384, 4096, f32, H200)
     assert configs.choose_cols(16384, 4096, f16, H200, False) == configs.ColsConfig(16, 12, 4)
@@ -398,7 +402,7 @@ def test_host_path_cols_strip(fake_gpu, monkeypatch):
     non_portable = []
     monkeypatch.setattr(module, "_allow_non_portable_cluster", non_portable.append)
     f16 = np.dtype(np.float16)
-    config = configs.choose_cols_strip(16384, 4096, f16, H200)
+    config = configs.ColsStripConfig(512, 4, 4, False, 2, 16, 2)
     plan = module._plan((16384, 4096), (8192, 2), f16, (0,), 0, config, False)
     assert plan.grid == (4096 // 32 * 16,) and plan.block == (512,) and plan.smem == 2 * 32768
     assert [int(a) for a in plan.scalars] == [1, 16384, 4096, 0, 1, 4096, 1024]  # outer, geometry, part

@@ -275,13 +275,14 @@ DMMA_TILE = WideTile(128, 128, 16, 4, 2, 3, max_blocks_per_sm=1, relative_speed=
 # float64 on sm_90, linear_relu_dmma: cuBLAS's Hopper DGEMM shape (128x64x16, 4 warps of 64x32,
 # 2 blocks per SM, 3 stages, DMMA.16x8x8); 240 / 234 registers (row-major / K-major weight).
 DMMA_PIPELINED_TILE = WideTile(128, 64, 16, 2, 2, 3, max_blocks_per_sm=2, relative_speed=1.0, itemsize=8, dmma_k=8)
-# The one-line switch: DMMA_PIPELINED_TILE as the float64 default on compute capability 9.0
-# (off until the H200 sweep measures it against DMMA_TILE: bench/sweep_linear.py).
-DMMA_PIPELINED = False
+# The one-line switch: DMMA_PIPELINED_TILE as the float64 default on compute capability 9.0.
+# H200 run S4-4, 4096^3 eager TFLOP/s, (K,N) / (N,K).T: 57.0 / 54.5 against DMMA_TILE's
+# 44.6 / 48.3 and CuPy unfused 56.6 / 53.7 (cupy.matmul alone 61.7 / 59.9).
+DMMA_PIPELINED = True
 DMMA_PIPELINED_MIN_CC = 90  # mma.sync m16n8k8 / m16n8k16 .f64
 # The tensor-core kernels as the float32 / float64 defaults where they can load the
 # operands. H200, 4096^3: 3xTF32 61.6 TFLOP/s (SIMT 37.9, CuPy unfused 48.4); DMMA 45.0
-# (SIMT 15.5, CuPy unfused 57.1: faster than SIMT, still short of cuBLAS DGEMM).
+# (SIMT 15.5), pipelined DMMA 57.0 (CuPy unfused 56.6).
 FP32_TENSOR_CORES = True
 FP64_TENSOR_CORES = True
 
