@@ -1,4 +1,4 @@
-"""Shared-memory models of the float64 tensor-core kernels (CPU only; bench/notes-wip-f64.md).
+"""Shared-memory models of the float64 tensor-core kernels (CPU only; bench/NOTES.md, fp32/fp64 v7).
 
 * ``old_kernel_model``: linear_relu_wide<double,128,128,16,4,2,3,false> (v6), the wavefronts of
   its accesses per block and k tile by the bank rule (64-bit per half warp, 128-bit per quarter
