@@ -215,15 +215,15 @@ def test_cols_vectorizable_and_the_vec_default():
 
 def test_cols_strip_holds_the_column_on_chip():
     """choose_cols_strip on the benchmark's 16384 x 4096 (H200): 2-byte types in 64-byte rows,
-    256 threads x 8 vectors three blocks an SM, clusters of 16 with 2 shared-memory tiles a
-    block (longer columns: 512 threads x 4 vectors, 3 tiles); float32 in 128-byte rows with the
+    float16 256 threads x 8 vectors three blocks an SM (longer columns and bfloat16: 512 x 4),
+    clusters of 16 with 2 shared-memory tiles a block; float32 in 128-byte rows with the
     register tile and 3 shared-memory tiles. Then each threshold: shorter than a tile, the
     float32 switch to 64-byte rows, longer than the chip holds; A100 without clusters; never
     float64 (not vectorizable)."""
     strip = configs.ColsStripConfig
     assert configs.choose_cols_strip(16384, 4096, np.float16, H200) == strip(256, 4, 8, False, 3, 16, 2)
-    assert configs.choose_cols_strip(16384, 4096, BF16, H200) == strip(256, 4, 8, False, 3, 16, 2)
-    assert configs.choose_cols_strip(16385, 4096, BF16, H200) == strip(512, 4, 4, False, 2, 16, 3)
+    assert configs.choose_cols_strip(16384, 4096, BF16, H200) == strip(512, 4, 4, False, 2, 16, 2)  # 256 x 8 spills
+    assert configs.choose_cols_strip(16385, 4096, np.float16, H200) == strip(512, 4, 4, False, 2, 16, 3)
     assert configs.choose_cols_strip(16384, 4096, np.float32, H200) == strip(512, 8, 4, True, 2, 16, 3)
     assert configs.choose_cols_strip(16385, 4096, np.float32, H200) == strip(512, 4, 4, False, 2, 16, 3)
     for dtype, shortest, longest in [(np.float16, 512, 24576), (BF16, 512, 24576), (np.float32, 256, 24576)]:
@@ -904,7 +904,8 @@ def _graph_nodes(cp, fn):
         ((1024, 1024), -1, "softmax_rows", 1, 0),
         ((64, 16384), -1, "softmax_rows", 1, 0),  # the longest block rung
         ((16, 1 << 15), -1, "softmax_rows_split", 1, 0),  # past the block rungs (2-/4-byte types)
-        ((4096, 300), 0, "softmax_cols_vec_cluster", 1, 0),  # leading axis: no transposed copy
+        ((4096, 300), 0, "softmax_cols_strip_cluster", 1, 0),  # leading axis: no transposed copy
+        ((24577, 64), 0, "softmax_cols_vec_cluster", 1, 0),  # columns longer than a strip holds
         ((4096, 301), 0, "softmax_cols_cluster", 1, 0),
         ((8, 64, 64), None, "softmax_rows", 1, 0),  # axis=None of a contiguous array: one row
         ((4, 1 << 20), -1, "softmax_rows_split", 1, 0),  # the scratch is reused: no memset

@@ -43,7 +43,7 @@ import dataclasses
 
 import numpy as np
 
-from .._dtypes import ctype
+from .._dtypes import BFLOAT16, ctype
 
 SOURCE = "softmax.cu"
 
@@ -90,16 +90,19 @@ _COLS_VEC = {4: dict(threads=256, col_lanes=8, unroll=4)}
 _COLS_VEC_CLUSTER = 8
 # One-read column strips (``softmax_cols_strip``, sm_90 clusters of up to 16 blocks; one block
 # without clusters): geometries (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM) by
-# itemsize, the first whose strip fits on chip wins. 2-byte types keep no register tile (with
+# dtype, the first whose strip fits on chip wins. 2-byte types keep no register tile (with
 # one, 512 x 4 vectors spilled under the 64 registers of two 512-thread blocks an SM) and take
 # 64-byte rows (16384 rows x 64 B over 16 blocks: 2 shared-memory tiles a block; 128-byte rows
 # would need 128 KB a block); float32 128-byte rows with a register tile (16384 x 128 B: 1 +
 # 3 tiles a block, 58-61 registers), then 64-byte rows for columns up to 24576.
+_COLS_STRIP_WIDE_ROWS = (512, 4, 4, False, 2)
 _COLS_STRIP = {
-    # 2-byte types: 256 threads x 8 vectors, three blocks an SM first (H200 run S4-4, 16384 x
-    # 4096 float16 axis=0: 0.44x copy against 0.32 for 512 x 4 vectors two an SM).
-    2: ((256, 4, 8, False, 3), (512, 4, 4, False, 2)),
-    4: ((512, 8, 4, True, 2), (512, 4, 4, False, 2)),
+    # float16: 256 threads x 8 vectors, three blocks an SM first (H200 run S4-4, 16384 x 4096
+    # axis=0: 0.44x copy against 0.32 for 512 x 4 vectors two an SM); bfloat16 spills 88-96 B
+    # at that geometry's 80 registers (its conversions), so it keeps 512 x 4.
+    np.dtype(np.float16): ((256, 4, 8, False, 3), _COLS_STRIP_WIDE_ROWS),
+    np.dtype(BFLOAT16): (_COLS_STRIP_WIDE_ROWS,),
+    np.dtype(np.float32): ((512, 8, 4, True, 2), _COLS_STRIP_WIDE_ROWS),
 }
 _COLS_STRIP_CLUSTERS = (1, 2, 4, 8, 16)  # 16: non-portable, sm_90 (the host sets the attribute)
 # The strip kernel replaces the two-read column kernels where it holds the column (H200 run
@@ -403,7 +406,7 @@ def strip_config(length: int, rows: int, dtype, dev, geometry):
 def choose_cols_strip(length: int, rows: int, dtype, dev):
     """The one-read column kernel's config for a layout that ``cols_vectorizable``, or None
     (columns shorter than a tile or too long for the chip: the two-read kernels)."""
-    for geometry in _COLS_STRIP.get(np.dtype(dtype).itemsize, ()):
+    for geometry in _COLS_STRIP.get(np.dtype(dtype), ()):
         config = strip_config(length, rows, dtype, dev, geometry)
         if config is not None:
             return config
@@ -451,6 +454,6 @@ def _strip_instantiations(dtype, log, dev):
     depends on the length and the column count: every one allowed)."""
     return [
         ColsStripConfig(*geometry, cluster, 0).spec(dtype, log)
-        for geometry in _COLS_STRIP.get(np.dtype(dtype).itemsize, ())
+        for geometry in _COLS_STRIP.get(np.dtype(dtype), ())
         for cluster in _strip_clusters(dev)
     ]
