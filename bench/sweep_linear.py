@@ -308,8 +308,11 @@ def run_case(m, k, n, dname, kmajor, variants):
 
 
 def default_config(m, k, n, dname, kmajor):
-    dev = current_device_info()  # the sweep's operands are aligned: every dtype may take tensor cores
-    return L.choose_config(m, n, k, DTYPES[dname], dev.cc >= L.MMA_MIN_CC, dev, kmajor)
+    # The sweep's operands are aligned and dense: every dtype may take tensor cores, and TMA
+    # tensor maps describe them wherever the wgmma kernel runs.
+    dev = current_device_info()
+    return L.choose_config(m, n, k, DTYPES[dname], dev.cc >= L.MMA_MIN_CC, dev, kmajor,
+                           tma_ok=L.wgmma_supported(dev))
 
 
 def all_specs(plan):
