@@ -6,7 +6,7 @@
 // "cp.async.bulk.tensor" and "mbarrier" sections. The instructions exist on sm_90 only;
 // callers guard their bodies accordingly.
 #pragma once
-#include "common.cuh"
+#include "mma.cuh"  // smem_addr
 
 namespace cufuse {
 
@@ -14,13 +14,9 @@ struct alignas(64) TmaDescriptor {
     unsigned long long opaque[16];
 };
 
-__device__ __forceinline__ unsigned smem_address(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 // An mbarrier expecting `arrivals` arrivals per phase (one thread initialises it).
 __device__ __forceinline__ void mbarrier_init(unsigned long long* bar, int arrivals) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(arrivals) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
 }
 // Makes initialised mbarriers visible to the other threads and to the async proxy (TMA);
 // a block barrier must follow before anyone uses them.
@@ -29,11 +25,11 @@ __device__ __forceinline__ void mbarrier_init_fence() {
 }
 // One arrival that also announces `bytes` more transaction bytes for the current phase.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
                  : "memory");
 }
 __device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 // Blocks until the phase of parity `parity` has completed. A fresh mbarrier is in phase 0,
 // so waiting for parity 1 returns at once (the "previous" phase counts as complete).
@@ -42,7 +38,7 @@ __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned 
         "{\n.reg .pred done;\n"
         "wait_%=:\n"
         "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra wait_%=;\n}\n" ::"r"(smem_address(bar)),
+        "@!done bra wait_%=;\n}\n" ::"r"(smem_addr(bar)),
         "r"(parity)
         : "memory");
 }
@@ -54,8 +50,8 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TmaDescriptor& map,
                                             unsigned long long* bar) {
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
-            "r"(smem_address(dst)),
-        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(inner), "r"(outer), "r"(smem_address(bar))
+            "r"(smem_addr(dst)),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(inner), "r"(outer), "r"(smem_addr(bar))
         : "memory");
 }
 
