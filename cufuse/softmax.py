@@ -19,7 +19,7 @@ Any strides work in place (negative, transposed, sliced), with 64-bit offsets:
   split over a cluster of blocks (``softmax_cols_cluster`` 4, ``softmax_cols_vec_cluster`` 8),
   whose parts are small enough that the second read is served by L2 (a DRAM traffic of about
   one read and one write). ``softmax_cols_strip[_cluster]`` (``ColsStripConfig``, the default
-  once ``_COLS_STRIP_DEFAULT`` is flipped) reads each element once: a cluster of up to 16
+  where it holds the column: ``_COLS_STRIP_DEFAULT``) reads each element once: a cluster of up to 16
   blocks holds a strip of adjacent columns on chip (registers and shared memory) and writes it
   after the statistics met in distributed shared memory; columns shorter than a tile or longer
   than the chip holds keep the kernels above.

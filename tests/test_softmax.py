@@ -870,7 +870,7 @@ def test_cols_strip_one_launch_no_allocation(cp, rng, strip_kernels):
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
 @pytest.mark.parametrize("log", [False, True])
 def test_cols_strip_as_the_default(cp, rng, strip_kernels, monkeypatch, dtype, log):
-    """The dispatch once _COLS_STRIP_DEFAULT is flipped: strips where they hold the column,
+    """The dispatch with _COLS_STRIP_DEFAULT on (the default): strips where they hold the column,
     the two-read kernels below one tile, beyond the chip and for float64."""
     import sys
 

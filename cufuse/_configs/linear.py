@@ -22,7 +22,7 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   IEEE fused multiply-adds). A ``WideTile`` with ``dmma_k`` set (8 or 16) runs
   ``linear_relu_dmma`` instead, sm_90 only: DMMA m16n8k{dmma_k}, fragments reloaded right
   after their last MMA, one barrier per k tile under the MMAs, swizzled unpadded shared
-  memory (the float64 default on compute capability 9.0 once ``DMMA_PIPELINED`` is set).
+  memory (the float64 default on compute capability 9.0: ``DMMA_PIPELINED``).
   Both run ``linear_relu_wide`` with the operand rules of ``"mma"`` in 16-byte chunks
   (``mma_eligible``) and are the float32 / float64 defaults where those rules hold on
   compute capability 8.0+ (``FP32_TENSOR_CORES``, ``FP64_TENSOR_CORES``: measured faster
