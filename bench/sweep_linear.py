@@ -140,6 +140,14 @@ TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 (default M = 64: tma 64x64 s12 split
     ("tma 64x128 s8 split2", tma(L.TMA_STREAM_TILES[2], 2)),
     ("tma 64x128 s4 x2 split4", tma(L.TMA_64x128, 4)),
 ]
+# Session 5: wider weight tiles for M <= 64 (x re-read from L2 once per 256 columns instead of 64).
+TMA_WIDE_STREAM_VARIANTS = [
+    ("tma 64x256 s5 split4", tma(L.TMA_64x256, 4)),
+    ("tma 64x256 s5 split2", tma(L.TMA_64x256, 2)),
+    ("tma 64x256 s4 split4", tma(L.TmaTile(64, 256, 4, max_blocks_per_sm=1), 4)),
+    ("tma 64x128 s4 x2 split2", tma(L.TMA_64x128, 2)),
+    ("tma 64x128 s8 split2 group1", tma(L.TMA_STREAM_TILES[2], 2, 1)),
+]
 TF = L.WideTile
 FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT kernel (the default until measured)
     ("tf32x3 128x128k32s4 8w", L.LinearConfig("tf32x3", L.TF32_TILE)),
@@ -354,12 +362,12 @@ def sweep_plan():
         (512, 4096, 4096, "bf16", True, d + TMA_MID_VARIANTS + WGMMA_MID_VARIANTS),
         (512, 4096, 4096, "fp16", False, d),
         (512, 4096, 4096, "fp16", True, d),
-        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4]),
-        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4]),
-        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS),
-        (16, 8192, 8192, "bf16", True, d + TMA_STREAM_VARIANTS[:2] + STREAM_VARIANTS),
-        (64, 8192, 8192, "bf16", False, d + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS),
-        (64, 8192, 8192, "bf16", True, d + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1]),
+        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1]),
+        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2]),
+        (16, 8192, 8192, "bf16", True, d + TMA_STREAM_VARIANTS[:2] + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2]),
+        (64, 8192, 8192, "bf16", False, d + TMA_WIDE_STREAM_VARIANTS + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS),
+        (64, 8192, 8192, "bf16", True, d + TMA_WIDE_STREAM_VARIANTS + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS),
         (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2]),
         (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS),
         (16, 8192, 8192, "fp16", True, d),
