@@ -152,6 +152,20 @@ def _alternatives(rows, length, dname, axis, dev):
                 out.append((f"cluster {t} v{v} c{c}", C(t, v, c)))
         # The split kernel with one or two blocks a row, the next row's tiles prefetched (v6).
         out.append(("v6 split pipelined", dataclasses.replace(S.choose_split(length, rows, dtype, dev), pipelined=True)))
+        split = S.choose_split(length, rows, dtype, dev)
+        if split.blocks_per_row == 1:  # Session 5: one block a row, not persistent (the hardware interleaves blocks)
+            for pipelined in (True, False):
+                out.append((f"s5 split one-shot{' pipelined' if pipelined else ''}",
+                            dataclasses.replace(split, grid=rows, pipelined=pipelined)))
+        # Session 5: one block a row, a register tile plus shared-memory tiles (softmax_rows_stashed).
+        for geometry in ((512, 4, 3, 2), (256, 8, 3, 2), (256, 4, 7, 2), (512, 8, 3, 1), (512, 4, 7, 1)):
+            stashed = S.StashedRowsConfig(*geometry)
+            if stashed.capacity_vectors >= vectors and (np.dtype(dtype).itemsize, geometry) != (4, (512, 4, 3, 2)):
+                out.append((f"s5 stashed {geometry[0]} v{geometry[1]} t{geometry[2]} {geometry[3]}/SM", stashed))
+        # Session 5: the whole row in the registers of one 1024-thread block (up to 128 KB).
+        if vectors <= 1024 * 8:
+            v = -(-vectors // 1024)
+            out += [(f"s5 block 1024 v{v}{' exp_once' if e else ''}", R(1024, 1024, v, e)) for e in (False, True)]
         return out
     return []
 

@@ -9,7 +9,8 @@ collapse to a single stride; out is C-contiguous, so out[o, l, i] = (o*length + 
 Any strides work in place (negative, transposed, sliced), with 64-bit offsets:
 
 - reduced axis contiguous (stride 1), or neither it nor the inner axis contiguous: the row
-  kernels (``softmax_rows``, ``softmax_rows_cluster``, ``softmax_rows_split``), one row per
+  kernels (``softmax_rows``, ``softmax_rows_stashed``, ``softmax_rows_cluster``,
+  ``softmax_rows_split``), one row per
   (o, i), read once and written once while the row fits on chip (see ``cufuse._configs.softmax``
   for the length ladder);
 - reduced axis strided, inner axis contiguous (e.g. ``axis=0`` of a C-contiguous matrix):
@@ -239,8 +240,15 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
             config = configs.choose_cols(length, rows, dtype, dev, vectorizable)
         else:
             config = configs.choose_rows(length, rows, dtype, dev)
+    if isinstance(config, (configs.RowsConfig, configs.ClusterConfig, configs.StashedRowsConfig)):
+        vectors = _ceil_div(length, configs.vector_size(dtype))
+        if vectors > config.capacity_vectors:
+            raise ValueError(
+                f"softmax: argument 'config' {config} holds rows of up to {config.capacity_vectors} 16-byte vectors, "
+                f"got a row of {length} elements ({vectors} vectors)"
+            )
     spec = config.spec(dtype, log)
-    smem = config.smem_bytes if isinstance(config, (configs.SplitConfig, configs.ColsStripConfig)) else 0
+    smem = config.smem_bytes if isinstance(config, (configs.SplitConfig, configs.ColsStripConfig, configs.StashedRowsConfig)) else 0
     kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
     if getattr(config, "cluster", 1) > dev.max_cluster_size:
         _allow_non_portable_cluster(kernel)
@@ -249,6 +257,10 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
     if isinstance(config, configs.RowsConfig):
         grid = _ceil_div(rows, config.rows_per_block)
         scalars = (np.int64(rows),) + geometry
+    elif isinstance(config, configs.StashedRowsConfig):
+        _use_whole_carveout(kernel)  # blocks_per_sm blocks an SM, each with smem_bytes
+        grid = rows
+        scalars = geometry
     elif isinstance(config, configs.ClusterConfig):
         vs = configs.vector_size(dtype)
         chunk = _ceil_div(_ceil_div(length, config.cluster), vs) * vs

@@ -420,6 +420,19 @@ __device__ __forceinline__ void cluster_row_stats(cooperative_groups::cluster_gr
 }
 #endif
 
+// Running (max, sum of exp(x - max)) of the tiles merged so far (the online rule: the sum is
+// rescaled whenever the max grows).
+template <typename A> struct OnlineStats {
+    A m = neg_infinity<A>(), s = 0;
+    template <typename ChunkT> __device__ __forceinline__ void merge(const ChunkT& tile) {
+        const A new_m = max_nan(m, tile.max());
+        // While all is -inf the shift is 0: exp(-inf - 0) = 0 where -inf - -inf is NaN.
+        const A shift = new_m == neg_infinity<A>() ? A(0) : new_m;
+        s = s * exp_accum_ftz(m - shift) + tile.sum_exp(shift);
+        m = new_m;
+    }
+};
+
 // Compiler barrier: mma.cuh's cp.async wrappers carry no "memory" clobber, so without it the
 // compiler could move a shared-memory read of a tile across the wait for it (or across the
 // cp.async that refills it) where no __syncthreads separates them.
@@ -464,6 +477,59 @@ __global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x,
     ChunkT c;
     c.load(row, 0, end, lane);
     finish_row<Log, Group, Threads, ExpOnce>(c, slots, row, 0, end, lane);
+}
+
+// One block a row of up to (StashTiles + 1) tiles of Threads x Vecs vectors: the last tile in
+// registers, the others in dynamic shared memory ([StashTiles][Vecs][Threads], cp.async, one
+// group a tile, merged as it lands). A 128 KB row then keeps two blocks an SM, so one block's
+// loads overlap the other's reductions and stores (a 1024-thread block holding it all in
+// registers is alone on its SM: H200, 1024 x 65536 float16, 0.81x copy against 0.91). Each
+// thread reads back only the slots it copied itself: no block barrier between a tile's
+// arrival and its use. (Clusters of such blocks sharing a longer row through distributed
+// shared memory measured 0.25-0.78x: bench/NOTES.md, softmax v9.)
+template <typename T, bool Log, int Threads, int Vecs, int StashTiles, int BlocksPerSM>
+__global__ void __launch_bounds__(Threads, BlocksPerSM)
+    softmax_rows_stashed(const T* __restrict__ x, T* __restrict__ y, int64 length, int64 inner, int64 so, int64 si, int64 sl) {
+    using A = cufuse::accum_t<T>;
+    using ChunkT = Chunk<T, Threads, Vecs>;
+    __shared__ BlockSlots<A, Threads> slots;
+    extern __shared__ uint4 stash_bytes[];
+    cufuse::Vec16<T>* stash = reinterpret_cast<cufuse::Vec16<T>*>(stash_bytes);
+    const RowView<T> row = make_row(x, y, blockIdx.x, length, inner, so, si, sl);
+    auto tile_begin = [&](int t) { return min(length, static_cast<int64>(t) * ChunkT::capacity); };
+    auto tile_end = [&](int t) { return min(length, tile_begin(t) + ChunkT::capacity); };
+    auto stash_tile = [&](int t) { return stash + t * Vecs * Threads; };
+    if (row.in_vec) {
+#pragma unroll
+        for (int t = 0; t < StashTiles; ++t) {
+            ChunkT::stash_async(stash_tile(t), row, tile_begin(t), tile_end(t), threadIdx.x);
+            cufuse::cp_async_commit();
+        }
+    }
+    ChunkT last, c;
+    last.load(row, tile_begin(StashTiles), tile_end(StashTiles), threadIdx.x);
+    OnlineStats<A> stats;
+#pragma unroll 1
+    for (int t = 0; t < StashTiles; ++t) {
+        if (row.in_vec) {
+            cp_async_wait_pending(StashTiles - 1 - t);  // tile t's group has landed
+            c.load_from_stash(stash_tile(t), false, row, tile_begin(t), tile_end(t), threadIdx.x);
+        } else {
+            c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
+            c.stash(stash_tile(t), threadIdx.x);
+        }
+        stats.merge(c);
+    }
+    stats.merge(last);
+    const A row_max = group_reduce<true, Threads, Threads>(stats.m, slots.max);
+    const A row_sum = group_reduce<false, Threads, Threads>(rescale(stats.s, stats.m, row_max), slots.sum);
+    const Normalizer<A, Log> f(row_max, row_sum);
+    last.store(row, tile_begin(StashTiles), tile_end(StashTiles), threadIdx.x, f);
+#pragma unroll 1
+    for (int t = StashTiles - 1; t >= 0; --t) {
+        c.load_from_stash(stash_tile(t), !row.in_vec, row, tile_begin(t), tile_end(t), threadIdx.x);
+        c.store(row, tile_begin(t), tile_end(t), threadIdx.x, f);
+    }
 }
 
 #if __CUDA_ARCH__ >= 900  // __cluster_dims__ does not compile for earlier targets
@@ -558,14 +624,7 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         ChunkT c, last;  // c: the tile being merged or stored; last: the register tile
         // This thread's online (max, sum) over its slots of the chunk; the block reduces them
         // once a row (a block reduction a tile cost ~3 instructions an element and 4 barriers).
-        A m = cufuse::neg_infinity<A>(), s = 0;
-        auto merge = [&](const ChunkT& tile) {
-            const A new_m = max_nan(m, tile.max());
-            // While all is -inf the shift is 0: exp(-inf - 0) = 0 where -inf - -inf is NaN.
-            const A shift = new_m == cufuse::neg_infinity<A>() ? A(0) : new_m;
-            s = s * exp_accum_ftz(m - shift) + tile.sum_exp(shift);
-            m = new_m;
-        };
+        OnlineStats<A> stats;
         // Pass 1. Aligned rows: every shared-memory tile is in flight with cp.async (up to
         // smem_tiles x 16 KB per block; pipelined: requested before this row), the other
         // tiles load meanwhile.
@@ -576,7 +635,7 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         if (Pipelined) last.load(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x);
         for (int64 t = stashed; t < tiles - 1; ++t) {
             c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
-            merge(c);
+            stats.merge(c);
         }
         for (int i = 0; i < stashed; ++i) {
             const int t = Pipelined ? stashed - 1 - i : i;  // pipelined: in the order requested
@@ -587,13 +646,12 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
                 c.load(row, tile_begin(t), tile_end(t), threadIdx.x);
                 c.stash(stash_tile(t), threadIdx.x);
             }
-            merge(c);
+            stats.merge(c);
         }
         if (!Pipelined) last.load(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x);
-        merge(last);
-        const A block_max = group_reduce<true, Threads, Threads>(m, slots.max);
-        s = group_reduce<false, Threads, Threads>(rescale(s, m, block_max), slots.sum);
-        m = block_max;
+        stats.merge(last);
+        const A m = group_reduce<true, Threads, Threads>(stats.m, slots.max);
+        const A s = group_reduce<false, Threads, Threads>(rescale(stats.s, stats.m, m), slots.sum);
         A* row_partials = partials + 2 * r * blocks_per_row;
         if (threadIdx.x == 0) {
             row_partials[2 * part] = m;

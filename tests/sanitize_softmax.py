@@ -43,6 +43,9 @@ def _cases():
     # 16-byte column vectors with and without a cluster.
     yield "split rows, pipelined", (3, 140001), f32, (1,), configs.SplitConfig(256, 4, 2, 2, 4, 70004, 7, True, True)
     yield "split rows, pipelined, streamed", (3, 50000), f16, (1,), configs.SplitConfig(256, 4, 2, 2, 4, 25000, 1, True, True)
+    # Session 5: one block a row with shared-memory tiles (ragged: the last tiles partial / empty).
+    yield "stashed rows", (5, 40003), f16, (1,), configs.StashedRowsConfig(512, 4, 3, 2)
+    yield "stashed rows, wide", (3, 50001), f32, (1,), configs.StashedRowsConfig(512, 4, 7, 1)
     yield "columns, 16-byte vectors", (3001, 36), f32, (0,), configs.ColsVecConfig(256, 4, 4, 1)
     yield "columns, 16-byte vectors, cluster", (2049, 40), f16, (0,), configs.ColsVecConfig(256, 4, 4, 8)
     yield "columns (axis 0)", (3000, 70), f32, (0,), None

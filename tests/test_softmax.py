@@ -45,7 +45,33 @@ def test_ladder_picks_the_smallest_config_that_holds_the_row(dtype):
         assert at.capacity_vectors == capacity
         assert past_previous == at
         previous = capacity
-    assert isinstance(configs.choose_rows(ladder(dtype)[-1] * vs + 1, 4, dtype, H200), configs.SplitConfig)
+    past = configs.choose_rows(ladder(dtype)[-1] * vs + 1, 4, dtype, H200)
+    stashed = configs._stashed_configs(dtype, H200)
+    assert past == stashed[0] if stashed else isinstance(past, (configs.ClusterConfig, configs.SplitConfig))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+def test_stashed_rows_are_one_flag(dtype, monkeypatch):
+    """Rows past the block ladder take the first stashed rung that holds them (float64 has
+    none), then the cluster / split kernels; ``_STASHED_ROWS_DEFAULT = False`` restores the
+    split kernel there."""
+    vs = configs.vector_size(dtype)
+    past_block = ladder(dtype)[-1] * vs + 1
+    rungs = configs._stashed_configs(dtype, H200)
+    if not rungs:
+        assert not isinstance(configs.choose_rows(past_block, 1000, dtype, H200), configs.StashedRowsConfig)
+        return
+    assert configs.choose_rows(past_block, 1000, dtype, H200) == rungs[0]
+    assert [r.capacity_vectors for r in rungs] == sorted({r.capacity_vectors for r in rungs})
+    assert configs.choose_rows(rungs[-1].capacity_vectors * vs, 1000, dtype, H200) == rungs[-1]
+    assert isinstance(configs.choose_rows(rungs[-1].capacity_vectors * vs + 1, 1000, dtype, H200), configs.SplitConfig)
+    for rung in rungs:  # each fits its blocks an SM in the H200's shared memory
+        assert rung.blocks_per_sm * (rung.smem_bytes + 2048) <= H200.smem_per_sm
+    assert configs._stashed_configs(dtype, A100) == []  # 164 KB an SM: the split kernel stays
+    specs = configs.instantiations(H200)
+    assert all(c.spec(dtype, log) in specs for c in rungs for log in (False, True))
+    monkeypatch.setattr(configs, "_STASHED_ROWS_DEFAULT", False)
+    assert isinstance(configs.choose_rows(past_block, 1000, dtype, H200), configs.SplitConfig)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
@@ -59,8 +85,9 @@ def test_ladder_is_increasing_and_groups_tile_the_block(dtype):
 
 def test_measured_winners_of_h200_run_9_and_softmax_v7():
     """Sub-warp rows (run 9, then the v7 sweep of session 3): float16 32 columns g4 v1, 128 g8 v2;
-    float32 32 g8 v1, 128 g16 v2. Rows past the block rungs: the split kernel for 2- and 4-byte
-    types (v7: it beat the cluster rung), clusters for float64 only."""
+    float32 32 g8 v1, 128 g16 v2. Rows past the block rungs: the stashed rows (v9, session 5),
+    then the split kernel for 2- and 4-byte types (v7: it beat the cluster rung), clusters for
+    float64 only."""
     R, C = configs.RowsConfig, configs.ClusterConfig
     for dtype, cols, expected in [
         (np.float16, 32, R(256, 4, 1, True)),
@@ -70,10 +97,14 @@ def test_measured_winners_of_h200_run_9_and_softmax_v7():
         (np.float64, 16384, C(512, 4, 4)),
     ]:
         assert configs.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
-    for dtype, cols in [(np.float16, 65536), (np.float32, 32768), (BF16, 65536)]:
+    S = configs.StashedRowsConfig
+    for dtype, cols, expected in [(np.float16, 65536, S(512, 4, 3, 2)), (BF16, 65536, S(512, 4, 3, 2)),
+                                  (np.float32, 32768, S(256, 8, 3, 2)), (np.float32, 65536, S(512, 4, 7, 1))]:
+        assert configs.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
+    for dtype, cols in [(np.float16, 65537), (np.float32, 65537), (BF16, 262144)]:
         assert isinstance(configs.choose_rows(cols, 1024, dtype, H200), configs.SplitConfig), (dtype, cols)
-    split = configs.choose_rows(65536, 1024, np.float32, H200)
-    assert isinstance(split, configs.SplitConfig) and (split.blocks_per_row, split.smem_tiles, split.streams) == (2, 7, False)
+    split = configs.choose_rows(131072, 1024, np.float32, H200)
+    assert isinstance(split, configs.SplitConfig) and (split.blocks_per_row, split.smem_tiles, split.streams) == (4, 7, False)
 
 
 def test_measured_winners_of_the_v5_sweep():
@@ -182,7 +213,8 @@ def test_exp_once_where_the_exps_fit():
 
 def test_every_rows_rung_is_a_default_and_clusters_only_for_float64():
     """The ladder picks each rows rung at its capacity (with exp_once where it fits), and after
-    the block rungs clusters for float64 only (the split kernel for 2- and 4-byte types)."""
+    the block rungs clusters for float64 only (the stashed rows, then the split kernel, for 2-
+    and 4-byte types)."""
     specs = set(configs.instantiations(H200))
     for dtype in (np.float16, BF16, np.float32, np.float64):
         vs = configs.vector_size(dtype)
@@ -191,8 +223,10 @@ def test_every_rows_rung_is_a_default_and_clusters_only_for_float64():
             assert chosen == configs.with_exp_once(rung, dtype), (dtype, rung)
             assert chosen.spec(dtype, True) in specs
         after_blocks = configs.choose_rows(8192 * vs, 8, dtype, H200)
-        expected = configs.ClusterConfig if np.dtype(dtype).itemsize == 8 else configs.SplitConfig
+        expected = configs.ClusterConfig if np.dtype(dtype).itemsize == 8 else configs.StashedRowsConfig
         assert isinstance(after_blocks, expected), dtype
+        after_stashed = configs.choose_rows(16384 * vs + 1, 8, dtype, H200)
+        assert isinstance(after_stashed, configs.SplitConfig), dtype
 
 
 def test_cols_vectorizable_and_the_vec_default():
@@ -697,7 +731,8 @@ def forced_kernels(cp):
         return
     _forced_compiled.append(True)
     forced = [(SPLIT_STREAMED_PIPELINED, np.float32), (_split_pipelined(131073, 7, np.float16), np.float16)]
-    forced += [(CLUSTER_16, np.float32)]
+    forced += [(CLUSTER_16, np.float32), (STASHED_F16, np.float16), (STASHED_F16, BF16), (STASHED_F32, np.float32),
+               (STASHED_F32_WIDE, np.float32)]
     forced += [(c, d) for c in COLS_VEC.values() for d in (np.float16, np.float32)]
     _precompile(forced)
 
@@ -738,6 +773,37 @@ def test_split_pipelined(cp, rng, forced_kernels, log):
     _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=SPLIT_PIPELINED_WAVES_F16)
     x = cp.asarray(_rows_with_non_finite(rng, 131073, np.float16))
     _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=_split_pipelined(131073, 7, np.float16))
+
+
+STASHED_F16 = configs.StashedRowsConfig(512, 4, 3, 2)  # the 2-byte rung: 128 KB rows, two blocks an SM
+STASHED_F32 = configs.StashedRowsConfig(256, 8, 3, 2)  # the float32 rungs
+STASHED_F32_WIDE = configs.StashedRowsConfig(512, 4, 7, 1)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_stashed_rows(cp, rng, forced_kernels, log):
+    """softmax_rows_stashed (one block a row: a register tile and shared-memory tiles): full
+    rows, rows ending inside a shared-memory tile (the register tile empty), a row of one
+    element, non-finite rows, misaligned and strided rows (the synchronous stash path),
+    float16, bfloat16 and float32; out poisoned."""
+    for config, dtype, length in ((STASHED_F16, np.float16, 65536), (STASHED_F16, BF16, 40003),
+                                  (STASHED_F32, np.float32, 32768), (STASHED_F32_WIDE, np.float32, 65531)):
+        x = _random(cp, rng, (9, length), dtype)
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+        x = cp.asarray(_rows_with_non_finite(rng, length, dtype))
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+    for length in (1, 8, 20001):
+        x = _random(cp, rng, (5, length), np.float16)
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=STASHED_F16)
+    base = _random(cp, rng, (11, 30002), np.float32)
+    for view in (base[:, 1:30001], base[:, ::2]):  # misaligned; strided
+        _check(cp, view, -1, log, out=poisoned(cp, view.shape, view.dtype), config=STASHED_F32)
+
+
+def test_forced_row_config_too_short_is_refused(cp, rng):
+    x = _random(cp, rng, (3, 65537), np.float16)
+    with pytest.raises(ValueError, match="holds rows of up to 8192 16-byte vectors"):
+        cufuse.softmax(x, axis=-1, config=STASHED_F16)
 
 
 def _rows_for_online_merge(rng, length, dtype):

@@ -9,6 +9,8 @@ vectors (``VS = 16 // itemsize`` elements), so one ladder serves every dtype:
     1 .. 32           softmax_rows, Group lanes per row   RowsConfig(256, Group, Vecs)
     33 .. 256         softmax_rows, one warp per row      RowsConfig(128, 32, Vecs)
     257 .. 4096       softmax_rows, one block per row     RowsConfig(Threads, Threads, Vecs)
+    4097 .. 8192      2-byte types: softmax_rows_stashed  StashedRowsConfig(512, 4, 3 tiles, 2/SM)
+    4097 .. 16384     float32: softmax_rows_stashed       StashedRowsConfig(256, 8, 3, 2) / (512, 4, 7, 1)
     4097 .. 16384     float64: softmax_rows_cluster (sm_90)  ClusterConfig(512, 4, 4 / 8)
     beyond            softmax_rows_split, persistent      SplitConfig(256, 4, 2 blocks/SM, ...)
 
@@ -24,7 +26,11 @@ keeps its exps in registers (``exp_once``) where they take at most 32 registers 
 The split kernel holds 16 KB of a row in each block's registers and up to 7 more 16 KB
 tiles in its shared memory (H200: 264 resident blocks, about 33 MB of rows on chip).
 
-Without clusters (sm_80) the split kernel takes over from 4097 vectors.
+The stashed rows (softmax v9, ``_STASHED_LADDER``; one block a row: a register tile and
+shared-memory tiles, two blocks an SM up to 128 KB rows) replaced the split kernel there:
+1024 x 65536 float16 0.76-0.78 -> 0.91-0.92x copy, 2048 x 32768 float32 0.82 -> 0.92x.
+
+Without clusters (sm_80) float64 takes the split kernel from 4097 vectors.
 
 The cluster rung (``ClusterConfig(256, 8, 4)``) lost to the split kernel for 2- and 4-byte
 types in softmax v7 (H200 session 3, run S3-E, fraction of the copy: 2048 x 32768 float32 0.74 ->
@@ -63,6 +69,19 @@ _EXP_ONCE_MAX_ELEMENTS = 32
 _CLUSTER_LADDER = ()
 _CLUSTER_LADDER_FLOAT64 = ((512, 4, 4), (512, 4, 8))
 _MAX_CLUSTER = max(c for _, _, c in _CLUSTER_LADDER + _CLUSTER_LADDER_FLOAT64)
+# Rows of one block with a register tile and shared-memory tiles (``StashedRowsConfig``:
+# Threads, Vecs, StashTiles, BlocksPerSM), by itemsize, tried after the block ladder: the
+# first that holds the row wins (float64 has none: its long rows keep the cluster ladder).
+# H200 run S5-8 (fraction of the copy against the split kernel): float16 1024 x 65536
+# 512 x 4 + 3 tiles 0.91-0.92 against 0.76-0.78 (256 x 8 + 3 0.88-0.89, 256 x 4 + 7 0.89-0.90);
+# float32 2048 x 32768 256 x 8 + 3 0.92 against 0.82-0.83 (512 x 4 spills 48 bytes under the 64
+# registers of two 512-thread blocks); float32 1024 x 65536 (256 KB rows, one block an SM)
+# 512 x 4 + 7 0.85 against 0.81 (512 x 8 + 3 0.84).
+_STASHED_LADDER = {
+    2: ((512, 4, 3, 2),),  # float16 / bfloat16 rows of up to 64 K elements: 128 KB, two blocks an SM
+    4: ((256, 8, 3, 2), (512, 4, 7, 1)),  # float32 up to 32 K (128 KB, two an SM) and 64 K elements (256 KB, one)
+}
+_STASHED_ROWS_DEFAULT = True
 _SPLIT_THREADS, _SPLIT_VECS = 256, 4
 # The split kernel's __launch_bounds__(Threads, 2) and at most half an SM's shared memory
 # per block guarantee two resident blocks per SM; its grid never exceeds that, so every
@@ -139,6 +158,33 @@ class RowsConfig:
 
         exp_once = self.exp_once and not log
         return KernelSpec(SOURCE, "softmax_rows", (ctype(dtype), log, self.threads, self.group, self.vecs, exp_once))
+
+
+@dataclasses.dataclass(frozen=True)
+class StashedRowsConfig:
+    """``softmax_rows_stashed``: one block of ``threads`` per row, rows of up to
+    (``stash_tiles`` + 1) tiles of threads x vecs vectors: the last tile in registers, the
+    others in dynamic shared memory, ``blocks_per_sm`` blocks an SM (the launch bound)."""
+
+    threads: int
+    vecs: int
+    stash_tiles: int
+    blocks_per_sm: int
+
+    @property
+    def capacity_vectors(self) -> int:
+        return self.threads * self.vecs * (self.stash_tiles + 1)
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stash_tiles * self.threads * self.vecs * 16
+
+    def spec(self, dtype, log: bool):
+        from .._loader import KernelSpec
+
+        return KernelSpec(
+            SOURCE, "softmax_rows_stashed", (ctype(dtype), log, self.threads, self.vecs, self.stash_tiles, self.blocks_per_sm)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,6 +363,16 @@ def _cluster_configs(dtype):
     return [ClusterConfig(t, v, c) for t, v, c in ladder]
 
 
+def _stashed_configs(dtype, dev):
+    """The stashed rungs of ``dtype`` whose blocks fit ``dev``'s shared memory at their
+    blocks_per_sm (the A100's 164 KB an SM holds none of them)."""
+    rungs = [StashedRowsConfig(*geometry) for geometry in _STASHED_LADDER.get(np.dtype(dtype).itemsize, ())]
+    return [
+        c for c in rungs
+        if c.smem_bytes + _SMEM_RESERVE <= dev.max_smem_per_block and c.blocks_per_sm * (c.smem_bytes + _SMEM_RESERVE) <= dev.smem_per_sm
+    ]
+
+
 def choose_split(length: int, rows: int, dtype, dev) -> SplitConfig:
     """Persistent split: as many register tiles per row as the row needs while the resident
     grid has them; longer rows give each block several tiles (shared memory, then streamed)."""
@@ -357,6 +413,10 @@ def choose_rows(length: int, rows: int, dtype, dev):
     for config in _rows_configs(dtype):
         if vectors <= config.capacity_vectors:
             return with_exp_once(config, dtype)
+    if _STASHED_ROWS_DEFAULT:
+        for config in _stashed_configs(dtype, dev):
+            if vectors <= config.capacity_vectors:
+                return config
     if dev.max_cluster_size >= _MAX_CLUSTER:
         for config in _cluster_configs(dtype):
             if vectors <= config.capacity_vectors:
@@ -441,6 +501,7 @@ def instantiations(dev):
             if dev.max_cluster_size >= _MAX_CLUSTER:
                 specs += [c.spec(dtype, log) for c in _cluster_configs(dtype)]
             specs.append(choose_split(1 << 30, 1, dtype, dev).spec(dtype, log))
+            specs += [c.spec(dtype, log) for c in _stashed_configs(dtype, dev)]
             vs = vector_size(dtype)
             vectorizable = {False, cols_vectorizable(1, vs, 0, vs, dtype)}
             cols = [choose_cols(n, 1, dtype, dev, vec) for n in (1, 1 << 20) for vec in sorted(vectorizable)]
