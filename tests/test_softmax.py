@@ -969,7 +969,8 @@ def _graph_nodes(cp, fn):
         ((4096, 32), -1, "softmax_rows", 1, 0),
         ((1024, 1024), -1, "softmax_rows", 1, 0),
         ((64, 16384), -1, "softmax_rows", 1, 0),  # the longest block rung
-        ((16, 1 << 15), -1, "softmax_rows_split", 1, 0),  # past the block rungs (2-/4-byte types)
+        ((16, 1 << 15), -1, "softmax_rows_stashed", 1, 0),  # past the block rungs (2-/4-byte types)
+        ((16, 1 << 17), -1, "softmax_rows_split", 1, 0),  # past the stashed rungs
         ((4096, 300), 0, "softmax_cols_strip_cluster", 1, 0),  # leading axis: no transposed copy
         ((24577, 64), 0, "softmax_cols_vec_cluster", 1, 0),  # columns longer than a strip holds
         ((4096, 301), 0, "softmax_cols_cluster", 1, 0),
