@@ -74,7 +74,7 @@ def alternatives(rows, length, dname, axis, dev):
 # softmax v8 (bench/NOTES.md, softmax v8): one-read column strips, (Threads, ColLanes, Vecs,
 # RegisterTile, BlocksPerSM); the first of each itemsize is the chooser's pick.
 STRIP_GEOMETRIES = {
-    2: ((512, 4, 4, False, 2), (512, 4, 2, False, 2), (256, 4, 8, False, 3)),
+    2: ((512, 4, 4, False, 2), (512, 4, 2, False, 2), (256, 4, 8, False, 3), (256, 8, 8, True, 2)),
     4: ((512, 8, 4, True, 2), (512, 4, 4, False, 2), (256, 8, 8, True, 2), (256, 4, 8, False, 3)),
 }
 

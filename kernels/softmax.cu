@@ -390,33 +390,33 @@ __device__ __forceinline__ void finish_row(const Chunk<T, Group, Vecs>& c, Block
 }
 
 #if __CUDA_ARCH__ >= 900
-// Merged (max, sum) of the pairs (partial[0], partial[1]) that every block of the cluster
-// holds at the same shared-memory address, read through distributed shared memory (after a
-// cluster barrier that follows their writes).
-template <int Cluster, typename A>
-__device__ __forceinline__ void merge_cluster_partials(cooperative_groups::cluster_group& cluster, A* partial, A& m, A& s) {
-    m = neg_infinity<A>();
-#pragma unroll
-    for (int q = 0; q < Cluster; ++q) m = max_nan(m, cluster.map_shared_rank(partial, q)[0]);
-    s = 0;
-#pragma unroll 1
-    for (int q = 0; q < Cluster; ++q) {
-        const A* p = cluster.map_shared_rank(partial, q);
-        s += rescale(p[1], p[0], m);
-    }
+// Cluster statistics move by push: a block stores its (max, sum) pair of an item into its own
+// slot (`rank`) of the same item's inbox in every block of the cluster (distributed shared
+// memory), one cluster barrier (release / acquire) publishes them, and each block then merges
+// its own inbox. No block reads a peer's memory, so none has to wait for its peers a second
+// time before it moves on or leaves: bench/probe_cluster_cost.py (run S6-3) measured a staged
+// copy in 16-block clusters at 0.86 of the copy with push, 0.69-0.75 with pull and its second
+// barrier. The kernel's first barrier phase (an arrive at its start, the wait before its first
+// push) makes sure every peer is running before any store into its shared memory.
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
+
+// Pair (m, s) into slot `rank` of block `peer`'s inbox; `slot` is this item's slot `rank` here.
+template <typename A>
+__device__ __forceinline__ void push_pair(cooperative_groups::cluster_group& cluster, A* slot, unsigned peer, A m, A s) {
+    A* remote = cluster.map_shared_rank(slot, peer);
+    remote[0] = m;
+    remote[1] = s;
 }
 
-// The row's (max, sum) from every block's (m, s): each block publishes its pair in `partial`
-// (its own copy of the row's slot pair), then all read everyone's.
-template <int Cluster, typename A>
-__device__ __forceinline__ void cluster_row_stats(cooperative_groups::cluster_group& cluster, A* partial, A m, A s, A& row_max,
-                                                  A& row_sum) {
-    if (threadIdx.x == 0) {
-        partial[0] = m;
-        partial[1] = s;
-    }
-    cluster.sync();
-    merge_cluster_partials<Cluster>(cluster, partial, row_max, row_sum);
+// Merged (max, sum) of an item's Cluster pairs in this block's inbox, Stride accumulators apart.
+template <int Cluster, int Stride, typename A> __device__ __forceinline__ void merge_inbox(const A* inbox, A& m, A& s) {
+    m = neg_infinity<A>();
+#pragma unroll
+    for (int q = 0; q < Cluster; ++q) m = max_nan(m, inbox[q * Stride]);
+    s = 0;
+#pragma unroll 1  // (unrolled, float64 row clusters spill under their 64-register bound)
+    for (int q = 0; q < Cluster; ++q) s += rescale(inbox[q * Stride + 1], inbox[q * Stride], m);
 }
 #endif
 
@@ -546,13 +546,16 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs 
     using A = cufuse::accum_t<T>;
     namespace cg = cooperative_groups;
     __shared__ BlockSlots<A, Threads> slots;
-    // [row parity][max, sum], read by the whole cluster: a block writes its next row's
-    // partial while the others may still read this row's.
-    __shared__ A partial[2][2];
+    // [row parity][rank][max, sum]: the row's pairs of every block, pushed by each. A block
+    // pushes into row r + 2 clusters' slots only after passing row r + clusters' barrier,
+    // which no block reaches before it has merged row r.
+    __shared__ A inbox[2][Cluster][2];
     cg::cluster_group cluster = cg::this_cluster();
     const int rank = static_cast<int>(cluster.block_rank());
     const int64 clusters = gridDim.x / Cluster;
     const int64 begin = rank * chunk_len, end = min(length, begin + chunk_len);
+    cluster_arrive_relaxed();
+    bool peers_running = false;  // (every block of a cluster serves the same rows)
     int parity = 0;
     for (int64 r = static_cast<int64>(blockIdx.x) / Cluster; r < rows; r += clusters, parity ^= 1) {
         const RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
@@ -560,12 +563,13 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, Vecs 
         c.load(row, begin, end, threadIdx.x);
         A m, s, row_max, row_sum;
         chunk_stats<Threads, Threads>(c, slots, m, s);
-        // Its barrier also orders every block's reads of partial[parity ^ 1] (previous row)
-        // before the next row's writes to it.
-        cluster_row_stats<Cluster>(cluster, partial[parity], m, s, row_max, row_sum);
+        if (!peers_running) cluster_wait(), peers_running = true;
+        if (threadIdx.x < Cluster) push_pair(cluster, inbox[parity][rank], threadIdx.x, m, s);
+        cluster.sync();
+        merge_inbox<Cluster, 2>(&inbox[parity][0][0], row_max, row_sum);
         c.store(row, begin, end, threadIdx.x, Normalizer<A, Log>(row_max, row_sum));
     }
-    cluster.sync();  // no block leaves while another still reads its partials
+    if (!peers_running) cluster_wait();  // no push after the last barrier: nothing to wait for at exit
 }
 #endif
 
@@ -710,7 +714,6 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
                                                   int64 so, int64 si, int64 sl, int64 column_block, int rank) {
     using A = cufuse::accum_t<T>;
     __shared__ A slice_max[Slices][32], slice_sum[Slices][32];
-    __shared__ A block_stats[32][2];  // (max, sum) of each column, read by the cluster
     const int64 column_tiles = (inner + 31) / 32;
     const int64 o = column_block / column_tiles;
     const int col = threadIdx.x % 32, slice = threadIdx.x / 32;
@@ -748,14 +751,13 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
     for (int q = 0; q < Slices; ++q) col_sum += slice_sum[q][col];
 #if __CUDA_ARCH__ >= 900
     if constexpr (Cluster > 1) {
+        static_assert(Cluster <= Slices, "warp q pushes the block's column pairs to block q");
+        __shared__ A inbox[Cluster][32][2];  // (max, sum) of each column from every block of the cluster
         cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-        if (slice == 0) {
-            block_stats[col][0] = col_max;
-            block_stats[col][1] = col_sum;
-        }
+        cluster_wait();  // the kernel's opening arrive: every peer is running
+        if (slice < Cluster) push_pair(cluster, inbox[rank][col], slice, col_max, col_sum);
         cluster.sync();
-        merge_cluster_partials<Cluster>(cluster, block_stats[col], col_max, col_sum);
-        cluster.sync();  // no block leaves while another still reads its statistics
+        merge_inbox<Cluster, 64>(&inbox[0][col][0], col_max, col_sum);
     }
 #endif
     if (!active) return;
@@ -774,6 +776,7 @@ template <typename T, bool Log, int Slices, int Unroll, int Cluster>
 __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(32 * Slices, 2)
     softmax_cols_cluster(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length, int64 inner, int64 so, int64 si,
                          int64 sl) {
+    cluster_arrive_relaxed();
     softmax_cols_body<T, Log, Slices, Unroll, Cluster>(x, y, length, inner, so, si, sl, blockIdx.x / Cluster,
                                                        static_cast<int>(cooperative_groups::this_cluster().block_rank()));
 }
@@ -874,18 +877,24 @@ template <typename T, int ColLanes> struct ColumnVector {
 
 // The normalisers of the VS columns from lane*VS: block_stats holds the block's (max, sum) of
 // each of its Cols columns (written by threads c < Cols, no barrier since); with Cluster > 1
-// they are merged over the cluster's blocks through distributed shared memory.
+// they are merged over the cluster's blocks by push (the kernel opened a cluster barrier phase).
 template <int Cluster, int Cols, int VS, typename A, bool Log>
 __device__ __forceinline__ void column_normalizers(A (&block_stats)[Cols][2], int lane, Normalizer<A, Log> (&f)[VS]) {
     const A(*stats)[2] = block_stats;
 #if __CUDA_ARCH__ >= 900
     if constexpr (Cluster > 1) {
+        __shared__ A inbox[Cluster][Cols][2];  // (max, sum) of each column from every block
         __shared__ A cluster_stats[Cols][2];
         cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
         const int c = threadIdx.x;
+        cluster_wait();  // the kernel's opening arrive: every peer is running
+        if (c < Cols)
+#pragma unroll
+            for (unsigned q = 0; q < Cluster; ++q)
+                push_pair(cluster, inbox[cluster.block_rank()][c], q, block_stats[c][0], block_stats[c][1]);
         cluster.sync();
-        if (c < Cols) merge_cluster_partials<Cluster>(cluster, block_stats[c], cluster_stats[c][0], cluster_stats[c][1]);
-        cluster.sync();  // cluster_stats written; no block leaves while another still reads its block_stats
+        if (c < Cols) merge_inbox<Cluster, 2 * Cols>(&inbox[0][c][0], cluster_stats[c][0], cluster_stats[c][1]);
+        __syncthreads();
         stats = cluster_stats;
     } else
 #endif
@@ -914,7 +923,7 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
     constexpr int VS = V::size, Slices = Threads / ColLanes, Cols = ColLanes * VS;
     static_assert(Threads % ColLanes == 0 && Cols <= Threads, "a thread per column merges the slices");
     __shared__ A slice_stats[Slices][Cols];  // maxima, then sums rescaled to the column max
-    __shared__ A block_stats[Cols][2];       // (max, sum) of each column, read by the cluster
+    __shared__ A block_stats[Cols][2];       // (max, sum) of each column, pushed to the cluster
     const ColumnVector<T, ColLanes> cv(x, y, length, inner, so, column_block);
     const int lane = cv.lane, slice = cv.slice;
     const bool active = cv.active, in_vec = cv.in_vec, out_vec = cv.out_vec;
@@ -980,6 +989,7 @@ template <typename T, bool Log, int Threads, int ColLanes, int Unroll, int Clust
 __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads)
     softmax_cols_vec_cluster(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length, int64 inner, int64 so,
                              int64 si, int64 sl) {
+    cluster_arrive_relaxed();
     softmax_cols_vec_body<T, Log, Threads, ColLanes, Unroll, Cluster>(x, y, length, inner, so, sl, blockIdx.x / Cluster,
                                                                        static_cast<int>(cooperative_groups::this_cluster().block_rank()));
 }
@@ -1009,7 +1019,7 @@ __device__ __forceinline__ void softmax_cols_strip_body(const T* __restrict__ x,
     static_assert(32 % ColLanes == 0 && Threads % 32 == 0 && Cols <= Threads,
                   "a warp holds whole rows of the strip; a thread per column merges the warps");
     __shared__ A warp_stats[Warps][Cols][2];
-    __shared__ A block_stats[Cols][2];  // (max, sum) of each column, read by the cluster
+    __shared__ A block_stats[Cols][2];  // (max, sum) of each column, pushed to the cluster
     extern __shared__ uint4 stash_bytes[];
     V* stash = reinterpret_cast<V*>(stash_bytes);  // [tile][Vecs][Threads]: conflict-free
     const ColumnVector<T, ColLanes> cv(x, y, length, inner, so, strip);
@@ -1103,6 +1113,7 @@ template <typename T, bool Log, int Threads, int ColLanes, int Vecs, bool Regist
 __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, BlocksPerSM)
     softmax_cols_strip_cluster(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length, int64 inner, int64 so,
                                int64 si, int64 sl, int64 part) {
+    cluster_arrive_relaxed();
     softmax_cols_strip_body<T, Log, Threads, ColLanes, Vecs, RegisterTile, Cluster>(
         x, y, length, inner, so, sl, part, blockIdx.x / Cluster, static_cast<int>(cooperative_groups::this_cluster().block_rank()));
 }

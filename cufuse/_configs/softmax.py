@@ -430,9 +430,9 @@ def _strip_clusters(dev):
 
 def _strip_static_smem(threads: int, columns: int, dtype) -> int:
     """The strip kernel's static shared memory: (max, sum) of each column per warp, of the
-    block and of the cluster."""
+    block and of the cluster, and the inbox of every block's pairs (the largest cluster's)."""
     accumulator = 8 if np.dtype(dtype).itemsize == 8 else 4
-    return (threads // 32 + 2) * columns * 2 * accumulator
+    return (threads // 32 + 2 + max(_COLS_STRIP_CLUSTERS)) * columns * 2 * accumulator
 
 
 def strip_config(length: int, rows: int, dtype, dev, geometry):
