@@ -68,7 +68,29 @@ def alternatives(rows, length, dname, axis, dev):
     if isinstance(default, R):
         flipped = dataclasses.replace(default, exp_once=not default.exp_once)
         out += [("default exp_once" if flipped.exp_once else "default no exp_once", flipped)]
-    return out + v6_candidates(rows, length, dname, axis, dev) + strip_candidates(rows, length, dname, axis, dev)
+    return (out + v6_candidates(rows, length, dname, axis, dev) + strip_candidates(rows, length, dname, axis, dev)
+            + stashed_cluster_candidates(rows, length, dname, axis, dev))
+
+
+# softmax v10 (bench/NOTES.md): rows over a cluster of stashed blocks, statistics pushed through
+# distributed shared memory; (Threads, Vecs, StashTiles, BlocksPerSM) by itemsize, every
+# cluster that holds the row.
+STASHED_CLUSTER_GEOMETRIES = {2: ((256, 8, 3, 2), (512, 4, 3, 2)), 4: ((256, 8, 3, 2),)}
+
+
+def stashed_cluster_candidates(rows, length, dname, axis, dev):
+    dtype = DTYPES[dname]
+    if axis not in (-1, 1) or dev.max_cluster_size < 8:
+        return []
+    vectors = -(-length // S.vector_size(dtype))
+    out = []
+    for geometry in STASHED_CLUSTER_GEOMETRIES.get(np.dtype(dtype).itemsize, ()):
+        for cluster in S._STASHED_CLUSTERS:
+            config = S.StashedRowsConfig(*geometry, cluster)
+            if vectors <= config.capacity_vectors and (dname != "bf16" or geometry[0] == 256):
+                t, v, tiles, blocks = geometry
+                out.append((f"v10 stashed {t} x {v} + {tiles} {blocks}/SM c{cluster}", config))
+    return out
 
 
 # softmax v8 (bench/NOTES.md, softmax v8): one-read column strips, (Threads, ColLanes, Vecs,

@@ -259,8 +259,8 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
         scalars = (np.int64(rows),) + geometry
     elif isinstance(config, configs.StashedRowsConfig):
         _use_whole_carveout(kernel)  # blocks_per_sm blocks an SM, each with smem_bytes
-        grid = rows
-        scalars = geometry
+        grid = rows * config.cluster
+        scalars = geometry + (np.int64(config.chunk(length, dtype)),)
     elif isinstance(config, configs.ClusterConfig):
         vs = configs.vector_size(dtype)
         chunk = _ceil_div(_ceil_div(length, config.cluster), vs) * vs

@@ -46,6 +46,9 @@ def _cases():
     # Session 5: one block a row with shared-memory tiles (ragged: the last tiles partial / empty).
     yield "stashed rows", (5, 40003), f16, (1,), configs.StashedRowsConfig(512, 4, 3, 2)
     yield "stashed rows, wide", (3, 50001), f32, (1,), configs.StashedRowsConfig(512, 4, 7, 1)
+    # Session 6: stashed clusters (statistics pushed through distributed shared memory).
+    yield "stashed cluster rows, c4", (3, 200003), f16, (1,), configs.StashedRowsConfig(256, 8, 3, 2, 4)
+    yield "stashed cluster rows, c16", (2, 300001), f32, (1,), configs.StashedRowsConfig(256, 8, 3, 2, 16)
     yield "columns, 16-byte vectors", (3001, 36), f32, (0,), configs.ColsVecConfig(256, 4, 4, 1)
     yield "columns, 16-byte vectors, cluster", (2049, 40), f16, (0,), configs.ColsVecConfig(256, 4, 4, 8)
     yield "columns (axis 0)", (3000, 70), f32, (0,), None

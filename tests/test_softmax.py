@@ -75,6 +75,34 @@ def test_stashed_rows_are_one_flag(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+def test_stashed_clusters_choice(dtype, monkeypatch):
+    """Behind ``_STASHED_CLUSTERS_DEFAULT``: rows past the one-block stashed rungs take the
+    smallest stashed cluster that holds them (2-byte and float32 types on sm_90; rows past the
+    16-block cluster, float64 and the A100 keep their kernels); every rung is an instantiation
+    and fits its blocks an SM."""
+    vs = configs.vector_size(dtype)
+    rungs = configs._stashed_cluster_configs(dtype, H200)
+    assert configs._stashed_cluster_configs(dtype, A100) == []
+    if np.dtype(dtype).itemsize == 8:
+        assert rungs == []
+        return
+    assert [r.cluster for r in rungs] == [2, 4, 8, 16]
+    past_stashed = configs._stashed_configs(dtype, H200)[-1].capacity_vectors * vs + 1
+    assert isinstance(configs.choose_rows(past_stashed, 8, dtype, H200), configs.SplitConfig)  # the flag is off
+    monkeypatch.setattr(configs, "_STASHED_CLUSTERS_DEFAULT", True)
+    holding = [r for r in rungs if r.capacity_vectors * vs >= past_stashed]
+    assert configs.choose_rows(past_stashed, 8, dtype, H200) == holding[0]
+    for rung in holding:
+        assert configs.choose_rows(rung.capacity_vectors * vs, 8, dtype, H200) == rung
+    for rung in rungs:
+        assert rung.blocks_per_sm * (rung.smem_bytes + 2048) <= H200.smem_per_sm
+        assert rung.chunk(rung.capacity_vectors * vs, dtype) == rung.capacity_vectors * vs // rung.cluster
+    assert isinstance(configs.choose_rows(rungs[-1].capacity_vectors * vs + 1, 8, dtype, H200), configs.SplitConfig)
+    specs = configs.instantiations(H200)
+    assert all(c.spec(dtype, log) in specs for c in rungs for log in (False, True))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
 def test_ladder_is_increasing_and_groups_tile_the_block(dtype):
     assert ladder(dtype) == sorted(set(ladder(dtype)))
     rows = configs._rows_configs(dtype)
@@ -798,6 +826,42 @@ def test_stashed_rows(cp, rng, forced_kernels, log):
     base = _random(cp, rng, (11, 30002), np.float32)
     for view in (base[:, 1:30001], base[:, ::2]):  # misaligned; strided
         _check(cp, view, -1, log, out=poisoned(cp, view.shape, view.dtype), config=STASHED_F32)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_stashed_cluster_rows(cp, rng, forced_kernels, log):
+    """softmax_rows_stashed_cluster (a cluster of stashed blocks a row, statistics pushed
+    through distributed shared memory): clusters of 2, 4, 8 and 16 (non-portable); full rows,
+    ragged and prime lengths (the last block's chunk partly or wholly empty), non-finite rows
+    (NaN, +inf, all -inf, -inf entries: in different blocks' chunks), misaligned and strided
+    rows (the synchronous stash path), float16, bfloat16 and float32; out poisoned."""
+    if not _clusters(16):
+        pytest.skip("needs thread-block clusters (sm_90)")
+    geometry = (256, 8, 3, 2)
+    for cluster, dtype, length in ((2, np.float32, 65536), (4, np.float16, 262144), (4, BF16, 200003),
+                                   (8, np.float32, 199999), (16, np.float16, 1 << 20), (16, np.float32, 40000)):
+        config = configs.StashedRowsConfig(*geometry, cluster)
+        x = _random(cp, rng, (5, length), dtype)
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+        x = cp.asarray(_rows_with_non_finite(rng, length, dtype))
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+    config = configs.StashedRowsConfig(*geometry, 4)
+    base = _random(cp, rng, (6, 100002), np.float32)
+    for view in (base[:, 1:100001], base[:, ::2]):  # misaligned; strided
+        _check(cp, view, -1, log, out=poisoned(cp, view.shape, view.dtype), config=config)
+    x = _random(cp, rng, (3, 20), np.float16)  # every block but the first holds nothing
+    _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+
+
+def test_stashed_clusters_are_one_flag(cp, rng, monkeypatch):
+    """``_STASHED_CLUSTERS_DEFAULT = True`` sends rows past the one-block stashed rungs to the
+    smallest stashed cluster that holds them, and the call runs it."""
+    if not _clusters(16):
+        pytest.skip("needs thread-block clusters (sm_90)")
+    monkeypatch.setattr(configs, "_STASHED_CLUSTERS_DEFAULT", True)
+    x = _random(cp, rng, (9, 262144), np.float16)
+    assert configs.choose_rows(262144, 9, np.float16, configs_device()) == configs.StashedRowsConfig(256, 8, 3, 2, 4)
+    _check(cp, x, -1, False, out=poisoned(cp, x.shape, x.dtype))
 
 
 def test_forced_row_config_too_short_is_refused(cp, rng):

@@ -82,6 +82,13 @@ _STASHED_LADDER = {
     4: ((256, 8, 3, 2), (512, 4, 7, 1)),  # float32 up to 32 K (128 KB, two an SM) and 64 K elements (256 KB, one)
 }
 _STASHED_ROWS_DEFAULT = True
+# Longer rows over a cluster of the 128 KB stashed blocks (``StashedRowsConfig(..., cluster)``,
+# sm_90; statistics pushed through distributed shared memory, softmax v10), the smallest
+# cluster that holds the row: 2-byte rows up to 2 MB (1M elements), float32 up to 2 MB (512 K).
+_STASHED_CLUSTERS = (2, 4, 8, 16)  # 16: non-portable (the host sets the attribute)
+# 256 x 8 vectors for every type: bfloat16 spills 32 bytes at 512 x 4 (64 registers) in clusters.
+_STASHED_CLUSTER_GEOMETRY = {2: (256, 8, 3, 2), 4: (256, 8, 3, 2)}
+_STASHED_CLUSTERS_DEFAULT = False
 _SPLIT_THREADS, _SPLIT_VECS = 256, 4
 # The split kernel's __launch_bounds__(Threads, 2) and at most half an SM's shared memory
 # per block guarantee two resident blocks per SM; its grid never exceeds that, so every
@@ -164,27 +171,35 @@ class RowsConfig:
 class StashedRowsConfig:
     """``softmax_rows_stashed``: one block of ``threads`` per row, rows of up to
     (``stash_tiles`` + 1) tiles of threads x vecs vectors: the last tile in registers, the
-    others in dynamic shared memory, ``blocks_per_sm`` blocks an SM (the launch bound)."""
+    others in dynamic shared memory, ``blocks_per_sm`` blocks an SM (the launch bound). With
+    ``cluster`` > 1 (``softmax_rows_stashed_cluster``, sm_90), a cluster of such blocks a row."""
 
     threads: int
     vecs: int
     stash_tiles: int
     blocks_per_sm: int
+    cluster: int = 1
 
     @property
     def capacity_vectors(self) -> int:
-        return self.threads * self.vecs * (self.stash_tiles + 1)
+        return self.threads * self.vecs * (self.stash_tiles + 1) * self.cluster
 
     @property
     def smem_bytes(self) -> int:
         return self.stash_tiles * self.threads * self.vecs * 16
 
+    def chunk(self, length: int, dtype) -> int:
+        """Elements of the row a block holds (whole 16-byte vectors)."""
+        vs = vector_size(dtype)
+        return _ceil_div(_ceil_div(length, self.cluster), vs) * vs
+
     def spec(self, dtype, log: bool):
         from .._loader import KernelSpec
 
-        return KernelSpec(
-            SOURCE, "softmax_rows_stashed", (ctype(dtype), log, self.threads, self.vecs, self.stash_tiles, self.blocks_per_sm)
-        )
+        args = (ctype(dtype), log, self.threads, self.vecs, self.stash_tiles, self.blocks_per_sm)
+        if self.cluster == 1:
+            return KernelSpec(SOURCE, "softmax_rows_stashed", args)
+        return KernelSpec(SOURCE, "softmax_rows_stashed_cluster", args + (self.cluster,), min_cc=90)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,6 +388,15 @@ def _stashed_configs(dtype, dev):
     ]
 
 
+def _stashed_cluster_configs(dtype, dev):
+    """The stashed cluster rungs of ``dtype`` on ``dev``, smallest cluster first (none without
+    clusters of 8: the A100)."""
+    geometry = _STASHED_CLUSTER_GEOMETRY.get(np.dtype(dtype).itemsize)
+    if geometry is None or dev.max_cluster_size < 8 or not _stashed_configs(dtype, dev):
+        return []
+    return [StashedRowsConfig(*geometry, cluster) for cluster in _STASHED_CLUSTERS]
+
+
 def choose_split(length: int, rows: int, dtype, dev) -> SplitConfig:
     """Persistent split: as many register tiles per row as the row needs while the resident
     grid has them; longer rows give each block several tiles (shared memory, then streamed)."""
@@ -415,6 +439,10 @@ def choose_rows(length: int, rows: int, dtype, dev):
             return with_exp_once(config, dtype)
     if _STASHED_ROWS_DEFAULT:
         for config in _stashed_configs(dtype, dev):
+            if vectors <= config.capacity_vectors:
+                return config
+    if _STASHED_CLUSTERS_DEFAULT:
+        for config in _stashed_cluster_configs(dtype, dev):
             if vectors <= config.capacity_vectors:
                 return config
     if dev.max_cluster_size >= _MAX_CLUSTER:
@@ -501,7 +529,7 @@ def instantiations(dev):
             if dev.max_cluster_size >= _MAX_CLUSTER:
                 specs += [c.spec(dtype, log) for c in _cluster_configs(dtype)]
             specs.append(choose_split(1 << 30, 1, dtype, dev).spec(dtype, log))
-            specs += [c.spec(dtype, log) for c in _stashed_configs(dtype, dev)]
+            specs += [c.spec(dtype, log) for c in _stashed_configs(dtype, dev) + _stashed_cluster_configs(dtype, dev)]
             vs = vector_size(dtype)
             vectorizable = {False, cols_vectorizable(1, vs, 0, vs, dtype)}
             cols = [choose_cols(n, 1, dtype, dev, vec) for n in (1, 1 << 20) for vec in sorted(vectorizable)]
