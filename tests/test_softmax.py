@@ -76,30 +76,29 @@ def test_stashed_rows_are_one_flag(dtype, monkeypatch):
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
 def test_stashed_clusters_choice(dtype, monkeypatch):
-    """Behind ``_STASHED_CLUSTERS_DEFAULT``: rows past the one-block stashed rungs take the
-    smallest stashed cluster that holds them (2-byte and float32 types on sm_90; rows past the
-    16-block cluster, float64 and the A100 keep their kernels); every rung is an instantiation
-    and fits its blocks an SM."""
+    """Rows past the one-block stashed rungs that fill at least 3/4 of a stashed cluster rung
+    take it (float32 clusters of 8 on sm_90; 2-byte types, float64 and the A100 have none);
+    shorter rows and longer ones keep the split kernel; ``_STASHED_CLUSTERS_DEFAULT = False``
+    restores it everywhere. Every cluster the kernel is built for is an instantiation."""
     vs = configs.vector_size(dtype)
     rungs = configs._stashed_cluster_configs(dtype, H200)
     assert configs._stashed_cluster_configs(dtype, A100) == []
-    if np.dtype(dtype).itemsize == 8:
+    specs = configs.instantiations(H200)
+    if np.dtype(dtype).itemsize != 4:
         assert rungs == []
         return
-    assert [r.cluster for r in rungs] == [2, 4, 8, 16]
-    past_stashed = configs._stashed_configs(dtype, H200)[-1].capacity_vectors * vs + 1
-    assert isinstance(configs.choose_rows(past_stashed, 8, dtype, H200), configs.SplitConfig)  # the flag is off
-    monkeypatch.setattr(configs, "_STASHED_CLUSTERS_DEFAULT", True)
-    holding = [r for r in rungs if r.capacity_vectors * vs >= past_stashed]
-    assert configs.choose_rows(past_stashed, 8, dtype, H200) == holding[0]
-    for rung in holding:
-        assert configs.choose_rows(rung.capacity_vectors * vs, 8, dtype, H200) == rung
-    for rung in rungs:
-        assert rung.blocks_per_sm * (rung.smem_bytes + 2048) <= H200.smem_per_sm
-        assert rung.chunk(rung.capacity_vectors * vs, dtype) == rung.capacity_vectors * vs // rung.cluster
-    assert isinstance(configs.choose_rows(rungs[-1].capacity_vectors * vs + 1, 8, dtype, H200), configs.SplitConfig)
-    specs = configs.instantiations(H200)
-    assert all(c.spec(dtype, log) in specs for c in rungs for log in (False, True))
+    assert rungs == [configs.StashedRowsConfig(256, 8, 3, 2, 8)]
+    rung = rungs[0]
+    assert rung.capacity_vectors * vs == 262144 and rung.chunk(262144, dtype) == 32768
+    assert rung.blocks_per_sm * (rung.smem_bytes + 2048) <= H200.smem_per_sm
+    full, fill = rung.capacity_vectors * vs, rung.capacity_vectors * 3 // 4 * vs
+    assert configs.choose_rows(full, 128, dtype, H200) == rung
+    assert configs.choose_rows(fill, 128, dtype, H200) == rung
+    assert isinstance(configs.choose_rows(fill - vs, 128, dtype, H200), configs.SplitConfig)
+    assert isinstance(configs.choose_rows(full + 1, 128, dtype, H200), configs.SplitConfig)
+    assert all(configs.StashedRowsConfig(256, 8, 3, 2, c).spec(dtype, log) in specs for c in (2, 4, 8, 16) for log in (False, True))
+    monkeypatch.setattr(configs, "_STASHED_CLUSTERS_DEFAULT", False)
+    assert isinstance(configs.choose_rows(full, 128, dtype, H200), configs.SplitConfig)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
@@ -153,7 +152,7 @@ def test_measured_winners_of_the_v5_sweep():
         assert configs.choose_rows(cols, 4096, dtype, H200) == expected, (dtype, cols)
     for cols in (262144, 1 << 20, 1 << 22):
         assert configs.choose_rows(cols, 16, np.float16, H200).pipelined
-        assert configs.choose_rows(cols, 16, np.float32, H200).pipelined
+        assert cols == 262144 or configs.choose_rows(cols, 16, np.float32, H200).pipelined  # 262144: stashed clusters (v10)
         assert not configs.choose_rows(cols, 16, np.float64, H200).pipelined
     assert configs.choose_cols(16384, 4096, np.float32, H200, False) == configs.ColsConfig(16, 8, 4)
     assert configs.choose_cols(16384, 4096, np.float16, H200, False) == configs.ColsConfig(16, 12, 4)
@@ -853,15 +852,15 @@ def test_stashed_cluster_rows(cp, rng, forced_kernels, log):
     _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
 
 
-def test_stashed_clusters_are_one_flag(cp, rng, monkeypatch):
-    """``_STASHED_CLUSTERS_DEFAULT = True`` sends rows past the one-block stashed rungs to the
-    smallest stashed cluster that holds them, and the call runs it."""
+@pytest.mark.parametrize("log", [False, True])
+def test_stashed_clusters_by_default(cp, rng, log):
+    """float32 rows of 3/4 to all of 262144 elements run the stashed clusters of 8 by default."""
     if not _clusters(16):
         pytest.skip("needs thread-block clusters (sm_90)")
-    monkeypatch.setattr(configs, "_STASHED_CLUSTERS_DEFAULT", True)
-    x = _random(cp, rng, (9, 262144), np.float16)
-    assert configs.choose_rows(262144, 9, np.float16, configs_device()) == configs.StashedRowsConfig(256, 8, 3, 2, 4)
-    _check(cp, x, -1, False, out=poisoned(cp, x.shape, x.dtype))
+    for length in (262144, 196613):
+        assert configs.choose_rows(length, 9, np.float32, configs_device()) == configs.StashedRowsConfig(256, 8, 3, 2, 8)
+        x = _random(cp, rng, (9, length), np.float32)
+        _check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
 
 
 def test_forced_row_config_too_short_is_refused(cp, rng):
@@ -1035,6 +1034,7 @@ def _graph_nodes(cp, fn):
         ((64, 16384), -1, "softmax_rows", 1, 0),  # the longest block rung
         ((16, 1 << 15), -1, "softmax_rows_stashed", 1, 0),  # past the block rungs (2-/4-byte types)
         ((16, 1 << 17), -1, "softmax_rows_split", 1, 0),  # past the stashed rungs
+        ((16, 1 << 18), -1, "softmax_rows_stashed_cluster", 1, 0),  # float32 rows filling a stashed cluster
         ((4096, 300), 0, "softmax_cols_strip_cluster", 1, 0),  # leading axis: no transposed copy
         ((24577, 64), 0, "softmax_cols_vec_cluster", 1, 0),  # columns longer than a strip holds
         ((4096, 301), 0, "softmax_cols_cluster", 1, 0),

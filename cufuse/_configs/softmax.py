@@ -12,6 +12,7 @@ vectors (``VS = 16 // itemsize`` elements), so one ladder serves every dtype:
     4097 .. 8192      2-byte types: softmax_rows_stashed  StashedRowsConfig(512, 4, 3 tiles, 2/SM)
     4097 .. 16384     float32: softmax_rows_stashed       StashedRowsConfig(256, 8, 3, 2) / (512, 4, 7, 1)
     4097 .. 16384     float64: softmax_rows_cluster (sm_90)  ClusterConfig(512, 4, 4 / 8)
+    49153 .. 65536    float32 (sm_90): softmax_rows_stashed_cluster  StashedRowsConfig(256, 8, 3, 2, cluster 8)
     beyond            softmax_rows_split, persistent      SplitConfig(256, 4, 2 blocks/SM, ...)
 
 Sub-warp rows: one vector a lane for 2-byte types, two for wider ones, except the measured
@@ -82,13 +83,19 @@ _STASHED_LADDER = {
     4: ((256, 8, 3, 2), (512, 4, 7, 1)),  # float32 up to 32 K (128 KB, two an SM) and 64 K elements (256 KB, one)
 }
 _STASHED_ROWS_DEFAULT = True
-# Longer rows over a cluster of the 128 KB stashed blocks (``StashedRowsConfig(..., cluster)``,
-# sm_90; statistics pushed through distributed shared memory, softmax v10), the smallest
-# cluster that holds the row: 2-byte rows up to 2 MB (1M elements), float32 up to 2 MB (512 K).
-_STASHED_CLUSTERS = (2, 4, 8, 16)  # 16: non-portable (the host sets the attribute)
-# 256 x 8 vectors for every type: bfloat16 spills 32 bytes at 512 x 4 (64 registers) in clusters.
-_STASHED_CLUSTER_GEOMETRY = {2: (256, 8, 3, 2), 4: (256, 8, 3, 2)}
-_STASHED_CLUSTERS_DEFAULT = False
+# Longer rows over a cluster of 128 KB stashed blocks (``StashedRowsConfig(..., cluster)``,
+# ``softmax_rows_stashed_cluster``, sm_90; statistics pushed through distributed shared memory,
+# softmax v10): by itemsize, the geometry (256 x 8 vectors: bfloat16 spills 32 bytes at 512 x 4
+# in clusters) and the clusters of the ladder. H200 runs S6-5 / S6-6, fraction of the copy:
+# 128 x 262144 float32 c8 0.80-0.81 against the split kernel's 0.74; float16 c4 0.68-0.72
+# (split 0.72-0.73), 16 x 1M float16 c16 0.55-0.59 (0.71): 2-byte types keep the split kernel.
+# A rung takes only rows that fill 3/4 of it: smaller blocks measured far slower (each block
+# and each cluster barrier costs a few microseconds whatever its bytes: 1024 x 65536 float32
+# c2 0.81, c4 0.63, c8 0.32).
+_STASHED_CLUSTERS = (2, 4, 8, 16)  # every cluster the kernel is built for (16: non-portable)
+_STASHED_CLUSTER_LADDER = {4: ((256, 8, 3, 2), (8,))}
+_STASHED_CLUSTER_MIN_FILL = 0.75
+_STASHED_CLUSTERS_DEFAULT = True
 _SPLIT_THREADS, _SPLIT_VECS = 256, 4
 # The split kernel's __launch_bounds__(Threads, 2) and at most half an SM's shared memory
 # per block guarantee two resident blocks per SM; its grid never exceeds that, so every
@@ -391,10 +398,10 @@ def _stashed_configs(dtype, dev):
 def _stashed_cluster_configs(dtype, dev):
     """The stashed cluster rungs of ``dtype`` on ``dev``, smallest cluster first (none without
     clusters of 8: the A100)."""
-    geometry = _STASHED_CLUSTER_GEOMETRY.get(np.dtype(dtype).itemsize)
+    geometry, clusters = _STASHED_CLUSTER_LADDER.get(np.dtype(dtype).itemsize, (None, ()))
     if geometry is None or dev.max_cluster_size < 8 or not _stashed_configs(dtype, dev):
         return []
-    return [StashedRowsConfig(*geometry, cluster) for cluster in _STASHED_CLUSTERS]
+    return [StashedRowsConfig(*geometry, cluster) for cluster in clusters]
 
 
 def choose_split(length: int, rows: int, dtype, dev) -> SplitConfig:
@@ -443,7 +450,7 @@ def choose_rows(length: int, rows: int, dtype, dev):
                 return config
     if _STASHED_CLUSTERS_DEFAULT:
         for config in _stashed_cluster_configs(dtype, dev):
-            if vectors <= config.capacity_vectors:
+            if _STASHED_CLUSTER_MIN_FILL * config.capacity_vectors <= vectors <= config.capacity_vectors:
                 return config
     if dev.max_cluster_size >= _MAX_CLUSTER:
         for config in _cluster_configs(dtype):
@@ -530,6 +537,9 @@ def instantiations(dev):
                 specs += [c.spec(dtype, log) for c in _cluster_configs(dtype)]
             specs.append(choose_split(1 << 30, 1, dtype, dev).spec(dtype, log))
             specs += [c.spec(dtype, log) for c in _stashed_configs(dtype, dev) + _stashed_cluster_configs(dtype, dev)]
+            if dev.max_cluster_size >= 8:  # every stashed cluster: for forced configs and the sweeps
+                geometry = _STASHED_CLUSTER_LADDER.get(np.dtype(dtype).itemsize, (None,))[0]
+                specs += [StashedRowsConfig(*geometry, c).spec(dtype, log) for c in _STASHED_CLUSTERS] if geometry else []
             vs = vector_size(dtype)
             vectorizable = {False, cols_vectorizable(1, vs, 0, vs, dtype)}
             cols = [choose_cols(n, 1, dtype, dev, vec) for n in (1, 1 << 20) for vec in sorted(vectorizable)]
