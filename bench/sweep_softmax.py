@@ -69,7 +69,7 @@ def alternatives(rows, length, dname, axis, dev):
         flipped = dataclasses.replace(default, exp_once=not default.exp_once)
         out += [("default exp_once" if flipped.exp_once else "default no exp_once", flipped)]
     return (out + v6_candidates(rows, length, dname, axis, dev) + strip_candidates(rows, length, dname, axis, dev)
-            + stashed_cluster_candidates(rows, length, dname, axis, dev))
+            + stashed_cluster_candidates(rows, length, dname, axis, dev) + split_candidates(rows, length, dname, axis, dev))
 
 
 # softmax v10 (bench/NOTES.md): rows over a cluster of stashed blocks, statistics pushed through
@@ -113,6 +113,54 @@ def strip_candidates(rows, length, dname, axis, dev):
             t, lanes, vecs, register_tile, blocks = geometry
             name = f"v8 strip {t} l{lanes} v{vecs}{' reg' if register_tile else ''} {blocks}/SM c{config.cluster}"
             out.append((name, config))
+    return out
+
+
+# softmax v10 (bench/notes-wip-colsplit.md): the persistent column split, (Threads, ColLanes,
+# Vecs, RegisterTile, BlocksPerSM), none spills (sm_90a registers, softmax: 2-byte 113, 114,
+# 113, 117, 64, 73; float32 128, 79, 128, 94, 56, 78, 56); the first of each itemsize is the
+# chooser's pick, which is also tried with other parts (tiles a block; "b": blocks a strip).
+SPLIT_GEOMETRIES = {
+    2: ((256, 8, 8, False, 2), (256, 8, 4, True, 2), (256, 16, 8, False, 2), (256, 16, 4, True, 2), (512, 8, 4, False, 2),
+        (256, 8, 4, False, 3)),
+    4: ((256, 8, 8, True, 2), (256, 8, 8, False, 2), (256, 16, 8, True, 2), (256, 16, 4, True, 2), (512, 8, 4, False, 2),
+        (256, 8, 4, True, 3), (256, 8, 4, False, 3)),
+}
+
+
+def split_with_tiles(config, length, columns, dtype, dev, tiles):
+    """config with parts of ``tiles`` tiles and the resident grid's strips a wave, or None
+    where a part would exceed the block's shared memory (at blocks_per_sm an SM) or the grid."""
+    smem_tiles = tiles - int(config.register_tile)
+    block_smem = smem_tiles * config.tile_bytes + S._strip_static_smem(config.threads, config.columns(dtype), dtype)
+    if smem_tiles > S._COLS_SPLIT_MAX_SMEM_TILES or config.blocks_per_sm * (block_smem + S._SMEM_RESERVED_PER_BLOCK) > dev.smem_per_sm:
+        return None
+    blocks = -(-length // (tiles * config.tile_rows))
+    resident = config.blocks_per_sm * dev.sm_count
+    if blocks > resident:
+        return None
+    strips = -(-columns // config.columns(dtype))
+    return dataclasses.replace(config, blocks_per_strip=blocks, strips_per_wave=min(strips, resident // blocks),
+                               part=tiles * config.tile_rows, smem_tiles=smem_tiles)
+
+
+def split_candidates(rows, length, dname, axis, dev):
+    """axis=0 of rows x length: columns of ``rows`` elements, ``length`` of them."""
+    if axis != 0:
+        return []
+    dtype = DTYPES[dname]
+    out = []
+    for i, geometry in enumerate(SPLIT_GEOMETRIES[np.dtype(dtype).itemsize]):
+        config = S.cols_split_config(rows, length, dtype, dev, geometry)
+        if config is None:
+            continue
+        t, lanes, vecs, register_tile, blocks = geometry
+        name = f"v10 colsplit {t} l{lanes} v{vecs}{' reg' if register_tile else ''} {blocks}/SM"
+        variants = [config]
+        if i == 0:  # the pick with 1 to 4 tiles a block
+            variants += [split_with_tiles(config, rows, length, dtype, dev, k) for k in (1, 2, 3, 4)]
+        for variant in dict.fromkeys(v for v in variants if v is not None):
+            out.append((f"{name} b{variant.blocks_per_strip}", variant))
     return out
 
 

@@ -23,7 +23,9 @@ Any strides work in place (negative, transposed, sliced), with 64-bit offsets:
   where it holds the column: ``_COLS_STRIP_DEFAULT``) reads each element once: a cluster of up to 16
   blocks holds a strip of adjacent columns on chip (registers and shared memory) and writes it
   after the statistics met in distributed shared memory; columns shorter than a tile or longer
-  than the chip holds keep the kernels above.
+  than the chip holds keep the kernels above ``softmax_cols_split`` (``ColsSplitConfig``,
+  behind ``_COLS_SPLIT_DEFAULT``) holds the same strips split over the co-resident blocks of a
+  persistent grid, the column statistics exchanged through global memory, no clusters.
 
 Documented exceptions:
 
@@ -40,7 +42,10 @@ Documented exceptions:
   64 KB without clusters)
   uses a scratch of 2 x rows x blocks_per_row accumulators plus rows arrival counters, one per
   (device, stream), allocated (counters zeroed) only when a larger one is needed: the kernel
-  leaves its counters at zero, so later calls on that stream reuse it without a memset.
+  leaves its counters at zero, so later calls on that stream reuse it without a memset. The
+  column split (``softmax_cols_split``, ``ColsSplitConfig``: off by default,
+  ``_COLS_SPLIT_DEFAULT``) shares that scratch: 2 (parity) x grid x Cols (max, sum) pairs
+  (H200, 16384 x 4096 float16: 2 x 256 x 64 x 2 floats = 256 KB) and strips_per_wave counters.
 
 Host path: everything derived from (shape, strides, dtype, axes, device, config) -- layout,
 config, kernel, grid, shared memory, the scalar arguments -- is built once into a ``_Plan``;
@@ -248,7 +253,8 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
                 f"got a row of {length} elements ({vectors} vectors)"
             )
     spec = config.spec(dtype, log)
-    smem = config.smem_bytes if isinstance(config, (configs.SplitConfig, configs.ColsStripConfig, configs.StashedRowsConfig)) else 0
+    stashing = (configs.SplitConfig, configs.ColsStripConfig, configs.ColsSplitConfig, configs.StashedRowsConfig)
+    smem = config.smem_bytes if isinstance(config, stashing) else 0
     kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
     if getattr(config, "cluster", 1) > dev.max_cluster_size:
         _allow_non_portable_cluster(kernel)
@@ -286,6 +292,14 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
         _use_whole_carveout(kernel)  # blocks_per_sm blocks an SM, each with smem_bytes
         grid = outer * _ceil_div(inner, config.columns(dtype)) * config.cluster
         scalars = (np.int64(outer),) + geometry + (np.int64(part),)
+    elif isinstance(config, configs.ColsSplitConfig):
+        _require_column_vectors(config, sizes, strides, dtype)
+        _require_column_split(config, length, dev)
+        _require_resident(kernel, config, dev)
+        grid = config.grid
+        strips = outer * _ceil_div(inner, config.columns(dtype))
+        scalars = (np.int64(outer),) + geometry + (np.int64(config.part), np.int32(config.blocks_per_strip), np.int64(strips))
+        scratch = (np.dtype(accumulator_dtype(dtype)),) + config.scratch(dtype)
     else:
         grid = outer * _ceil_div(inner, 32) * config.cluster
         scalars = (np.int64(outer),) + geometry
@@ -307,6 +321,22 @@ def _require_column_vectors(config, sizes, strides, dtype):
             f"softmax: argument 'config' {config} needs the reduced axis strided over a contiguous inner "
             f"axis with every 16-byte vector of columns aligned; got (outer, length, inner) = {sizes}, "
             f"element strides (so, sl, si) = {strides}"
+        )
+
+
+def _require_column_split(config, length, dev):
+    """A forced ColsSplitConfig must hold the column (blocks_per_strip parts of ``part`` rows,
+    a part within its tiles) with a grid the device keeps resident at blocks_per_sm an SM."""
+    capacity = min(config.part, config.tiles_per_block * config.tile_rows)
+    if config.blocks_per_strip * capacity < length:
+        raise ValueError(
+            f"softmax: argument 'config' {config} holds {config.blocks_per_strip} x {capacity} rows a strip, "
+            f"got columns of {length}"
+        )
+    if config.grid > config.blocks_per_sm * dev.sm_count:
+        raise ValueError(
+            f"softmax: argument 'config' {config} needs {config.grid} co-resident blocks, "
+            f"got a device of {dev.sm_count} SMs at {config.blocks_per_sm} blocks an SM"
         )
 
 

@@ -10,6 +10,7 @@ sanitized run short.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import cupy as cp
 import numpy as np
@@ -59,6 +60,14 @@ def _cases():
     yield "columns strip, cluster 4", (3001, 72), f16, (0,), strip(3001, 72, f16, H200)
     yield "columns strip, cluster 16", (16385, 16), f16, (0,), strip(16385, 16, f16, H200)
     yield "columns strip, register tile, cluster", (4099, 40), f32, (0,), strip(4099, 40, f32, H200)
+    # v10 candidates: the persistent column split (parts exchanging through global memory):
+    # several strips a block (refills, the partials' parity), ragged strips; a register tile
+    # and a middle axis (outer > 1).
+    split = configs.choose_cols_split
+    yield "columns split, several strips a block", (1031, 200), f16, (0,), replace(split(1031, 200, f16, H200), strips_per_wave=1)
+    yield "columns split, register tile, middle axis", (3, 3001, 40), f32, (1,), replace(
+        split(3001, 120, f32, H200), blocks_per_strip=6, part=512, smem_tiles=1
+    )
     # v6 defaults: float32 16-byte column vectors (8 lanes, cluster 8); float32 block rows
     # (the prefetching twin's shape until v7.1 removed it).
     yield "columns, 16-byte vectors, default", (2100, 64), f32, (0,), None

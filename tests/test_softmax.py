@@ -348,6 +348,62 @@ def test_cols_strip_default_is_one_flag(monkeypatch):
                 assert configs.choose_cols(length, 64, dtype, dev, vectorizable).spec(dtype, True) in specs
 
 
+def test_cols_split_config():
+    """choose_cols_split (H200): 16384 x 4096 in 32 KB tiles of 128-byte rows, two blocks an SM,
+    the parts whole tiles, the fewest tiles a block over the call (ties: the larger part);
+    None for float64, below one tile and beyond the resident grid's parts."""
+    split = configs.ColsSplitConfig
+    f16, f32 = np.float16, np.float32
+    assert configs.choose_cols_split(16384, 4096, f16, H200) == split(256, 8, 8, False, 2, 32, 8, 512, 2)
+    assert configs.choose_cols_split(16384, 4096, BF16, H200) == split(256, 8, 8, False, 2, 32, 8, 512, 2)
+    assert configs.choose_cols_split(16384, 4096, f32, H200) == split(256, 8, 8, True, 2, 16, 16, 1024, 3)
+    # 2 strips of 64 columns: smaller parts, more blocks a strip, to fill the grid.
+    assert configs.choose_cols_split(16384, 128, f16, H200) == split(256, 8, 8, False, 2, 64, 2, 256, 1)
+    assert configs.choose_cols_split(256, 4096, f32, H200) == split(256, 8, 8, True, 2, 1, 128, 256, 0)
+    for dtype, tile_rows, longest in [(f16, 256, 264 * 3 * 256), (BF16, 256, 264 * 3 * 256), (f32, 256, 264 * 4 * 256)]:
+        assert configs.choose_cols_split(tile_rows - 1, 4096, dtype, H200) is None
+        assert configs.choose_cols_split(longest, 64, dtype, H200).grid == 264
+        assert configs.choose_cols_split(longest + 1, 64, dtype, H200) is None
+    assert configs.choose_cols_split(16384, 4096, np.float64, H200) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32])
+def test_cols_split_configs_fit_and_are_instantiations(dtype):
+    """Every chosen split holds its column in whole parts within their tiles, keeps its grid
+    resident at blocks_per_sm an SM (shared memory included), waits on at most 8 cp.async
+    groups, and is compiled by check-compile."""
+    for dev in (H200, A100):
+        specs = set(configs.instantiations(dev))
+        for length in (255, 256, 257, 511, 1031, 3001, 12289, 16384, 16385, 100000, 300000):
+            for columns in (8, 72, 520, 4104, 1 << 20):
+                c = configs.choose_cols_split(length, columns, dtype, dev)
+                if c is None:
+                    continue
+                assert c.blocks_per_strip * c.part >= length > (c.blocks_per_strip - 1) * c.part
+                assert c.part == c.tiles_per_block * c.tile_rows and 0 <= c.smem_tiles <= 8
+                assert c.grid <= c.blocks_per_sm * dev.sm_count
+                assert c.strips_per_wave <= -(-columns // c.columns(dtype))
+                static = configs._strip_static_smem(c.threads, c.columns(dtype), dtype)
+                assert c.blocks_per_sm * (c.smem_bytes + static + 1024) <= dev.smem_per_sm
+                for log in (False, True):
+                    assert c.spec(dtype, log) in specs
+
+
+def test_cols_split_default_is_one_flag(monkeypatch):
+    """_COLS_SPLIT_DEFAULT off (until measured): choose_cols unchanged; on: the split wherever it
+    applies to a vectorizable layout, the previous choice elsewhere."""
+    f16, f32 = np.float16, np.float32
+    before = {(n, d, v): configs.choose_cols(n, 4096, d, H200, v) for n in (100, 16384, 300000) for d in (f16, f32) for v in (False, True)}
+    assert not any(isinstance(c, configs.ColsSplitConfig) for c in before.values())
+    monkeypatch.setattr(configs, "_COLS_SPLIT_DEFAULT", True)
+    assert configs.choose_cols(16384, 4096, f16, H200, True) == configs.choose_cols_split(16384, 4096, f16, H200)
+    assert configs.choose_cols(16384, 4096, f32, H200, True) == configs.choose_cols_split(16384, 4096, f32, H200)
+    for (n, d, v), c in before.items():
+        if not (v and n == 16384):
+            assert configs.choose_cols(n, 4096, d, H200, v) == c
+    assert configs.choose_cols(16384, 4096, np.float64, H200, False) == configs.ColsConfig(16, 2, 4)
+
+
 def test_split_pipelined_flag_reaches_the_kernel():
     c = configs.choose_split(1 << 20, 16, np.float32, H200)
     assert c.spec(np.float32, False).template_args[-1] is True
@@ -474,6 +530,37 @@ def test_host_path_cols_strip(fake_gpu, monkeypatch):
         module._plan((40000, 64), (128, 2), f16, (0,), 0, config, False)  # 2500 rows a block: beyond 2 tiles
     with pytest.raises(ValueError, match="config"):
         module._plan((16384, 70), (280, 4), np.dtype(np.float32), (0,), 0, configs.choose_cols_strip(16384, 72, np.float32, H200), False)
+
+
+def test_host_path_cols_split(fake_gpu, monkeypatch):
+    """ColsSplitConfig: the persistent grid, the part, blocks a strip and strips (outer x column
+    strips), the scratch (2 x grid x Cols pairs, strips_per_wave counters); refused where the
+    layout does not allow vectors, the config does not hold the column or its grid is not
+    resident on the device."""
+    module, make_array, kernels = fake_gpu
+    f16 = np.dtype(np.float16)
+    config = configs.choose_cols_split(16384, 4096, f16, H200)
+    plan = module._plan((16384, 4096), (8192, 2), f16, (0,), 0, config, False)
+    assert plan.grid == (256,) and plan.block == (256,) and plan.smem == 2 * 32768
+    assert [int(a) for a in plan.scalars] == [1, 16384, 4096, 0, 1, 4096, 512, 32, 64]  # outer, geometry, part, blocks, strips
+    assert plan.scratch == (np.dtype(np.float32), 2 * 256 * 64 * 2, 8)
+    assert plan.kernel.preferred_shared_memory_carveout == 100
+    outer = module._plan((3, 1031, 72), (1031 * 144, 144, 2), f16, (1,), 0, configs.choose_cols_split(1031, 216, f16, H200), False)
+    assert int(outer.scalars[0]) == 3 and int(outer.scalars[-1]) == 3 * 2  # 3 outer x 2 strips of 64 columns
+    held = (make_array((2 * 256 * 64 * 2,), np.float32), make_array((8,), np.uint32))
+    module._scratches[(0, 0, np.dtype(np.float32))] = held  # as if allocated by an earlier call (rows split or not)
+    x, out = make_array((16384, 4096), f16), make_array((16384, 4096), f16)
+    cufuse.softmax(x, axis=0, out=out, config=config)
+    (kernel,) = kernels.values()
+    assert kernel.launches[-1][2][-2] is held[0] and kernel.launches[-1][2][-1] is held[1]
+    with pytest.raises(ValueError, match="config"):
+        module._plan((100, 70), (140, 2), f16, (0,), 0, config, False)  # not vectorizable
+    with pytest.raises(ValueError, match="holds 32 x 512 rows a strip, got columns of 16385"):
+        module._plan((16385, 64), (128, 2), f16, (0,), 0, config, False)
+    with pytest.raises(ValueError, match="co-resident"):
+        module._plan((16384, 64), (128, 2), f16, (0,), 0, dataclasses.replace(config, strips_per_wave=9), False)
+    monkeypatch.setattr(configs, "_COLS_SPLIT_DEFAULT", True)  # the flag: the same plan without config=
+    assert module._plan((16384, 4096), (8192, 2), f16, (0,), 0, None, False).scalars == plan.scalars
 
 
 def test_host_path_copy_path_is_not_a_fast_signature(fake_gpu):
@@ -936,9 +1023,14 @@ STRIP_SHAPES = [((512, 40), 0), ((256, 24), 0), ((777, 72), 0), ((1031, 24), 0),
 STRIP_DTYPES = (np.float16, BF16, np.float32)
 
 
-def _strip_for(shape, axis, dtype):
+def _column_config(choose, shape, axis, dtype):
+    """choose(length, columns, dtype, device) for x of ``shape`` reduced over ``axis``."""
     length = shape[axis]
-    return configs.choose_cols_strip(length, int(np.prod(shape)) // length, dtype, configs_device())
+    return choose(length, int(np.prod(shape)) // length, dtype, configs_device())
+
+
+def _strip_for(shape, axis, dtype):
+    return _column_config(configs.choose_cols_strip, shape, axis, dtype)
 
 
 _strip_compiled = []
@@ -946,12 +1038,14 @@ _strip_compiled = []
 
 @pytest.fixture
 def strip_kernels(cp):
-    """The strip kernels of the tests below, compiled in parallel first."""
+    """The strip kernels of the tests below and the column split kernels (one geometry a
+    dtype), compiled in parallel first."""
     if _strip_compiled:
         return
     _strip_compiled.append(True)
     shapes = STRIP_SHAPES + [((4099, 32), 0), ((16385, 32), 0), ((1031, 72), 0), ((511, 40), 0), ((3, 777, 40), 1)]
     chosen = {(_strip_for(shape, axis, d), d) for shape, axis in shapes for d in STRIP_DTYPES}
+    chosen |= {(_split_forced(d, 1, 1, 1), d) for d in STRIP_DTYPES}
     _precompile([(c, d) for c, d in chosen if c is not None])
 
 
@@ -984,32 +1078,113 @@ def test_cols_strip_non_finite_and_misaligned(cp, rng, strip_kernels, dtype, log
     _check(cp, misaligned, (0,), log, out=out, config=_strip_for(misaligned.shape, 0, dtype))
 
 
-def test_cols_strip_one_launch_no_allocation(cp, rng, strip_kernels):
-    x = _random(cp, rng, (4099, 72), np.float16)
+@pytest.mark.parametrize("choose,shape,kernel", [
+    (configs.choose_cols_strip, (4099, 72), "softmax_cols_strip"),
+    (configs.choose_cols_split, (4099, 520), "softmax_cols_split"),  # its scratch: allocated by the first call
+])
+def test_cols_strip_and_split_one_launch_no_allocation(cp, rng, strip_kernels, choose, shape, kernel):
+    x = _random(cp, rng, shape, np.float16)
     out = cp.empty_like(x)
-    config = _strip_for(x.shape, 0, np.float16)
+    config = _column_config(choose, x.shape, 0, np.float16)
     call = lambda: cufuse.softmax(x, axis=0, out=out, config=config)  # noqa: E731
     call()
     cp.cuda.Device().synchronize()
     assert len(allocations(cp, call)[1]) == 0
     dot, nodes = _graph_nodes(cp, call)
-    assert "softmax_cols_strip" in dot and nodes == 1, dot
+    assert kernel in dot and nodes == 1, dot
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
 @pytest.mark.parametrize("log", [False, True])
-def test_cols_strip_as_the_default(cp, rng, strip_kernels, monkeypatch, dtype, log):
+@pytest.mark.parametrize("flag,shapes", [
+    ("_COLS_STRIP_DEFAULT", [((511, 40), 0), ((1031, 72), 0), ((24577, 8), 0), ((3, 777, 40), 1)]),
+    ("_COLS_SPLIT_DEFAULT", [((255, 40), 0), ((1031, 72), 0), ((3, 777, 40), 1), ((12289, 40), 0)]),
+])
+def test_cols_strip_and_split_as_the_default(cp, rng, strip_kernels, monkeypatch, dtype, log, flag, shapes):
     """The dispatch with _COLS_STRIP_DEFAULT on (the default): strips where they hold the column,
-    the two-read kernels below one tile, beyond the chip and for float64."""
+    the two-read kernels below one tile, beyond the chip and for float64; with
+    _COLS_SPLIT_DEFAULT on: the column split where it applies, the same kernels elsewhere."""
     import sys
 
     module = sys.modules["cufuse.softmax"]
-    monkeypatch.setattr(configs, "_COLS_STRIP_DEFAULT", True)
+    monkeypatch.setattr(configs, flag, True)
     monkeypatch.setattr(module, "_plans", {})
     monkeypatch.setattr(module, "_signatures", {})
-    for shape, axis in [((511, 40), 0), ((1031, 72), 0), ((24577, 8), 0), ((3, 777, 40), 1)]:
+    for shape, axis in shapes:
         x = _random(cp, rng, shape, dtype)
         _check(cp, x, (axis,), log, out=poisoned(cp, x.shape, x.dtype))
+
+
+# The persistent column split (softmax v10 candidate; the default behind _COLS_SPLIT_DEFAULT):
+# column lengths off the tile rows (16384 = 64 tiles of 256 rows, 12289, 3001, 257: a tile and a
+# row), columns off the strip (4104: 64 float16 strips and 8 columns; 520; 40 and 72 ragged), a
+# middle axis (outer > 1).
+SPLIT_SHAPES = [((16384, 72), 0), ((12289, 40), 0), ((3001, 520), 0), ((257, 4104), 0), ((5, 1031, 72), 1)]
+
+
+def _split_for(shape, axis, dtype):
+    return _column_config(configs.choose_cols_split, shape, axis, dtype)
+
+
+def _split_forced(dtype, blocks_per_strip, strips_per_wave, tiles):
+    """The dtype's split geometry with a forced grid: parts of ``tiles`` tiles."""
+    geometry = configs._COLS_SPLIT[np.dtype(dtype)][0]
+    probe = configs.ColsSplitConfig(*geometry, 1, 1, 0, 0)
+    return configs.ColsSplitConfig(*geometry, blocks_per_strip, strips_per_wave, tiles * probe.tile_rows, tiles - int(probe.register_tile))
+
+
+@pytest.mark.parametrize("dtype", STRIP_DTYPES)
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_split(cp, rng, strip_kernels, dtype, log):
+    """The chosen configs; then the same with 1-2 strip slots, so that each block walks several
+    strips (the refill of the next strip, the partials' parity, ragged strips between full ones);
+    columns shorter than a block's part (a part partly or wholly empty)."""
+    for shape, axis in SPLIT_SHAPES:
+        x = _random(cp, rng, shape, dtype)
+        config = _split_for(shape, axis, dtype)
+        _check(cp, x, (axis,), log, out=poisoned(cp, x.shape, x.dtype), config=config)
+        few_slots = dataclasses.replace(config, strips_per_wave=min(2, config.strips_per_wave))
+        _check(cp, x, (axis,), log, out=poisoned(cp, x.shape, x.dtype), config=few_slots)
+    for length in (300, 100):
+        x = _random(cp, rng, (length, 136), dtype)
+        _check(cp, x, (0,), log, out=poisoned(cp, x.shape, x.dtype), config=_split_forced(dtype, 2, 2, 2))
+
+
+@pytest.mark.parametrize("dtype", STRIP_DTYPES)
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_split_non_finite_and_misaligned(cp, rng, strip_kernels, dtype, log):
+    """Non-finite columns (NaN, +inf, all -inf, ...) and the online merge across tiles and parts
+    (-inf over the first 3/4 of a column, growing and falling maxima, NaN at row 9000, +inf in
+    the last row) beside finite ones, one strip partly inactive; x and out not 16-byte aligned
+    (scalar loads, shared-memory tiles filled synchronously), several strips a block."""
+    length = 16385
+    columns = np.concatenate([_rows_with_non_finite(rng, length, dtype).T, _rows_for_online_merge(rng, length, dtype).T], axis=1)
+    host = np.concatenate([columns, (rng.standard_normal((length, 32 - 14)) * 3).astype(dtype)], axis=1)
+    x = cp.asarray(host)
+    _check(cp, x, (0,), log, out=poisoned(cp, x.shape, x.dtype), config=_split_for(x.shape, 0, dtype))
+    flat = _random(cp, rng, (4099 * 200 + 1,), dtype)
+    misaligned = flat[1:].reshape(4099, 200)
+    out = poisoned(cp, (4099 * 200 + 1,), dtype)[1:].reshape(4099, 200)
+    config = dataclasses.replace(_split_for(misaligned.shape, 0, dtype), strips_per_wave=1)
+    _check(cp, misaligned, (0,), log, out=out, config=config)
+
+
+def test_cols_split_scratch_is_reused_and_left_armed(cp, rng, strip_kernels):
+    """Back-to-back calls on two streams, different grids: each call relies on the previous one
+    of its stream having left the arrival counters at zero (checked after each)."""
+    import sys
+
+    module = sys.modules["cufuse.softmax"]
+    stream = cp.cuda.Stream(non_blocking=True)
+    for shape, slots in (((3001, 520), 9), ((3001, 520), 2), ((16384, 72), 1), ((16384, 72), 2)):
+        x = _random(cp, rng, shape, np.float32)
+        config = dataclasses.replace(_split_for(shape, 0, np.float32), strips_per_wave=slots)
+        _check(cp, x, (0,), False, out=poisoned(cp, x.shape, x.dtype), config=config)
+        with stream:
+            _check(cp, x, (0,), True, config=config)
+        cp.cuda.Device().synchronize()
+        for _, counters in module._scratches.values():
+            assert not bool(counters.any())
 
 
 def _graph_nodes(cp, fn):

@@ -42,7 +42,10 @@ the plain rows on every shape after v7 and were removed in v7.1 (design: bench/N
 requests the next row's tiles as the output pass frees them -- 2- and 4-byte types
 (``_SPLIT_PIPELINED``). Columns: 16-byte vectors across columns for float32
 (``_COLS_VEC``), clusters of 4 for the scalar column kernel; one-read strips of columns held
-on chip by a cluster (``_COLS_STRIP``, ``choose_cols_strip``; ``_COLS_STRIP_DEFAULT``) where they fit.
+on chip by a cluster (``_COLS_STRIP``, ``choose_cols_strip``; ``_COLS_STRIP_DEFAULT``) where they fit;
+the same strips split over co-resident blocks of a persistent grid that exchange their column
+statistics through global memory (``_COLS_SPLIT``, ``choose_cols_split``; ``_COLS_SPLIT_DEFAULT``,
+off until measured).
 """
 from __future__ import annotations
 
@@ -141,6 +144,24 @@ _COLS_STRIP_CLUSTERS = (1, 2, 4, 8, 16)  # 16: non-portable, sm_90 (the host set
 # The strip kernel replaces the two-read column kernels where it holds the column (H200 run
 # S4-4, 16384 x 4096 axis=0: float16 0.30 -> 0.44x copy, float32 0.47 -> 0.56x).
 _COLS_STRIP_DEFAULT = True
+# The persistent column split (softmax v10, ``softmax_cols_split``): the strip kernel's twin
+# without clusters, a strip's rows split over blocks_per_strip co-resident blocks that exchange
+# their column statistics through global memory (the rows split kernel's scheme). Geometries
+# (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM) by dtype, the first that applies wins:
+# 128-byte rows of 32 KB tiles, two blocks an SM; 2-byte types without a register tile (with
+# one, 256 x 8 spills 46 B at 128 registers; 113-117 registers without), float32 with one
+# (118-128 registers). Not measured yet: behind ``_COLS_SPLIT_DEFAULT``.
+_COLS_SPLIT = {
+    np.dtype(np.float16): ((256, 8, 8, False, 2),),
+    np.dtype(BFLOAT16): ((256, 8, 8, False, 2),),
+    np.dtype(np.float32): ((256, 8, 8, True, 2),),
+}
+# cp_async_wait_pending waits with up to 7 younger groups pending: at most 8 shared-memory tiles.
+_COLS_SPLIT_MAX_SMEM_TILES = 8
+# A wave's exchange (an L2 round trip and the arrival wait of the strip's blocks) costs about
+# half a tile's load and store: the chooser's weight for the waves a config takes.
+_COLS_SPLIT_EXCHANGE_TILES = 0.5
+_COLS_SPLIT_DEFAULT = False
 
 
 def vector_size(dtype) -> int:
@@ -310,21 +331,10 @@ class ColsVecConfig:
         return KernelSpec(SOURCE, "softmax_cols_vec_cluster", args + (self.cluster,), min_cc=90)
 
 
-@dataclasses.dataclass(frozen=True)
-class ColsStripConfig:
-    """``softmax_cols_strip`` (cluster 1) or ``softmax_cols_strip_cluster``: a strip of
-    ``col_lanes`` 16-byte vectors of adjacent columns held on chip by ``cluster`` blocks, each
-    ceil(length / cluster) rows of it in tiles of ``tile_rows`` rows: ``smem_tiles`` in dynamic
-    shared memory plus, with ``register_tile``, the last one in registers; ``blocks_per_sm``
-    blocks an SM (the kernel's launch bound). Only where ``cols_vectorizable``."""
-
-    threads: int
-    col_lanes: int
-    vecs: int
-    register_tile: bool
-    blocks_per_sm: int
-    cluster: int
-    smem_tiles: int
+class _StripTiles:
+    """The tiles of the one-read column kernels (strip and split): a block of ``threads`` holds
+    ``col_lanes`` 16-byte vectors of adjacent columns x tiles of ``tile_rows`` rows, each tile
+    ``vecs`` vectors a thread; ``smem_tiles`` in shared memory, plus the register tile."""
 
     def columns(self, dtype) -> int:
         return self.col_lanes * vector_size(dtype)
@@ -345,6 +355,23 @@ class ColsStripConfig:
     def tiles_per_block(self) -> int:
         return self.smem_tiles + int(self.register_tile)
 
+
+@dataclasses.dataclass(frozen=True)
+class ColsStripConfig(_StripTiles):
+    """``softmax_cols_strip`` (cluster 1) or ``softmax_cols_strip_cluster``: a strip of
+    ``col_lanes`` 16-byte vectors of adjacent columns held on chip by ``cluster`` blocks, each
+    ceil(length / cluster) rows of it in tiles of ``tile_rows`` rows: ``smem_tiles`` in dynamic
+    shared memory plus, with ``register_tile``, the last one in registers; ``blocks_per_sm``
+    blocks an SM (the kernel's launch bound). Only where ``cols_vectorizable``."""
+
+    threads: int
+    col_lanes: int
+    vecs: int
+    register_tile: bool
+    blocks_per_sm: int
+    cluster: int
+    smem_tiles: int
+
     def spec(self, dtype, log: bool):
         from .._loader import KernelSpec
 
@@ -352,6 +379,45 @@ class ColsStripConfig:
         if self.cluster == 1:
             return KernelSpec(SOURCE, "softmax_cols_strip", args)
         return KernelSpec(SOURCE, "softmax_cols_strip_cluster", args + (self.cluster,), min_cc=90)
+
+
+@dataclasses.dataclass(frozen=True)
+class ColsSplitConfig(_StripTiles):
+    """``softmax_cols_split``: a persistent grid of ``strips_per_wave`` x ``blocks_per_strip``
+    co-resident blocks (``blocks_per_sm`` an SM: the kernel's launch bound). A strip of
+    ``col_lanes`` 16-byte vectors of adjacent columns is split over ``blocks_per_strip`` blocks,
+    each ``part`` rows of it in tiles of ``tile_rows`` rows: ``smem_tiles`` in dynamic shared
+    memory plus, with ``register_tile``, the last one in registers; the blocks' column
+    statistics meet in a global scratch (``scratch``). Only where ``cols_vectorizable``."""
+
+    threads: int
+    col_lanes: int
+    vecs: int
+    register_tile: bool
+    blocks_per_sm: int
+    blocks_per_strip: int
+    strips_per_wave: int
+    part: int
+    smem_tiles: int
+
+    @property
+    def grid(self) -> int:
+        return self.strips_per_wave * self.blocks_per_strip
+
+    def scratch(self, dtype) -> tuple:
+        """(accumulators, arrival counters) of the exchange: (max, sum) pairs of every column of
+        every block, twice (a block may publish its next strip while its slot still reads this
+        one), and a counter a strip slot."""
+        return 2 * self.grid * self.columns(dtype) * 2, self.strips_per_wave
+
+    def spec(self, dtype, log: bool):
+        from .._loader import KernelSpec
+
+        return KernelSpec(
+            SOURCE,
+            "softmax_cols_split",
+            (ctype(dtype), log, self.threads, self.col_lanes, self.vecs, self.register_tile, self.blocks_per_sm),
+        )
 
 
 def cols_vectorizable(outer: int, inner: int, so: int, sl: int, dtype) -> bool:
@@ -508,6 +574,48 @@ def choose_cols_strip(length: int, rows: int, dtype, dev):
     return None
 
 
+def cols_split_config(length: int, columns: int, dtype, dev, geometry):
+    """The ColsSplitConfig of one geometry (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM)
+    for ``columns`` columns of ``length``, or None where a column is shorter than a tile or
+    longer than the resident grid holds. Parts are whole tiles; the tiles a block takes
+    minimise its work over the call: waves (the resident grid holds strips_per_wave strips of
+    blocks_per_strip blocks) x (tiles a part + an exchange), ties to the larger part."""
+    threads, col_lanes, vecs, register_tile, blocks_per_sm = geometry
+    probe = ColsSplitConfig(threads, col_lanes, vecs, register_tile, blocks_per_sm, 1, 1, 0, 0)
+    tile_rows, width = probe.tile_rows, probe.columns(dtype)
+    if length < tile_rows:
+        return None
+    smem = min(dev.max_smem_per_block, dev.smem_per_sm // blocks_per_sm - _SMEM_RESERVED_PER_BLOCK)
+    smem -= _strip_static_smem(threads, width, dtype)
+    max_tiles = min(smem // probe.tile_bytes, _COLS_SPLIT_MAX_SMEM_TILES) + int(register_tile)
+    resident, strips = blocks_per_sm * dev.sm_count, _ceil_div(columns, width)
+    best = None
+    for tiles in range(1, min(max_tiles, _ceil_div(length, tile_rows)) + 1):
+        blocks = _ceil_div(length, tiles * tile_rows)
+        if blocks > resident:
+            continue
+        strips_per_wave = min(strips, resident // blocks)
+        cost = _ceil_div(strips, strips_per_wave) * (tiles + _COLS_SPLIT_EXCHANGE_TILES)
+        if best is None or cost <= best[0]:
+            best = (cost, tiles, blocks, strips_per_wave)
+    if best is None:
+        return None
+    _, tiles, blocks, strips_per_wave = best
+    return ColsSplitConfig(
+        threads, col_lanes, vecs, register_tile, blocks_per_sm, blocks, strips_per_wave, tiles * tile_rows, tiles - int(register_tile)
+    )
+
+
+def choose_cols_split(length: int, columns: int, dtype, dev):
+    """The persistent column split's config for a layout that ``cols_vectorizable``, or None
+    (no geometry for the dtype, columns shorter than a tile or longer than the grid holds)."""
+    for geometry in _COLS_SPLIT.get(np.dtype(dtype), ()):
+        config = cols_split_config(length, columns, dtype, dev, geometry)
+        if config is not None:
+            return config
+    return None
+
+
 def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
     """Config for a strided reduced axis over a contiguous inner axis (``vectorizable``: what
     ``cols_vectorizable`` says of the layout). Long columns are split over a cluster where
@@ -516,6 +624,9 @@ def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = Fals
     def cluster(size):
         return size if dev.max_cluster_size >= size and length >= _COLS_CLUSTER_MIN_LENGTH else 1
 
+    split = choose_cols_split(length, columns, dtype, dev) if _COLS_SPLIT_DEFAULT and vectorizable else None
+    if split is not None:
+        return split
     strip = choose_cols_strip(length, columns, dtype, dev) if _COLS_STRIP_DEFAULT and vectorizable else None
     if strip is not None:
         return strip
@@ -545,6 +656,9 @@ def instantiations(dev):
             cols = [choose_cols(n, 1, dtype, dev, vec) for n in (1, 1 << 20) for vec in sorted(vectorizable)]
             specs += list(dict.fromkeys(c.spec(dtype, log) for c in cols))
             specs += _strip_instantiations(dtype, log, dev)
+            specs += [
+                ColsSplitConfig(*geometry, 1, 1, 0, 0).spec(dtype, log) for geometry in _COLS_SPLIT.get(np.dtype(dtype), ())
+            ]
     return specs
 
 
