@@ -256,8 +256,9 @@ def test_every_rows_rung_is_a_default_and_clusters_only_for_float64():
         assert isinstance(after_stashed, configs.SplitConfig), dtype
 
 
-def test_cols_vectorizable_and_the_vec_default():
+def test_cols_vectorizable_and_the_vec_default(monkeypatch):
     f16, f32 = np.float16, np.float32
+    monkeypatch.setattr(configs, "_COLS_SPLIT_DEFAULT", False)  # the kernels below the column split
     assert configs.cols_vectorizable(1, 4096, 0, 4096, f16)
     assert configs.cols_vectorizable(4, 64, 777 * 64, 64, f16)
     assert not configs.cols_vectorizable(1, 70, 0, 70, f32)  # inner not a multiple of 4
@@ -331,6 +332,7 @@ def test_cols_strip_default_is_one_flag(monkeypatch):
     """_COLS_STRIP_DEFAULT on (the default since run S4-4): the strip kernel wherever it holds a
     vectorizable column, the two-read kernels elsewhere; off: the two-read kernels."""
     f16, f32 = np.float16, np.float32
+    monkeypatch.setattr(configs, "_COLS_SPLIT_DEFAULT", False)  # the kernels below the column split
     monkeypatch.setattr(configs, "_COLS_STRIP_DEFAULT", False)
     assert not isinstance(configs.choose_cols(16384, 4096, f16, H200, True), configs.ColsStripConfig)
     monkeypatch.setattr(configs, "_COLS_STRIP_DEFAULT", True)
@@ -349,20 +351,21 @@ def test_cols_strip_default_is_one_flag(monkeypatch):
 
 
 def test_cols_split_config():
-    """choose_cols_split (H200): 16384 x 4096 in 32 KB tiles of 128-byte rows, two blocks an SM,
-    the parts whole tiles, the fewest tiles a block over the call (ties: the larger part);
-    None for float64, below one tile and beyond the resident grid's parts."""
+    """choose_cols_split (H200): 16384 x 4096 in tiles of 128-byte rows (2-byte types 32 KB tiles
+    two blocks an SM, float32 16 KB tiles three), the parts whole tiles, the fewest tiles a block
+    over the call with an exchange weighing a tile (run S6-7: 22 blocks a strip beat 32 and 64;
+    ties: the larger part); None for float64, below one tile and beyond the resident grid's parts."""
     split = configs.ColsSplitConfig
     f16, f32 = np.float16, np.float32
-    assert configs.choose_cols_split(16384, 4096, f16, H200) == split(256, 8, 8, False, 2, 32, 8, 512, 2)
-    assert configs.choose_cols_split(16384, 4096, BF16, H200) == split(256, 8, 8, False, 2, 32, 8, 512, 2)
-    assert configs.choose_cols_split(16384, 4096, f32, H200) == split(256, 8, 8, True, 2, 16, 16, 1024, 3)
+    assert configs.choose_cols_split(16384, 4096, f16, H200) == split(256, 8, 8, False, 2, 22, 12, 768, 3)
+    assert configs.choose_cols_split(16384, 4096, BF16, H200) == split(256, 8, 8, False, 2, 22, 12, 768, 3)
+    assert configs.choose_cols_split(16384, 4096, f32, H200) == split(256, 8, 4, False, 3, 32, 12, 512, 4)
     # 2 strips of 64 columns: smaller parts, more blocks a strip, to fill the grid.
     assert configs.choose_cols_split(16384, 128, f16, H200) == split(256, 8, 8, False, 2, 64, 2, 256, 1)
-    assert configs.choose_cols_split(256, 4096, f32, H200) == split(256, 8, 8, True, 2, 1, 128, 256, 0)
-    for dtype, tile_rows, longest in [(f16, 256, 264 * 3 * 256), (BF16, 256, 264 * 3 * 256), (f32, 256, 264 * 4 * 256)]:
+    assert configs.choose_cols_split(256, 4096, f32, H200) == split(256, 8, 4, False, 3, 2, 128, 128, 1)
+    for dtype, tile_rows, longest in [(f16, 256, 264 * 3 * 256), (BF16, 256, 264 * 3 * 256), (f32, 128, 396 * 4 * 128)]:
         assert configs.choose_cols_split(tile_rows - 1, 4096, dtype, H200) is None
-        assert configs.choose_cols_split(longest, 64, dtype, H200).grid == 264
+        assert configs.choose_cols_split(longest, 64, dtype, H200).grid == (396 if dtype is f32 else 264)  # 3 / 2 blocks an SM
         assert configs.choose_cols_split(longest + 1, 64, dtype, H200) is None
     assert configs.choose_cols_split(16384, 4096, np.float64, H200) is None
 
@@ -390,9 +393,10 @@ def test_cols_split_configs_fit_and_are_instantiations(dtype):
 
 
 def test_cols_split_default_is_one_flag(monkeypatch):
-    """_COLS_SPLIT_DEFAULT off (until measured): choose_cols unchanged; on: the split wherever it
-    applies to a vectorizable layout, the previous choice elsewhere."""
+    """_COLS_SPLIT_DEFAULT on (the default since run S6-7): the split wherever it applies to a
+    vectorizable layout; off: the previous choice (strips, two-read kernels) everywhere."""
     f16, f32 = np.float16, np.float32
+    monkeypatch.setattr(configs, "_COLS_SPLIT_DEFAULT", False)
     before = {(n, d, v): configs.choose_cols(n, 4096, d, H200, v) for n in (100, 16384, 300000) for d in (f16, f32) for v in (False, True)}
     assert not any(isinstance(c, configs.ColsSplitConfig) for c in before.values())
     monkeypatch.setattr(configs, "_COLS_SPLIT_DEFAULT", True)
@@ -541,13 +545,13 @@ def test_host_path_cols_split(fake_gpu, monkeypatch):
     f16 = np.dtype(np.float16)
     config = configs.choose_cols_split(16384, 4096, f16, H200)
     plan = module._plan((16384, 4096), (8192, 2), f16, (0,), 0, config, False)
-    assert plan.grid == (256,) and plan.block == (256,) and plan.smem == 2 * 32768
-    assert [int(a) for a in plan.scalars] == [1, 16384, 4096, 0, 1, 4096, 512, 32, 64]  # outer, geometry, part, blocks, strips
-    assert plan.scratch == (np.dtype(np.float32), 2 * 256 * 64 * 2, 8)
+    assert plan.grid == (264,) and plan.block == (256,) and plan.smem == 3 * 32768
+    assert [int(a) for a in plan.scalars] == [1, 16384, 4096, 0, 1, 4096, 768, 22, 64]  # outer, geometry, part, blocks, strips
+    assert plan.scratch == (np.dtype(np.float32), 2 * 264 * 64 * 2, 12)
     assert plan.kernel.preferred_shared_memory_carveout == 100
     outer = module._plan((3, 1031, 72), (1031 * 144, 144, 2), f16, (1,), 0, configs.choose_cols_split(1031, 216, f16, H200), False)
     assert int(outer.scalars[0]) == 3 and int(outer.scalars[-1]) == 3 * 2  # 3 outer x 2 strips of 64 columns
-    held = (make_array((2 * 256 * 64 * 2,), np.float32), make_array((8,), np.uint32))
+    held = (make_array((2 * 264 * 64 * 2,), np.float32), make_array((12,), np.uint32))
     module._scratches[(0, 0, np.dtype(np.float32))] = held  # as if allocated by an earlier call (rows split or not)
     x, out = make_array((16384, 4096), f16), make_array((16384, 4096), f16)
     cufuse.softmax(x, axis=0, out=out, config=config)
@@ -555,11 +559,11 @@ def test_host_path_cols_split(fake_gpu, monkeypatch):
     assert kernel.launches[-1][2][-2] is held[0] and kernel.launches[-1][2][-1] is held[1]
     with pytest.raises(ValueError, match="config"):
         module._plan((100, 70), (140, 2), f16, (0,), 0, config, False)  # not vectorizable
-    with pytest.raises(ValueError, match="holds 32 x 512 rows a strip, got columns of 16385"):
-        module._plan((16385, 64), (128, 2), f16, (0,), 0, config, False)
+    with pytest.raises(ValueError, match="holds 22 x 768 rows a strip, got columns of 16897"):
+        module._plan((16897, 64), (128, 2), f16, (0,), 0, config, False)
     with pytest.raises(ValueError, match="co-resident"):
-        module._plan((16384, 64), (128, 2), f16, (0,), 0, dataclasses.replace(config, strips_per_wave=9), False)
-    monkeypatch.setattr(configs, "_COLS_SPLIT_DEFAULT", True)  # the flag: the same plan without config=
+        module._plan((16384, 64), (128, 2), f16, (0,), 0, dataclasses.replace(config, strips_per_wave=13), False)
+    monkeypatch.setattr(configs, "_COLS_SPLIT_DEFAULT", True)  # the flag (the default): the same plan without config=
     assert module._plan((16384, 4096), (8192, 2), f16, (0,), 0, None, False).scalars == plan.scalars
 
 
@@ -1210,8 +1214,9 @@ def _graph_nodes(cp, fn):
         ((16, 1 << 15), -1, "softmax_rows_stashed", 1, 0),  # past the block rungs (2-/4-byte types)
         ((16, 1 << 17), -1, "softmax_rows_split", 1, 0),  # past the stashed rungs
         ((16, 1 << 18), -1, "softmax_rows_stashed_cluster", 1, 0),  # float32 rows filling a stashed cluster
-        ((4096, 300), 0, "softmax_cols_strip_cluster", 1, 0),  # leading axis: no transposed copy
-        ((24577, 64), 0, "softmax_cols_vec_cluster", 1, 0),  # columns longer than a strip holds
+        ((4096, 300), 0, "softmax_cols_split", 1, 0),  # leading axis: no transposed copy (the scratch is reused)
+        ((24577, 64), 0, "softmax_cols_split", 1, 0),  # columns longer than a strip holds
+        ((300000, 16), 0, "softmax_cols_vec_cluster", 1, 0),  # longer than the column split holds
         ((4096, 301), 0, "softmax_cols_cluster", 1, 0),
         ((8, 64, 64), None, "softmax_rows", 1, 0),  # axis=None of a contiguous array: one row
         ((4, 1 << 20), -1, "softmax_rows_split", 1, 0),  # the scratch is reused: no memset

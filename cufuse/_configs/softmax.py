@@ -44,8 +44,8 @@ requests the next row's tiles as the output pass frees them -- 2- and 4-byte typ
 (``_COLS_VEC``), clusters of 4 for the scalar column kernel; one-read strips of columns held
 on chip by a cluster (``_COLS_STRIP``, ``choose_cols_strip``; ``_COLS_STRIP_DEFAULT``) where they fit;
 the same strips split over co-resident blocks of a persistent grid that exchange their column
-statistics through global memory (``_COLS_SPLIT``, ``choose_cols_split``; ``_COLS_SPLIT_DEFAULT``,
-off until measured).
+statistics through global memory (``_COLS_SPLIT``, ``choose_cols_split``; ``_COLS_SPLIT_DEFAULT``):
+the default where it applies since run S6-7.
 """
 from __future__ import annotations
 
@@ -148,20 +148,22 @@ _COLS_STRIP_DEFAULT = True
 # without clusters, a strip's rows split over blocks_per_strip co-resident blocks that exchange
 # their column statistics through global memory (the rows split kernel's scheme). Geometries
 # (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM) by dtype, the first that applies wins:
-# 128-byte rows of 32 KB tiles, two blocks an SM; 2-byte types without a register tile (with
-# one, 256 x 8 spills 46 B at 128 registers; 113-117 registers without), float32 with one
-# (118-128 registers). Not measured yet: behind ``_COLS_SPLIT_DEFAULT``.
+# 128-byte rows (bench/probe_cluster_cost.py: strip copies of 64-byte rows reach 0.72-0.78 of
+# the copy, 128-byte ones 0.85-0.88). H200 run S6-7, 16384 x 4096 axis=0, fraction of the copy
+# (the cluster strips 0.51 / 0.67): float16 256 x 8 vectors two an SM 0.59 at 22 blocks a strip
+# (0.55 at 32, 0.36 at 64; with a register tile 0.43: 256 x 8 spills there), float32 256 x 4
+# three an SM 0.69 at 32 blocks (256 x 8 + a register tile 0.49-0.55, without 0.66).
 _COLS_SPLIT = {
     np.dtype(np.float16): ((256, 8, 8, False, 2),),
     np.dtype(BFLOAT16): ((256, 8, 8, False, 2),),
-    np.dtype(np.float32): ((256, 8, 8, True, 2),),
+    np.dtype(np.float32): ((256, 8, 4, False, 3),),
 }
 # cp_async_wait_pending waits with up to 7 younger groups pending: at most 8 shared-memory tiles.
 _COLS_SPLIT_MAX_SMEM_TILES = 8
-# A wave's exchange (an L2 round trip and the arrival wait of the strip's blocks) costs about
-# half a tile's load and store: the chooser's weight for the waves a config takes.
-_COLS_SPLIT_EXCHANGE_TILES = 0.5
-_COLS_SPLIT_DEFAULT = False
+# A wave's exchange (an L2 round trip and the arrival wait of the strip's blocks) weighs about
+# a tile's load and store in the chooser's cost of a grid (run S6-7: fewer, longer parts won).
+_COLS_SPLIT_EXCHANGE_TILES = 1.0
+_COLS_SPLIT_DEFAULT = True
 
 
 def vector_size(dtype) -> int:
