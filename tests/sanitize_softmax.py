@@ -65,8 +65,11 @@ def _cases():
     # and a middle axis (outer > 1).
     split = configs.choose_cols_split
     yield "columns split, several strips a block", (1031, 200), f16, (0,), replace(split(1031, 200, f16, H200), strips_per_wave=1)
-    yield "columns split, register tile, middle axis", (3, 3001, 40), f32, (1,), replace(
-        split(3001, 120, f32, H200), blocks_per_strip=6, part=512, smem_tiles=1
+    yield "columns split, middle axis", (3, 3001, 40), f32, (1,), replace(
+        split(3001, 120, f32, H200), blocks_per_strip=6, part=512, smem_tiles=4
+    )
+    yield "columns split, register tile", (3, 3001, 40), f32, (1,), replace(
+        configs.cols_split_config(3001, 120, f32, H200, (256, 8, 8, True, 2)), blocks_per_strip=6, part=512, smem_tiles=1
     )
     # v6 defaults: float32 16-byte column vectors (8 lanes, cluster 8); float32 block rows
     # (the prefetching twin's shape until v7.1 removed it).
