@@ -132,7 +132,7 @@ def split_with_tiles(config, length, columns, dtype, dev, tiles):
     """config with parts of ``tiles`` tiles and the resident grid's strips a wave, or None
     where a part would exceed the block's shared memory (at blocks_per_sm an SM) or the grid."""
     smem_tiles = tiles - int(config.register_tile)
-    block_smem = smem_tiles * config.tile_bytes + S._strip_static_smem(config.threads, config.columns(dtype), dtype)
+    block_smem = smem_tiles * config.tile_bytes + S._strip_static_smem(config.threads, config.columns(dtype), dtype, cluster=1)
     if smem_tiles > S._COLS_SPLIT_MAX_SMEM_TILES or config.blocks_per_sm * (block_smem + S._SMEM_RESERVED_PER_BLOCK) > dev.smem_per_sm:
         return None
     blocks = -(-length // (tiles * config.tile_rows))
@@ -157,7 +157,7 @@ def split_candidates(rows, length, dname, axis, dev):
         t, lanes, vecs, register_tile, blocks = geometry
         name = f"v10 colsplit {t} l{lanes} v{vecs}{' reg' if register_tile else ''} {blocks}/SM"
         variants = [config]
-        if i == 0:  # the pick with 1 to 4 tiles a block
+        if i == 0 or geometry == (256, 8, 4, False, 3):  # the picks with 1 to 4 tiles a block
             variants += [split_with_tiles(config, rows, length, dtype, dev, k) for k in (1, 2, 3, 4)]
         for variant in dict.fromkeys(v for v in variants if v is not None):
             out.append((f"{name} b{variant.blocks_per_strip}", variant))

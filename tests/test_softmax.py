@@ -386,7 +386,7 @@ def test_cols_split_configs_fit_and_are_instantiations(dtype):
                 assert c.part == c.tiles_per_block * c.tile_rows and 0 <= c.smem_tiles <= 8
                 assert c.grid <= c.blocks_per_sm * dev.sm_count
                 assert c.strips_per_wave <= -(-columns // c.columns(dtype))
-                static = configs._strip_static_smem(c.threads, c.columns(dtype), dtype)
+                static = configs._strip_static_smem(c.threads, c.columns(dtype), dtype, cluster=1)  # no inbox
                 assert c.blocks_per_sm * (c.smem_bytes + static + 1024) <= dev.smem_per_sm
                 for log in (False, True):
                     assert c.spec(dtype, log) in specs

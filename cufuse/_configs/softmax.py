@@ -531,11 +531,12 @@ def _strip_clusters(dev):
     return [c for c in _COLS_STRIP_CLUSTERS if c == 1 or dev.max_cluster_size >= 8]
 
 
-def _strip_static_smem(threads: int, columns: int, dtype) -> int:
-    """The strip kernel's static shared memory: (max, sum) of each column per warp, of the
-    block and of the cluster, and the inbox of every block's pairs (the largest cluster's)."""
+def _strip_static_smem(threads: int, columns: int, dtype, cluster: int = max(_COLS_STRIP_CLUSTERS)) -> int:
+    """The static shared memory of the strip and column-split kernels: (max, sum) of each
+    column per warp, of the block and of the cluster, and in clusters the inbox of every
+    block's pairs (by default the largest cluster's: the strip chooser budgets before it picks)."""
     accumulator = 8 if np.dtype(dtype).itemsize == 8 else 4
-    return (threads // 32 + 2 + max(_COLS_STRIP_CLUSTERS)) * columns * 2 * accumulator
+    return (threads // 32 + 2 + (cluster if cluster > 1 else 0)) * columns * 2 * accumulator
 
 
 def strip_config(length: int, rows: int, dtype, dev, geometry):
@@ -588,7 +589,7 @@ def cols_split_config(length: int, columns: int, dtype, dev, geometry):
     if length < tile_rows:
         return None
     smem = min(dev.max_smem_per_block, dev.smem_per_sm // blocks_per_sm - _SMEM_RESERVED_PER_BLOCK)
-    smem -= _strip_static_smem(threads, width, dtype)
+    smem -= _strip_static_smem(threads, width, dtype, cluster=1)
     max_tiles = min(smem // probe.tile_bytes, _COLS_SPLIT_MAX_SMEM_TILES) + int(register_tile)
     resident, strips = blocks_per_sm * dev.sm_count, _ceil_div(columns, width)
     best = None
