@@ -9,7 +9,7 @@ collapse to a single stride; out is C-contiguous, so out[o, l, i] = (o*length + 
 Any strides work in place (negative, transposed, sliced), with 64-bit offsets:
 
 - reduced axis contiguous (stride 1), or neither it nor the inner axis contiguous: the row
-  kernels (``softmax_rows``, ``softmax_rows_stashed``, ``softmax_rows_cluster``,
+  kernels (``softmax_rows``, ``softmax_rows_stashed[_cluster]``, ``softmax_rows_cluster``,
   ``softmax_rows_split``), one row per
   (o, i), read once and written once while the row fits on chip (see ``cufuse._configs.softmax``
   for the length ladder);
@@ -22,10 +22,11 @@ Any strides work in place (negative, transposed, sliced), with 64-bit offsets:
   one read and one write). ``softmax_cols_strip[_cluster]`` (``ColsStripConfig``, the default
   where it holds the column: ``_COLS_STRIP_DEFAULT``) reads each element once: a cluster of up to 16
   blocks holds a strip of adjacent columns on chip (registers and shared memory) and writes it
-  after the statistics met in distributed shared memory; columns shorter than a tile or longer
-  than the chip holds keep the kernels above ``softmax_cols_split`` (``ColsSplitConfig``,
-  behind ``_COLS_SPLIT_DEFAULT``) holds the same strips split over the co-resident blocks of a
-  persistent grid, the column statistics exchanged through global memory, no clusters.
+  after the statistics met in distributed shared memory. ``softmax_cols_split``
+  (``ColsSplitConfig``, the default where it applies: ``_COLS_SPLIT_DEFAULT``) holds the same
+  strips split over the co-resident blocks of a persistent grid, the column statistics
+  exchanged through global memory, no clusters; columns shorter than a tile or longer than the
+  grid holds take the strips, then the two-read kernels.
 
 Documented exceptions:
 
@@ -38,14 +39,14 @@ Documented exceptions:
   shared memory on the H200: about 17 M float16 / 8.4 M float32 elements) are streamed with
   the online rule: the tiles that fit in neither are read a second time, most recent first
   so that part of that comes from L2 (axis=None of 2**26 elements rereads about 3/4 of x).
-- the split kernel (rows beyond a cluster's 128 KB -- float64: 256 KB --, or beyond a block's
-  64 KB without clusters)
-  uses a scratch of 2 x rows x blocks_per_row accumulators plus rows arrival counters, one per
-  (device, stream), allocated (counters zeroed) only when a larger one is needed: the kernel
-  leaves its counters at zero, so later calls on that stream reuse it without a memset. The
-  column split (``softmax_cols_split``, ``ColsSplitConfig``: off by default,
-  ``_COLS_SPLIT_DEFAULT``) shares that scratch: 2 (parity) x grid x Cols (max, sum) pairs
-  (H200, 16384 x 4096 float16: 2 x 256 x 64 x 2 floats = 256 KB) and strips_per_wave counters.
+- the split kernel (rows past the one-block stashed rungs and the float32 stashed clusters,
+  see ``cufuse._configs.softmax``; float64 past its 256 KB clusters) uses a scratch of
+  2 x rows x blocks_per_row accumulators plus rows arrival counters, one per (device, stream),
+  allocated (counters zeroed) only when a larger one is needed: the kernel leaves its
+  counters at zero, so later calls on that stream reuse it without a memset. The column
+  split (``softmax_cols_split``, ``ColsSplitConfig``) shares that scratch: 2 (parity) x grid
+  x Cols (max, sum) pairs
+  (H200, 16384 x 4096 float16: 2 x 264 x 64 x 2 floats = 264 KB) and strips_per_wave counters.
 
 Host path: everything derived from (shape, strides, dtype, axes, device, config) -- layout,
 config, kernel, grid, shared memory, the scalar arguments -- is built once into a ``_Plan``;

@@ -8,8 +8,9 @@
 //
 //   softmax_rows          a group of Group threads per row (Group <= 32: several rows per
 //                         warp; Group == Threads: one block per row)
-//   softmax_rows_cluster  one thread-block cluster per row; the blocks exchange their
-//                         (max, sum) partials through distributed shared memory (sm_90)
+//   softmax_rows_stashed  one block per row: a register tile and shared-memory tiles
+//                         (cp.async, merged as they land); _cluster: a cluster of them a row
+//   softmax_rows_cluster  one thread-block cluster per row (persistent clusters)
 //   softmax_rows_split    a persistent grid of co-resident blocks, blocks_per_row blocks per
 //                         row, each holding its chunk in registers and shared memory;
 //                         partials meet in a global scratch with a per-row arrival counter.
@@ -28,8 +29,10 @@
 //                         through global memory as in softmax_rows_split
 //
 // Statistics are exact two-step (max, then sum of exp(x - max)) inside a block, except in
-// the split kernel, whose threads keep an online (max, sum) over their tiles; between threads
-// and blocks (max, sum) pairs are merged with the rescaling rule. Non-finite rows follow SciPy:
+// the split and stashed kernels, whose threads keep an online (max, sum) over their tiles;
+// between threads and blocks (max, sum) pairs are merged with the rescaling rule. The blocks
+// of a cluster push their pairs into each other's shared memory (push_pair, one cluster
+// barrier); those of a persistent grid meet in global memory. Non-finite rows follow SciPy:
 // see Normalizer.
 #include "common.cuh"
 #include "mma.cuh"  // cp.async
