@@ -1,6 +1,9 @@
 """Sweep of fused_linear_relu kernel variants on the issue's benchmark shapes (issue 4).
 
 Run: ``python3 bench/sweep_linear.py`` (stdout only; about a minute on an H200).
+``SWEEP_ONLY="16x8192x8192 bf16,..."`` keeps the cases whose "MxKxN dtype" label contains one
+of the comma-separated strings; ``SWEEP_VARIANTS="swap,..."`` keeps, in those cases, the
+default and the variants whose name contains one of them.
 
 Each variant runs through the public function's ``config=`` override. Two times per
 variant: ``eager`` is what the benchmark sees (a Python call per launch, CUDA events
@@ -148,6 +151,16 @@ TMA_WIDE_STREAM_VARIANTS = [
     ("tma 64x128 s4 x2 split2", tma(L.TMA_64x128, 2)),
     ("tma 64x128 s8 split2 group1", tma(L.TMA_STREAM_TILES[2], 2, 1)),
 ]
+
+
+def swap_variants(mx):
+    """The swapped-operand TMA kernel (kind "swap_tma", M <= mx): every SWAP_TILES tile of this
+    x padding (64 weight columns at 8 / 12 / 16 stages, 128 at 8 / 12) at 1, 2 and 4 splits."""
+    return [(f"swap n{t.bn} s{t.stages} split{splits}",
+             L.LinearConfig("swap_tma", t, splits, reduction="slots" if splits > 1 else "atomic"))
+            for t in L.SWAP_TILES if t.mx == mx for splits in (1, 2, 4)]
+
+
 TF = L.WideTile
 FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT kernel (the default until measured)
     ("tf32x3 128x128k32s4 8w", L.LinearConfig("tf32x3", L.TF32_TILE)),
@@ -362,10 +375,13 @@ def sweep_plan():
         (512, 4096, 4096, "bf16", True, d + TMA_MID_VARIANTS + WGMMA_MID_VARIANTS),
         (512, 4096, 4096, "fp16", False, d),
         (512, 4096, 4096, "fp16", True, d),
-        (1, 8192, 8192, "bf16", False, d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1]),
-        (1, 8192, 8192, "bf16", True, d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1]),
-        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2]),
-        (16, 8192, 8192, "bf16", True, d + TMA_STREAM_VARIANTS[:2] + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2]),
+        (1, 8192, 8192, "bf16", False,
+         d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1] + swap_variants(8)),
+        (1, 8192, 8192, "bf16", True,
+         d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1] + swap_variants(8)),
+        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2] + swap_variants(16)),
+        (16, 8192, 8192, "bf16", True,
+         d + TMA_STREAM_VARIANTS[:2] + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2] + swap_variants(16)),
         (64, 8192, 8192, "bf16", False, d + TMA_WIDE_STREAM_VARIANTS + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS),
         (64, 8192, 8192, "bf16", True, d + TMA_WIDE_STREAM_VARIANTS + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS),
         (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2]),
@@ -383,6 +399,19 @@ def sweep_plan():
     ]
 
 
+def selected_plan(only=None, named=None):
+    """``sweep_plan()`` filtered: ``only`` (e.g. "16x8192" or "64x8192x8192,512x4096 bf16") keeps
+    the cases whose label contains one of its comma-separated strings; ``named`` (e.g. "swap" or
+    "c2,k128") keeps, in each case, the default and the variants whose name contains one."""
+    plan = sweep_plan()
+    if only:
+        plan = [p for p in plan if any(o in f"{p[0]}x{p[1]}x{p[2]} {p[3]}" for o in only.split(","))]
+    if named:
+        plan = [p[:5] + ([v for v in p[5] if v[1] is None or any(o in v[0] for o in named.split(","))],)
+                for p in plan]
+    return plan
+
+
 def main():
     dev = current_device_info()
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -393,10 +422,7 @@ def main():
     print("targets: large M >= 0.60x cuBLASLt (~420 TFLOP/s 8192^3, ~370 at 512x4096^2); M<=64 >= 3.7 TB/s")
     print("columns: eager ms / rate (what the benchmark sees) | graph ms / rate (kernel only) | host us per call | "
           "max err / max|ref|")
-    plan = sweep_plan()
-    only = os.environ.get("SWEEP_ONLY")  # e.g. "16x8192" or "64x8192x8192,512x4096": matching cases only
-    if only:
-        plan = [p for p in plan if any(o in f"{p[0]}x{p[1]}x{p[2]} {p[3]}" for o in only.split(","))]
+    plan = selected_plan(os.environ.get("SWEEP_ONLY"), os.environ.get("SWEEP_VARIANTS"))
     t0 = time.time()
     specs = all_specs(plan)
     failures = [(s, e) for s, _, e in precompile(specs, arch_for(device_cc(cupy.cuda.Device().id)), jobs=16) if e]

@@ -199,7 +199,8 @@ def _make_plan(x, weight, bias, out, out_shape, config):
             x.dtype, k, n, x.data.ptr, x_row_stride, m, weight.data.ptr, w_k_stride, w_n_stride, b_kmajor)
         if config is None:
             config = linear_configs.choose_config(m, n, k, x.dtype, mma_ok, dev, kmajor=b_kmajor is True, tma_ok=tma_ok)
-        if config.kind in ("mma", "gemv", "wgmma", "wgmma_tma") and not (mma_ok and itemsize == 2):
+        tma_kinds = ("wgmma_tma", "swap_tma")
+        if config.kind in ("mma", "gemv", "wgmma") + tma_kinds and not (mma_ok and itemsize == 2):
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which these operands' "
                              f"dtype or alignment rule out")
         wide_dtype = linear_configs.WIDE_KINDS.get(config.kind)
@@ -213,13 +214,16 @@ def _make_plan(x, weight, bias, out, out_shape, config):
             raise ValueError(f"{_FN}: argument 'config' asks for the pipelined float64 kernel (dmma_k "
                              f"{config.tile.dmma_k}), which needs kind 'dmma' and compute capability "
                              f"{linear_configs.DMMA_PIPELINED_MIN_CC // 10}.0, got kind {config.kind!r} on {dev.cc}")
-        if config.kind in ("wgmma", "wgmma_tma") and not linear_configs.wgmma_supported(dev):
+        if config.kind in ("wgmma",) + tma_kinds and not linear_configs.wgmma_supported(dev):
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which needs compute "
                              f"capability 9.0, got {dev.cc}")
-        if config.kind == "wgmma_tma" and not tma_ok:
-            raise ValueError(f"{_FN}: argument 'config' asks for the wgmma_tma kernel, which needs operands a TMA "
+        if config.kind in tma_kinds and not tma_ok:
+            raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which needs operands a TMA "
                              f"tensor map can describe (K > 0, rows 16-byte aligned and not overlapping)")
-        if config.kind in ("wgmma", "wgmma_tma") and config.splits > 1 and config.reduction != "slots":
+        if config.kind == "swap_tma" and m > config.tile.mx:
+            raise ValueError(f"{_FN}: argument 'config' asks for the swap_tma kernel with x rows padded to "
+                             f"{config.tile.mx}, which takes at most M = {config.tile.mx} rows, got M = {m}")
+        if config.kind in ("wgmma",) + tma_kinds and config.splits > 1 and config.reduction != "slots":
             raise ValueError(f"{_FN}: argument 'config' expected reduction='slots' for a split {config.kind} "
                              f"config (the kernel's only split-K reduction), got {config.reduction!r}")
         if config.kind == "gemv" and m > config.tile.rows:
@@ -249,8 +253,9 @@ def _make_plan(x, weight, bias, out, out_shape, config):
             scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride),
                        bias_stride, np.int32(config.raster_group))
             return _Plan(out_shape, x.dtype, kernel, (tiles, 1, 1), (tile.threads, 1, 1), smem, scalars, None, extents)
-        # The tensor-core kernels (mma, wgmma, wgmma_tma): same arguments, but for mma's
-        # reduction flag and the TMA kernel's tensor maps in place of x, the weight and their strides.
+        # The tensor-core kernels (mma, wgmma, wgmma_tma, swap_tma): same arguments, but for mma's
+        # reduction flag, the TMA kernels' tensor maps in place of x, the weight and their strides,
+        # and the swapped kernel's transposed store (no paired-store flag).
         k_tiles = -(-k // tile.bk)
         splits = linear_configs.effective_splits(max(k_tiles, 1), config.splits)
         k_tiles_per_split = -(-k_tiles // splits)
@@ -258,13 +263,15 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
         ldw = w_n_stride if b_kmajor else w_k_stride
         maps = None
-        if config.kind == "wgmma_tma":
+        if config.kind in tma_kinds:
             maps = linear_configs.operand_maps(tile, x.dtype, m, n, k, x_row_stride, ldw, b_kmajor)
             strides = ()
         else:
             strides = (i64(x_row_stride), i64(ldw))
         scalars = (i64(m), i64(n), i64(k)) + strides + (bias_stride, np.int32(k_tiles_per_split),
-                                                        np.int32(config.raster_group), np.int32(paired_store))
+                                                        np.int32(config.raster_group))
+        if config.kind != "swap_tma":
+            scalars += (np.int32(paired_store),)
         if config.kind == "mma":
             scalars += (np.int32(config.reduction == "slots"),)
         workspace = (config.workspace_floats(m, n, splits), tiles, config.reduction)

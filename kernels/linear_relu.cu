@@ -11,6 +11,8 @@
 //    false for w + k * ldw + n (row-major (K, N)).
 //  * linear_relu_wgmma / linear_relu_wgmma_tma -- Hopper warpgroup MMA (sm_90a), operands
 //    loaded by cp.async or by TMA (a producer warp and an mbarrier ring); see below.
+//  * linear_relu_swap_tma -- the same TMA ring for M <= 16 with the operands swapped
+//    (out^T = W^T x^T: weight columns as wgmma's M, x's rows padded to 8 or 16 as its N).
 //  * linear_relu_simt -- register-tiled SIMT GEMM with arbitrary strides: float32 (true
 //    IEEE float32, no TF32), float64, and 16-bit inputs whose alignment rules out cp.async.
 #include "tma.cuh"
@@ -387,6 +389,13 @@ __device__ __forceinline__ WgmmaWork wgmma_work(int64 M, int64 N, int64 K, int k
     return w;
 }
 
+// The dynamic shared memory of the wgmma kernels from its first 1024-byte boundary (the
+// 128-byte swizzle repeats every 1024 bytes; the hosts add 1 KB for it).
+template <typename T>
+__device__ __forceinline__ T* aligned_stages(unsigned char* smem_raw) {
+    return reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+}
+
 // A stage holds x as [BM][BK] (BK / 64 column atoms, kmajor_atom_offset), then the weight:
 // K-major as [BN][BK] the same way, N-major as BN / 64 atoms of [BK][64] (nmajor_atom_offset).
 // This warpgroup's wgmmas of one stage (landed and visible to the async proxy), one group.
@@ -448,7 +457,7 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
     static_assert(PENDING >= 0 && AHEAD >= 1, "at least one tile loads ahead");
     using Tile = MmaTile<T, BM, BN, BK, BM / 64, 4, STAGES, true>;  // stage sizes and 2 x BM threads
     extern __shared__ unsigned char smem_raw[];
-    T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    T* smem = aligned_stages<T>(smem_raw);
 
     const WgmmaWork work = wgmma_work<BM, BN, BK>(M, N, K, k_tiles_per_split, raster_group);
     const int warpgroup = threadIdx.x >> 7;
@@ -497,41 +506,32 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 #endif
 }
 
-// The wgmma kernel fed by TMA (kind "wgmma_tma"): same tiles, stage layout, wgmmas and
-// epilogue as linear_relu_wgmma, but a producer warp loads the stages. Block: BM / 64
-// consumer warpgroups, then one producer warp (2 x BM + 32 threads); no block-wide barrier
-// in the main loop. One thread of the producer waits for stage kt % STAGES's "empty"
-// mbarrier, announces the stage's bytes on its "full" mbarrier and issues the stage's TMA
-// boxes (x: BK / 64 boxes of [BM][64]; a K-major weight: BK / 64 of [BN][64]; an N-major
-// one: BN / 64 of [BK][64]; all 128-byte swizzled by the tensor maps, which is the layout
-// the descriptors read; zero fill past M, N and K). Consumers wait for "full", issue the
-// tile's wgmmas, and once wgmma.wait_group says tile kt - PENDING's MMAs are done, lane 0
-// of each consumer warp arrives on that stage's "empty" (count: consumer warps). The loads
-// run up to STAGES - PENDING tiles ahead. The producer leaves after issuing its last tile;
-// the split-K epilogue syncs the consumers only (named barrier).
-// Parameters: x_map over x as {K, M} (row stride ldx), w_map over the weight as {K, N}
-// (K-major) or {N, K} (N-major), both with 128-byte swizzle and boxes of 64 inner
-// elements (cufuse/_tma.py; box rows BM, BN or BK). Dynamic shared memory: the stages of
-// linear_relu_wgmma (with its 1 KB of alignment), then 2 x STAGES mbarriers.
-template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
-__global__ void __launch_bounds__(2 * BM + 32, MIN_BLOCKS)
-linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
-                      const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
-                      int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
-                      int raster_group, int paired_store) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int ACC = BN / 2, CONSUMERS = 2 * BM;
-    constexpr int A_ELEMS = BM * BK, STAGE_ELEMS = (BM + BN) * BK;
+namespace cufuse {
+namespace linear {
+// The TMA ring of the TMA-fed kernels (linear_relu_wgmma_tma, linear_relu_swap_tma). Block:
+// CONSUMERS threads (consumer warpgroups), then one producer warp. A stage holds x as
+// [XROWS][BK] (BK / 64 boxes of [XROWS][64]), then the weight: K-major as [BN][BK] (BK / 64
+// boxes of [BN][64]), N-major as BN / 64 boxes of [BK][64]; all 128-byte swizzled by the
+// tensor maps, which is the layout the wgmma descriptors read (kmajor_atom_offset /
+// nmajor_atom_offset), zero-filled past M, N and K. One producer thread waits for stage
+// kt % STAGES's "empty" mbarrier, announces the stage's bytes on its "full" mbarrier and
+// issues the boxes; the producer warp leaves after its last tile. Consumers wait for "full",
+// issue the stage's wgmmas (`stage_mma(acc, stage)`: one commit group), and once
+// wgmma.wait_group says tile kt - PENDING's MMAs are done, lane 0 of each consumer warp
+// arrives on that stage's "empty" (count: consumer warps); no block-wide barrier after the
+// mbarrier init. Returns false in the producer warp, true in the consumers with acc complete.
+// Shared memory: STAGES stages at `smem` (1024-byte aligned), then 2 x STAGES mbarriers.
+template <typename T, int XROWS, int BN, int BK, int STAGES, int PENDING, int CONSUMERS, bool B_KMAJOR, int ACC,
+          typename StageMma>
+__device__ __forceinline__ bool tma_wgmma_ring(const TmaDescriptor& x_map, const TmaDescriptor& w_map,
+                                               const WgmmaWork& work, T* smem, float (&acc)[ACC],
+                                               StageMma stage_mma) {
+    constexpr int X_ELEMS = XROWS * BK, STAGE_ELEMS = (XROWS + BN) * BK;
     constexpr unsigned STAGE_BYTES = STAGE_ELEMS * sizeof(T);
-    static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
-    static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of 64 rows");
+    static_assert(BK % 64 == 0 && XROWS % 8 == 0 && BN % 64 == 0, "whole 128-byte swizzle atoms");
     static_assert(PENDING >= 0 && PENDING < STAGES, "a stage is released PENDING tiles after its wgmmas");
-    extern __shared__ unsigned char smem_raw[];
-    T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_ELEMS);
     unsigned long long* empty = full + STAGES;
-
-    const WgmmaWork work = wgmma_work<BM, BN, BK>(M, N, K, k_tiles_per_split, raster_group);
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbarrier_init(full + s, 1);
@@ -551,29 +551,28 @@ linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_
                 const int k0 = int(work.k_begin) + kt * BK;
 #pragma unroll
                 for (int a = 0; a < BK / 64; ++a)
-                    tma_load_2d(stage + a * BM * 64, x_map, k0 + 64 * a, int(work.m0), full + s);
+                    tma_load_2d(stage + a * XROWS * 64, x_map, k0 + 64 * a, int(work.m0), full + s);
                 if constexpr (B_KMAJOR) {
 #pragma unroll
                     for (int a = 0; a < BK / 64; ++a)
-                        tma_load_2d(stage + A_ELEMS + a * BN * 64, w_map, k0 + 64 * a, int(work.n0), full + s);
+                        tma_load_2d(stage + X_ELEMS + a * BN * 64, w_map, k0 + 64 * a, int(work.n0), full + s);
                 } else {
 #pragma unroll
                     for (int j = 0; j < BN / 64; ++j)
-                        tma_load_2d(stage + A_ELEMS + j * BK * 64, w_map, int(work.n0) + 64 * j, k0, full + s);
+                        tma_load_2d(stage + X_ELEMS + j * BK * 64, w_map, int(work.n0) + 64 * j, k0, full + s);
                 }
             }
         }
-        return;
+        return false;
     }
 
-    const int warpgroup = threadIdx.x >> 7, lane = threadIdx.x & 31;
-    float acc[ACC];
+    const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
     for (int kt = 0; kt < work.k_tiles; ++kt) {
         const int s = kt % STAGES;
         mbarrier_wait(full + s, (kt / STAGES) & 1);
-        wgmma_stage<T, BM, BN, BK, B_KMAJOR>(acc, smem + s * STAGE_ELEMS, warpgroup);
+        stage_mma(acc, smem + s * STAGE_ELEMS);
         wgmma_wait<PENDING>();
 #pragma unroll
         for (int i = 0; i < ACC; ++i) pin(acc[i]);
@@ -582,8 +581,121 @@ linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < ACC; ++i) pin(acc[i]);
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// The swapped-operand stream for M <= 16 (kind "swap_tma"): out^T = W^T x^T, so the weight's
+// columns are wgmma's M (64 per consumer warpgroup) and x's MX rows (M rounded up to 8) its N:
+// an m64nMXk16 chain per warpgroup, and the x box is MX rows instead of 64 (no zero-filled
+// rows past round_up(M, 8) to fetch). A = the weight tile: K-major for an (N, K).T weight
+// (rows of n along k, the kmajor descriptor), M-major for a row-major (K, N) weight (n
+// contiguous: the nmajor descriptor with imm-trans-a = 1, which wgmma allows for 16-bit
+// shared-memory A). B = x's [MX][BK] tile, K-major.
+template <typename T, int MX, int BN, int BK, bool B_KMAJOR>
+__device__ __forceinline__ void swap_wgmma_stage(float (&acc)[MX / 2], const T* stage, int warpgroup) {
+    const T* sw = stage + MX * BK;
+    // This warpgroup's 64 weight columns: rows of the first column atom (K-major) or the n atom.
+    const unsigned long long desc_w = B_KMAJOR ? sw128_kmajor_desc(sw + warpgroup * 64 * WGMMA_ATOM_N)
+                                               : sw128_nmajor_desc<BK>(sw + warpgroup * BK * WGMMA_ATOM_N);
+    const unsigned long long desc_x = sw128_kmajor_desc(stage);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+        // k16 steps as in wgmma_stage: the M-major A two 1024-byte groups of 8 k rows further.
+        const unsigned w_step = B_KMAJOR ? kmajor_k16_step<BN>(kk) : kk * (2 * 1024 / 16);
+        Wgmma<MX, T>::template ss<0, B_KMAJOR ? 0 : 1>(acc, desc_w + w_step, desc_x + kmajor_k16_step<MX>(kk), 1);
+    }
+    wgmma_commit();
+}
+
+// Bias + ReLU and the transposed store of the swapped kernel's accumulators: d[4j + r] of
+// warp q of warpgroup g is out^T row n = 64g + 16q + lane/4 + 8(r/2), column m = 8j +
+// 2(lane%4) + r%2 (the m64nMX fragment), i.e. out[m, n]. Split-K through slots first, as
+// wgmma_store (THREADS consumer threads, which meet on their own named barrier).
+template <typename T, int MX, int THREADS>
+__device__ __forceinline__ void swap_store(float (&acc)[MX / 2], T* __restrict__ out, const T* __restrict__ bias,
+                                           int64 bias_stride, float* __restrict__ workspace,
+                                           int* __restrict__ counters, const WgmmaWork& work, int64 M, int64 N) {
+    const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    float(&tiles)[1][MX / 8][4] = reinterpret_cast<float(&)[1][MX / 8][4]>(acc);
+    if (gridDim.z > 1 && !reduce_split_slots<THREADS>(tiles, workspace, counters, THREADS)) return;
+    const int64 n_base = work.n0 + warpgroup * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+    for (int j = 0; j < MX / 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int64 m = 8 * j + 2 * (lane & 3) + (r & 1), n = n_base + 8 * (r >> 1);
+            if (m < M && n < N) out[m * N + n] = bias_relu<T>(tiles[0][j][r], bias, bias_stride, n);
+        }
+}
+}  // namespace linear
+}  // namespace cufuse
+
+// The wgmma kernel fed by TMA (kind "wgmma_tma"): same tiles, stage layout, wgmmas and
+// epilogue as linear_relu_wgmma, but a producer warp loads the stages (tma_wgmma_ring, x
+// boxes of BM rows). Block: BM / 64 consumer warpgroups, then one producer warp (2 x BM + 32
+// threads). The loads run up to STAGES - PENDING tiles ahead; the split-K epilogue syncs the
+// consumers only (named barrier).
+// Parameters: x_map over x as {K, M} (row stride ldx), w_map over the weight as {K, N}
+// (K-major) or {N, K} (N-major), both with 128-byte swizzle and boxes of 64 inner
+// elements (cufuse/_tma.py; box rows BM, BN or BK). Dynamic shared memory: the stages of
+// linear_relu_wgmma (with its 1 KB of alignment), then 2 x STAGES mbarriers.
+template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
+__global__ void __launch_bounds__(2 * BM + 32, MIN_BLOCKS)
+linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
+                      const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
+                      int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
+                      int raster_group, int paired_store) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ACC = BN / 2, CONSUMERS = 2 * BM;
+    static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
+    static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of 64 rows");
+    extern __shared__ unsigned char smem_raw[];
+    T* smem = aligned_stages<T>(smem_raw);
+    const WgmmaWork work = wgmma_work<BM, BN, BK>(M, N, K, k_tiles_per_split, raster_group);
+    const int warpgroup = threadIdx.x >> 7;
+    float acc[ACC];
+    const bool consumer = tma_wgmma_ring<T, BM, BN, BK, STAGES, PENDING, CONSUMERS, B_KMAJOR>(
+        x_map, w_map, work, smem, acc,
+        [&](float(&a)[ACC], const T* stage) { wgmma_stage<T, BM, BN, BK, B_KMAJOR>(a, stage, warpgroup); });
+    if (!consumer) return;
     wgmma_store<T, BN, CONSUMERS>(acc, out, bias, bias_stride, workspace, counters, work, M, N, paired_store,
                                   CONSUMERS);
+#else
+    __trap();  // sm_90a only (the host never launches it elsewhere)
+#endif
+}
+
+// The swapped-operand TMA kernel (kind "swap_tma", M <= MX; see swap_wgmma_stage). Grid:
+// (ceil(N / BN), 1, splits); block: BN / 64 consumer warpgroups + one producer warp (2 x BN +
+// 32 threads). x boxes of MX rows, weight boxes as linear_relu_wgmma_tma's (x_map: boxes of
+// 64 x MX; w_map: 64 x BN K-major, 64 x BK N-major). Split-K through slots (BN x MX floats a
+// block) and the arguments otherwise as linear_relu_wgmma_tma (no paired store: the output
+// is written transposed, one element a lane). Dynamic shared memory: STAGES x (MX + BN) x BK
+// elements + 1 KB of alignment + 2 x STAGES mbarriers.
+template <typename T, int BN, int MX, int BK, int STAGES, bool B_KMAJOR>
+__global__ void __launch_bounds__(2 * BN + 32, 1)
+linear_relu_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
+                     const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
+                     int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
+                     int raster_group) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int CONSUMERS = 2 * BN;
+    constexpr int PENDING = 1;  // one k tile's wgmmas in flight while the next stage is awaited
+    static_assert(BN == 64 || BN == 128, "one or two consumer warpgroups of 64 weight columns");
+    static_assert(MX == 8 || MX == 16, "x rows padded to 8 or 16: wgmma's N");
+    static_assert(BK == 64, "one 128-byte swizzle atom of k per row");
+    extern __shared__ unsigned char smem_raw[];
+    T* smem = aligned_stages<T>(smem_raw);
+    const WgmmaWork work = wgmma_work<MX, BN, BK>(M, N, K, k_tiles_per_split, raster_group);
+    const int warpgroup = threadIdx.x >> 7;
+    float acc[MX / 2];
+    const bool consumer = tma_wgmma_ring<T, MX, BN, BK, STAGES, PENDING, CONSUMERS, B_KMAJOR>(
+        x_map, w_map, work, smem, acc,
+        [&](float(&a)[MX / 2], const T* stage) { swap_wgmma_stage<T, MX, BN, BK, B_KMAJOR>(a, stage, warpgroup); });
+    if (!consumer) return;
+    swap_store<T, MX, CONSUMERS>(acc, out, bias, bias_stride, workspace, counters, work, M, N);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif

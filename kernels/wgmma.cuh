@@ -98,17 +98,18 @@ __device__ __forceinline__ constexpr unsigned kmajor_k16_step(int kk) {
 }
 
 // ---------------------------------------------------------------------------------------
-// wgmma m64nNk16, float32 accumulators, N = 64, 128 or 256 (attention: S = Q K^T with both
-// operands in shared memory, `ss`; O += P V with P in registers, `rs`; the GEMM: `ss`). d is
-// the warpgroup accumulator fragment: N / 2 floats per thread, per 16-row warp slice the
+// wgmma m64nNk16, float32 accumulators, N = 8, 16, 64, 128 or 256 (attention: S = Q K^T with
+// both operands in shared memory, `ss`; O += P V with P in registers, `rs`; the GEMMs: `ss`).
+// d is the warpgroup accumulator fragment: N / 2 floats per thread, per 16-row warp slice the
 // mma.sync m16n8 layout along N. `accumulate` 0 ignores d's old contents (D = A B). TransB 1
-// reads an N-major B (transposed). The register A operand is 4 x 32 bits per thread:
-// mma.sync m16n8k16's A layout per warp slice.
+// reads an N-major B, TransA 1 an M-major A (transposed; shared-memory A of 16-bit types). The
+// register A operand is 4 x 32 bits per thread: mma.sync m16n8k16's A layout per warp slice.
 template <int N, typename T> struct Wgmma;
 
 // Accumulator operand lists (N / 2 floats) and their PTX references, nested by size.
-#define CUFUSE_WGMMA_D32 \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+#define CUFUSE_WGMMA_D4 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+#define CUFUSE_WGMMA_D8 CUFUSE_WGMMA_D4, "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define CUFUSE_WGMMA_D32 CUFUSE_WGMMA_D8, \
     "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
     "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
     "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
@@ -126,8 +127,10 @@ template <int N, typename T> struct Wgmma;
     "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
     "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
     "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-#define CUFUSE_WGMMA_R32 \
-    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
+#define CUFUSE_WGMMA_R4 "%0,%1,%2,%3"
+#define CUFUSE_WGMMA_R8 CUFUSE_WGMMA_R4 ",%4,%5,%6,%7"
+#define CUFUSE_WGMMA_R32 CUFUSE_WGMMA_R8 "," \
+    "%8,%9,%10,%11,%12,%13,%14,%15," \
     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
 #define CUFUSE_WGMMA_R64 CUFUSE_WGMMA_R32 "," \
     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
@@ -139,18 +142,18 @@ template <int N, typename T> struct Wgmma;
     "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
 
 // Wgmma<N, CTYPE>. O0..O6 are the PTX operand numbers after the N / 2 accumulators (N / 2
-// .. N / 2 + 6): ss reads desc_a, desc_b, accumulate, TransB from O0..O3; rs the A registers
-// from O0..O3, then desc_b, accumulate, TransB from O4..O6.
+// .. N / 2 + 6): ss reads desc_a, desc_b, accumulate, TransB, TransA from O0..O4; rs the A
+// registers from O0..O3, then desc_b, accumulate, TransB from O4..O6.
 #define CUFUSE_WGMMA(N, CTYPE, PTX_TYPE, DLIST, RLIST, O0, O1, O2, O3, O4, O5, O6)                               \
     template <> struct Wgmma<N, CTYPE> {                                                                         \
-        template <int TransB>                                                                                    \
+        template <int TransB, int TransA = 0>                                                                    \
         static __device__ __forceinline__ void ss(float (&d)[N / 2], unsigned long long desc_a,                  \
                                                   unsigned long long desc_b, int accumulate) {                   \
             asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #O2 ", 0;\n"                                      \
                          "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE " {" RLIST "}, " \
-                         "%" #O0 ", %" #O1 ", p, 1, 1, 0, %" #O3 ";\n}\n"                                       \
+                         "%" #O0 ", %" #O1 ", p, 1, 1, %" #O4 ", %" #O3 ";\n}\n"                                \
                          : DLIST                                                                                 \
-                         : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransB));                             \
+                         : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransB), "n"(TransA));               \
         }                                                                                                        \
         template <int TransB>                                                                                    \
         static __device__ __forceinline__ void rs(float (&d)[N / 2], const unsigned (&a)[4],                     \
@@ -163,6 +166,10 @@ template <int N, typename T> struct Wgmma;
                            "n"(TransB));                                                                         \
         }                                                                                                        \
     };
+CUFUSE_WGMMA(8, __half, "f16", CUFUSE_WGMMA_D4, CUFUSE_WGMMA_R4, 4, 5, 6, 7, 8, 9, 10)
+CUFUSE_WGMMA(8, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D4, CUFUSE_WGMMA_R4, 4, 5, 6, 7, 8, 9, 10)
+CUFUSE_WGMMA(16, __half, "f16", CUFUSE_WGMMA_D8, CUFUSE_WGMMA_R8, 8, 9, 10, 11, 12, 13, 14)
+CUFUSE_WGMMA(16, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D8, CUFUSE_WGMMA_R8, 8, 9, 10, 11, 12, 13, 14)
 CUFUSE_WGMMA(64, __half, "f16", CUFUSE_WGMMA_D32, CUFUSE_WGMMA_R32, 32, 33, 34, 35, 36, 37, 38)
 CUFUSE_WGMMA(64, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D32, CUFUSE_WGMMA_R32, 32, 33, 34, 35, 36, 37, 38)
 CUFUSE_WGMMA(128, __half, "f16", CUFUSE_WGMMA_D64, CUFUSE_WGMMA_R64, 64, 65, 66, 67, 68, 69, 70)
@@ -170,9 +177,13 @@ CUFUSE_WGMMA(128, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D64, CUFUSE_WGMMA_R64, 64,
 CUFUSE_WGMMA(256, __half, "f16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128, 128, 129, 130, 131, 132, 133, 134)
 CUFUSE_WGMMA(256, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128, 128, 129, 130, 131, 132, 133, 134)
 #undef CUFUSE_WGMMA
+#undef CUFUSE_WGMMA_D4
+#undef CUFUSE_WGMMA_D8
 #undef CUFUSE_WGMMA_D32
 #undef CUFUSE_WGMMA_D64
 #undef CUFUSE_WGMMA_D128
+#undef CUFUSE_WGMMA_R4
+#undef CUFUSE_WGMMA_R8
 #undef CUFUSE_WGMMA_R32
 #undef CUFUSE_WGMMA_R64
 #undef CUFUSE_WGMMA_R128

@@ -7,7 +7,7 @@ compute-sanitizer:
 
 Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks
 as tests/test_linear.py. An argument keeps the cases whose name contains it ("wgmma": the
-Hopper kernel's cases; "pipe_k": linear_relu_dmma's).
+Hopper kernel's cases; "swap_tma": the swapped-operand kernel's; "pipe_k": linear_relu_dmma's).
 Exits 1 on any mismatch, 0 when all agree.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_linear import BF16, DMMA, DMMA_K32, DMMA_PIPE, DMMA_PIPE_K16, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _tma, _wgmma, check_case  # noqa: E402
+from tests.test_linear import BF16, DMMA, DMMA_K32, DMMA_PIPE, DMMA_PIPE_K16, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _swap, _tma, _wgmma, check_case  # noqa: E402
 from cufuse._configs import linear as cfg  # noqa: E402
 
 CASES = [
@@ -39,6 +39,8 @@ CASES = [
     Case((300,), 1032, 264, BF16, "kn", config=_wgmma(cfg.WGMMA_128x128)),  # m64n128, two warpgroups
     Case((65,), 1032, 72, BF16, "nk_t", config=_tma(cfg.TMA_64x64, 3)),  # TMA, ragged M/N/K, split-K
     Case((130,), 520, 264, F16, "kn", bias="none", config=_tma(cfg.TMA_TILE)),  # TMA, N-major weight boxes
+    Case((7,), 1032, 72, BF16, "nk_t", config=_swap(64, 8, 8, 3)),  # swapped TMA, ragged N/K, split-K
+    Case((16,), 520, 136, F16, "kn", bias="none", config=_swap(128, 16, 8, 2)),  # swapped, M-major A (tnspA)
     Case((70,), 1024, 136, F16, "kn"),  # few tiles: wgmma 64x64 split-K on 9.0, else mma 128x128 split-K
     Case((70,), 1024, 136, F16, "kn", config=_force(cfg.MEDIUM_TILE, 2, "slots")),  # the latter on any GPU
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),

@@ -400,6 +400,82 @@ def test_wgmma_blocks_per_sm_leave_room_for_static_shared_memory():
     assert cfg.WgmmaTile(64, 64, 6, max_blocks_per_sm=2).blocks_per_sm(H200) == 2
 
 
+def _swap_id(t):
+    return f"swap_n{t.bn}mx{t.mx}s{t.stages}"
+
+
+@pytest.mark.parametrize("m,kmajor", [(1, True), (7, False), (8, True), (9, False), (16, True), (16, False)])
+def test_swap_default_switch(m, kmajor, monkeypatch):
+    """SWAP_SMALL_M on: M <= 16 takes the swapped kernel (x padded to 8 or 16 rows) wherever
+    tensor maps describe the operands on compute capability 9.0; off: the mma stream tile."""
+    cfg.choose_config.cache_clear()
+    try:
+        monkeypatch.setattr(cfg, "SWAP_SMALL_M", False)
+        assert cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True).kind == "mma"
+        monkeypatch.setattr(cfg, "SWAP_SMALL_M", True)
+        cfg.choose_config.cache_clear()
+        swap = cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True)
+        assert swap == cfg.choose_swap_config(m, 8192, 8192, H200)
+        assert swap.kind == "swap_tma" and swap.tile.mx == (8 if m <= 8 else 16)
+        assert cfg.kernel_spec(swap, BFLOAT16, kmajor) in cfg.instantiations(H200)
+        assert cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=False).kind == "mma"
+        assert cfg.choose_config(m, 8192, 8192, BFLOAT16, True, A100, kmajor, tma_ok=True).kind == "mma"
+        assert cfg.choose_config(m, 8192, 8192, F32, True, H200, kmajor, tma_ok=True).kind == "tf32x3"
+        assert cfg.choose_config(17, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True).kind != "swap_tma"
+    finally:
+        cfg.choose_config.cache_clear()
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 8192, 8192), (1, 8192, 8192), (16, 4096, 4096), (9, 33, 8), (1, 4100, 4104)])
+def test_swap_splits_fill_one_wave(m, n, k):
+    config = cfg.choose_swap_config(m, n, k, H200)
+    tile = config.tile
+    blocks = config.splits * cfg.tile_count(m, n, tile)
+    assert blocks <= H200.sm_count * tile.blocks_per_sm(H200)
+    assert config.splits == cfg.effective_splits(-(-k // tile.bk), config.splits)
+    assert config.reduction == ("slots" if config.splits > 1 else "atomic")
+    if (n, k) == (8192, 8192):
+        assert (tile.bn, tile.stages, config.splits) == (64, 16, 1)  # 128 blocks of 64 columns, one an SM
+
+
+@pytest.mark.parametrize("tile", cfg.SWAP_TILES, ids=_swap_id)
+def test_swap_tiles_fit_and_name_their_kernel(tile):
+    assert tile.smem_bytes() <= H200.max_smem_per_block and tile.blocks_per_sm(H200) >= 1
+    assert tile.smem_bytes() == tile.stages * (tile.mx + tile.bn) * 128 + 1024 + 16 * tile.stages
+    assert (tile.threads, tile.bm) == (2 * tile.bn + 32, tile.mx)
+    spec = cfg.kernel_spec(cfg.LinearConfig("swap_tma", tile), BFLOAT16, False)
+    assert spec.name == "linear_relu_swap_tma"
+    assert spec.template_args == ("__nv_bfloat16", tile.bn, tile.mx, 64, tile.stages, False)
+    assert spec in cfg.instantiations(H200)
+    assert all(s.name != "linear_relu_swap_tma" for s in cfg.instantiations(A100))
+
+
+@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8)])
+def test_swap_tile_refuses_shapes_the_kernel_lacks(shape):
+    with pytest.raises(ValueError, match="SwapTile"):
+        cfg.SwapTile(*shape)
+
+
+def test_swap_operand_maps_fetch_only_the_padded_rows():
+    tile = cfg.SwapTile(128, 8, 8)
+    x_map, w_map = cfg.operand_maps(tile, BFLOAT16, 3, 520, 264, 264, 264, True)
+    assert (x_map.inner, x_map.outer, x_map.box_inner, x_map.box_outer) == (264, 3, 64, 8)
+    assert (w_map.inner, w_map.outer, w_map.box_inner, w_map.box_outer) == (264, 520, 64, 128)
+    _, w_map = cfg.operand_maps(tile, F16, 3, 520, 264, 264, 1040, False)
+    assert (w_map.inner, w_map.outer, w_map.stride, w_map.box_inner, w_map.box_outer) == (520, 264, 2080, 64, 64)
+
+
+@pytest.mark.parametrize("tile", cfg.SWAP_TILES, ids=_swap_id)
+@pytest.mark.parametrize("kmajor", [True, False], ids=["nk_t", "kn"])
+def test_swap_tiles_fit_their_register_budget(tile, kmajor):
+    from cufuse._loader import compile_spec, resource_usage
+
+    usage = resource_usage(compile_spec(cfg.kernel_spec(cfg.LinearConfig("swap_tma", tile), BFLOAT16, kmajor),
+                                        "sm_90a").log)
+    assert usage["spill_stores"] == 0
+    assert tile.blocks_per_sm(H200) * tile.threads * usage["registers"] <= 65536
+
+
 @pytest.mark.parametrize("kind,tile", [("mma", t) for t in cfg.MMA_TILES] + [("wgmma", t) for t in cfg.WGMMA_TILES]
                          + [("wgmma_tma", t) for t in cfg.TMA_TILES + cfg.TMA_STREAM_TILES],
                          ids=lambda v: v if isinstance(v, str) else
@@ -440,6 +516,8 @@ class Case:
             shape = f"{t.rows}rows" if self.config.kind == "gemv" else f"{t.bm}x{t.bn}"
             if self.config.kind.startswith("wgmma"):
                 shape += f"k{t.bk}st{t.stages}p{t.pending}"
+            if self.config.kind == "swap_tma":
+                shape = f"mx{t.mx}n{t.bn}st{t.stages}"
             if getattr(t, "dmma_k", 0):
                 shape += f"pipe_k{t.dmma_k}st{t.stages}"
             parts.append(f"{self.config.kind}{shape}s{self.config.splits}{self.config.reduction[0]}")
@@ -733,6 +811,75 @@ def test_tma_default_switch_runs_the_tma_kernel(cp, rng, monkeypatch):
         cfg.choose_config.cache_clear()
 
 
+def _swap(bn, mx, stages, splits=1):
+    """A swapped-operand config; the tiles are SWAP_TILES' (precompiled with the sweep's)."""
+    tile = cfg.SwapTile(bn, mx, stages)
+    assert tile in cfg.SWAP_TILES
+    return cfg.LinearConfig("swap_tma", tile, splits, reduction="slots" if splits > 1 else "atomic")
+
+
+SWAP_CASES = [  # swapped-operand TMA kernel: M = 1..16, ragged N and K (zero-filled boxes), both layouts, split-K
+    Case((1,), 8192, 4100, BF16, "nk_t", config=_swap(64, 8, 16)),  # 128 k tiles: the phases wrap; N tail of 4
+    Case((7,), 4104, 33, F16, "nk_t", bias="none", config=_swap(64, 8, 8, 2)),  # K tail of 8, N = 33, split 2
+    Case((8,), 8, 8, BF16, "kn", config=_swap(64, 8, 12)),  # one k tile, boxes far past N and K
+    Case((9,), 4104, 4104, F16, "kn", config=_swap(128, 16, 8, 3)),  # ragged last split, N tail of 8
+    Case((16,), 8192, 4096, BF16, "kn", bias="strided", config=_swap(64, 16, 16)),
+    Case((16,), 4096, 4100, BF16, "nk_t", config=_swap(128, 16, 12, 4)),
+    Case((3, 5), 1032, 136, F16, "nk_t_padded", config=_swap(64, 16, 12, 2)),  # sliced (N, K + 8) weight view
+    Case((1,), 4096, 8, F16, "kn", config=_swap(128, 8, 8)),  # the second warpgroup's columns all past N
+    Case((7,), 1024, 200, BF16, "every_other_k", bias="none", config=_swap(64, 8, 16, 2)),  # weight rows 2N apart
+    Case((), 4096, 264, BF16, "nk_t", config=_swap(64, 8, 8)),  # 1-D x
+    Case((16,), 520, 264, F16, "kn", x_layout="padded_rows", config=_swap(64, 16, 8)),
+    Case((16,), 8, 8, F16, "nk_t", config=_swap(128, 16, 12)),
+]
+
+
+@pytest.mark.parametrize("case", SWAP_CASES, ids=str)
+def test_swap_tma_matches_float64_oracle(cp, rng, case):
+    _require_sm90(cp)
+    failure = check_case(cp, rng, case)
+    assert failure is None, failure
+
+
+@pytest.mark.parametrize("case,message", [
+    (Case((17,), 64, 64, BF16, "nk_t", config=_swap(64, 16, 8)), "takes at most M = 16 rows, got M = 17"),
+    (Case((9,), 64, 64, F16, "kn", config=_swap(64, 8, 8)), "takes at most M = 8 rows, got M = 9"),
+    (Case((4,), 33, 64, BF16, "nk_t", config=_swap(64, 8, 8)), "asks for the swap_tma kernel"),
+    (Case((4,), 4100, 64, BF16, "kn", config=_swap(64, 8, 8)), "asks for the swap_tma kernel"),
+    (Case((4,), 64, 40, BF16, "odd_column", config=_swap(64, 8, 8)), "asks for the swap_tma kernel"),
+    (Case((3,), 0, 8, F16, "kn", config=_swap(64, 8, 8)), "asks for the swap_tma kernel"),
+    (Case((4,), 1024, 64, BF16, "kn", config=cfg.LinearConfig("swap_tma", cfg.SwapTile(64, 8, 8), 2)),
+     "expected reduction='slots'"),
+], ids=lambda v: v if isinstance(v, str) else str(v))
+def test_swap_tma_refuses_what_it_cannot_run(cp, rng, case, message):
+    _require_sm90(cp)
+    x, w, b = make_inputs(cp, rng, case)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        fused_linear_relu(x, w, b, config=case.config)
+
+
+def test_swap_default_switch_runs_the_swapped_kernel(cp, rng, monkeypatch):
+    _require_sm90(cp)
+    import cufuse.linear as linear_module
+
+    kinds = []  # the kind of every planned launch
+    kernel_spec = cfg.kernel_spec
+    monkeypatch.setattr(cfg, "kernel_spec", lambda config, *args: kinds.append(config.kind) or kernel_spec(config, *args))
+    monkeypatch.setattr(cfg, "SWAP_SMALL_M", True)
+    monkeypatch.setattr(linear_module, "_plans", {})  # no plan of an earlier default
+    cfg.choose_config.cache_clear()
+    try:
+        # M = 1 and 16 on both layouts take it; K = 33 (no tensor map) and M = 17 do not.
+        cases = (Case((1,), 4096, 4096, BF16, "nk_t"), Case((16,), 1032, 520, F16, "kn"),
+                 Case((16,), 33, 64, BF16, "kn"), Case((17,), 1024, 64, BF16, "nk_t"))
+        for case in cases:
+            failure = check_case(cp, rng, case)
+            assert failure is None, failure
+        assert kinds[:2] == ["swap_tma", "swap_tma"] and "swap_tma" not in kinds[2:], kinds
+    finally:
+        cfg.choose_config.cache_clear()
+
+
 def test_wgmma_refuses_split_k_through_atomics(cp, rng):
     _require_sm90(cp)
     x, w, b = make_inputs(cp, rng, Case((8,), 1024, 64, BF16, "kn"))
@@ -818,13 +965,14 @@ LAUNCH_CASES = [
     Case((64,), 4096, 520, BF16, "kn", config=_wgmma(cfg.WGMMA_64x256, 4)),  # wgmma, split-K through slots
     Case((64,), 4096, 520, BF16, "nk_t", config=_tma(cfg.TMA_64x64, 2)),  # TMA maps, split-K through slots
     Case((300,), 520, 264, F16, "kn", config=_tma(cfg.TMA_TILE)),
+    Case((16,), 4096, 520, BF16, "nk_t", config=_swap(64, 16, 8, 2)),  # swapped TMA kernel, split-K through slots
     Case((130,), 256, 264, F32, "nk_t", config=TF32X3),
     Case((130,), 256, 264, F64, "kn", config=DMMA),
 ]
 
 
 def _require_kernel(cp, case):
-    if case.config is not None and case.config.kind.startswith("wgmma"):
+    if case.config is not None and case.config.kind in ("wgmma", "wgmma_tma", "swap_tma"):
         _require_sm90(cp)
     if case.config is not None and getattr(case.config.tile, "dmma_k", 0):
         _require_sm90(cp, "linear_relu_dmma")

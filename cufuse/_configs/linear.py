@@ -44,6 +44,11 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   the operands (``TMA_SMALL_M`` / ``TMA_LARGE_M``; H200 run S4-3, bf16 eager: 8192^3 711
   TFLOP/s against 522 for the cp.async kernel, 512 x 4096^2 519 against 353, 64 x 8192^2
   3.40 TB/s through ``TMA_STREAM_TILE`` against 3.24).
+* ``"swap_tma"``: the swapped-operand TMA stream for M <= 16 (``SwapTile``): out^T = W^T x^T,
+  the weight's columns as wgmma's M (64 per warpgroup) and x's rows, padded to 8 or 16, as
+  its N, so the x box is 8 or 16 rows instead of 64 (cuBLASLt's nvjet ``tst_64x16`` at M =
+  16). Both weight layouts (a row-major weight is wgmma's M-major A, imm-trans-a), operands
+  as ``"wgmma_tma"``. Opt-in (``SWAP_SMALL_M``) until measured.
 """
 from __future__ import annotations
 
@@ -243,6 +248,52 @@ TMA_LARGE_M = True
 
 
 @dataclasses.dataclass(frozen=True)
+class SwapTile:
+    """A tile of the swapped-operand TMA kernel (kind ``"swap_tma"``, M <= ``mx``): ``bn``
+    weight columns a block (64 or 128: one or two consumer warpgroups, each a wgmma
+    m64n{mx}k16 chain with the weight as A and x as B), x rows padded to ``mx`` (8 or 16:
+    wgmma's N and the x box's rows), ``stages``-deep TMA ring of ``bk`` = 64 k."""
+
+    bn: int
+    mx: int
+    stages: int
+    bk: int = 64
+
+    def __post_init__(self):
+        if self.bn not in (64, 128) or self.mx not in (8, 16) or self.bk != 64:
+            raise ValueError(f"SwapTile: bn 64 or 128, mx 8 or 16, bk 64; got {self}")
+
+    @property
+    def bm(self) -> int:
+        """The output rows a block covers (``tile_count``, the split-K slots of bm x bn floats)."""
+        return self.mx
+
+    @property
+    def threads(self) -> int:
+        return 2 * self.bn + 32  # bn / 64 consumer warpgroups and the producer warp
+
+    def smem_bytes(self, itemsize: int = 2) -> int:
+        """The stages, 1 KB to align them for the 128-byte swizzle, 2 x ``stages`` mbarriers."""
+        return self.stages * (self.mx + self.bn) * self.bk * itemsize + 1024 + 2 * 8 * self.stages
+
+    def blocks_per_sm(self, dev) -> int:
+        """Resident blocks per SM: shared memory decides (a consumer thread holds mx / 2
+        accumulators; the registers allow more blocks than shared memory does)."""
+        return dev.smem_per_sm // (self.smem_bytes() + 1024 + WGMMA_STATIC_SMEM)
+
+
+# The swapped stream's tiles (sweep and instantiations): per x padding, 64 weight columns at
+# 8 / 12 / 16 stages (16: one block an SM, like nvjet's tst_64x16), 128 at 8 / 12.
+SWAP_TILES = tuple(SwapTile(bn, mx, stages) for mx in (8, 16)
+                   for bn, stages in ((64, 8), (64, 12), (64, 16), (128, 8), (128, 12)))
+SWAP_MAX_M = 16  # the largest x padding (wgmma N)
+# The defaults switch (``choose_config``): True sends M <= SWAP_MAX_M to the swapped kernel
+# wherever both tensor maps can be built (either weight layout). Off until measured.
+SWAP_SMALL_M = False
+SWAP_DEFAULT_BN, SWAP_DEFAULT_STAGES = 64, 16
+
+
+@dataclasses.dataclass(frozen=True)
 class WideTile(MmaTile):
     """Block tile of ``linear_relu_wide`` (float32 3xTF32 or float64 DMMA). Rows are
     padded in shared memory (x and a K-major weight by 4 elements, a row-major weight by
@@ -297,8 +348,8 @@ MAX_SPLITS = 32
 
 @dataclasses.dataclass(frozen=True)
 class LinearConfig:
-    kind: str  # "mma", "gemv", "simt", "wgmma", "wgmma_tma", "tf32x3" or "dmma"
-    tile: MmaTile | GemvTile | SimtTile | WgmmaTile | TmaTile | WideTile
+    kind: str  # "mma", "gemv", "simt", "wgmma", "wgmma_tma", "swap_tma", "tf32x3" or "dmma"
+    tile: MmaTile | GemvTile | SimtTile | WgmmaTile | TmaTile | SwapTile | WideTile
     splits: int = 1  # split-K count (mma only); > 1 uses the float32 workspace
     raster_group: int = RASTER_GROUP
     # Split-K reduction of the mma kernel: "atomic" (float32 atomics into an M x N
@@ -439,6 +490,15 @@ def with_tma(config: LinearConfig, m: int, n: int, k: int, tma_ok: bool, dev) ->
     return tma_variant(config)
 
 
+def choose_swap_config(m: int, n: int, k: int, dev) -> LinearConfig:
+    """The swapped-operand kernel for M <= SWAP_MAX_M: x rows padded to 8 or 16, 64 weight
+    columns a block, 16 stages, split-K by ``choose_splits`` (through slots)."""
+    mx = 8 if m <= 8 else SWAP_MAX_M
+    tile = SwapTile(SWAP_DEFAULT_BN, mx, SWAP_DEFAULT_STAGES)
+    splits = choose_splits(m, n, k, tile, dev)
+    return LinearConfig("swap_tma", tile, splits, reduction="slots" if splits > 1 else "atomic")
+
+
 def prefers_wgmma(m: int, n: int, dev) -> bool:
     """The Hopper kernel's 128x256 tile when its tiles fill every SM at least once and it
     scores above the best mma tile (fewer tiles: ``choose_wgmma_config``)."""
@@ -456,7 +516,8 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
     ``mma_ok``: the operands meet the tensor-core kernels' alignment rules (see
     ``mma_eligible``) and the device has ``MMA_MIN_CC``. ``kmajor``: the weight is K-major
     (a transposed (N, K) array). ``tma_ok``: TMA tensor maps can describe the operands
-    (``tma_eligible``); the wgmma configs then take the TMA kernel where ``with_tma`` says.
+    (``tma_eligible``); the wgmma configs then take the TMA kernel where ``with_tma`` says,
+    and M <= 16 the swapped-operand kernel where ``SWAP_SMALL_M`` says.
     """
     if np.dtype(dtype).itemsize >= 4:
         return choose_wide_config(m, n, dtype, mma_ok, dev)
@@ -466,6 +527,8 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
         # Compute capability 9.0, M = 17..64 or fewer 128x256 tiles than SMs (see the module
         # docstring: 64 x 8192^2 and 512 x 4096^2 measured fastest there).
         return with_tma(choose_wgmma_config(m, n, k, dev), m, n, k, tma_ok, dev)
+    if m <= SWAP_MAX_M and SWAP_SMALL_M and tma_ok and wgmma_supported(dev):
+        return choose_swap_config(m, n, k, dev)
     if m <= STREAM_TILE.bm:
         # One row: atomics add only N floats per split (H200, 1 x 8192^2: 3.62 TB/s
         # against 3.51 through slots); more rows: slots (16 x 8192^2: 3.31-3.50 TB/s
@@ -521,11 +584,13 @@ def tma_eligible(dtype, k: int, n: int, x_ptr: int, x_row_stride: int, m: int, w
     return all(_tma.map_problem(g, ptr) is None for g, ptr in zip(maps, (x_ptr, w_ptr)))
 
 
-def operand_maps(tile: WgmmaTile, dtype, m: int, n: int, k: int, ldx: int, ldw: int, b_kmajor: bool) -> tuple:
-    """The ``_tma.MapGeometry`` of x ({K, M}, boxes of 64 x BM) and of the weight (K-major:
-    {K, N}, boxes of 64 x BN; N-major: {N, K}, boxes of 64 x BK) for ``linear_relu_wgmma_tma``:
-    64 16-bit elements = 128 bytes per box row, swizzled over 128 bytes (the layout of the
-    kernel's shared-memory descriptors)."""
+def operand_maps(tile: WgmmaTile | SwapTile, dtype, m: int, n: int, k: int, ldx: int, ldw: int,
+                 b_kmajor: bool) -> tuple:
+    """The ``_tma.MapGeometry`` of x ({K, M}, boxes of 64 x BM; a ``SwapTile``'s BM is its
+    mx) and of the weight (K-major: {K, N}, boxes of 64 x BN; N-major: {N, K}, boxes of 64 x
+    BK) for ``linear_relu_wgmma_tma`` / ``linear_relu_swap_tma``: 64 16-bit elements = 128
+    bytes per box row, swizzled over 128 bytes (the layout of the kernels' shared-memory
+    descriptors)."""
     x_map = _tma.geometry(dtype, k, m, ldx, WGMMA_ATOM, tile.bm)
     if b_kmajor:
         return x_map, _tma.geometry(dtype, k, n, ldw, WGMMA_ATOM, tile.bn)
@@ -542,6 +607,9 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
         return KernelSpec(SOURCE, "linear_relu_mma", args, min_cc=MMA_MIN_CC)
     if config.kind == "gemv":
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
+    if config.kind == "swap_tma":
+        return KernelSpec(SOURCE, "linear_relu_swap_tma", (ctype(dtype), t.bn, t.mx, t.bk, t.stages, b_kmajor),
+                          min_cc=WGMMA_MIN_CC)
     if config.kind in ("wgmma", "wgmma_tma"):
         name = "linear_relu_wgmma" if config.kind == "wgmma" else "linear_relu_wgmma_tma"
         return KernelSpec(SOURCE, name, (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending, t.max_blocks_per_sm,
@@ -563,6 +631,8 @@ def instantiations(dev):
         specs += [kernel_spec(LinearConfig("wgmma", tile), dt, kmaj) for tile in WGMMA_TILES
                   for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
         specs += [kernel_spec(LinearConfig("wgmma_tma", tile), dt, kmaj) for tile in TMA_TILES + TMA_STREAM_TILES
+                  for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
+        specs += [kernel_spec(LinearConfig("swap_tma", tile), dt, kmaj) for tile in SWAP_TILES
                   for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     if dev.cc >= MMA_MIN_CC:  # the float32 / float64 defaults (FP32/FP64_TENSOR_CORES)
         wide = [(LinearConfig("tf32x3", tile), np.float32) for tile in TF32_TILES]
