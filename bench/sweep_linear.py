@@ -3,13 +3,16 @@
 Run: ``python3 bench/sweep_linear.py`` (stdout only; about a minute on an H200).
 ``SWEEP_ONLY="16x8192x8192 bf16,..."`` keeps the cases whose "MxKxN dtype" label contains one
 of the comma-separated strings; ``SWEEP_VARIANTS="swap,..."`` keeps, in those cases, the
-default and the variants whose name contains one of them.
+default and the variants whose name contains one of them; ``SWEEP_PDL=both`` times every
+variant twice, launched plainly and with programmatic dependent launch (" +pdl"; ``0`` or
+``1``: one of them; unset: the library's default, ``PDL_LAUNCH``).
 
 Each variant runs through the public function's ``config=`` override. Two times per
-variant: ``eager`` is what the benchmark sees (a Python call per launch, CUDA events
-around each call, so host overhead counts whenever it exceeds the kernel time); ``graph``
-replays the same calls from a captured CUDA graph, which is the kernel's own time. Every
-variant's output (``out`` poisoned first) is checked against a float32 CuPy reference.
+variant: ``eager`` is what the benchmark sees (batches of back-to-back Python calls of
+about 1 ms between CUDA events, ``time_cuda_budget``, so host overhead counts whenever it
+exceeds the kernel time); ``graph`` replays the same calls from a captured CUDA graph, the
+kernels' own time. Every variant's output (``out`` poisoned first) is checked against a
+float32 CuPy reference.
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ from cufuse._configs import current_device_info  # noqa: E402
 from cufuse._configs import linear as L  # noqa: E402
 from cufuse._dtypes import BFLOAT16  # noqa: E402
 from cufuse._loader import arch_for, device_cc, precompile  # noqa: E402
-from cufuse.bench.timing import rotation_count, time_cuda  # noqa: E402
+from cufuse.bench.timing import rotation_count, time_cuda_budget  # noqa: E402
+from cufuse import linear as linear_module  # noqa: E402
 
 try:
     import torch  # noqa: F401
@@ -282,11 +286,10 @@ def run_case(m, k, n, dname, kmajor, variants):
     x0, w0, b0, _ = sets[0]
     ref = reference(x0, w0, b0)
     scale = float(cupy.abs(ref).max()) or 1.0
-    repeat = 10 if m * n * k > 2**36 else 30
 
     def peer(name, fn):
         try:
-            eager = time_cuda(fn, [s[:3] for s in sets], warmup=2, repeat=repeat)
+            eager = time_cuda_budget(fn, [s[:3] for s in sets])
             line(label, name, eager, None, None, None, "peer", m, k, n, itemsize)
         except Exception as exc:  # a peer only
             print(f"{label:<26} {name:<24} failed: {type(exc).__name__}: {exc}", flush=True)
@@ -296,13 +299,18 @@ def run_case(m, k, n, dname, kmajor, variants):
     if torch is not None:
         try:
             tsets = [tuple(to_torch(a) for a in s[:3]) for s in sets]
-            eager = time_cuda(lambda x, w, b: torch._addmm_activation(b, x, w), tsets, warmup=2, repeat=repeat)
+            eager = time_cuda_budget(lambda x, w, b: torch._addmm_activation(b, x, w), tsets)
             line(label, "torch addmm_relu", eager, None, None, None, "peer", m, k, n, itemsize)
         except Exception as exc:
             print(f"{label:<26} torch addmm_relu failed: {type(exc).__name__}: {exc}", flush=True)
 
-    for name, config in variants:
-        if config is None:
+    modes = {"both": (False, True), "0": (False,), "1": (True,)}.get(os.environ.get("SWEEP_PDL", ""), (None,))
+    variants = [(name + (" +pdl" if pdl else ""), config, pdl) for name, config in variants for pdl in modes]
+    for name, config, pdl in variants:
+        if pdl is not None:
+            L.PDL_LAUNCH = pdl
+            linear_module._plans.clear()  # plans are built with the switch's value
+        if config is None and pdl is not True:
             chosen = default_config(m, k, n, dname, kmajor)
             t = chosen.tile
             print(f"{label:<26} default = {chosen.kind} {t} splits={chosen.splits} {chosen.reduction}", flush=True)
@@ -315,7 +323,7 @@ def run_case(m, k, n, dname, kmajor, variants):
             call(*sets[0])
             err = float(cupy.abs(widen(out0) - ref).max()) / scale
             ok = bool(np.isfinite(err)) and err <= TOL[dname]
-            eager = time_cuda(call, sets, warmup=2, repeat=repeat)
+            eager = time_cuda_budget(call, sets)
             try:
                 graph = graph_ms(call, sets, rounds=1 if m * n * k > 2**36 else 4)
             except Exception as exc:
@@ -379,6 +387,8 @@ def sweep_plan():
          d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1] + swap_variants(8)),
         (1, 8192, 8192, "bf16", True,
          d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1] + swap_variants(8)),
+        (8, 8192, 8192, "bf16", False, d + STREAM_VARIANTS[2:3] + swap_variants(8)),
+        (8, 8192, 8192, "bf16", True, d + STREAM_VARIANTS[2:3] + swap_variants(8)),
         (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2] + swap_variants(16)),
         (16, 8192, 8192, "bf16", True,
          d + TMA_STREAM_VARIANTS[:2] + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2] + swap_variants(16)),

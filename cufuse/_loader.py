@@ -235,6 +235,7 @@ def ensure_compiled(spec: KernelSpec, arch: str) -> CacheEntry:
 
 _kernels: dict = {}
 _smem_limits: dict = {}  # the dynamic shared-memory bytes each cached kernel may launch with now
+_keys: dict = {}  # id(kernel) -> its key in _kernels
 _kernel_locks: dict = {}
 _registry_lock = threading.Lock()
 
@@ -262,10 +263,23 @@ def get_kernel(source: str, name: str, *template_args, dynamic_smem: int = 0):
     if kernel is None:
         kernel = _load(key)
     if dynamic_smem > _smem_limits[key]:
-        with _registry_lock:
+        _raise_smem_limit(key, kernel, dynamic_smem)
+    return kernel
+
+
+def allow_dynamic_smem(kernel, dynamic_smem: int) -> None:
+    """Let a kernel ``get_kernel`` returned launch with ``dynamic_smem`` bytes of dynamic
+    shared memory (a launch that pads its blocks' shared memory, cufuse/linear.py)."""
+    key = _keys[id(kernel)]
+    if dynamic_smem > _smem_limits[key]:
+        _raise_smem_limit(key, kernel, dynamic_smem)
+
+
+def _raise_smem_limit(key, kernel, dynamic_smem: int) -> None:
+    with _registry_lock:
+        if dynamic_smem > _smem_limits[key]:
             kernel.max_dynamic_shared_size_bytes = dynamic_smem
             _smem_limits[key] = dynamic_smem
-    return kernel
 
 
 def _load(key):
@@ -283,6 +297,7 @@ def _load(key):
             # Without an explicit limit, static plus dynamic shared memory must fit in 48 KB.
             _smem_limits[key] = 48 * 1024 - kernel.shared_size_bytes
             _kernels[key] = kernel
+            _keys[id(kernel)] = key  # kernels are never dropped, so ids stay theirs
     return kernel
 
 

@@ -132,14 +132,20 @@ _MAX_MAPS = 4096
 _maps: dict = {}
 
 
-def tensor_map(g: MapGeometry, address: int):
-    """The kernel argument of the map of ``g`` at ``address``, cached (the map does not
-    depend on the memory's contents, only on where it is)."""
+def cached_map(g: MapGeometry, address: int) -> tuple:
+    """``(kernel argument, map bytes, host address of the bytes)`` of the map of ``g`` at
+    ``address``, cached (the map depends on where the memory is, not on its contents). A
+    caller that launches with the host address holds the tuple until the launch returns."""
     key = (g, address)
-    arg = _maps.get(key)
-    if arg is None:
+    entry = _maps.get(key)
+    if entry is None:
         if len(_maps) >= _MAX_MAPS:
             _maps.clear()
         raw = _encode(g, address)
-        arg = _maps[key] = (kernel_argument(raw), raw)
-    return arg[0]
+        entry = _maps[key] = (kernel_argument(raw), raw, raw.ctypes.data)
+    return entry
+
+
+def tensor_map(g: MapGeometry, address: int):
+    """The kernel argument (a CuPy launch's) of the map of ``g`` at ``address``, cached."""
+    return cached_map(g, address)[0]

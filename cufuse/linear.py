@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 
-from . import _tma, reference
+from . import _launch, _tma, reference
 from ._configs import current_device_info
 from ._configs import linear as linear_configs
-from ._loader import get_kernel
+from ._loader import allow_dynamic_smem, get_kernel
 from ._numpy_path import deliver
 from ._validate import array_namespace, check_out, require_float, require_ndim, require_same_dtype
 
@@ -135,13 +135,25 @@ class _Plan:
     the scalar arguments and the split-K workspace size."""
 
     __slots__ = ("out_shape", "dtype", "kernel", "grid", "block", "smem", "scalars", "workspace", "extents", "empty",
-                 "maps")
+                 "maps", "pdl")
 
     def __init__(self, out_shape, dtype, kernel, grid, block, smem, scalars, workspace, extents, empty=False,
                  maps=None):
         self.out_shape, self.dtype, self.kernel, self.grid, self.block = out_shape, dtype, kernel, grid, block
         self.smem, self.scalars, self.workspace, self.extents, self.empty = smem, scalars, workspace, extents, empty
         self.maps = maps  # TMA kernel: the MapGeometry of x and of the weight, passed instead of their pointers
+        self.pdl = None  # a _launch.PdlLaunch once use_pdl() is called
+
+    def use_pdl(self, dev):
+        """Launch through ``cuLaunchKernelEx`` with programmatic dependent launch (every
+        linear kernel waits for the previous grid before touching memory: kernels/common.cuh),
+        one-wave grids with one block an SM (``pdl_smem``)."""
+        operands = (_launch.MAP,) * 2 if self.maps is not None else (_launch.POINTER,) * 2
+        workspace = (_launch.POINTER,) * 2 if self.workspace is not None else ()
+        kinds = operands + (_launch.POINTER, _launch.POINTER) + workspace + tuple(self.scalars)
+        smem = linear_configs.pdl_smem(self.smem, self.kernel.shared_size_bytes, math.prod(self.grid), dev)
+        allow_dynamic_smem(self.kernel, smem)
+        self.pdl = _launch.PdlLaunch(self.kernel, self.grid, self.block, smem, kinds)
 
     def may_overlap(self, x, weight, bias, out) -> bool:
         out_lo, out_hi = out.data.ptr, out.data.ptr + out.nbytes
@@ -158,22 +170,32 @@ class _Plan:
                 out = cupy.empty(self.out_shape, dtype=self.dtype)
             if self.empty:
                 return out
+            workspace = () if self.workspace is None else _split_workspace(cupy, *self.workspace)
+            if self.pdl is not None:
+                pointers = (0 if bias is None else bias.data.ptr, out.data.ptr) + tuple(a.data.ptr for a in workspace)
+                stream = cupy.cuda.get_current_stream().ptr
+                if self.maps is None:
+                    self.pdl(stream, (x.data.ptr, weight.data.ptr) + pointers)
+                else:  # the map tuples stay referenced until the launch has copied the bytes
+                    x_map = _tma.cached_map(self.maps[0], x.data.ptr)
+                    w_map = _tma.cached_map(self.maps[1], weight.data.ptr)
+                    self.pdl(stream, pointers, (x_map[2], w_map[2]))
+                return out
             bias_arg = bias if bias is not None else _NULL
             if self.maps is None:
                 operands = (x, weight, bias_arg, out)
             else:
                 operands = (_tma.tensor_map(self.maps[0], x.data.ptr), _tma.tensor_map(self.maps[1], weight.data.ptr),
                             bias_arg, out)
-            if self.workspace is None:
-                args = operands + self.scalars
-            else:
-                args = operands + _split_workspace(cupy, *self.workspace) + self.scalars
-            self.kernel(self.grid, self.block, args, shared_mem=self.smem)
+            self.kernel(self.grid, self.block, operands + workspace + self.scalars, shared_mem=self.smem)
         return out
 
 
 def _linear_relu_gpu(x, weight, bias, out, out_shape, config):
     plan = _make_plan(x, weight, bias, out, out_shape, config)
+    dev = current_device_info()
+    if not plan.empty and linear_configs.uses_pdl(_rows_view(x)[0], dev):
+        plan.use_pdl(dev)
     if len(_plans) >= _MAX_PLANS:
         _plans.clear()
     _plans[_signature(x, weight, bias, out, config)] = plan

@@ -77,4 +77,16 @@ __device__ __forceinline__ bool last_to_arrive(int* counter, int group_size, int
     return last;
 }
 
+// Programmatic dependent launch (cufuse/_launch.py). At a kernel's start: let the next
+// grid of the stream, if launched with the attribute, start its blocks on SMs this one
+// leaves free; then wait until the previous grid has completed and its writes are visible
+// (it may still be running if this grid was launched with the attribute). Both are no-ops
+// for a plain launch and before sm_90.
+__device__ __forceinline__ void begin_dependent_grid() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n"
+                 "griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 }  // namespace cufuse

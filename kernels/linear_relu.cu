@@ -271,6 +271,7 @@ linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __res
                 float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                 int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store,
                 int slot_reduce) {
+    begin_dependent_grid();
     using Tile = MmaTile<T, BM, BN, BK, WARPS_M, WARPS_N, STAGES, B_KMAJOR>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
@@ -449,6 +450,7 @@ __global__ void __launch_bounds__(2 * BM, MIN_BLOCKS)
 linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                   float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                   int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store) {
+    begin_dependent_grid();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ACC = BN / 2;
     static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
@@ -647,6 +649,7 @@ linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_
                       const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
                       int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
                       int raster_group, int paired_store) {
+    begin_dependent_grid();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ACC = BN / 2, CONSUMERS = 2 * BM;
     static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
@@ -680,6 +683,7 @@ linear_relu_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_c
                      const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
                      int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
                      int raster_group) {
+    begin_dependent_grid();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int CONSUMERS = 2 * BN;
     constexpr int PENDING = 1;  // one k tile's wgmmas in flight while the next stage is awaited
@@ -712,6 +716,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
 linear_relu_simt(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                  int64 M, int64 N, int64 K, int64 sxm, int64 sxk, int64 swk, int64 swn, int64 bias_stride,
                  int raster_group) {
+    begin_dependent_grid();
     using A = accum_t<T>;
     constexpr int threads = (BM / TM) * (BN / TN);
     constexpr int pad = 16 / sizeof(A);  // keeps rows 16-byte aligned, staggers banks
@@ -847,6 +852,7 @@ __global__ void __launch_bounds__(GEMV_THREADS)
 linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                  float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                  int64 ldw, int64 bias_stride, int64 k_rows_per_split) {
+    begin_dependent_grid();
     static_assert(sizeof(T) == 2, "16-bit types: 8 elements per 16-byte load");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rows = int(min(int64(ROWS), M));
@@ -1139,6 +1145,7 @@ template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAG
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
 linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                  int64 M, int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride, int raster_group) {
+    begin_dependent_grid();
     using Tile = WideTile<T, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
@@ -1325,6 +1332,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4
 linear_relu_dmma(const double* __restrict__ x, const double* __restrict__ w, const double* __restrict__ bias,
                  double* __restrict__ out, int64 M, int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride,
                  int raster_group) {
+    begin_dependent_grid();
 #if __CUDA_ARCH__ >= 900
     using Tile = DmmaTile<BM, BN, WARPS_M, WARPS_N, MMA_K, B_KMAJOR>;
     constexpr int MI = Tile::mi, NI = Tile::ni, BK = Tile::bk, GROUPS = Tile::groups;

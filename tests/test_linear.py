@@ -400,13 +400,29 @@ def test_wgmma_blocks_per_sm_leave_room_for_static_shared_memory():
     assert cfg.WgmmaTile(64, 64, 6, max_blocks_per_sm=2).blocks_per_sm(H200) == 2
 
 
+def test_pdl_only_for_weight_streams_on_hopper(monkeypatch):
+    assert cfg.uses_pdl(1, H200) and cfg.uses_pdl(cfg.PDL_MAX_M, H200)
+    assert not cfg.uses_pdl(cfg.PDL_MAX_M + 1, H200) and not cfg.uses_pdl(16, A100)
+    monkeypatch.setattr(cfg, "PDL_LAUNCH", False)
+    assert not cfg.uses_pdl(16, H200)
+
+
+@pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
+@pytest.mark.parametrize("smem,static", [(0, 0), (20000, 0), (81920, 1024), (200000, 0), (16384, 4096)])
+def test_pdl_smem_keeps_one_wave_grids_at_one_block_an_sm(dev, smem, static):
+    padded = cfg.pdl_smem(smem, static, dev.sm_count, dev)
+    assert smem <= padded <= max(smem, dev.max_smem_per_block - static)
+    assert 2 * (padded + static + cfg.SMEM_RESERVED_PER_BLOCK) > dev.smem_per_sm  # a second block cannot fit
+    assert cfg.pdl_smem(smem, static, dev.sm_count + 1, dev) == smem  # more than a wave: as asked
+
+
 def _swap_id(t):
     return f"swap_n{t.bn}mx{t.mx}s{t.stages}"
 
 
 @pytest.mark.parametrize("m,kmajor", [(1, True), (7, False), (8, True), (9, False), (16, True), (16, False)])
 def test_swap_default_switch(m, kmajor, monkeypatch):
-    """SWAP_SMALL_M on: M <= 16 takes the swapped kernel (x padded to 8 or 16 rows) wherever
+    """SWAP_SMALL_M on: M = 2..16 takes the swapped kernel (x padded to 8 or 16 rows) wherever
     tensor maps describe the operands on compute capability 9.0; off: the mma stream tile."""
     cfg.choose_config.cache_clear()
     try:
@@ -415,6 +431,9 @@ def test_swap_default_switch(m, kmajor, monkeypatch):
         monkeypatch.setattr(cfg, "SWAP_SMALL_M", True)
         cfg.choose_config.cache_clear()
         swap = cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True)
+        if m < cfg.SWAP_MIN_M:  # one row keeps the mma stream (its atomics beat a padded x box)
+            assert swap.kind == "mma"
+            return
         assert swap == cfg.choose_swap_config(m, 8192, 8192, H200)
         assert swap.kind == "swap_tma" and swap.tile.mx == (8 if m <= 8 else 16)
         assert cfg.kernel_spec(swap, BFLOAT16, kmajor) in cfg.instantiations(H200)
@@ -435,7 +454,7 @@ def test_swap_splits_fill_one_wave(m, n, k):
     assert config.splits == cfg.effective_splits(-(-k // tile.bk), config.splits)
     assert config.reduction == ("slots" if config.splits > 1 else "atomic")
     if (n, k) == (8192, 8192):
-        assert (tile.bn, tile.stages, config.splits) == (64, 16, 1)  # 128 blocks of 64 columns, one an SM
+        assert (tile.bn, tile.stages, config.splits) == (64, 8, 1)  # 128 blocks of 64 columns, one an SM
 
 
 @pytest.mark.parametrize("tile", cfg.SWAP_TILES, ids=_swap_id)
@@ -1021,3 +1040,72 @@ def test_no_allocation_besides_out(cp, rng, case):
     with Counter() as counter:
         fresh = call()
     assert len(counter.sizes) == 1 and counter.sizes[0] >= fresh.nbytes
+
+
+# ---------------------------------------------------------------- programmatic dependent launch
+# On compute capability 9.0 every linear kernel is launched with programmatic dependent launch
+# (cufuse/_launch.py): its blocks may start while the previous kernel of the stream still runs,
+# and must not touch memory before griddepcontrol.wait. A chain of calls in which each call's
+# x is the previous call's (poisoned) out fails wherever a kernel reads or writes too early.
+
+CHAIN_CONFIGS = [
+    None,  # the default for M = 16
+    cfg.LinearConfig("mma", cfg.STREAM_TILE, 2, reduction="slots"),
+    cfg.LinearConfig("mma", cfg.STREAM_TILE, 4, reduction="atomic"),
+    cfg.LinearConfig("wgmma_tma", cfg.TMA_64x64, 2, reduction="slots"),
+    cfg.LinearConfig("wgmma", cfg.WGMMA_64x64, 2, reduction="slots"),
+    cfg.LinearConfig("swap_tma", cfg.SwapTile(64, 16, 8), 2, reduction="slots"),
+    cfg.LinearConfig("swap_tma", cfg.SwapTile(64, 16, 16)),
+]
+
+
+def _chain_id(config):
+    return "default" if config is None else f"{config.kind}-s{config.splits}{config.reduction[0]}"
+
+
+@pytest.mark.parametrize("kmajor", [True, False], ids=["nk_t", "kn"])
+@pytest.mark.parametrize("config", CHAIN_CONFIGS, ids=_chain_id)
+def test_back_to_back_calls_wait_for_the_previous_output(cp, rng, config, kmajor):
+    if config is not None and config.kind in ("wgmma", "wgmma_tma", "swap_tma"):
+        _require_sm90(cp)
+    m, k, steps = 16, 4096, 10
+
+    def scaled(shape, scale):  # He-scaled weights keep the values O(1) along the ReLU chain
+        return cp.asarray((rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)).astype(BF16))
+
+    weights = [scaled((k, k), math.sqrt(2 / k)) for _ in range(2)]
+    weights = [w.T if kmajor else w for w in weights]  # .T: a (N, K) array viewed as (K, N), K-major
+    bias = scaled((k,), 0.1)
+    chain = [_random(cp, rng, (m, k), BF16)] + [poisoned(cp, (m, k), BF16) for _ in range(steps)]
+    cp.cuda.get_current_stream().synchronize()
+    for i in range(steps):  # back to back: no synchronisation between the calls
+        fused_linear_relu(chain[i], weights[i % 2], bias, out=chain[i + 1], config=config)
+    cp.cuda.get_current_stream().synchronize()
+    for i in range(steps):
+        ref, tol = oracle(cp, chain[i], weights[i % 2], bias)
+        err = cp.abs(to_float64(cp, chain[i + 1]) - ref)
+        bad = int((~(err <= tol)).sum())
+        assert bad == 0, f"step {i}: {bad} of {err.size} elements off the oracle of the previous step's output"
+
+
+def test_hopper_launches_with_programmatic_dependent_launch(cp, rng, monkeypatch):
+    _require_sm90(cp)
+    import cufuse.linear as linear_module
+
+    x, w, b = (_random(cp, rng, shape, BF16) for shape in ((16, 256), (256, 264), (264,)))
+    for enabled in (True, False):
+        monkeypatch.setattr(cfg, "PDL_LAUNCH", enabled)
+        linear_module._plans.clear()
+        out = poisoned(cp, (16, 264), BF16)
+        fused_linear_relu(x, w, b, out=out)
+        ref, tol = oracle(cp, x, w, b)
+        assert bool((cp.abs(to_float64(cp, out) - ref) <= tol).all())
+        plans = list(linear_module._plans.values())
+        assert len(plans) == 1 and (plans[0].pdl is not None) == enabled
+        if enabled:  # a one-wave grid: one block an SM
+            smem_per_sm = cp.cuda.Device().attributes["MaxSharedMemoryPerMultiprocessor"]
+            assert 2 * (plans[0].pdl.config.smem + 1024) > smem_per_sm
+    linear_module._plans.clear()
+    fused_linear_relu(_random(cp, rng, (cfg.PDL_MAX_M + 1, 256), BF16), w, b)  # past the weight streams: plain
+    assert [plan.pdl for plan in linear_module._plans.values()] == [None]
+    linear_module._plans.clear()

@@ -289,8 +289,42 @@ SWAP_TILES = tuple(SwapTile(bn, mx, stages) for mx in (8, 16)
 SWAP_MAX_M = 16  # the largest x padding (wgmma N)
 # The defaults switch (``choose_config``): True sends M <= SWAP_MAX_M to the swapped kernel
 # wherever both tensor maps can be built (either weight layout). Off until measured.
-SWAP_SMALL_M = False
-SWAP_DEFAULT_BN, SWAP_DEFAULT_STAGES = 64, 16
+# Every linear kernel starts with begin_dependent_grid() (kernels/common.cuh); on compute
+# capability 9.0 the host launches it with programmatic dependent launch (cufuse/_launch.py),
+# so back-to-back calls overlap one kernel's tail with the next one's start. False: CuPy's
+# plain launch everywhere.
+PDL_LAUNCH = True
+PDL_MIN_CC = 90  # griddepcontrol and the launch attribute: Hopper and later
+PDL_MAX_M = 64  # run S7-4: M <= 16 +2-5 % eager, M = 64 -1..+3 %, 512 x 4096^2 -1..-2 %, 8192^3 -0.4 %
+SMEM_RESERVED_PER_BLOCK = 1024  # what the hardware keeps of an SM's shared memory per resident block (sm_80+)
+
+
+def uses_pdl(m: int, dev) -> bool:
+    """Whether an M-row problem launches with programmatic dependent launch: the weight
+    streams (M <= PDL_MAX_M), ~35 us kernels whose launch gap is worth 4 %, on compute
+    capability 9.0 and later."""
+    return PDL_LAUNCH and dev.cc >= PDL_MIN_CC and m <= PDL_MAX_M
+
+
+def pdl_smem(smem: int, static_smem: int, blocks: int, dev) -> int:
+    """The dynamic shared memory of a PDL launch of ``blocks`` blocks that need ``smem``
+    dynamic and ``static_smem`` static bytes. Once every block of a grid has started, the
+    next PDL grid's blocks take every free block slot at once; a grid of at most one block
+    per SM would leave the second slot of each SM to them, and they pile up two on some
+    SMs (run S7-3: the two-an-SM mma stream at M = 16 lost 6-8 % with PDL, the one-an-SM
+    kernels gained). Such a grid therefore asks for more than half an SM's shared memory."""
+    if blocks > dev.sm_count:
+        return smem
+    half = dev.smem_per_sm // 2 + 1 - SMEM_RESERVED_PER_BLOCK - static_smem
+    return max(smem, min(half, dev.max_smem_per_block - static_smem))
+
+# Measured (run S7-4, eager with PDL, bf16, (K,N) / (N,K).T TB/s): 16 x 8192^2 swap n64 s8
+# 3.80 / 3.74 against the mma stream tile's 3.77 / 3.60; 1 x 8192^2 3.81 / 3.76 against the
+# mma stream's 3.91 / 3.78 (one row: its float32 atomics are cheaper than a padded x box),
+# so M = 1 keeps the mma stream.
+SWAP_SMALL_M = True
+SWAP_MIN_M = 2
+SWAP_DEFAULT_BN, SWAP_DEFAULT_STAGES = 64, 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -492,10 +526,11 @@ def with_tma(config: LinearConfig, m: int, n: int, k: int, tma_ok: bool, dev) ->
 
 def choose_swap_config(m: int, n: int, k: int, dev) -> LinearConfig:
     """The swapped-operand kernel for M <= SWAP_MAX_M: x rows padded to 8 or 16, 64 weight
-    columns a block, 16 stages, split-K by ``choose_splits`` (through slots)."""
+    columns a block, 8 stages, split-K by ``stream_splits`` (one block an SM at most: S6-11,
+    16 x 8192^2, split 1 3.58 / 3.51 TB/s, split 2 3.12-3.40), through slots."""
     mx = 8 if m <= 8 else SWAP_MAX_M
     tile = SwapTile(SWAP_DEFAULT_BN, mx, SWAP_DEFAULT_STAGES)
-    splits = choose_splits(m, n, k, tile, dev)
+    splits = stream_splits(m, n, k, tile, dev)
     return LinearConfig("swap_tma", tile, splits, reduction="slots" if splits > 1 else "atomic")
 
 
@@ -527,7 +562,7 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
         # Compute capability 9.0, M = 17..64 or fewer 128x256 tiles than SMs (see the module
         # docstring: 64 x 8192^2 and 512 x 4096^2 measured fastest there).
         return with_tma(choose_wgmma_config(m, n, k, dev), m, n, k, tma_ok, dev)
-    if m <= SWAP_MAX_M and SWAP_SMALL_M and tma_ok and wgmma_supported(dev):
+    if SWAP_MIN_M <= m <= SWAP_MAX_M and SWAP_SMALL_M and tma_ok and wgmma_supported(dev):
         return choose_swap_config(m, n, k, dev)
     if m <= STREAM_TILE.bm:
         # One row: atomics add only N floats per split (H200, 1 x 8192^2: 3.62 TB/s
