@@ -2,8 +2,8 @@
 
 Run: ``python3 bench/probe_tma_promotion.py`` (seconds). Times the default fused_linear_relu
 of M = 16 (swapped-operand TMA kernel) and M = 64 (TMA kernel) x 8192^2 bfloat16, both weight
-layouts, with the tensor maps encoded at each L2 promotion (none, 64, 128, 256 bytes; cufuse
-uses 256), against cuBLASLt (``torch._addmm_activation``) in the same run.
+layouts, with the tensor maps encoded at each L2 promotion (none, 64, 128, 256 bytes;
+``STREAM_L2_PROMOTION``; 256 until run S7-5, 128 since), against cuBLASLt (``torch._addmm_activation``) in the same run.
 ``python3 bench/probe_tma_promotion.py once`` instead runs each case's default and cuBLASLt
 twice and stops (the target of ``ncu --metrics dram__bytes_read.sum,...``).
 """
@@ -12,17 +12,19 @@ import sys
 import cufuse
 from cufuse import _tma
 from cufuse import linear as linear_module
+from cufuse._configs import linear as linear_configs
 from cufuse.bench.cases import linear_case, to_torch
 from cufuse.bench.runner import input_sets
 from cufuse.bench.timing import time_cuda_budget
 
-PROMOTIONS = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
+PROMOTIONS = {"none": 0, "64B": 64, "128B": 128, "256B": 256}
 
 
 def main():
     import torch
 
     once = sys.argv[1:] == ["once"]
+    default = linear_configs.STREAM_L2_PROMOTION
     for m in (16, 64):
         for layout in ("kn", "nk"):
             case = linear_case(m, 8192, 8192, "bfloat16", layout)
@@ -43,12 +45,12 @@ def main():
                 continue
             row = [f"{case.label:24}", f"cuBLASLt {case.rate(time_cuda_budget(peer, torch_sets)):5.2f}"]
             for name, value in PROMOTIONS.items():
-                _tma.L2_PROMOTION_256B = value  # read when a map is encoded
+                linear_configs.STREAM_L2_PROMOTION = value  # read when a plan builds its maps
                 _tma._maps.clear()
                 linear_module._plans.clear()
                 row.append(f"{name} {case.rate(time_cuda_budget(ours, sets)):5.2f}")
             print("  ".join(row) + "  TB/s", flush=True)
-            _tma.L2_PROMOTION_256B = PROMOTIONS["256B"]
+            linear_configs.STREAM_L2_PROMOTION = default
             _tma._maps.clear()
 
 

@@ -23,7 +23,8 @@ MAP_BYTES = 128  # sizeof(CUtensorMap); the kernel declares it as TmaDescriptor 
 # CUtensorMapDataType / CUtensorMapSwizzle values (cuda.h, CUDA 12 and 13).
 DATA_TYPES = {np.dtype(np.float16): 6, np.dtype(BFLOAT16): 9}
 SWIZZLE_BYTES = {0: 0, 32: 1, 64: 2, 128: 3}  # swizzle span in bytes -> enum
-L2_PROMOTION_256B = 3  # the L2 fetches 256-byte sectors for the box rows
+# CUtensorMapL2promotion: how many bytes the L2 fetches for a box row's request.
+L2_PROMOTIONS = {0: 0, 64: 1, 128: 2, 256: 3}
 MAX_BOX = 256
 MAX_DIM = 1 << 32
 MAX_STRIDE = 1 << 40
@@ -42,10 +43,11 @@ class MapGeometry:
     box_inner: int
     box_outer: int
     swizzle: int = 128
+    l2_promotion: int = 256  # bytes (L2_PROMOTIONS)
 
 
 def geometry(dtype, inner: int, outer: int, row_stride: int, box_inner: int, box_outer: int,
-             swizzle: int = 128) -> MapGeometry:
+             swizzle: int = 128, l2_promotion: int = 256) -> MapGeometry:
     """The map of ``outer`` rows of ``inner`` elements ``row_stride`` elements apart. A single
     row's stride is meaningless to the caller and must still satisfy the driver (a multiple
     of 16 bytes covering the row): it becomes the row's size rounded up to 16 bytes."""
@@ -53,7 +55,7 @@ def geometry(dtype, inner: int, outer: int, row_stride: int, box_inner: int, box
     stride = row_stride * dtype.itemsize
     if outer == 1:
         stride = -(-inner * dtype.itemsize // 16) * 16
-    return MapGeometry(dtype, inner, outer, stride, box_inner, box_outer, swizzle)
+    return MapGeometry(dtype, inner, outer, stride, box_inner, box_outer, swizzle, l2_promotion)
 
 
 def map_problem(g: MapGeometry, address: int) -> str | None:
@@ -62,6 +64,8 @@ def map_problem(g: MapGeometry, address: int) -> str | None:
         return f"element type {g.dtype} (16-bit floats only)"
     if g.swizzle not in SWIZZLE_BYTES:
         return f"swizzle of {g.swizzle} bytes"
+    if g.l2_promotion not in L2_PROMOTIONS:
+        return f"L2 promotion of {g.l2_promotion} bytes"
     if address % 16:
         return f"base address {address:#x} not 16-byte aligned"
     if not (0 < g.inner <= MAX_DIM and 0 < g.outer <= MAX_DIM):
@@ -92,7 +96,7 @@ def encode_arguments(g: MapGeometry, address: int) -> tuple:
         u32x2(1, 1),  # elementStrides
         ctypes.c_int(0),  # CU_TENSOR_MAP_INTERLEAVE_NONE
         ctypes.c_int(SWIZZLE_BYTES[g.swizzle]),
-        ctypes.c_int(L2_PROMOTION_256B),
+        ctypes.c_int(L2_PROMOTIONS[g.l2_promotion]),
         ctypes.c_int(0),  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: zeros outside the tensor
     )
 

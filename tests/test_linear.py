@@ -400,6 +400,13 @@ def test_wgmma_blocks_per_sm_leave_room_for_static_shared_memory():
     assert cfg.WgmmaTile(64, 64, 6, max_blocks_per_sm=2).blocks_per_sm(H200) == 2
 
 
+@pytest.mark.parametrize("m,promotion", [(1, 128), (64, 128), (65, 256), (8192, 256)])
+def test_tma_maps_promote_by_regime(m, promotion):
+    for tile, kmajor in ((cfg.TMA_64x64, True), (cfg.SwapTile(64, 16, 8), False)):
+        maps = cfg.operand_maps(tile, BFLOAT16, m, 8192, 8192, 8192, 8192, kmajor)
+        assert [g.l2_promotion for g in maps] == [promotion, promotion]
+
+
 def test_pdl_only_for_weight_streams_on_hopper(monkeypatch):
     assert cfg.uses_pdl(1, H200) and cfg.uses_pdl(cfg.PDL_MAX_M, H200)
     assert not cfg.uses_pdl(cfg.PDL_MAX_M + 1, H200) and not cfg.uses_pdl(16, A100)
@@ -422,7 +429,7 @@ def _swap_id(t):
 
 @pytest.mark.parametrize("m,kmajor", [(1, True), (7, False), (8, True), (9, False), (16, True), (16, False)])
 def test_swap_default_switch(m, kmajor, monkeypatch):
-    """SWAP_SMALL_M on: M = 2..16 takes the swapped kernel (x padded to 8 or 16 rows) wherever
+    """SWAP_SMALL_M on: M <= 16 takes the swapped kernel (x padded to 8 or 16 rows) wherever
     tensor maps describe the operands on compute capability 9.0; off: the mma stream tile."""
     cfg.choose_config.cache_clear()
     try:
@@ -431,9 +438,6 @@ def test_swap_default_switch(m, kmajor, monkeypatch):
         monkeypatch.setattr(cfg, "SWAP_SMALL_M", True)
         cfg.choose_config.cache_clear()
         swap = cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True)
-        if m < cfg.SWAP_MIN_M:  # one row keeps the mma stream (its atomics beat a padded x box)
-            assert swap.kind == "mma"
-            return
         assert swap == cfg.choose_swap_config(m, 8192, 8192, H200)
         assert swap.kind == "swap_tma" and swap.tile.mx == (8 if m <= 8 else 16)
         assert cfg.kernel_spec(swap, BFLOAT16, kmajor) in cfg.instantiations(H200)

@@ -28,6 +28,7 @@ def test_a_good_map_has_no_problem():
     ({"box_inner": 128}, 256, "box rows of 256 bytes"),  # wider than the 128-byte swizzle
     ({"box_inner": 4}, 256, "box rows of 8 bytes"),
     ({"swizzle": 16}, 256, "swizzle"),
+    ({"l2_promotion": 96}, 256, "L2 promotion"),
 ])
 def test_map_problems_name_the_rule(change, address, words):
     import dataclasses
@@ -80,3 +81,11 @@ def test_kernel_argument_points_at_the_map_bytes():
     assert isinstance(arg, cupy_function.CPointer)  # CuPy's launch passes a CPointer's address as is
     # CPointer's only field, the void* after the object header, is the address the driver copies from.
     assert ctypes.c_void_p.from_address(id(arg) + object.__basicsize__).value == raw.ctypes.data
+
+
+def test_l2_promotion_is_part_of_the_map():
+    import dataclasses
+
+    for promotion, value in _tma.L2_PROMOTIONS.items():
+        g = dataclasses.replace(GOOD, l2_promotion=promotion)
+        assert _tma.encode_arguments(g, 0)[9].value == value

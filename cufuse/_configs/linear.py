@@ -34,8 +34,8 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   for M > 16, both weight layouts (H200, bf16, eager): 128x256 once its tiles fill every
   SM (8192^3: 494-533 TFLOP/s against 319-347 for the mma kernel); below that
   ``choose_wgmma_config`` (512 x 4096^2: 128x128 363-366 against the mma kernel's 260-263;
-  64 x 8192^2: 64x64 split 2 3.14-3.17 TB/s against 2.86). M <= 16 stays on the mma
-  stream tile (16 x 8192^2: 3.43-3.56 TB/s against 2.2-2.8 for every wgmma tile).
+  64 x 8192^2: 64x64 split 2 3.14-3.17 TB/s against 2.86). Not for M <= 16 (16 x 8192^2:
+  2.2-2.8 TB/s for every wgmma tile, whose x tile is 64 rows).
 * ``"wgmma_tma"``: the same Hopper kernel fed by TMA (``TmaTile``: a producer warp issues
   cp.async.bulk.tensor boxes through tensor maps (``cufuse._tma``) into an mbarrier ring,
   the consumer warpgroups run wgmma without block barriers). Operands must be
@@ -48,7 +48,13 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   the weight's columns as wgmma's M (64 per warpgroup) and x's rows, padded to 8 or 16, as
   its N, so the x box is 8 or 16 rows instead of 64 (cuBLASLt's nvjet ``tst_64x16`` at M =
   16). Both weight layouts (a row-major weight is wgmma's M-major A, imm-trans-a), operands
-  as ``"wgmma_tma"``. Opt-in (``SWAP_SMALL_M``) until measured.
+  as ``"wgmma_tma"``. The default for M <= 16 wherever tensor maps describe the operands
+  (``SWAP_SMALL_M``; H200 run S7-6, eager bf16: 16 x 8192^2 3.98 / 3.86 TB/s (K,N) / (N,K).T
+  against the mma stream tile's 3.77 / 3.60); elsewhere M <= 16 streams on the mma kernel.
+
+Launch: on compute capability 9.0 the weight streams (M <= ``PDL_MAX_M``) launch with
+programmatic dependent launch (``uses_pdl``, ``pdl_smem``; cufuse/_launch.py), and their
+tensor maps fetch 128-byte rows from L2 without promotion to 256 (``l2_promotion``).
 """
 from __future__ import annotations
 
@@ -318,12 +324,11 @@ def pdl_smem(smem: int, static_smem: int, blocks: int, dev) -> int:
     half = dev.smem_per_sm // 2 + 1 - SMEM_RESERVED_PER_BLOCK - static_smem
     return max(smem, min(half, dev.max_smem_per_block - static_smem))
 
-# Measured (run S7-4, eager with PDL, bf16, (K,N) / (N,K).T TB/s): 16 x 8192^2 swap n64 s8
-# 3.80 / 3.74 against the mma stream tile's 3.77 / 3.60; 1 x 8192^2 3.81 / 3.76 against the
-# mma stream's 3.91 / 3.78 (one row: its float32 atomics are cheaper than a padded x box),
-# so M = 1 keeps the mma stream.
+# Measured (runs S7-4 / S7-6, eager with PDL, bf16, (K,N) / (N,K).T TB/s): 16 x 8192^2 swap n64
+# s8 3.98 / 3.86 (128-byte L2 promotion) against the mma stream tile's 3.77 / 3.60 (256-byte);
+# 1 x 8192^2 s12 4.00 / 3.90 against the mma stream's 3.91 / 3.82; 8 x 8192^2 (N,K).T s8 3.76
+# against 3.55 (256-byte).
 SWAP_SMALL_M = True
-SWAP_MIN_M = 2
 SWAP_DEFAULT_BN, SWAP_DEFAULT_STAGES = 64, 8
 
 
@@ -562,7 +567,7 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
         # Compute capability 9.0, M = 17..64 or fewer 128x256 tiles than SMs (see the module
         # docstring: 64 x 8192^2 and 512 x 4096^2 measured fastest there).
         return with_tma(choose_wgmma_config(m, n, k, dev), m, n, k, tma_ok, dev)
-    if SWAP_MIN_M <= m <= SWAP_MAX_M and SWAP_SMALL_M and tma_ok and wgmma_supported(dev):
+    if m <= SWAP_MAX_M and SWAP_SMALL_M and tma_ok and wgmma_supported(dev):
         return choose_swap_config(m, n, k, dev)
     if m <= STREAM_TILE.bm:
         # One row: atomics add only N floats per split (H200, 1 x 8192^2: 3.62 TB/s
@@ -625,14 +630,26 @@ def operand_maps(tile: WgmmaTile | SwapTile, dtype, m: int, n: int, k: int, ldx:
     mx) and of the weight (K-major: {K, N}, boxes of 64 x BN; N-major: {N, K}, boxes of 64 x
     BK) for ``linear_relu_wgmma_tma`` / ``linear_relu_swap_tma``: 64 16-bit elements = 128
     bytes per box row, swizzled over 128 bytes (the layout of the kernels' shared-memory
-    descriptors)."""
-    x_map = _tma.geometry(dtype, k, m, ldx, WGMMA_ATOM, tile.bm)
+    descriptors). The L2 promotion is ``l2_promotion(m)``'s."""
+    promotion = l2_promotion(m)
+    x_map = _tma.geometry(dtype, k, m, ldx, WGMMA_ATOM, tile.bm, l2_promotion=promotion)
     if b_kmajor:
-        return x_map, _tma.geometry(dtype, k, n, ldw, WGMMA_ATOM, tile.bn)
-    return x_map, _tma.geometry(dtype, n, k, ldw, WGMMA_ATOM, tile.bk)
+        return x_map, _tma.geometry(dtype, k, n, ldw, WGMMA_ATOM, tile.bn, l2_promotion=promotion)
+    return x_map, _tma.geometry(dtype, n, k, ldw, WGMMA_ATOM, tile.bk, l2_promotion=promotion)
 
 
 WGMMA_ATOM = 64  # 16-bit elements per 128-byte swizzle row (kernels/wgmma.cuh WGMMA_ATOM_N)
+# The L2 promotion of the TMA maps: the weight streams (M <= SMALL_M) fetch their 128-byte box
+# rows as they are (run S7-5, bench/probe_tma_promotion.py, eager TB/s at 16 / 64 x 8192^2 bf16,
+# (K,N) / (N,K).T: none, 64 and 128 bytes alike, 3.93 / 3.80 and 3.64 / 3.42, against 256
+# bytes' 3.80 / 3.74 and 3.54 / 3.42; the DRAM bytes read are the same, ncu); the GEMMs keep
+# the 256 bytes they were measured with (S4-3).
+STREAM_L2_PROMOTION, GEMM_L2_PROMOTION = 128, 256
+
+
+def l2_promotion(m: int) -> int:
+    """The TMA maps' L2 promotion in bytes for an M-row problem."""
+    return STREAM_L2_PROMOTION if m <= SMALL_M else GEMM_L2_PROMOTION
 
 
 def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
