@@ -269,10 +269,8 @@ def _make_plan(sizes, strides, dtype, device_id, config, log) -> _Plan:
         grid = rows * config.cluster
         scalars = geometry + (np.int64(config.chunk(length, dtype)),)
     elif isinstance(config, configs.ClusterConfig):
-        vs = configs.vector_size(dtype)
-        chunk = _ceil_div(_ceil_div(length, config.cluster), vs) * vs
         grid = _ceil_div(rows, config.rows_per_cluster) * config.cluster
-        scalars = (np.int64(rows),) + geometry + (np.int64(chunk),)
+        scalars = (np.int64(rows),) + geometry + (np.int64(config.chunk(length, dtype)),)
     elif isinstance(config, configs.SplitConfig):
         _require_resident(kernel, config, dev)
         grid = config.grid

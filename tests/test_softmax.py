@@ -74,6 +74,16 @@ def test_stashed_rows_are_one_flag(dtype, monkeypatch):
     assert isinstance(configs.choose_rows(past_block, 1000, dtype, H200), configs.SplitConfig)
 
 
+def test_row_share_is_whole_vectors_covering_the_row():
+    """The share of a row each of several blocks holds (split kernel, clusters): whole 16-byte
+    vectors, the shares together covering the row."""
+    for length, parts, dtype in [(10, 3, np.float32), (65536, 16, np.float16), (200003, 8, np.float32), (7, 4, np.float64)]:
+        share, vs = configs.row_share(length, parts, dtype), configs.vector_size(dtype)
+        assert share % vs == 0 and share * parts >= length > share * parts - parts * vs
+    assert configs.row_share(65536, 16, np.float16) == 4096 and configs.row_share(10, 3, np.float32) == 4
+    assert configs.ClusterConfig(512, 4, 8).chunk(100003, np.float64) == configs.row_share(100003, 8, np.float64)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
 def test_stashed_clusters_choice(dtype, monkeypatch):
     """Rows past the one-block stashed rungs that fill at least 3/4 of a stashed cluster rung

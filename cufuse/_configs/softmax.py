@@ -170,6 +170,13 @@ def vector_size(dtype) -> int:
     return 16 // np.dtype(dtype).itemsize
 
 
+def row_share(length: int, parts: int, dtype) -> int:
+    """Elements of a row of ``length`` that each of ``parts`` blocks holds: whole 16-byte
+    vectors, so that every block's share starts aligned where the row does."""
+    vs = vector_size(dtype)
+    return _ceil_div(_ceil_div(length, parts), vs) * vs
+
+
 @dataclasses.dataclass(frozen=True)
 class RowsConfig:
     """``softmax_rows``: ``group`` threads per row, rows of up to group*vecs vectors.
@@ -220,8 +227,7 @@ class StashedRowsConfig:
 
     def chunk(self, length: int, dtype) -> int:
         """Elements of the row a block holds (whole 16-byte vectors)."""
-        vs = vector_size(dtype)
-        return _ceil_div(_ceil_div(length, self.cluster), vs) * vs
+        return row_share(length, self.cluster, dtype)
 
     def spec(self, dtype, log: bool):
         from .._loader import KernelSpec
@@ -246,6 +252,10 @@ class ClusterConfig:
     @property
     def capacity_vectors(self) -> int:
         return self.threads * self.vecs * self.cluster
+
+    def chunk(self, length: int, dtype) -> int:
+        """Elements of the row a block holds (whole 16-byte vectors)."""
+        return row_share(length, self.cluster, dtype)
 
     def spec(self, dtype, log: bool):
         from .._loader import KernelSpec
@@ -488,7 +498,7 @@ def choose_split(length: int, rows: int, dtype, dev) -> SplitConfig:
     if tiles_per_block > 1 + max_smem_tiles:
         tiles_per_block = max(1 + max_smem_tiles, _ceil_div(tiles, resident))
     blocks_per_row = _ceil_div(tiles, tiles_per_block)
-    chunk = _ceil_div(_ceil_div(length, blocks_per_row), vs) * vs
+    chunk = row_share(length, blocks_per_row, dtype)
     blocks_per_row = _ceil_div(length, chunk)  # rounding the chunk up may leave a block idle
     tiles_per_block = _ceil_div(chunk, tile)
     smem_tiles = min(max_smem_tiles, tiles_per_block - 1)
