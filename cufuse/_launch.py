@@ -69,8 +69,7 @@ class PdlLaunch:
     given per call), MAP (the address of a 128-byte tensor map on the host, per call) or a
     NumPy scalar (fixed). ``__call__(stream, values)`` takes the per-call values in order."""
 
-    __slots__ = ("function", "config", "attribute", "params", "pointers", "pointer_slots", "map_slots", "scalars",
-                 "lock", "name")
+    __slots__ = ("function", "config", "attribute", "params", "pointers", "map_slots", "scalars", "lock", "name")
 
     def __init__(self, kernel, grid, block, smem: int, kinds):
         self.function = ctypes.c_void_p(kernel.kernel.ptr)
@@ -80,13 +79,13 @@ class PdlLaunch:
                                     ctypes.pointer(self.attribute), 1)
         self.params = (ctypes.c_void_p * len(kinds))()
         pointer_count = sum(kind is POINTER for kind in kinds)
-        self.pointers = (ctypes.c_uint64 * max(pointer_count, 1))()
-        self.pointer_slots, self.map_slots, self.scalars = [], [], []
+        self.pointers = (ctypes.c_uint64 * max(pointer_count, 1))()  # the device addresses, in argument order
+        self.map_slots, self.scalars = [], []
+        slot = 0
         for index, kind in enumerate(kinds):
             if kind is POINTER:
-                slot = len(self.pointer_slots)
-                self.pointer_slots.append(slot)
                 self.params[index] = ctypes.addressof(self.pointers) + 8 * slot
+                slot += 1
             elif kind is MAP:
                 self.map_slots.append(index)
             else:
