@@ -473,7 +473,7 @@ def test_swap_tiles_fit_and_name_their_kernel(tile):
     assert all(s.name != "linear_relu_swap_tma" for s in cfg.instantiations(A100))
 
 
-@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8)])
+@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8), (64, 128, 8)])
 def test_swap_tile_refuses_shapes_the_kernel_lacks(shape):
     with pytest.raises(ValueError, match="SwapTile"):
         cfg.SwapTile(*shape)
@@ -854,6 +854,10 @@ SWAP_CASES = [  # swapped-operand TMA kernel: M = 1..16, ragged N and K (zero-fi
     Case((), 4096, 264, BF16, "nk_t", config=_swap(64, 8, 8)),  # 1-D x
     Case((16,), 520, 264, F16, "kn", x_layout="padded_rows", config=_swap(64, 16, 8)),
     Case((16,), 8, 8, F16, "nk_t", config=_swap(128, 16, 12)),
+    Case((64,), 4096, 4100, BF16, "nk_t", config=_swap(64, 64, 8)),  # x padded to 64 rows (wip-swap64)
+    Case((40,), 1032, 136, F16, "kn", config=_swap(64, 64, 12, 2)),
+    Case((64,), 8192, 264, BF16, "kn", bias="strided", config=_swap(128, 64, 8)),
+    Case((17,), 520, 72, F16, "nk_t", bias="none", config=_swap(64, 64, 8, 3)),
 ]
 
 

@@ -266,8 +266,8 @@ class SwapTile:
     bk: int = 64
 
     def __post_init__(self):
-        if self.bn not in (64, 128) or self.mx not in (8, 16) or self.bk != 64:
-            raise ValueError(f"SwapTile: bn 64 or 128, mx 8 or 16, bk 64; got {self}")
+        if self.bn not in (64, 128) or self.mx not in (8, 16, 64) or self.bk != 64:
+            raise ValueError(f"SwapTile: bn 64 or 128, mx 8, 16 or 64, bk 64; got {self}")
 
     @property
     def bm(self) -> int:
@@ -292,6 +292,8 @@ class SwapTile:
 # 8 / 12 / 16 stages (16: one block an SM, like nvjet's tst_64x16), 128 at 8 / 12.
 SWAP_TILES = tuple(SwapTile(bn, mx, stages) for mx in (8, 16)
                    for bn, stages in ((64, 8), (64, 12), (64, 16), (128, 8), (128, 12)))
+# M = 17..64 (x padded to 64 rows; branch wip-swap64, sweep only): 64 columns at 8 / 12 stages, 128 at 8.
+SWAP_TILES += tuple(SwapTile(bn, 64, stages) for bn, stages in ((64, 8), (64, 12), (128, 8)))
 SWAP_MAX_M = 16  # the largest x padding (wgmma N)
 # The defaults switch (``choose_config``): True sends M <= SWAP_MAX_M to the swapped kernel
 # wherever both tensor maps can be built (either weight layout). Off until measured.
