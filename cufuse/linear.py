@@ -33,7 +33,7 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     16-byte aligned (unit stride along K for x, K a multiple of 16 bytes, the weight
     contiguous along K or along N) run on tensor cores: float16/bfloat16 on mma.sync, or on
     compute capability 9.0 on the TMA-fed warpgroup-MMA kernels (either weight layout; M <=
-    16 with the operands swapped, M <= 64 launched with programmatic dependent launch);
+    64 with the operands swapped and launched with programmatic dependent launch);
     float32 as 3xTF32 (float32-level accuracy; an infinite input gives NaN where NumPy may
     give +-inf); float64 on DMMA. Everything else runs on a SIMT kernel with arbitrary
     strides (true float32 / float64 arithmetic). For 16-bit operands with M <= 64, or

@@ -688,7 +688,7 @@ linear_relu_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_c
     constexpr int CONSUMERS = 2 * BN;
     constexpr int PENDING = 1;  // one k tile's wgmmas in flight while the next stage is awaited
     static_assert(BN == 64 || BN == 128, "one or two consumer warpgroups of 64 weight columns");
-    static_assert(MX == 8 || MX == 16, "x rows padded to 8 or 16: wgmma's N");
+    static_assert(MX == 8 || MX == 16 || MX == 64, "x rows padded to 8, 16 or 64: wgmma's N");
     static_assert(BK == 64, "one 128-byte swizzle atom of k per row");
     extern __shared__ unsigned char smem_raw[];
     T* smem = aligned_stages<T>(smem_raw);

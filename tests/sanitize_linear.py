@@ -41,6 +41,7 @@ CASES = [
     Case((130,), 520, 264, F16, "kn", bias="none", config=_tma(cfg.TMA_TILE)),  # TMA, N-major weight boxes
     Case((7,), 1032, 72, BF16, "nk_t", config=_swap(64, 8, 8, 3)),  # swapped TMA, ragged N/K, split-K
     Case((16,), 520, 136, F16, "kn", bias="none", config=_swap(128, 16, 8, 2)),  # swapped, M-major A (tnspA)
+    Case((40,), 520, 136, BF16, "kn", config=_swap(64, 64, 8, 2)),  # swapped, x padded to 64 rows
     Case((70,), 1024, 136, F16, "kn"),  # few tiles: wgmma 64x64 split-K on 9.0, else mma 128x128 split-K
     Case((70,), 1024, 136, F16, "kn", config=_force(cfg.MEDIUM_TILE, 2, "slots")),  # the latter on any GPU
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),

@@ -341,7 +341,9 @@ def test_every_wgmma_shape_has_a_tma_variant(tile):
 def test_tma_default_switch(m, n, monkeypatch):
     """On (TMA_SMALL_M / TMA_LARGE_M, measured): M <= 64 streams through TMA_STREAM_TILE,
     larger M keeps the cp.async kernel's block shape; off, or without tensor maps, the
-    cp.async wgmma config; sm_80 never."""
+    cp.async wgmma config; sm_80 never. (With SWAP_SMALL_M, M <= 64 takes the swapped
+    kernel first: test_swap_default_switch.)"""
+    monkeypatch.setattr(cfg, "SWAP_SMALL_M", False)
     cfg.choose_config.cache_clear()
     try:
         tma = cfg.choose_config(m, n, 4096, BFLOAT16, True, H200, True, tma_ok=True)
@@ -427,24 +429,28 @@ def _swap_id(t):
     return f"swap_n{t.bn}mx{t.mx}s{t.stages}"
 
 
-@pytest.mark.parametrize("m,kmajor", [(1, True), (7, False), (8, True), (9, False), (16, True), (16, False)])
+@pytest.mark.parametrize("m,kmajor", [(1, True), (7, False), (8, True), (9, False), (16, True), (16, False),
+                                     (17, True), (64, False)])
 def test_swap_default_switch(m, kmajor, monkeypatch):
-    """SWAP_SMALL_M on: M <= 16 takes the swapped kernel (x padded to 8 or 16 rows) wherever
-    tensor maps describe the operands on compute capability 9.0; off: the mma stream tile."""
+    """SWAP_SMALL_M on: M <= 64 takes the swapped kernel (x padded to 8, 16 or 64 rows)
+    wherever tensor maps describe the operands on compute capability 9.0; off: the mma
+    stream tile (M <= 16) or the TMA kernel's 64x64 stream tile."""
+    unswapped = "mma" if m <= 16 else "wgmma_tma"
     cfg.choose_config.cache_clear()
     try:
         monkeypatch.setattr(cfg, "SWAP_SMALL_M", False)
-        assert cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True).kind == "mma"
+        assert cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True).kind == unswapped
         monkeypatch.setattr(cfg, "SWAP_SMALL_M", True)
         cfg.choose_config.cache_clear()
         swap = cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True)
         assert swap == cfg.choose_swap_config(m, 8192, 8192, H200)
-        assert swap.kind == "swap_tma" and swap.tile.mx == (8 if m <= 8 else 16)
+        assert swap.kind == "swap_tma" and swap.tile.mx == (8 if m <= 8 else 16 if m <= 16 else 64)
         assert cfg.kernel_spec(swap, BFLOAT16, kmajor) in cfg.instantiations(H200)
-        assert cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=False).kind == "mma"
+        no_maps = cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=False).kind
+        assert no_maps == ("mma" if m <= 16 else "wgmma")
         assert cfg.choose_config(m, 8192, 8192, BFLOAT16, True, A100, kmajor, tma_ok=True).kind == "mma"
         assert cfg.choose_config(m, 8192, 8192, F32, True, H200, kmajor, tma_ok=True).kind == "tf32x3"
-        assert cfg.choose_config(17, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True).kind != "swap_tma"
+        assert cfg.choose_config(65, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True).kind != "swap_tma"
     finally:
         cfg.choose_config.cache_clear()
 
@@ -473,7 +479,7 @@ def test_swap_tiles_fit_and_name_their_kernel(tile):
     assert all(s.name != "linear_relu_swap_tma" for s in cfg.instantiations(A100))
 
 
-@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8)])
+@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8), (64, 128, 8)])
 def test_swap_tile_refuses_shapes_the_kernel_lacks(shape):
     with pytest.raises(ValueError, match="SwapTile"):
         cfg.SwapTile(*shape)
@@ -854,6 +860,10 @@ SWAP_CASES = [  # swapped-operand TMA kernel: M = 1..16, ragged N and K (zero-fi
     Case((), 4096, 264, BF16, "nk_t", config=_swap(64, 8, 8)),  # 1-D x
     Case((16,), 520, 264, F16, "kn", x_layout="padded_rows", config=_swap(64, 16, 8)),
     Case((16,), 8, 8, F16, "nk_t", config=_swap(128, 16, 12)),
+    Case((64,), 4096, 4100, BF16, "nk_t", config=_swap(64, 64, 8)),  # x padded to 64 rows (wip-swap64)
+    Case((40,), 1032, 136, F16, "kn", config=_swap(64, 64, 12, 2)),
+    Case((64,), 8192, 264, BF16, "kn", bias="strided", config=_swap(128, 64, 8)),
+    Case((17,), 520, 72, F16, "nk_t", bias="none", config=_swap(64, 64, 8, 3)),
 ]
 
 
@@ -892,13 +902,14 @@ def test_swap_default_switch_runs_the_swapped_kernel(cp, rng, monkeypatch):
     monkeypatch.setattr(linear_module, "_plans", {})  # no plan of an earlier default
     cfg.choose_config.cache_clear()
     try:
-        # M = 1 and 16 on both layouts take it; K = 33 (no tensor map) and M = 17 do not.
+        # M = 1, 16 and 64 on both layouts take it; K = 33 (no tensor map) and M = 65 do not.
         cases = (Case((1,), 4096, 4096, BF16, "nk_t"), Case((16,), 1032, 520, F16, "kn"),
-                 Case((16,), 33, 64, BF16, "kn"), Case((17,), 1024, 64, BF16, "nk_t"))
+                 Case((64,), 1032, 520, BF16, "kn"), Case((16,), 33, 64, BF16, "kn"),
+                 Case((65,), 1024, 64, BF16, "nk_t"))
         for case in cases:
             failure = check_case(cp, rng, case)
             assert failure is None, failure
-        assert kinds[:2] == ["swap_tma", "swap_tma"] and "swap_tma" not in kinds[2:], kinds
+        assert kinds[:3] == ["swap_tma"] * 3 and "swap_tma" not in kinds[3:], kinds
     finally:
         cfg.choose_config.cache_clear()
 
@@ -1060,11 +1071,12 @@ CHAIN_CONFIGS = [
     cfg.LinearConfig("wgmma", cfg.WGMMA_64x64, 2, reduction="slots"),
     cfg.LinearConfig("swap_tma", cfg.SwapTile(64, 16, 8), 2, reduction="slots"),
     cfg.LinearConfig("swap_tma", cfg.SwapTile(64, 16, 16)),
+    cfg.LinearConfig("swap_tma", cfg.SwapTile(64, 64, 8)),
 ]
 
 
 def _chain_id(config):
-    return "default" if config is None else f"{config.kind}-s{config.splits}{config.reduction[0]}"
+    return "default" if config is None else f"{config.kind}-mx{getattr(config.tile, 'mx', 0)}-s{config.splits}{config.reduction[0]}"
 
 
 @pytest.mark.parametrize("kmajor", [True, False], ids=["nk_t", "kn"])

@@ -44,13 +44,15 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   the operands (``TMA_SMALL_M`` / ``TMA_LARGE_M``; H200 run S4-3, bf16 eager: 8192^3 711
   TFLOP/s against 522 for the cp.async kernel, 512 x 4096^2 519 against 353, 64 x 8192^2
   3.40 TB/s through ``TMA_STREAM_TILE`` against 3.24).
-* ``"swap_tma"``: the swapped-operand TMA stream for M <= 16 (``SwapTile``): out^T = W^T x^T,
-  the weight's columns as wgmma's M (64 per warpgroup) and x's rows, padded to 8 or 16, as
-  its N, so the x box is 8 or 16 rows instead of 64 (cuBLASLt's nvjet ``tst_64x16`` at M =
-  16). Both weight layouts (a row-major weight is wgmma's M-major A, imm-trans-a), operands
-  as ``"wgmma_tma"``. The default for M <= 16 wherever tensor maps describe the operands
-  (``SWAP_SMALL_M``; H200 run S7-6, eager bf16: 16 x 8192^2 3.98 / 3.86 TB/s (K,N) / (N,K).T
-  against the mma stream tile's 3.77 / 3.60); elsewhere M <= 16 streams on the mma kernel.
+* ``"swap_tma"``: the swapped-operand TMA stream for M <= 64 (``SwapTile``): out^T = W^T x^T,
+  the weight's columns as wgmma's M (64 per warpgroup) and x's rows, padded to 8, 16 or 64,
+  as its N, so the x box is 8 or 16 rows instead of 64 at M <= 16 (cuBLASLt's nvjet
+  ``tst_64x16`` at M = 16). Both weight layouts (a row-major weight is wgmma's M-major A,
+  imm-trans-a), operands as ``"wgmma_tma"``. The default for M <= 64 wherever tensor maps
+  describe the operands (``SWAP_SMALL_M``; H200, eager bf16 with PDL, (K,N) / (N,K).T: 16 x
+  8192^2 3.98 / 3.86 TB/s against the mma stream tile's 3.77 / 3.60 (S7-6); 64 x 8192^2 3.75
+  / 3.60 against the TMA kernel's 64x64 stream tile's 3.62 / 3.49 (S7-10)); elsewhere M <= 16
+  streams on the mma kernel and M = 17..64 on the TMA kernel.
 
 Launch: on compute capability 9.0 the weight streams (M <= ``PDL_MAX_M``) launch with
 programmatic dependent launch (``uses_pdl``, ``pdl_smem``; cufuse/_launch.py), and their
@@ -266,8 +268,8 @@ class SwapTile:
     bk: int = 64
 
     def __post_init__(self):
-        if self.bn not in (64, 128) or self.mx not in (8, 16) or self.bk != 64:
-            raise ValueError(f"SwapTile: bn 64 or 128, mx 8 or 16, bk 64; got {self}")
+        if self.bn not in (64, 128) or self.mx not in (8, 16, 64) or self.bk != 64:
+            raise ValueError(f"SwapTile: bn 64 or 128, mx 8, 16 or 64, bk 64; got {self}")
 
     @property
     def bm(self) -> int:
@@ -292,7 +294,10 @@ class SwapTile:
 # 8 / 12 / 16 stages (16: one block an SM, like nvjet's tst_64x16), 128 at 8 / 12.
 SWAP_TILES = tuple(SwapTile(bn, mx, stages) for mx in (8, 16)
                    for bn, stages in ((64, 8), (64, 12), (64, 16), (128, 8), (128, 12)))
-SWAP_MAX_M = 16  # the largest x padding (wgmma N)
+# M = 17..64 (x padded to 64 rows): 64 columns at 8 / 12 stages, 128 at 8 (run S7-10, 64 x
+# 8192^2 bf16 with PDL: n64 s8 split 1 3.75 / 3.60 TB/s, s12 3.68 / 3.25, n128 s8 3.67 / 3.51).
+SWAP_TILES += tuple(SwapTile(bn, 64, stages) for bn, stages in ((64, 8), (64, 12), (128, 8)))
+SWAP_MAX_M = 64  # the largest x padding (wgmma N)
 # The defaults switch (``choose_config``): True sends M <= SWAP_MAX_M to the swapped kernel
 # wherever both tensor maps can be built (either weight layout). Off until measured.
 # Every linear kernel starts with begin_dependent_grid() (kernels/common.cuh); on compute
@@ -324,10 +329,11 @@ def pdl_smem(smem: int, static_smem: int, blocks: int, dev) -> int:
     half = dev.smem_per_sm // 2 + 1 - SMEM_RESERVED_PER_BLOCK - static_smem
     return max(smem, min(half, dev.max_smem_per_block - static_smem))
 
-# Measured (runs S7-4 / S7-6, eager with PDL, bf16, (K,N) / (N,K).T TB/s): 16 x 8192^2 swap n64
-# s8 3.98 / 3.86 (128-byte L2 promotion) against the mma stream tile's 3.77 / 3.60 (256-byte);
-# 1 x 8192^2 s12 4.00 / 3.90 against the mma stream's 3.91 / 3.82; 8 x 8192^2 (N,K).T s8 3.76
-# against 3.55 (256-byte).
+# Measured (runs S7-4 / S7-6 / S7-10, eager with PDL, bf16, (K,N) / (N,K).T TB/s): 16 x 8192^2
+# swap n64 s8 3.98 / 3.86 (128-byte L2 promotion) against the mma stream tile's 3.77 / 3.60
+# (256-byte); 1 x 8192^2 s12 4.00 / 3.90 against the mma stream's 3.91 / 3.82; 8 x 8192^2
+# (N,K).T s8 3.76 against 3.55 (256-byte); 64 x 8192^2 s8 3.75 / 3.60 against the TMA
+# kernel's 3.62 / 3.49.
 SWAP_SMALL_M = True
 SWAP_DEFAULT_BN, SWAP_DEFAULT_STAGES = 64, 8
 
@@ -433,7 +439,8 @@ def choose_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
 
 
 def stream_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
-    """Split-K count for the weight-streaming tile (M <= 16): the fewest splits whose
+    """Split-K count for the weight-streaming tiles (the mma stream tile, the swapped
+    kernel): the fewest splits whose
     blocks cover 90% of the SMs once. The time is the weight's bytes over the SMs that
     stream them; more blocks than SMs add only reduction traffic (H200, 1 and 16 x
     8192^2: 2 splits 3.41-3.81 TB/s, 4 splits 3.26-3.82, 8 splits 3.00-3.64)."""
@@ -530,10 +537,10 @@ def with_tma(config: LinearConfig, m: int, n: int, k: int, tma_ok: bool, dev) ->
 
 
 def choose_swap_config(m: int, n: int, k: int, dev) -> LinearConfig:
-    """The swapped-operand kernel for M <= SWAP_MAX_M: x rows padded to 8 or 16, 64 weight
+    """The swapped-operand kernel for M <= SWAP_MAX_M: x rows padded to 8, 16 or 64, 64 weight
     columns a block, 8 stages, split-K by ``stream_splits`` (one block an SM at most: S6-11,
     16 x 8192^2, split 1 3.58 / 3.51 TB/s, split 2 3.12-3.40), through slots."""
-    mx = 8 if m <= 8 else SWAP_MAX_M
+    mx = 8 if m <= 8 else 16 if m <= 16 else 64
     tile = SwapTile(SWAP_DEFAULT_BN, mx, SWAP_DEFAULT_STAGES)
     splits = stream_splits(m, n, k, tile, dev)
     return LinearConfig("swap_tma", tile, splits, reduction="slots" if splits > 1 else "atomic")
@@ -557,18 +564,18 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
     ``mma_eligible``) and the device has ``MMA_MIN_CC``. ``kmajor``: the weight is K-major
     (a transposed (N, K) array). ``tma_ok``: TMA tensor maps can describe the operands
     (``tma_eligible``); the wgmma configs then take the TMA kernel where ``with_tma`` says,
-    and M <= 16 the swapped-operand kernel where ``SWAP_SMALL_M`` says.
+    and M <= 64 the swapped-operand kernel where ``SWAP_SMALL_M`` says.
     """
     if np.dtype(dtype).itemsize >= 4:
         return choose_wide_config(m, n, dtype, mma_ok, dev)
     if not mma_ok:
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
+    if m <= SWAP_MAX_M and SWAP_SMALL_M and tma_ok and wgmma_supported(dev):
+        return choose_swap_config(m, n, k, dev)
     if m > STREAM_TILE.bm and wgmma_supported(dev) and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
         # Compute capability 9.0, M = 17..64 or fewer 128x256 tiles than SMs (see the module
         # docstring: 64 x 8192^2 and 512 x 4096^2 measured fastest there).
         return with_tma(choose_wgmma_config(m, n, k, dev), m, n, k, tma_ok, dev)
-    if m <= SWAP_MAX_M and SWAP_SMALL_M and tma_ok and wgmma_supported(dev):
-        return choose_swap_config(m, n, k, dev)
     if m <= STREAM_TILE.bm:
         # One row: atomics add only N floats per split (H200, 1 x 8192^2: 3.62 TB/s
         # against 3.51 through slots); more rows: slots (16 x 8192^2: 3.31-3.50 TB/s
