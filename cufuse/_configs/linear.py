@@ -440,9 +440,8 @@ def choose_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
 
 def stream_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
     """Split-K count for the weight-streaming tiles (the mma stream tile, the swapped
-    kernel): the fewest splits whose
-    blocks cover 90% of the SMs once. The time is the weight's bytes over the SMs that
-    stream them; more blocks than SMs add only reduction traffic (H200, 1 and 16 x
+    kernel): the fewest splits whose blocks cover 90% of the SMs once. The time is the
+    weight's bytes over the SMs that stream them; more blocks than SMs add only reduction traffic (H200, 1 and 16 x
     8192^2: 2 splits 3.41-3.81 TB/s, 4 splits 3.26-3.82, 8 splits 3.00-3.64)."""
     tiles = tile_count(m, n, tile)
     k_tiles = max(1, math.ceil(k / tile.bk))
