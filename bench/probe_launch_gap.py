@@ -4,9 +4,9 @@ launch (PDL) buys a ~35 us weight stream (bench/NOTES.md, "linear v13").
 Run: ``python3 bench/probe_launch_gap.py [trace_dir]`` (about a minute, needs torch for the
 peer). Three parts:
 
-1. ``readchunk`` (one contiguous 128 MiB read a call, one block an SM) launched back to back
-   through ``cuLaunchKernelEx``: plainly, and with the programmatic-stream-serialisation
-   attribute in three kernel variants (no grid-dependency control at all: the bound of what
+1. ``readchunk`` (one contiguous 128 MiB read a call, one block an SM) launched back to back:
+   by CuPy, and through cufuse's ``cuLaunchKernelEx`` launch (cufuse/_launch.py) with the
+   programmatic-stream-serialisation attribute, in three kernel variants (no grid-dependency control at all: the bound of what
    overlap can give; trigger + wait at the start; trigger, L2 prefetch of the block's first
    bytes, then wait). Time per call from CUDA events over 40 calls on four buffers.
 2. cufuse and cuBLASLt (``torch._addmm_activation``) at M = 1 / 16 / 64 x 8192^2 bfloat16, both
@@ -16,7 +16,6 @@ peer). Three parts:
 
 A standalone probe of the hardware, not part of cufuse (whose kernels go through cufuse._loader).
 """
-import ctypes
 import statistics
 import sys
 
@@ -26,7 +25,9 @@ import numpy as np
 import cufuse
 from cufuse.bench.cases import linear_case, to_torch
 from cufuse.bench.runner import input_sets
+from cufuse._launch import POINTER, PdlLaunch
 from cufuse.bench.timing import time_cuda_budget
+from sweep_linear import graph_ms  # bench/ is this script's directory
 
 SOURCE = r"""
 template <int MODE>  // 0: no grid-dependency control; 1: trigger + wait; 2: trigger, L2 prefetch, wait
@@ -56,30 +57,6 @@ __global__ void readchunk(const uint4* __restrict__ p, long long n, unsigned* ou
 NBYTES = 8192 * 8192 * 2
 
 
-class LaunchAttribute(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint32), ("pad", ctypes.c_char * 4), ("value", ctypes.c_char * 64)]
-
-
-class LaunchConfig(ctypes.Structure):
-    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("smem", ctypes.c_uint32),
-                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(LaunchAttribute)), ("num_attrs", ctypes.c_uint32)]
-
-
-PROGRAMMATIC_STREAM_SERIALIZATION = 6
-_cuda = ctypes.CDLL("libcuda.so.1")
-
-
-def launch_ex(function, grid, block, args, *, pdl):
-    """cuLaunchKernelEx of ``function`` (a cupy Function) with ctypes ``args``."""
-    attr = LaunchAttribute(PROGRAMMATIC_STREAM_SERIALIZATION, b"", (1).to_bytes(4, "little") + bytes(60))
-    config = LaunchConfig((ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(*block), 0,
-                          cupy.cuda.get_current_stream().ptr, ctypes.pointer(attr), 1 if pdl else 0)
-    params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in args])
-    rc = _cuda.cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(function.kernel.ptr), params, None)
-    if rc:
-        raise RuntimeError(f"cuLaunchKernelEx returned {rc}")
-
-
 def per_call_ms(fn, count, reps=40):
     for i in range(8):
         fn(i % count)
@@ -97,39 +74,19 @@ def part_read_stream():
     module = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names)
     buffers = [cupy.random.random(NBYTES // 8).view(cupy.uint8) for _ in range(4)]
     sink = cupy.zeros(1, cupy.uint32)
-    vectors = ctypes.c_longlong(NBYTES // 16)
-    out_arg = ctypes.c_void_p(sink.data.ptr)
-    pointers = [ctypes.c_void_p(b.data.ptr) for b in buffers]
+    vectors = np.int64(NBYTES // 16)
+    grid, block = (132, 1, 1), (1024, 1, 1)
     print("part 1: readchunk, 128 MiB a call, 132 x 1024 threads, 40 calls back to back", flush=True)
     for mode, name in enumerate(names):
         function = module.get_function(name)
-        for pdl in (False, True):
-            ms = per_call_ms(lambda i: launch_ex(function, (132, 1, 1), (1024, 1, 1),
-                                                 (pointers[i], vectors, out_arg), pdl=pdl), len(buffers))
-            print(f"  mode {mode} pdl {int(pdl)}: {ms * 1e3:7.2f} us  {NBYTES / ms / 1e9:5.2f} TB/s", flush=True)
-
-
-def graph_ms_cupy(fn, sets, rounds=4):
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        for s in sets:
-            fn(*s)
-        stream.synchronize()
-        stream.begin_capture()
-        for _ in range(rounds):
-            for s in sets:
-                fn(*s)
-        graph = stream.end_capture()
-        graph.launch(stream)
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        reps = []
-        for _ in range(5):
-            start.record(stream)
-            graph.launch(stream)
-            stop.record(stream)
-            stop.synchronize()
-            reps.append(cupy.cuda.get_elapsed_time(start, stop) / (rounds * len(sets)))
-    return statistics.median(reps)
+        pdl = PdlLaunch(function, grid, block, 0, (POINTER, vectors, POINTER))
+        launches = {  # CuPy's plain launch, and cufuse's launch with the PDL attribute
+            False: lambda i: function(grid, block, (buffers[i], vectors, sink)),
+            True: lambda i: pdl(cupy.cuda.get_current_stream().ptr, (buffers[i].data.ptr, sink.data.ptr)),
+        }
+        for with_pdl, launch in launches.items():
+            ms = per_call_ms(launch, len(buffers))
+            print(f"  mode {mode} pdl {int(with_pdl)}: {ms * 1e3:7.2f} us  {NBYTES / ms / 1e9:5.2f} TB/s", flush=True)
 
 
 def graph_ms_torch(torch, fn, sets, rounds=4):
@@ -195,7 +152,7 @@ def part_gemv(trace_dir=None):
             def peer(x, w, b):
                 return torch._addmm_activation(b, x, w)
 
-            rows = (("cufuse", ours, sets, lambda f, s: graph_ms_cupy(f, s)),
+            rows = (("cufuse", ours, sets, lambda f, s: graph_ms(f, s)),
                     ("cuBLASLt", peer, torch_sets, lambda f, s: graph_ms_torch(torch, f, s)))
             for name, fn, s, graph in rows:
                 eager = time_cuda_budget(fn, s)

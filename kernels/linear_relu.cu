@@ -11,8 +11,8 @@
 //    false for w + k * ldw + n (row-major (K, N)).
 //  * linear_relu_wgmma / linear_relu_wgmma_tma -- Hopper warpgroup MMA (sm_90a), operands
 //    loaded by cp.async or by TMA (a producer warp and an mbarrier ring); see below.
-//  * linear_relu_swap_tma -- the same TMA ring for M <= 16 with the operands swapped
-//    (out^T = W^T x^T: weight columns as wgmma's M, x's rows padded to 8 or 16 as its N).
+//  * linear_relu_swap_tma -- the same TMA ring for M <= 64 with the operands swapped
+//    (out^T = W^T x^T: weight columns as wgmma's M, x's rows padded to 8, 16 or 64 as its N).
 //  * linear_relu_simt -- register-tiled SIMT GEMM with arbitrary strides: float32 (true
 //    IEEE float32, no TF32), float64, and 16-bit inputs whose alignment rules out cp.async.
 #include "tma.cuh"
@@ -587,10 +587,10 @@ __device__ __forceinline__ bool tma_wgmma_ring(const TmaDescriptor& x_map, const
 }
 
 // ---------------------------------------------------------------------------------------
-// The swapped-operand stream for M <= 16 (kind "swap_tma"): out^T = W^T x^T, so the weight's
-// columns are wgmma's M (64 per consumer warpgroup) and x's MX rows (M rounded up to 8) its N:
-// an m64nMXk16 chain per warpgroup, and the x box is MX rows instead of 64 (no zero-filled
-// rows past round_up(M, 8) to fetch). A = the weight tile: K-major for an (N, K).T weight
+// The swapped-operand stream for M <= 64 (kind "swap_tma"): out^T = W^T x^T, so the weight's
+// columns are wgmma's M (64 per consumer warpgroup) and x's MX rows (M rounded up to 8, 16 or
+// 64) its N: an m64nMXk16 chain per warpgroup, and the x box is MX rows (for M <= 16 no
+// zero-filled rows past round_up(M, 8) to fetch, where the straight kernel's box is 64). A = the weight tile: K-major for an (N, K).T weight
 // (rows of n along k, the kmajor descriptor), M-major for a row-major (K, N) weight (n
 // contiguous: the nmajor descriptor with imm-trans-a = 1, which wgmma allows for 16-bit
 // shared-memory A). B = x's [MX][BK] tile, K-major.

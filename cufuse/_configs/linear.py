@@ -259,8 +259,8 @@ TMA_LARGE_M = True
 class SwapTile:
     """A tile of the swapped-operand TMA kernel (kind ``"swap_tma"``, M <= ``mx``): ``bn``
     weight columns a block (64 or 128: one or two consumer warpgroups, each a wgmma
-    m64n{mx}k16 chain with the weight as A and x as B), x rows padded to ``mx`` (8 or 16:
-    wgmma's N and the x box's rows), ``stages``-deep TMA ring of ``bk`` = 64 k."""
+    m64n{mx}k16 chain with the weight as A and x as B), x rows padded to ``mx`` (8, 16 or
+    64: wgmma's N and the x box's rows), ``stages``-deep TMA ring of ``bk`` = 64 k."""
 
     bn: int
     mx: int
@@ -441,8 +441,9 @@ def choose_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
 def stream_splits(m: int, n: int, k: int, tile: MmaTile, dev) -> int:
     """Split-K count for the weight-streaming tiles (the mma stream tile, the swapped
     kernel): the fewest splits whose blocks cover 90% of the SMs once. The time is the
-    weight's bytes over the SMs that stream them; more blocks than SMs add only reduction traffic (H200, 1 and 16 x
-    8192^2: 2 splits 3.41-3.81 TB/s, 4 splits 3.26-3.82, 8 splits 3.00-3.64)."""
+    weight's bytes over the SMs that stream them; more blocks than SMs add only reduction
+    traffic (H200, 1 and 16 x 8192^2: 2 splits 3.41-3.81 TB/s, 4 splits 3.26-3.82, 8 splits
+    3.00-3.64)."""
     tiles = tile_count(m, n, tile)
     k_tiles = max(1, math.ceil(k / tile.bk))
     wanted = math.ceil(0.9 * dev.sm_count / tiles)
