@@ -165,6 +165,28 @@ def swap_variants(mx):
             for t in L.SWAP_TILES if t.mx == mx for splits in (1, 2, 4)]
 
 
+# Session 8 (runs S8-1..S8-4): deeper k per stage (256 / 512 contiguous bytes of each weight
+# row per stage) with and without L2 eviction hints (weight first, x last). The defaults
+# (SWAP_DEFAULT_TILES) are among them; staging the output through shared memory (S8-4) and
+# the weight hint alone (S8-2, erratic: 3.30-3.87 TB/s at 64 rows) were dropped.
+SWAP_SESSION8_TILES = {  # (bn, stages, bk, l2 hints)
+    8: [(64, 8, 128, False), (64, 5, 256, False), (64, 8, 64, True), (64, 8, 128, True), (64, 5, 256, True),
+        (64, 6, 256, True)],
+    16: [(64, 8, 128, False), (64, 4, 256, False), (64, 8, 64, True), (64, 10, 128, True), (64, 4, 256, True),
+         (64, 5, 256, True)],
+    64: [(64, 4, 128, False), (64, 6, 128, False), (64, 3, 256, False), (64, 8, 64, True), (64, 4, 128, True),
+         (64, 6, 128, True), (64, 7, 128, True), (64, 3, 256, True), (128, 4, 128, True)],
+}
+
+
+def swap_bk_variants(mx):
+    """The session-8 swapped tiles of this x padding (split 1; bn 128 also split 2)."""
+    tiles = [L.SwapTile(bn, mx, stages, bk, hints) for bn, stages, bk, hints in SWAP_SESSION8_TILES[mx]]
+    return [(f"swap n{t.bn} s{t.stages} bk{t.bk}{' hints' if t.l2_hints else ''} split{splits}",
+             L.LinearConfig("swap_tma", t, splits, reduction="slots" if splits > 1 else "atomic"))
+            for t in tiles for splits in ((1, 2) if t.bn == 128 else (1,))]
+
+
 TF = L.WideTile
 FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT kernel (the default until measured)
     ("tf32x3 128x128k32s4 8w", L.LinearConfig("tf32x3", L.TF32_TILE)),
@@ -384,24 +406,32 @@ def sweep_plan():
         (512, 4096, 4096, "fp16", False, d),
         (512, 4096, 4096, "fp16", True, d),
         (1, 8192, 8192, "bf16", False,
-         d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1] + swap_variants(8)),
+         d + GEMV_ROWMAJOR_VARIANTS[:1] + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1] + swap_variants(8)
+         + swap_bk_variants(8)),
         (1, 8192, 8192, "bf16", True,
-         d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1] + swap_variants(8)),
-        (8, 8192, 8192, "bf16", False, d + STREAM_VARIANTS[2:3] + swap_variants(8)),
-        (8, 8192, 8192, "bf16", True, d + STREAM_VARIANTS[2:3] + swap_variants(8)),
-        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2] + swap_variants(16)),
+         d + GEMV_KMAJOR_VARIANTS + STREAM_VARIANTS[:4] + TMA_WIDE_STREAM_VARIANTS[:1] + swap_variants(8)
+         + swap_bk_variants(8)),
+        (8, 8192, 8192, "bf16", False, d + STREAM_VARIANTS[2:3] + swap_variants(8)
+         + swap_bk_variants(8)),
+        (8, 8192, 8192, "bf16", True, d + STREAM_VARIANTS[2:3] + swap_variants(8)
+         + swap_bk_variants(8)),
+        (16, 8192, 8192, "bf16", False, d + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2] + swap_variants(16)
+         + swap_bk_variants(16)),
         (16, 8192, 8192, "bf16", True,
-         d + TMA_STREAM_VARIANTS[:2] + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2] + swap_variants(16)),
+         d + TMA_STREAM_VARIANTS[:2] + STREAM_VARIANTS + TMA_WIDE_STREAM_VARIANTS[:2] + swap_variants(16)
+         + swap_bk_variants(16)),
         (64, 8192, 8192, "bf16", False,
-         d + TMA_WIDE_STREAM_VARIANTS + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS + swap_variants(64)),
+         d + TMA_WIDE_STREAM_VARIANTS + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS + swap_variants(64)
+         + swap_bk_variants(64)),
         (64, 8192, 8192, "bf16", True,
-         d + TMA_WIDE_STREAM_VARIANTS + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS + swap_variants(64)),
+         d + TMA_WIDE_STREAM_VARIANTS + TMA_STREAM_VARIANTS + M64_VARIANTS + WGMMA_M64_VARIANTS + swap_variants(64)
+         + swap_bk_variants(64)),
         (1, 8192, 8192, "fp16", False, d + GEMV_ROWMAJOR_VARIANTS[1:2]),
         (1, 8192, 8192, "fp16", True, d + GEMV_KMAJOR_VARIANTS),
-        (16, 8192, 8192, "fp16", True, d),
-        (16, 8192, 8192, "fp16", False, d),
-        (64, 8192, 8192, "fp16", False, d + TMA_STREAM_VARIANTS[:3]),
-        (64, 8192, 8192, "fp16", True, d + TMA_STREAM_VARIANTS[:3]),
+        (16, 8192, 8192, "fp16", True, d + swap_bk_variants(16)),
+        (16, 8192, 8192, "fp16", False, d + swap_bk_variants(16)),
+        (64, 8192, 8192, "fp16", False, d + TMA_STREAM_VARIANTS[:3] + swap_bk_variants(64)),
+        (64, 8192, 8192, "fp16", True, d + TMA_STREAM_VARIANTS[:3] + swap_bk_variants(64)),
         (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
         (4096, 4096, 4096, "fp32", True, d + FP32_VARIANTS[:2] + FP32_VARIANTS[4:5]),
         (512, 4096, 4096, "fp32", False, d + FP32_VARIANTS[:2]),

@@ -12,7 +12,8 @@
 //  * linear_relu_wgmma / linear_relu_wgmma_tma -- Hopper warpgroup MMA (sm_90a), operands
 //    loaded by cp.async or by TMA (a producer warp and an mbarrier ring); see below.
 //  * linear_relu_swap_tma -- the same TMA ring for M <= 64 with the operands swapped
-//    (out^T = W^T x^T: weight columns as wgmma's M, x's rows padded to 8, 16 or 64 as its N).
+//    (out^T = W^T x^T: weight columns as wgmma's M, x's rows padded to 8, 16 or 64 as its N),
+//    64 to 256 k a stage, L2 told to evict the streamed weight first and keep x.
 //  * linear_relu_simt -- register-tiled SIMT GEMM with arbitrary strides: float32 (true
 //    IEEE float32, no TF32), float64, and 16-bit inputs whose alignment rules out cp.async.
 #include "tma.cuh"
@@ -523,8 +524,8 @@ namespace linear {
 // arrives on that stage's "empty" (count: consumer warps); no block-wide barrier after the
 // mbarrier init. Returns false in the producer warp, true in the consumers with acc complete.
 // Shared memory: STAGES stages at `smem` (1024-byte aligned), then 2 x STAGES mbarriers.
-template <typename T, int XROWS, int BN, int BK, int STAGES, int PENDING, int CONSUMERS, bool B_KMAJOR, int ACC,
-          typename StageMma>
+template <typename T, int XROWS, int BN, int BK, int STAGES, int PENDING, int CONSUMERS, bool B_KMAJOR,
+          bool L2_HINTS = false, int ACC, typename StageMma>
 __device__ __forceinline__ bool tma_wgmma_ring(const TmaDescriptor& x_map, const TmaDescriptor& w_map,
                                                const WgmmaWork& work, T* smem, float (&acc)[ACC],
                                                StageMma stage_mma) {
@@ -545,6 +546,22 @@ __device__ __forceinline__ bool tma_wgmma_ring(const TmaDescriptor& x_map, const
 
     if (threadIdx.x >= CONSUMERS) {  // the producer warp
         if (threadIdx.x == CONSUMERS) {
+            // L2_HINTS (the weight streams): the weight is read once, so L2 may evict it first;
+            // x is read by every block, so L2 keeps it (run S8-2: +2-5 % at 1-64 rows).
+            const unsigned long long x_policy = L2_HINTS ? l2_policy_evict_last() : 0;
+            const unsigned long long w_policy = L2_HINTS ? l2_policy_evict_first() : 0;
+            auto load_x = [&](void* dst, int inner, int outer, unsigned long long* bar) {
+                if constexpr (L2_HINTS)
+                    tma_load_2d(dst, x_map, inner, outer, bar, x_policy);
+                else
+                    tma_load_2d(dst, x_map, inner, outer, bar);
+            };
+            auto load_w = [&](void* dst, int inner, int outer, unsigned long long* bar) {
+                if constexpr (L2_HINTS)
+                    tma_load_2d(dst, w_map, inner, outer, bar, w_policy);
+                else
+                    tma_load_2d(dst, w_map, inner, outer, bar);
+            };
             for (int kt = 0; kt < work.k_tiles; ++kt) {
                 const int s = kt % STAGES;
                 mbarrier_wait(empty + s, ((kt / STAGES) & 1) ^ 1);  // round 0 passes at once
@@ -553,15 +570,15 @@ __device__ __forceinline__ bool tma_wgmma_ring(const TmaDescriptor& x_map, const
                 const int k0 = int(work.k_begin) + kt * BK;
 #pragma unroll
                 for (int a = 0; a < BK / 64; ++a)
-                    tma_load_2d(stage + a * XROWS * 64, x_map, k0 + 64 * a, int(work.m0), full + s);
+                    load_x(stage + a * XROWS * 64, k0 + 64 * a, int(work.m0), full + s);
                 if constexpr (B_KMAJOR) {
 #pragma unroll
                     for (int a = 0; a < BK / 64; ++a)
-                        tma_load_2d(stage + X_ELEMS + a * BN * 64, w_map, k0 + 64 * a, int(work.n0), full + s);
+                        load_w(stage + X_ELEMS + a * BN * 64, k0 + 64 * a, int(work.n0), full + s);
                 } else {
 #pragma unroll
                     for (int j = 0; j < BN / 64; ++j)
-                        tma_load_2d(stage + X_ELEMS + j * BK * 64, w_map, int(work.n0) + 64 * j, k0, full + s);
+                        load_w(stage + X_ELEMS + j * BK * 64, int(work.n0) + 64 * j, k0, full + s);
                 }
             }
         }
@@ -614,7 +631,8 @@ __device__ __forceinline__ void swap_wgmma_stage(float (&acc)[MX / 2], const T* 
 // Bias + ReLU and the transposed store of the swapped kernel's accumulators: d[4j + r] of
 // warp q of warpgroup g is out^T row n = 64g + 16q + lane/4 + 8(r/2), column m = 8j +
 // 2(lane%4) + r%2 (the m64nMX fragment), i.e. out[m, n]. Split-K through slots first, as
-// wgmma_store (THREADS consumer threads, which meet on their own named barrier).
+// wgmma_store (THREADS consumer threads, which meet on their own named barrier). Staging the
+// tile through shared memory for 16-byte row stores measured no faster (run S8-4).
 template <typename T, int MX, int THREADS>
 __device__ __forceinline__ void swap_store(float (&acc)[MX / 2], T* __restrict__ out, const T* __restrict__ bias,
                                            int64 bias_stride, float* __restrict__ workspace,
@@ -675,9 +693,11 @@ linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_
 // 32 threads). x boxes of MX rows, weight boxes as linear_relu_wgmma_tma's (x_map: boxes of
 // 64 x MX; w_map: 64 x BN K-major, 64 x BK N-major). Split-K through slots (BN x MX floats a
 // block) and the arguments otherwise as linear_relu_wgmma_tma (no paired store: the output
-// is written transposed, one element a lane). Dynamic shared memory: STAGES x (MX + BN) x BK
-// elements + 1 KB of alignment + 2 x STAGES mbarriers.
-template <typename T, int BN, int MX, int BK, int STAGES, bool B_KMAJOR>
+// is written transposed, one element a lane). BK: 64, 128 or 256 k a stage (BK / 64 boxes
+// per operand row; 256 or 512 contiguous bytes of an (N, K) weight row at once). L2_HINTS:
+// the TMA loads carry L2 eviction policies (tma_wgmma_ring). Dynamic shared memory: STAGES
+// x (MX + BN) x BK elements + 1 KB of alignment + 2 x STAGES mbarriers.
+template <typename T, int BN, int MX, int BK, int STAGES, bool B_KMAJOR, bool L2_HINTS>
 __global__ void __launch_bounds__(2 * BN + 32, 1)
 linear_relu_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
                      const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
@@ -689,13 +709,13 @@ linear_relu_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_c
     constexpr int PENDING = 1;  // one k tile's wgmmas in flight while the next stage is awaited
     static_assert(BN == 64 || BN == 128, "one or two consumer warpgroups of 64 weight columns");
     static_assert(MX == 8 || MX == 16 || MX == 64, "x rows padded to 8, 16 or 64: wgmma's N");
-    static_assert(BK == 64, "one 128-byte swizzle atom of k per row");
+    static_assert(BK == 64 || BK == 128 || BK == 256, "one to four 128-byte swizzle atoms of k per row");
     extern __shared__ unsigned char smem_raw[];
     T* smem = aligned_stages<T>(smem_raw);
     const WgmmaWork work = wgmma_work<MX, BN, BK>(M, N, K, k_tiles_per_split, raster_group);
     const int warpgroup = threadIdx.x >> 7;
     float acc[MX / 2];
-    const bool consumer = tma_wgmma_ring<T, MX, BN, BK, STAGES, PENDING, CONSUMERS, B_KMAJOR>(
+    const bool consumer = tma_wgmma_ring<T, MX, BN, BK, STAGES, PENDING, CONSUMERS, B_KMAJOR, L2_HINTS>(
         x_map, w_map, work, smem, acc,
         [&](float(&a)[MX / 2], const T* stage) { swap_wgmma_stage<T, MX, BN, BK, B_KMAJOR>(a, stage, warpgroup); });
     if (!consumer) return;

@@ -55,4 +55,26 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TmaDescriptor& map,
         : "memory");
 }
 
+// An L2 cache policy for tma_load_2d's hint: evict_first for bytes read once (a streamed
+// weight), evict_last for bytes every block re-reads (x of the weight streams).
+__device__ __forceinline__ unsigned long long l2_policy_evict_first() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+__device__ __forceinline__ unsigned long long l2_policy_evict_last() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+// tma_load_2d with an L2 cache policy from l2_policy_*.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TmaDescriptor& map, int inner, int outer,
+                                            unsigned long long* bar, unsigned long long policy) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(inner), "r"(outer), "r"(smem_addr(bar)), "l"(policy)
+        : "memory");
+}
+
 }  // namespace cufuse

@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_linear import BF16, DMMA, DMMA_K32, DMMA_PIPE, DMMA_PIPE_K16, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _swap, _tma, _wgmma, check_case  # noqa: E402
+from tests.test_linear import BF16, DMMA, DMMA_K32, DMMA_PIPE, DMMA_PIPE_K16, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _swap, _swap_default, _tma, _wgmma, check_case  # noqa: E402
 from cufuse._configs import linear as cfg  # noqa: E402
 
 CASES = [
@@ -42,6 +42,8 @@ CASES = [
     Case((7,), 1032, 72, BF16, "nk_t", config=_swap(64, 8, 8, 3)),  # swapped TMA, ragged N/K, split-K
     Case((16,), 520, 136, F16, "kn", bias="none", config=_swap(128, 16, 8, 2)),  # swapped, M-major A (tnspA)
     Case((40,), 520, 136, BF16, "kn", config=_swap(64, 64, 8, 2)),  # swapped, x padded to 64 rows
+    Case((5,), 1032, 72, F16, "nk_t", config=_swap_default(5, 2)),  # swapped defaults: 256 k a stage, hints
+    Case((33,), 4104, 136, BF16, "kn", bias="none", config=_swap_default(33, 3)),  # 128 k a stage, ragged K
     Case((70,), 1024, 136, F16, "kn"),  # few tiles: wgmma 64x64 split-K on 9.0, else mma 128x128 split-K
     Case((70,), 1024, 136, F16, "kn", config=_force(cfg.MEDIUM_TILE, 2, "slots")),  # the latter on any GPU
     Case((150,), 136, 264, BF16, "nk_t", config=_force(cfg.MEDIUM_TILE)),

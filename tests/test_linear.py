@@ -426,7 +426,7 @@ def test_pdl_smem_keeps_one_wave_grids_at_one_block_an_sm(dev, smem, static):
 
 
 def _swap_id(t):
-    return f"swap_n{t.bn}mx{t.mx}s{t.stages}"
+    return f"swap_n{t.bn}mx{t.mx}s{t.stages}k{t.bk}{'h' if t.l2_hints else ''}"
 
 
 @pytest.mark.parametrize("m,kmajor", [(1, True), (7, False), (8, True), (9, False), (16, True), (16, False),
@@ -463,23 +463,25 @@ def test_swap_splits_fill_one_wave(m, n, k):
     assert blocks <= H200.sm_count * tile.blocks_per_sm(H200)
     assert config.splits == cfg.effective_splits(-(-k // tile.bk), config.splits)
     assert config.reduction == ("slots" if config.splits > 1 else "atomic")
+    assert tile == cfg.SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64] and tile.l2_hints
     if (n, k) == (8192, 8192):
-        assert (tile.bn, tile.stages, config.splits) == (64, 8, 1)  # 128 blocks of 64 columns, one an SM
+        assert (tile.bn, config.splits) == (64, 1)  # 128 blocks of 64 columns, one an SM
 
 
 @pytest.mark.parametrize("tile", cfg.SWAP_TILES, ids=_swap_id)
 def test_swap_tiles_fit_and_name_their_kernel(tile):
     assert tile.smem_bytes() <= H200.max_smem_per_block and tile.blocks_per_sm(H200) >= 1
-    assert tile.smem_bytes() == tile.stages * (tile.mx + tile.bn) * 128 + 1024 + 16 * tile.stages
+    assert tile.smem_bytes() == tile.stages * (tile.mx + tile.bn) * tile.bk * 2 + 1024 + 16 * tile.stages
     assert (tile.threads, tile.bm) == (2 * tile.bn + 32, tile.mx)
     spec = cfg.kernel_spec(cfg.LinearConfig("swap_tma", tile), BFLOAT16, False)
     assert spec.name == "linear_relu_swap_tma"
-    assert spec.template_args == ("__nv_bfloat16", tile.bn, tile.mx, 64, tile.stages, False)
+    assert spec.template_args == ("__nv_bfloat16", tile.bn, tile.mx, tile.bk, tile.stages, False, tile.l2_hints)
     assert spec in cfg.instantiations(H200)
     assert all(s.name != "linear_relu_swap_tma" for s in cfg.instantiations(A100))
 
 
-@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8), (64, 128, 8)])
+@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8), (64, 128, 8), (64, 16, 4, 192),
+                                   (64, 16, 8, 32)])
 def test_swap_tile_refuses_shapes_the_kernel_lacks(shape):
     with pytest.raises(ValueError, match="SwapTile"):
         cfg.SwapTile(*shape)
@@ -492,6 +494,8 @@ def test_swap_operand_maps_fetch_only_the_padded_rows():
     assert (w_map.inner, w_map.outer, w_map.box_inner, w_map.box_outer) == (264, 520, 64, 128)
     _, w_map = cfg.operand_maps(tile, F16, 3, 520, 264, 264, 1040, False)
     assert (w_map.inner, w_map.outer, w_map.stride, w_map.box_inner, w_map.box_outer) == (520, 264, 2080, 64, 64)
+    _, w_map = cfg.operand_maps(cfg.SwapTile(64, 16, 4, bk=256), F16, 3, 520, 264, 264, 1040, False)
+    assert (w_map.box_inner, w_map.box_outer) == (64, 256)  # an N-major weight box: bk k rows
 
 
 @pytest.mark.parametrize("tile", cfg.SWAP_TILES, ids=_swap_id)
@@ -847,6 +851,12 @@ def _swap(bn, mx, stages, splits=1):
     return cfg.LinearConfig("swap_tma", tile, splits, reduction="slots" if splits > 1 else "atomic")
 
 
+def _swap_default(m, splits=1):
+    """The default swapped tile of an M-row problem (deeper k, L2 hints), with ``splits``."""
+    tile = cfg.SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64]
+    return cfg.LinearConfig("swap_tma", tile, splits, reduction="slots" if splits > 1 else "atomic")
+
+
 SWAP_CASES = [  # swapped-operand TMA kernel: M = 1..16, ragged N and K (zero-filled boxes), both layouts, split-K
     Case((1,), 8192, 4100, BF16, "nk_t", config=_swap(64, 8, 16)),  # 128 k tiles: the phases wrap; N tail of 4
     Case((7,), 4104, 33, F16, "nk_t", bias="none", config=_swap(64, 8, 8, 2)),  # K tail of 8, N = 33, split 2
@@ -864,6 +874,14 @@ SWAP_CASES = [  # swapped-operand TMA kernel: M = 1..16, ragged N and K (zero-fi
     Case((40,), 1032, 136, F16, "kn", config=_swap(64, 64, 12, 2)),
     Case((64,), 8192, 264, BF16, "kn", bias="strided", config=_swap(128, 64, 8)),
     Case((17,), 520, 72, F16, "nk_t", bias="none", config=_swap(64, 64, 8, 3)),
+    # the defaults (256 / 128 k a stage, L2 hints): phases wrap, K tails inside one stage, split-K
+    Case((1,), 8192, 4100, BF16, "nk_t", config=_swap_default(1)),  # 32 k tiles over 5 stages, N tail of 4
+    Case((5,), 4104, 136, F16, "kn", config=_swap_default(5, 3)),  # K tail of 8 past 16 stages of 256
+    Case((16,), 264, 4096, BF16, "nk_t", bias="strided", config=_swap_default(16)),  # 2 k tiles, 8 of 256 real
+    Case((11,), 1032, 200, BF16, "every_other_k", config=_swap_default(11, 2)),
+    Case((64,), 8192, 4100, F16, "nk_t", config=_swap_default(64)),  # 64 k tiles of 128 over 6 stages
+    Case((33,), 4104, 520, BF16, "kn", bias="none", config=_swap_default(33, 4)),  # K tail of 8
+    Case((3, 5), 1032, 136, F16, "nk_t_padded", config=_swap_default(15)),
 ]
 
 

@@ -52,7 +52,9 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   describe the operands (``SWAP_SMALL_M``; H200, eager bf16 with PDL, (K,N) / (N,K).T: 16 x
   8192^2 3.98 / 3.86 TB/s against the mma stream tile's 3.77 / 3.60 (S7-6); 64 x 8192^2 3.75
   / 3.60 against the TMA kernel's 64x64 stream tile's 3.62 / 3.49 (S7-10)); elsewhere M <= 16
-  streams on the mma kernel and M = 17..64 on the TMA kernel.
+  streams on the mma kernel and M = 17..64 on the TMA kernel. Its default tiles
+  (``SWAP_DEFAULT_TILES``) load 128 or 256 k a stage and ask L2 to evict the weight first and
+  keep x (16 x 8192^2 4.10 / 4.03, 64 x 8192^2 3.89 / 3.72: run S8-2).
 
 Launch: on compute capability 9.0 the weight streams (M <= ``PDL_MAX_M``) launch with
 programmatic dependent launch (``uses_pdl``, ``pdl_smem``; cufuse/_launch.py), and their
@@ -260,16 +262,19 @@ class SwapTile:
     """A tile of the swapped-operand TMA kernel (kind ``"swap_tma"``, M <= ``mx``): ``bn``
     weight columns a block (64 or 128: one or two consumer warpgroups, each a wgmma
     m64n{mx}k16 chain with the weight as A and x as B), x rows padded to ``mx`` (8, 16 or
-    64: wgmma's N and the x box's rows), ``stages``-deep TMA ring of ``bk`` = 64 k."""
+    64: wgmma's N and the x box's rows), ``stages``-deep TMA ring of ``bk`` k (64, 128 or
+    256: one to four 128-byte boxes per weight row and stage). ``l2_hints``: the TMA loads
+    ask L2 to evict the weight first and keep x (every block re-reads x)."""
 
     bn: int
     mx: int
     stages: int
     bk: int = 64
+    l2_hints: bool = False
 
     def __post_init__(self):
-        if self.bn not in (64, 128) or self.mx not in (8, 16, 64) or self.bk != 64:
-            raise ValueError(f"SwapTile: bn 64 or 128, mx 8, 16 or 64, bk 64; got {self}")
+        if self.bn not in (64, 128) or self.mx not in (8, 16, 64) or self.bk not in (64, 128, 256):
+            raise ValueError(f"SwapTile: bn 64 or 128, mx 8, 16 or 64, bk 64, 128 or 256; got {self}")
 
     @property
     def bm(self) -> int:
@@ -290,16 +295,24 @@ class SwapTile:
         return dev.smem_per_sm // (self.smem_bytes() + 1024 + WGMMA_STATIC_SMEM)
 
 
-# The swapped stream's tiles (sweep and instantiations): per x padding, 64 weight columns at
-# 8 / 12 / 16 stages (16: one block an SM, like nvjet's tst_64x16), 128 at 8 / 12.
-SWAP_TILES = tuple(SwapTile(bn, mx, stages) for mx in (8, 16)
-                   for bn, stages in ((64, 8), (64, 12), (64, 16), (128, 8), (128, 12)))
-# M = 17..64 (x padded to 64 rows): 64 columns at 8 / 12 stages, 128 at 8 (run S7-10, 64 x
-# 8192^2 bf16 with PDL: n64 s8 split 1 3.75 / 3.60 TB/s, s12 3.68 / 3.25, n128 s8 3.67 / 3.51).
+# The swapped stream's defaults, by x padding (run S8-2, eager bf16 with PDL, (K,N) / (N,K).T
+# TB/s against the session-7 default n64 s8 bk64 without hints): 1 x 8192^2 bk256 s5 4.16 /
+# 4.06 (4.04 / 3.92), 16 x 8192^2 bk256 s5 4.10 / 4.03 (3.99 / 3.86), 64 x 8192^2 bk128 s6
+# 3.89 / 3.72 (3.80 / 3.62). The L2 hints give most of it; the deeper k per stage lets the
+# 64-row tile keep them (bk64 with hints lost 8 % there).
+SWAP_DEFAULT_TILES = {
+    8: SwapTile(64, 8, 5, bk=256, l2_hints=True),
+    16: SwapTile(64, 16, 5, bk=256, l2_hints=True),
+    64: SwapTile(64, 64, 6, bk=128, l2_hints=True),
+}
+# The swapped stream's tiles (sweep and instantiations): the defaults; per x padding of 8 or
+# 16, 64 weight columns at 8 / 12 / 16 stages of 64 k (16: one block an SM, like nvjet's
+# tst_64x16), 128 at 8 / 12; x padded to 64: 64 columns at 8 / 12 stages, 128 at 8.
+SWAP_TILES = tuple(SWAP_DEFAULT_TILES.values())
+SWAP_TILES += tuple(SwapTile(bn, mx, stages) for mx in (8, 16)
+                    for bn, stages in ((64, 8), (64, 12), (64, 16), (128, 8), (128, 12)))
 SWAP_TILES += tuple(SwapTile(bn, 64, stages) for bn, stages in ((64, 8), (64, 12), (128, 8)))
 SWAP_MAX_M = 64  # the largest x padding (wgmma N)
-# The defaults switch (``choose_config``): True sends M <= SWAP_MAX_M to the swapped kernel
-# wherever both tensor maps can be built (either weight layout). Off until measured.
 # Every linear kernel starts with begin_dependent_grid() (kernels/common.cuh); on compute
 # capability 9.0 the host launches it with programmatic dependent launch (cufuse/_launch.py),
 # so back-to-back calls overlap one kernel's tail with the next one's start. False: CuPy's
@@ -329,13 +342,13 @@ def pdl_smem(smem: int, static_smem: int, blocks: int, dev) -> int:
     half = dev.smem_per_sm // 2 + 1 - SMEM_RESERVED_PER_BLOCK - static_smem
     return max(smem, min(half, dev.max_smem_per_block - static_smem))
 
-# Measured (runs S7-4 / S7-6 / S7-10, eager with PDL, bf16, (K,N) / (N,K).T TB/s): 16 x 8192^2
-# swap n64 s8 3.98 / 3.86 (128-byte L2 promotion) against the mma stream tile's 3.77 / 3.60
-# (256-byte); 1 x 8192^2 s12 4.00 / 3.90 against the mma stream's 3.91 / 3.82; 8 x 8192^2
-# (N,K).T s8 3.76 against 3.55 (256-byte); 64 x 8192^2 s8 3.75 / 3.60 against the TMA
-# kernel's 3.62 / 3.49.
+# The defaults switch (``choose_config``): True sends M <= SWAP_MAX_M to the swapped kernel
+# wherever both tensor maps can be built (either weight layout). Measured (runs S7-4 / S7-6 /
+# S7-10, eager with PDL, bf16, (K,N) / (N,K).T TB/s): 16 x 8192^2 swap n64 s8 3.98 / 3.86
+# (128-byte L2 promotion) against the mma stream tile's 3.77 / 3.60 (256-byte); 1 x 8192^2
+# s12 4.00 / 3.90 against the mma stream's 3.91 / 3.82; 8 x 8192^2 (N,K).T s8 3.76 against
+# 3.55 (256-byte); 64 x 8192^2 s8 3.75 / 3.60 against the TMA kernel's 3.62 / 3.49.
 SWAP_SMALL_M = True
-SWAP_DEFAULT_BN, SWAP_DEFAULT_STAGES = 64, 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -537,11 +550,10 @@ def with_tma(config: LinearConfig, m: int, n: int, k: int, tma_ok: bool, dev) ->
 
 
 def choose_swap_config(m: int, n: int, k: int, dev) -> LinearConfig:
-    """The swapped-operand kernel for M <= SWAP_MAX_M: x rows padded to 8, 16 or 64, 64 weight
-    columns a block, 8 stages, split-K by ``stream_splits`` (one block an SM at most: S6-11,
+    """The swapped-operand kernel for M <= SWAP_MAX_M: x rows padded to 8, 16 or 64 (the tile
+    of ``SWAP_DEFAULT_TILES``), split-K by ``stream_splits`` (one block an SM at most: S6-11,
     16 x 8192^2, split 1 3.58 / 3.51 TB/s, split 2 3.12-3.40), through slots."""
-    mx = 8 if m <= 8 else 16 if m <= 16 else 64
-    tile = SwapTile(SWAP_DEFAULT_BN, mx, SWAP_DEFAULT_STAGES)
+    tile = SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64]
     splits = stream_splits(m, n, k, tile, dev)
     return LinearConfig("swap_tma", tile, splits, reduction="slots" if splits > 1 else "atomic")
 
@@ -667,8 +679,8 @@ def kernel_spec(config: LinearConfig, dtype, b_kmajor: bool) -> KernelSpec:
     if config.kind == "gemv":
         return KernelSpec(SOURCE, "linear_relu_gemv", (ctype(dtype), t.rows, b_kmajor))
     if config.kind == "swap_tma":
-        return KernelSpec(SOURCE, "linear_relu_swap_tma", (ctype(dtype), t.bn, t.mx, t.bk, t.stages, b_kmajor),
-                          min_cc=WGMMA_MIN_CC)
+        return KernelSpec(SOURCE, "linear_relu_swap_tma",
+                          (ctype(dtype), t.bn, t.mx, t.bk, t.stages, b_kmajor, t.l2_hints), min_cc=WGMMA_MIN_CC)
     if config.kind in ("wgmma", "wgmma_tma"):
         name = "linear_relu_wgmma" if config.kind == "wgmma" else "linear_relu_wgmma_tma"
         return KernelSpec(SOURCE, name, (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending, t.max_blocks_per_sm,
