@@ -198,6 +198,17 @@ FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT ker
 ]
 
 
+# Session 8: float32 / float64 at small M on the weight-streaming kernel (the default for float32
+# M <= 16, float64 M <= 4).
+GEMV_WIDE_VARIANTS = [
+    ("gemv 16 rows (no split)", L.LinearConfig("gemv", L.GemvTile(16), 1)),
+    ("gemv 16 rows split4", L.LinearConfig("gemv", L.GemvTile(16), 4)),
+    ("gemv 16 rows split32", L.LinearConfig("gemv", L.GemvTile(16), 32)),
+    ("gemv 1 row split8", L.LinearConfig("gemv", L.GemvTile(1), 8)),
+    ("gemv 1 row split32", L.LinearConfig("gemv", L.GemvTile(1), 32)),
+]
+
+
 def dmma_pipelined(bm, bn, warps_m, warps_n, stages, blocks_per_sm, mma_k):
     """A linear_relu_dmma tile (float64, sm_90: fragments pipelined, DMMA m16n8k{mma_k})."""
     return L.LinearConfig("dmma", TF(bm, bn, 16, warps_m, warps_n, stages, blocks_per_sm, 1.0, itemsize=8, dmma_k=mma_k))
@@ -435,7 +446,18 @@ def sweep_plan():
         (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
         (4096, 4096, 4096, "fp32", True, d + FP32_VARIANTS[:2] + FP32_VARIANTS[4:5]),
         (512, 4096, 4096, "fp32", False, d + FP32_VARIANTS[:2]),
-        (16, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1]),
+        (16, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1] + GEMV_WIDE_VARIANTS[:3]),
+        (16, 8192, 8192, "fp32", True, d + FP32_VARIANTS[:1]),
+        (4, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1]),
+        (4, 8192, 8192, "fp32", True, d + FP32_VARIANTS[:1]),
+        (1, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1] + GEMV_WIDE_VARIANTS[3:]),
+        (1, 8192, 8192, "fp32", True, d + FP32_VARIANTS[:1]),
+        (16, 8192, 8192, "fp64", False, d + FP64_VARIANTS[2:3]),
+        (16, 8192, 8192, "fp64", True, d + FP64_VARIANTS[2:3]),
+        (1, 8192, 8192, "fp64", True, d + FP64_VARIANTS[2:3]),
+        (1, 8192, 8192, "fp64", False, d + FP64_VARIANTS[2:3]),
+        (4, 8192, 8192, "fp64", True, d + FP64_VARIANTS[2:3]),
+        (4, 8192, 8192, "fp64", False, d + FP64_VARIANTS[2:3]),
         (4096, 4096, 4096, "fp64", False, d + FP64_VARIANTS),
         (4096, 4096, 4096, "fp64", True, d + FP64_VARIANTS + FP64_KMAJOR_VARIANTS),
     ]

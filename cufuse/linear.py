@@ -35,13 +35,15 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     compute capability 9.0 on the TMA-fed warpgroup-MMA kernels (either weight layout; M <=
     64 with the operands swapped and launched with programmatic dependent launch);
     float32 as 3xTF32 (float32-level accuracy; an infinite input gives NaN where NumPy may
-    give +-inf); float64 on DMMA. Everything else runs on a SIMT kernel with arbitrary
-    strides (true float32 / float64 arithmetic). For 16-bit operands with M <= 64, or
-    fewer output tiles than the GPU has block slots, the
-    tensor-core kernel splits K over blocks and reduces in a float32 workspace (through
-    atomics, M x N floats, for one row and K-major few-tile shapes; otherwise through
-    slots, one tile of floats per block, at most about 2 x 17 MB on an H200), plus one int
-    per output tile, allocated once per device, stream and reduction kind, and reused.
+    give +-inf); float64 on DMMA. float32 with M <= 16 and float64 with M <= 4 stream the
+    weight through a SIMT kernel instead (true float32 / float64 FMAs). Everything else
+    runs on a SIMT kernel with arbitrary strides (true float32 / float64 arithmetic). For
+    16-bit operands with M <= 64, float32 ones with M <= 16 and a row-major weight, or
+    fewer output tiles than the GPU has block slots, the kernel splits K over blocks and
+    reduces in a float32 workspace (through atomics, M x N floats, for one row, K-major
+    few-tile shapes and the float32 weight stream; otherwise through slots, one tile of
+    floats per block, at most about 2 x 17 MB on an H200), plus one int per output tile,
+    allocated once per device, stream and reduction kind, and reused.
     """
     plan = _plans.get(_signature(x, weight, bias, out, config)) if _on_gpu(x, weight, bias, out) else None
     if plan is not None and (out is None or not plan.may_overlap(x, weight, bias, out)):
@@ -223,9 +225,15 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         if config is None:
             config = linear_configs.choose_config(m, n, k, x.dtype, mma_ok, dev, kmajor=b_kmajor is True, tma_ok=tma_ok)
         tma_kinds = ("wgmma_tma", "swap_tma")
-        if config.kind in ("mma", "gemv", "wgmma") + tma_kinds and not (mma_ok and itemsize == 2):
+        if config.kind in ("mma", "wgmma") + tma_kinds and not (mma_ok and itemsize == 2):
             raise ValueError(f"{_FN}: argument 'config' asks for the {config.kind} kernel, which these operands' "
                              f"dtype or alignment rule out")
+        if config.kind == "gemv" and not mma_ok:
+            raise ValueError(f"{_FN}: argument 'config' asks for the gemv kernel, which needs 16-byte aligned rows "
+                             f"on compute capability {linear_configs.MMA_MIN_CC // 10}.0 or later")
+        if config.kind == "gemv" and itemsize == 8 and b_kmajor is False and config.splits > 1:
+            raise ValueError(f"{_FN}: argument 'config' expected splits=1 for the float64 gemv kernel on a "
+                             f"row-major weight (its split sums would meet in float32), got {config.splits}")
         wide_dtype = linear_configs.WIDE_KINDS.get(config.kind)
         if wide_dtype is not None and not (mma_ok and x.dtype == wide_dtype):
             came = (f"{x.dtype} operands" if x.dtype != wide_dtype
@@ -304,12 +312,13 @@ def _make_plan(x, weight, bias, out, out_shape, config):
 
 def _gemv_plan(out_shape, dtype, spec, config, m, n, k, ldx, ldw, b_kmajor, bias_stride, extents):
     """The weight-streaming kernel: K-major weights need no split; row-major ones split K
-    over ``config.splits`` blocks per 256 columns (float32 workspace, as for the mma kernel)."""
+    over ``config.splits`` blocks per block of columns (float32 workspace, as for the mma
+    kernel; K = 0: one block, bias and ReLU only)."""
     tile = config.tile
-    col_blocks = -(-n // tile.columns_per_block(b_kmajor))
+    col_blocks = -(-n // tile.columns_per_block(b_kmajor, np.dtype(dtype).itemsize))
     splits = 1 if b_kmajor else max(1, min(config.splits, k))
     k_rows_per_split = max(1, -(-k // splits))
-    splits = -(-k // k_rows_per_split)
+    splits = max(1, -(-k // k_rows_per_split))
     kernel = get_kernel(spec.source, spec.name, *spec.template_args)
     scalars = (np.int64(m), np.int64(n), np.int64(k), np.int64(ldx), np.int64(ldw), bias_stride,
                np.int64(k_rows_per_split))

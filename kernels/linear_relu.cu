@@ -838,137 +838,149 @@ linear_relu_simt(const T* __restrict__ x, const T* __restrict__ w, const T* __re
 }
 
 // ---------------------------------------------------------------------------------------
-// Weight-streaming path for M <= ROWS (a few rows; 16-bit types, 16-byte aligned operands
-// as for the tensor-core kernel): a matrix-vector product bound by the weight's bytes. The
-// weight goes straight from DRAM to registers with 16-byte streaming loads, many in flight
-// per thread (no shared-memory staging: nothing is reused), FMAs in float32.
-//  * B_KMAJOR (w + n * ldw + k): a warp owns GEMV_COLS columns and a 1/GEMV_KPARTS share
-//    of K (lane l reads k = 8l + 256i + ...); shuffles and shared memory reduce. No split-K.
-//    Grid: ceil(N / gemv_kmajor_cols), 1.
-//  * row-major (w + k * ldw + n): lane l owns 8 consecutive columns of the block's 256; the
-//    8 warps interleave the rows of the block's k range and meet in shared memory. With
-//    splits > 1 (gridDim.y) the k ranges meet in the float32 workspace and the last block
-//    of a column range finishes, as in linear_relu_mma. Grid: ceil(N / 256), splits.
+// Weight-streaming path for M <= ROWS (a few rows; 16-byte aligned operands as for the
+// tensor-core kernels; 16-bit types, float32 and float64): a matrix-vector product bound by
+// the weight's bytes. The weight goes straight from DRAM to registers with 16-byte
+// streaming loads (VEC = 16 / sizeof(T) elements), many in flight per thread (no shared-
+// memory staging: nothing is reused), FMAs in accum_t<T> (float32; float64 for float64:
+// true float32 / float64 products, no tensor-core rounding).
+//  * B_KMAJOR (w + n * ldw + k): a warp owns gemv_kmajor_warp_cols<T, ROWS>() columns and a
+//    1/GEMV_KPARTS share of K (lane l reads k = VEC l + 32 VEC i + ...); shuffles and shared
+//    memory reduce. No split-K. Grid: ceil(N / (GEMV_WARPS / GEMV_KPARTS x warp columns)), 1.
+//  * row-major (w + k * ldw + n): lane l owns VEC consecutive columns of the block's 32 VEC;
+//    the 8 warps interleave the rows of the block's k range and meet in shared memory, one x
+//    row at a time. With splits > 1 (gridDim.y; not float64, whose sums the float32
+//    workspace would round) the k ranges meet in the float32 workspace and the last block of
+//    a column range finishes, as in linear_relu_mma. Grid: ceil(N / (32 VEC)), splits.
 namespace cufuse {
 namespace linear {
 constexpr int GEMV_THREADS = 256, GEMV_WARPS = GEMV_THREADS / 32;
-constexpr int GEMV_COLS = 8;                               // K-major: columns per warp
-constexpr int GEMV_KPARTS = 4;                             // K-major: warps sharing a column group
-constexpr int GEMV_KMAJOR_COLS = GEMV_COLS * GEMV_WARPS / GEMV_KPARTS;  // K-major: columns per block
-constexpr int GEMV_ROWMAJOR_COLS = 32 * 8;                 // row-major: columns per block
-constexpr int GEMV_ROW_LOADS = 8;                          // row-major: weight rows in flight per thread
+constexpr int GEMV_KPARTS = 4;      // K-major: warps sharing a column group
+constexpr int GEMV_ROW_LOADS = 8;   // row-major: weight rows in flight per thread (4 past 32 accumulator words)
+// K-major: columns per warp, so that a thread's ROWS x columns accumulators stay within 64
+// 32-bit registers (1 to 8; cufuse/_configs/linear.py GemvTile.columns_per_block mirrors it).
+template <typename T, int ROWS>
+__device__ constexpr int gemv_kmajor_warp_cols() {
+    constexpr int cols = 64 / (ROWS * int(sizeof(accum_t<T>) / 4));
+    return cols > 8 ? 8 : cols < 1 ? 1 : cols;
+}
 
 template <typename T>
-__device__ __forceinline__ void widen8(const uint4& raw, float (&f)[8]) {
+__device__ __forceinline__ void widen_vec16(const uint4& raw, accum_t<T> (&f)[16 / sizeof(T)]) {
     const T* v = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) f[e] = to_accum(v[e]);
+    for (int e = 0; e < int(16 / sizeof(T)); ++e) f[e] = to_accum(v[e]);
 }
 }  // namespace linear
 }  // namespace cufuse
 
 template <typename T, int ROWS, bool B_KMAJOR>
-__global__ void __launch_bounds__(GEMV_THREADS)
+__global__ void __launch_bounds__(GEMV_THREADS, ROWS * sizeof(accum_t<T>) >= 16 ? 1 : 2)  // many rows: 255 registers
 linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                  float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                  int64 ldw, int64 bias_stride, int64 k_rows_per_split) {
     begin_dependent_grid();
-    static_assert(sizeof(T) == 2, "16-bit types: 8 elements per 16-byte load");
+    using A = accum_t<T>;
+    constexpr int VEC = 16 / sizeof(T);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rows = int(min(int64(ROWS), M));
     if constexpr (B_KMAJOR) {
-        constexpr int groups = GEMV_WARPS / GEMV_KPARTS;
-        __shared__ float partial[GEMV_KPARTS][groups][ROWS][GEMV_COLS];
+        constexpr int COLS = gemv_kmajor_warp_cols<T, ROWS>(), groups = GEMV_WARPS / GEMV_KPARTS;
+        __shared__ A partial[GEMV_KPARTS][groups][ROWS][COLS];
         const int group = warp % groups, part = warp / groups;
-        const int64 n0 = int64(blockIdx.x) * GEMV_KMAJOR_COLS + group * GEMV_COLS;
-        const T* col[GEMV_COLS];  // columns past N read column N - 1 (valid memory); never stored
+        const int64 n0 = int64(blockIdx.x) * groups * COLS + group * COLS;
+        const T* col[COLS];  // columns past N read column N - 1 (valid memory); never stored
 #pragma unroll
-        for (int j = 0; j < GEMV_COLS; ++j) col[j] = w + min(n0 + j, N - 1) * ldw;
-        float acc[ROWS][GEMV_COLS] = {};
-        for (int64 k = int64(part) * 256 + lane * 8; k < K; k += 256 * GEMV_KPARTS) {
-            uint4 raw[GEMV_COLS];
+        for (int j = 0; j < COLS; ++j) col[j] = w + min(n0 + j, N - 1) * ldw;
+        A acc[ROWS][COLS] = {};
+        for (int64 k = int64(part) * 32 * VEC + lane * VEC; k < K; k += 32 * VEC * GEMV_KPARTS) {
+            uint4 raw[COLS];
 #pragma unroll
-            for (int j = 0; j < GEMV_COLS; ++j) raw[j] = __ldcs(reinterpret_cast<const uint4*>(col[j] + k));
+            for (int j = 0; j < COLS; ++j) raw[j] = __ldcs(reinterpret_cast<const uint4*>(col[j] + k));
 #pragma unroll
             for (int r = 0; r < ROWS; ++r) {
-                if (r >= rows) break;
-                float xf[8];
-                widen8<T>(__ldg(reinterpret_cast<const uint4*>(x + r * ldx + k)), xf);
+                // Rows past M re-read row M - 1 (never stored): no branch, so the loads of all
+                // ROWS rows issue together instead of one latency each.
+                A xf[VEC];
+                widen_vec16<T>(__ldg(reinterpret_cast<const uint4*>(x + min(r, rows - 1) * ldx + k)), xf);
 #pragma unroll
-                for (int j = 0; j < GEMV_COLS; ++j) {
-                    float wf[8];
-                    widen8<T>(raw[j], wf);
+                for (int j = 0; j < COLS; ++j) {
+                    A wf[VEC];
+                    widen_vec16<T>(raw[j], wf);
 #pragma unroll
-                    for (int e = 0; e < 8; ++e) acc[r][j] = fmaf(xf[e], wf[e], acc[r][j]);
+                    for (int e = 0; e < VEC; ++e) acc[r][j] = fma(xf[e], wf[e], acc[r][j]);
                 }
             }
         }
 #pragma unroll
         for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-            for (int j = 0; j < GEMV_COLS; ++j) {
-                const float v = warp_sum(acc[r][j]);
+            for (int j = 0; j < COLS; ++j) {
+                const A v = warp_sum(acc[r][j]);
                 if (lane == 0) partial[part][group][r][j] = v;
             }
         __syncthreads();
-        for (int e = threadIdx.x; e < groups * ROWS * GEMV_COLS; e += GEMV_THREADS) {
-            const int g = e / (ROWS * GEMV_COLS), r = e / GEMV_COLS % ROWS, j = e % GEMV_COLS;
-            const int64 n = int64(blockIdx.x) * GEMV_KMAJOR_COLS + g * GEMV_COLS + j;
+        for (int e = threadIdx.x; e < groups * ROWS * COLS; e += GEMV_THREADS) {
+            const int g = e / (ROWS * COLS), r = e / COLS % ROWS, j = e % COLS;
+            const int64 n = int64(blockIdx.x) * groups * COLS + g * COLS + j;
             if (r >= rows || n >= N) continue;
-            float v = 0.f;
+            A v = 0;
 #pragma unroll
             for (int p = 0; p < GEMV_KPARTS; ++p) v += partial[p][g][r][j];
             out[r * N + n] = bias_relu<T>(v, bias, bias_stride, n);
         }
     } else {
-        __shared__ float partial[GEMV_WARPS][ROWS][GEMV_ROWMAJOR_COLS];
-        const int64 n0 = int64(blockIdx.x) * GEMV_ROWMAJOR_COLS, n = n0 + lane * 8;
-        const bool col_ok = n < N;  // N % 8 == 0: a thread's 8 columns exist together
+        constexpr int COLS = 32 * VEC;  // columns per block
+        constexpr int ROW_LOADS = ROWS * VEC * int(sizeof(A) / 4) > 32 ? GEMV_ROW_LOADS / 2 : GEMV_ROW_LOADS;
+        __shared__ A partial[GEMV_WARPS][COLS];
+        const int64 n0 = int64(blockIdx.x) * COLS, n = n0 + lane * VEC;
+        const bool col_ok = n < N;  // N % VEC == 0: a thread's VEC columns exist together
         const int64 k_begin = int64(blockIdx.y) * k_rows_per_split, k_end = min(K, k_begin + k_rows_per_split);
-        float acc[ROWS][8] = {};
-        for (int64 k = k_begin + warp; k < k_end; k += GEMV_WARPS * GEMV_ROW_LOADS) {
-            uint4 raw[GEMV_ROW_LOADS];
+        A acc[ROWS][VEC] = {};
+        for (int64 k = k_begin + warp; k < k_end; k += GEMV_WARPS * ROW_LOADS) {
+            uint4 raw[ROW_LOADS];
 #pragma unroll
-            for (int u = 0; u < GEMV_ROW_LOADS; ++u) {
+            for (int u = 0; u < ROW_LOADS; ++u) {
                 const int64 kk = k + u * GEMV_WARPS;
                 raw[u] = col_ok && kk < k_end ? __ldcs(reinterpret_cast<const uint4*>(w + kk * ldw + n)) : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
-            for (int u = 0; u < GEMV_ROW_LOADS; ++u) {
+            for (int u = 0; u < ROW_LOADS; ++u) {
                 const int64 kk = k + u * GEMV_WARPS;
                 if (kk >= k_end) break;
-                float wf[8];
-                widen8<T>(raw[u], wf);
+                A wf[VEC];
+                widen_vec16<T>(raw[u], wf);
 #pragma unroll
                 for (int r = 0; r < ROWS; ++r) {
-                    if (r >= rows) break;
-                    const float xr = to_accum(x[r * ldx + kk]);
+                    const A xr = to_accum(x[min(r, rows - 1) * ldx + kk]);  // as above: no branch
 #pragma unroll
-                    for (int e = 0; e < 8; ++e) acc[r][e] = fmaf(xr, wf[e], acc[r][e]);
+                    for (int e = 0; e < VEC; ++e) acc[r][e] = fma(xr, wf[e], acc[r][e]);
                 }
             }
         }
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-            for (int e = 0; e < 8; ++e) partial[warp][r][lane * 8 + e] = acc[r][e];
-        __syncthreads();
         const int splits = gridDim.y;
-        for (int e = threadIdx.x; e < ROWS * GEMV_ROWMAJOR_COLS; e += GEMV_THREADS) {
-            const int r = e / GEMV_ROWMAJOR_COLS, c = e % GEMV_ROWMAJOR_COLS;
-            if (r >= rows || n0 + c >= N) continue;
-            float v = 0.f;
 #pragma unroll
-            for (int q = 0; q < GEMV_WARPS; ++q) v += partial[q][r][c];
-            if (splits == 1) out[r * N + n0 + c] = bias_relu<T>(v, bias, bias_stride, n0 + c);
-            else atomicAdd(workspace + r * N + n0 + c, v);
+        for (int r = 0; r < ROWS; ++r) {
+            if (r >= rows) break;
+            __syncthreads();  // the previous row's sums are read
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) partial[warp][lane * VEC + e] = acc[r][e];
+            __syncthreads();
+            for (int c = threadIdx.x; c < COLS; c += GEMV_THREADS) {
+                if (n0 + c >= N) continue;
+                A v = 0;
+#pragma unroll
+                for (int q = 0; q < GEMV_WARPS; ++q) v += partial[q][c];
+                if (splits == 1) out[r * N + n0 + c] = bias_relu<T>(v, bias, bias_stride, n0 + c);
+                else atomicAdd(workspace + r * N + n0 + c, float(v));
+            }
         }
         if (splits == 1) return;
         // Split-K: the last block of this column range to arrive finishes it (see linear_relu_mma).
         if (!last_to_arrive(counters + blockIdx.x, splits)) return;
-        for (int e = threadIdx.x; e < ROWS * GEMV_ROWMAJOR_COLS; e += GEMV_THREADS) {
-            const int r = e / GEMV_ROWMAJOR_COLS, c = e % GEMV_ROWMAJOR_COLS;
-            if (r >= rows || n0 + c >= N) continue;
+        for (int e = threadIdx.x; e < rows * COLS; e += GEMV_THREADS) {
+            const int r = e / COLS, c = e % COLS;
+            if (n0 + c >= N) continue;
             float* cell = workspace + r * N + n0 + c;
             out[r * N + n0 + c] = bias_relu<T>(__ldcg(cell), bias, bias_stride, n0 + c);
             *cell = 0.f;

@@ -68,6 +68,10 @@ CASES = [
     Case((1,), 1032, 40, BF16, "nk_t", config=_gemv()),  # GEMV, K-major, ragged N and K
     Case((1,), 200, 264, F16, "kn", config=_gemv(3)),  # GEMV, row-major, split-K, ragged split
     Case((1,), 64, 24, BF16, "kn", bias="none", config=_gemv()),
+    Case((3,), 1000, 136, F32, "kn", config=_gemv(3, rows=4)),  # float32 GEMV: split-K, ragged split and N
+    Case((16,), 264, 40, F32, "nk_t", config=_gemv(rows=16)),  # float32 GEMV, K-major, 4 columns a warp
+    Case((9,), 200, 66, F64, "kn", bias="strided", config=_gemv(rows=16)),  # float64 GEMV, row-major
+    Case((2,), 264, 24, F64, "nk_t", config=_gemv(rows=4)),
 ]
 
 

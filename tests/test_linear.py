@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import poisoned
 from cufuse import reference
-from cufuse._configs import A100, H200
+from cufuse._configs import A100, H200, current_device_info
 from cufuse._configs import linear as cfg
 from cufuse._dtypes import BFLOAT16
 from cufuse.linear import fused_linear_relu
@@ -214,6 +214,58 @@ def test_wide_types_default_to_tensor_cores_where_operands_allow(dtype, kind):
     assert cfg.choose_config(4096, 4096, 4096, dtype, True, H200).kind == kind
     assert cfg.choose_config(4096, 4096, 4096, dtype, False, H200).kind == "simt"
     assert cfg.choose_wide_config(4096, 4096, dtype, True, H200, tensor_cores=False).kind == "simt"
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("kmajor", [True, False], ids=["nk_t", "kn"])
+def test_wide_small_m_streams_the_weight(dtype, kmajor, monkeypatch):
+    """float32 with M <= 16 and float64 with M <= 4 take the gemv kernel with the fewest rows
+    that cover M (the tensor-core tiles pad x to 128 rows); row-major float32 splits K to fill the SMs
+    GEMV_WAVES times, float64 never splits (its sums would meet in a float32 workspace)."""
+    cfg.choose_config.cache_clear()
+    try:
+        specs = set(cfg.instantiations(H200))
+        largest = cfg.GEMV_WIDE_MAX_M[np.dtype(dtype)]
+        for m, rows in ((m, rows) for m, rows in ((1, 1), (2, 4), (4, 4), (5, 16), (16, 16)) if m <= largest):
+            config = cfg.choose_config(m, 8192, 8192, dtype, True, H200, kmajor)
+            assert config.kind == "gemv" and config.tile == cfg.GemvTile(rows)
+            assert cfg.kernel_spec(config, dtype, kmajor) in specs
+            itemsize = np.dtype(dtype).itemsize
+            col_blocks = -(-8192 // config.tile.columns_per_block(kmajor, itemsize))
+            if kmajor or dtype == F64:
+                assert config.splits == 1
+            else:
+                assert col_blocks * config.splits >= cfg.GEMV_WAVES * H200.sm_count > col_blocks * (config.splits - 1)
+        assert cfg.choose_config(16, 8192, 300, F32, True, H200, kmajor).splits == 1  # 256 k rows a split at least
+        assert cfg.choose_config(largest + 1, 8192, 8192, dtype, True, H200, kmajor).kind in ("tf32x3", "dmma")
+        assert largest == (16 if dtype == F32 else 4)
+        assert cfg.choose_config(1, 8192, 8192, dtype, False, H200, kmajor).kind == "simt"
+        monkeypatch.setattr(cfg, "GEMV_WIDE", False)
+        cfg.choose_config.cache_clear()
+        assert cfg.choose_config(1, 8192, 8192, dtype, True, H200, kmajor).kind in ("tf32x3", "dmma")
+    finally:
+        cfg.choose_config.cache_clear()
+
+
+@pytest.mark.parametrize("rows,kmajor,itemsize,columns", [
+    (1, True, 2, 16), (1, False, 2, 256),  # the 16-bit kernel's 8 columns a warp / 8 a lane
+    (1, True, 4, 16), (4, True, 4, 16), (16, True, 4, 8), (16, False, 4, 128),
+    (1, True, 8, 16), (4, True, 8, 16), (16, True, 8, 4), (16, False, 8, 64)])
+def test_gemv_columns_per_block(rows, kmajor, itemsize, columns):
+    # kernels/linear_relu.cu: 2 warp groups x gemv_kmajor_warp_cols (64 accumulator words a
+    # thread, 1 to 8 columns) K-major; 32 lanes x 16 bytes of columns row-major.
+    assert cfg.GemvTile(rows).columns_per_block(kmajor, itemsize) == columns
+
+
+@pytest.mark.parametrize("tile", cfg.GEMV_WIDE_TILES, ids=lambda t: f"rows{t.rows}")
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("kmajor", [True, False], ids=["nk_t", "kn"])
+def test_gemv_wide_tiles_compile_without_spills(tile, dtype, kmajor):
+    from cufuse._loader import compile_spec, resource_usage
+
+    spec = cfg.kernel_spec(cfg.LinearConfig("gemv", tile), dtype, kmajor)
+    assert spec in cfg.instantiations(H200)
+    assert resource_usage(compile_spec(spec, "sm_90a").log)["spill_stores"] == 0
 
 
 @pytest.mark.parametrize("dtype,kind,tile", [(F32, "tf32x3", cfg.TF32_TILE), (F64, "dmma", cfg.DMMA_TILE)])
@@ -449,7 +501,7 @@ def test_swap_default_switch(m, kmajor, monkeypatch):
         no_maps = cfg.choose_config(m, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=False).kind
         assert no_maps == ("mma" if m <= 16 else "wgmma")
         assert cfg.choose_config(m, 8192, 8192, BFLOAT16, True, A100, kmajor, tma_ok=True).kind == "mma"
-        assert cfg.choose_config(m, 8192, 8192, F32, True, H200, kmajor, tma_ok=True).kind == "tf32x3"
+        assert cfg.choose_config(m, 8192, 8192, F32, True, H200, kmajor, tma_ok=True).kind in ("gemv", "tf32x3")
         assert cfg.choose_config(65, 8192, 8192, BFLOAT16, True, H200, kmajor, tma_ok=True).kind != "swap_tma"
     finally:
         cfg.choose_config.cache_clear()
@@ -564,8 +616,8 @@ def _force(tile, splits=1, reduction="atomic"):
 K32_TILE = cfg.MmaTile(128, 128, 32, 2, 2, 4, 2, 0.9)  # rows of 4 chunks: the second swizzle
 
 
-def _gemv(splits=1):
-    return cfg.LinearConfig("gemv", cfg.GEMV_TILES[0], splits)
+def _gemv(splits=1, rows=1):
+    return cfg.LinearConfig("gemv", cfg.GemvTile(rows), splits)
 
 
 BF16 = BFLOAT16
@@ -657,6 +709,21 @@ CASES = [
     Case((256,), 4096, 128, F64, "kn", config=DMMA_PIPE),
     Case((300,), 1000, 264, F64, "kn", config=DMMA_PIPE_K16),
     Case((200,), 520, 136, F64, "nk_t", bias="none", config=DMMA_PIPE_K16),
+    # float32 with M <= 16 and float64 with M <= 4: the weight-streaming kernel by default (1, 4
+    # or 16 rows; a row-major float32 weight splits K), ragged N and K, both layouts, batched and 1-D x
+    Case((1,), 4100, 4104, F32, "nk_t"),
+    Case((3,), 1000, 4100, F32, "kn"),  # 4 rows, split K, N tail of 4 in the last 128-column block
+    Case((16,), 8192, 520, F32, "kn", bias="strided"),
+    Case((16,), 4104, 264, F32, "nk_t_padded"),
+    Case((3, 5), 1032, 136, F32, "every_other_k", bias="none"),  # weight rows 2N apart
+    Case((), 260, 72, F32, "nk_t"),
+    Case((9,), 1000, 4100, F32, "kn", config=_gemv(1, rows=16)),  # one split: no workspace
+    Case((2,), 264, 40, F32, "kn", x_layout="padded_rows", config=_gemv(7, rows=4)),  # ragged last split
+    Case((4,), 1032, 136, F64, "kn"),
+    Case((3,), 2050, 202, F64, "nk_t", bias="none"),
+    Case((16,), 2050, 202, F64, "nk_t", config=_gemv(rows=16)),
+    Case((1,), 4096, 4100, F64, "every_other_k", bias="strided"),
+    Case((12,), 520, 66, F64, "nk_t_padded", config=_gemv(rows=16)),
     # degenerate
     Case((3,), 0, 4, F16, "kn"),
     Case((3,), 0, 4, F32, "kn"),
@@ -965,6 +1032,30 @@ def test_tf32x3_propagates_nan(cp, rng):
     x[3, 5] = np.nan
     out = fused_linear_relu(x, w, config=TF32X3)
     assert bool(cp.isnan(out[3]).all()) and not bool(cp.isnan(out[4]).any())
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("layout", ["kn", "nk_t"])
+def test_gemv_wide_propagates_nan_and_inf(cp, rng, dtype, layout):
+    x, w, _ = make_inputs(cp, rng, Case((6,), 264, 72, dtype, layout))
+    x[3, 5] = np.nan
+    x[4] = 0
+    x[4, 7] = np.inf
+    w[7] = cp.abs(w[7]) + 1  # x[4] @ w = +inf in every column
+    assert cfg.choose_config(6, 72, 264, dtype, True, current_device_info(), layout == "nk_t").kind == "gemv"
+    out = fused_linear_relu(x, w)
+    assert bool(cp.isnan(out[3]).all()) and bool(cp.isposinf(out[4]).all()) and bool(cp.isfinite(out[5]).all())
+
+
+@pytest.mark.parametrize("case,config,message", [
+    (Case((8,), 64, 40, F32, "odd_column"), _gemv(rows=16), "asks for the gemv kernel, which needs 16-byte"),
+    (Case((4,), 64, 40, F64, "kn"), _gemv(2, rows=4), "expected splits=1 for the float64 gemv kernel"),
+    (Case((5,), 64, 40, F32, "kn"), _gemv(rows=4), "expected a gemv tile of at least M = 5 rows"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_gemv_refuses_what_it_cannot_run(cp, rng, case, config, message):
+    x, w, b = make_inputs(cp, rng, case)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        fused_linear_relu(x, w, b, config=config)
 
 
 def test_new_out_and_numpy_reference_agree(cp, rng):

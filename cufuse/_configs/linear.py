@@ -8,9 +8,11 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   weight for M <= 64 (``STREAM_TILE`` / ``SMALL_TILE`` with split-K), and splits K for
   any shape with fewer output tiles than the SMs' block slots.
 * ``"gemv"``: weight streaming for M <= ``GemvTile.rows`` (16-byte loads straight to
-  registers, float32 FMA; row-major weights split K over ``splits`` blocks). Same operand
-  rules as ``"mma"``. Reached only through ``config=`` until the H200 sweep
-  (bench/sweep_linear.py) shows where it beats the tensor-core streaming tile.
+  registers, FMAs in float32, float64 for float64; row-major weights split K over
+  ``splits`` blocks, float64 excepted). Same operand rules as ``"mma"``, any of the four
+  dtypes. The float32 default for M <= 16 and the float64 one for M <= 4 (``GEMV_WIDE``,
+  ``choose_gemv_config``);
+  16-bit types reach it only through ``config=`` (the tensor-core streams are faster).
 * ``"simt"``: register-tiled SIMT GEMM with arbitrary strides: float32 (true float32),
   float64, and 16-bit inputs the tensor-core kernel cannot take.
 * ``"tf32x3"``: float32 on tensor cores at float32 accuracy (3xTF32: each operand split
@@ -150,13 +152,30 @@ class GemvTile:
     rows: int
     threads: int = 256
 
-    @staticmethod
-    def columns_per_block(b_kmajor: bool) -> int:
-        """Output columns one block covers (GEMV_KMAJOR_COLS / GEMV_ROWMAJOR_COLS of the kernel)."""
-        return 16 if b_kmajor else 256
+    def columns_per_block(self, b_kmajor: bool, itemsize: int = 2) -> int:
+        """Output columns one block covers. K-major: 2 warp groups x the columns a warp keeps
+        within 64 32-bit accumulator registers (1 to 8; ``gemv_kmajor_warp_cols`` of the
+        kernel); row-major: 32 lanes x one 16-byte vector of columns each."""
+        if b_kmajor:
+            accum_words = 2 if itemsize == 8 else 1
+            return 2 * max(1, min(8, 64 // (self.rows * accum_words)))
+        return 32 * (16 // itemsize)
 
 
 GEMV_TILES = (GemvTile(1),)
+# float32 with M <= 16 and float64 with M <= 4: the tensor-core tiles pad x to 128 rows, so
+# 3xTF32 and DMMA are compute-bound there (x 8192^2, run S8-6, eager TB/s, (K,N) / (N,K).T,
+# gemv against the tensor-core default and CuPy unfused): float32 M = 1 3.52 / 4.37 (0.50 /
+# 0.48; 3.83 / 2.74), M = 4 2.23 / 3.70 (CuPy 2.16 / 1.90), M = 16 1.15 / 2.07 (0.50 / 0.49;
+# 1.76 / 1.75); float64 M = 1 2.36 / 4.39 (1.32 / 1.32; 4.10 / 4.18), M = 4 (N,K).T 3.53
+# (CuPy 3.98), M = 16 1.18 / 1.30 against DMMA's 1.32 / 1.32 (so float64 stops at 4 rows).
+GEMV_WIDE_TILES = (GemvTile(1), GemvTile(4), GemvTile(16))
+GEMV_WIDE = True  # the switch: False keeps small-M float32 / float64 on the tensor-core kernels
+GEMV_WIDE_MAX_M = {np.dtype(np.float32): 16, np.dtype(np.float64): 4}
+GEMV_MIN_SPLIT_ROWS = 256  # k rows per split at least: 8 warps x 8 rows in flight, 4 times over
+# Row-major: split K until the blocks fill the SMs this often (runs S8-5 / S8-6, float32 x
+# 8192^2: M = 1 16 splits 3.65 TB/s, 32 3.46-3.52, 9 2.73; M = 16 4 splits 1.22, 17 1.15, 32 0.99).
+GEMV_WAVES = 4
 
 @dataclasses.dataclass(frozen=True)
 class WgmmaTile:
@@ -500,6 +519,20 @@ def choose_wide_config(m: int, n: int, dtype, tensor_ok: bool, dev, tensor_cores
     return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
 
 
+def choose_gemv_config(m: int, n: int, k: int, dtype, kmajor: bool, dev) -> LinearConfig:
+    """float32 / float64 with M <= GEMV_WIDE_MAX_M[dtype]: the weight-streaming kernel with the fewest
+    rows that cover M. A row-major weight splits K until the blocks fill the SMs GEMV_WAVES times
+    (float32 only: the split sums meet in a float32 workspace); a K-major one has a block
+    per few columns and needs none."""
+    tile = next(t for t in GEMV_WIDE_TILES if t.rows >= m)
+    itemsize = np.dtype(dtype).itemsize
+    if kmajor or itemsize == 8:
+        return LinearConfig("gemv", tile)
+    col_blocks = math.ceil(n / tile.columns_per_block(False, itemsize))
+    splits = max(1, min(math.ceil(GEMV_WAVES * dev.sm_count / col_blocks), k // GEMV_MIN_SPLIT_ROWS))
+    return LinearConfig("gemv", tile, splits)
+
+
 def gemm_score(m: int, n: int, tile, blocks_per_sm: int, dev) -> float:
     """Estimated throughput of ``tile`` on an M x N output: tile speed x last-wave fill x
     the fraction of the tiles' area inside the matrix."""
@@ -579,6 +612,8 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
     and M <= 64 the swapped-operand kernel where ``SWAP_SMALL_M`` says.
     """
     if np.dtype(dtype).itemsize >= 4:
+        if GEMV_WIDE and mma_ok and m <= GEMV_WIDE_MAX_M[np.dtype(dtype)]:
+            return choose_gemv_config(m, n, k, dtype, kmajor, dev)
         return choose_wide_config(m, n, dtype, mma_ok, dev)
     if not mma_ok:
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
@@ -715,5 +750,7 @@ def instantiations(dev):
             (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]
     specs += [kernel_spec(LinearConfig("simt", tile), dt, kmaj) for dt, tile in simt for kmaj in (True, False)]
     specs += [kernel_spec(LinearConfig("gemv", tile), dt, kmaj) for tile in GEMV_TILES for dt in (np.float16, BFLOAT16)
+              for kmaj in (True, False)]
+    specs += [kernel_spec(LinearConfig("gemv", tile), dt, kmaj) for tile in GEMV_WIDE_TILES for dt in (np.float32, np.float64)
               for kmaj in (True, False)]
     return specs
