@@ -310,6 +310,9 @@ def _make_plan(x, weight, bias, out, out_shape, config):
                      *_workspace_args(scalars, splits, workspace), extents, maps=maps)
 
 
+_GEMV_SPLIT_ROWS = 64  # kernels/linear_relu.cu: GEMV_WARPS x GEMV_ROW_LOADS
+
+
 def _gemv_plan(out_shape, dtype, spec, config, m, n, k, ldx, ldw, b_kmajor, bias_stride, extents):
     """The weight-streaming kernel: K-major weights need no split; row-major ones split K
     over ``config.splits`` blocks per block of columns (float32 workspace, as for the mma
@@ -317,7 +320,8 @@ def _gemv_plan(out_shape, dtype, spec, config, m, n, k, ldx, ldw, b_kmajor, bias
     tile = config.tile
     col_blocks = -(-n // tile.columns_per_block(b_kmajor, np.dtype(dtype).itemsize))
     splits = 1 if b_kmajor else max(1, min(config.splits, k))
-    k_rows_per_split = max(1, -(-k // splits))
+    # Whole runs of 8 warps x 8 rows a split, so a warp's x vectors never straddle two splits.
+    k_rows_per_split = -(-max(1, -(-k // splits)) // _GEMV_SPLIT_ROWS) * _GEMV_SPLIT_ROWS
     splits = max(1, -(-k // k_rows_per_split))
     kernel = get_kernel(spec.source, spec.name, *spec.template_args)
     scalars = (np.int64(m), np.int64(n), np.int64(k), np.int64(ldx), np.int64(ldw), bias_stride,

@@ -848,8 +848,8 @@ linear_relu_simt(const T* __restrict__ x, const T* __restrict__ w, const T* __re
 //    1/GEMV_KPARTS share of K (lane l reads k = VEC l + 32 VEC i + ...); shuffles and shared
 //    memory reduce. No split-K. Grid: ceil(N / (GEMV_WARPS / GEMV_KPARTS x warp columns)), 1.
 //  * row-major (w + k * ldw + n): lane l owns VEC consecutive columns of the block's 32 VEC;
-//    the 8 warps interleave the rows of the block's k range and meet in shared memory, one x
-//    row at a time. With splits > 1 (gridDim.y; not float64, whose sums the float32
+//    the 8 warps take turns at runs of consecutive rows of the block's k range (x read as
+//    16-byte vectors along k) and meet in shared memory, one x row at a time. With splits > 1 (gridDim.y; not float64, whose sums the float32
 //    workspace would round) the k ranges meet in the float32 workspace and the last block of
 //    a column range finishes, as in linear_relu_mma. Grid: ceil(N / (32 VEC)), splits.
 namespace cufuse {
@@ -936,26 +936,41 @@ linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __re
         const int64 n0 = int64(blockIdx.x) * COLS, n = n0 + lane * VEC;
         const bool col_ok = n < N;  // N % VEC == 0: a thread's VEC columns exist together
         const int64 k_begin = int64(blockIdx.y) * k_rows_per_split, k_end = min(K, k_begin + k_rows_per_split);
+        // A warp takes ROW_LOADS consecutive k rows at a time, so each x row's ROW_LOADS values
+        // are one or more 16-byte vectors (k_rows_per_split and K are multiples of VEC: a
+        // vector is all inside the split or all past it).
+        static_assert(ROW_LOADS % VEC == 0, "whole x vectors per warp step");
+        constexpr int X_VECS = ROW_LOADS / VEC;
         A acc[ROWS][VEC] = {};
-        for (int64 k = k_begin + warp; k < k_end; k += GEMV_WARPS * ROW_LOADS) {
+        for (int64 k = k_begin + warp * ROW_LOADS; k < k_end; k += GEMV_WARPS * ROW_LOADS) {
             uint4 raw[ROW_LOADS];
 #pragma unroll
             for (int u = 0; u < ROW_LOADS; ++u) {
-                const int64 kk = k + u * GEMV_WARPS;
+                const int64 kk = k + u;
                 raw[u] = col_ok && kk < k_end ? __ldcs(reinterpret_cast<const uint4*>(w + kk * ldw + n)) : make_uint4(0, 0, 0, 0);
             }
+            A xv[ROWS][ROW_LOADS];
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int v = 0; v < X_VECS; ++v) {
+                    // Rows past M re-read row M - 1 (never stored): no branch, so the loads of all
+                    // ROWS rows issue together.
+                    const T* src = x + min(r, rows - 1) * ldx + k + v * VEC;
+                    const uint4 raw_x = k + v * VEC < k_end ? __ldg(reinterpret_cast<const uint4*>(src)) : make_uint4(0, 0, 0, 0);
+                    A part[VEC];
+                    widen_vec16<T>(raw_x, part);
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) xv[r][v * VEC + e] = part[e];
+                }
 #pragma unroll
             for (int u = 0; u < ROW_LOADS; ++u) {
-                const int64 kk = k + u * GEMV_WARPS;
-                if (kk >= k_end) break;
                 A wf[VEC];
                 widen_vec16<T>(raw[u], wf);
 #pragma unroll
-                for (int r = 0; r < ROWS; ++r) {
-                    const A xr = to_accum(x[min(r, rows - 1) * ldx + kk]);  // as above: no branch
+                for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-                    for (int e = 0; e < VEC; ++e) acc[r][e] = fma(xr, wf[e], acc[r][e]);
-                }
+                    for (int e = 0; e < VEC; ++e) acc[r][e] = fma(xv[r][u], wf[e], acc[r][e]);
             }
         }
         const int splits = gridDim.y;

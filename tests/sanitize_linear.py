@@ -72,6 +72,7 @@ CASES = [
     Case((16,), 264, 40, F32, "nk_t", config=_gemv(rows=16)),  # float32 GEMV, K-major, 4 columns a warp
     Case((9,), 200, 66, F64, "kn", bias="strided", config=_gemv(rows=16)),  # float64 GEMV, row-major
     Case((2,), 264, 24, F64, "nk_t", config=_gemv(rows=4)),
+    Case((3,), 1004, 136, F32, "kn", config=_gemv(3, rows=4)),  # the last split ends inside a warp's run of rows
 ]
 
 

@@ -719,6 +719,8 @@ CASES = [
     Case((), 260, 72, F32, "nk_t"),
     Case((9,), 1000, 4100, F32, "kn", config=_gemv(1, rows=16)),  # one split: no workspace
     Case((2,), 264, 40, F32, "kn", x_layout="padded_rows", config=_gemv(7, rows=4)),  # ragged last split
+    Case((3,), 1004, 136, F32, "kn", config=_gemv(3, rows=4)),  # last split ends inside a warp's run of rows
+    Case((2,), 1002, 66, F64, "kn", config=_gemv(rows=4)),  # K ends inside a warp's run of 8 rows
     Case((4,), 1032, 136, F64, "kn"),
     Case((3,), 2050, 202, F64, "nk_t", bias="none"),
     Case((16,), 2050, 202, F64, "nk_t", config=_gemv(rows=16)),

@@ -164,17 +164,18 @@ class GemvTile:
 
 GEMV_TILES = (GemvTile(1),)
 # float32 with M <= 16 and float64 with M <= 4: the tensor-core tiles pad x to 128 rows, so
-# 3xTF32 and DMMA are compute-bound there (x 8192^2, run S8-6, eager TB/s, (K,N) / (N,K).T,
-# gemv against the tensor-core default and CuPy unfused): float32 M = 1 3.52 / 4.37 (0.50 /
-# 0.48; 3.83 / 2.74), M = 4 2.23 / 3.70 (CuPy 2.16 / 1.90), M = 16 1.15 / 2.07 (0.50 / 0.49;
-# 1.76 / 1.75); float64 M = 1 2.36 / 4.39 (1.32 / 1.32; 4.10 / 4.18), M = 4 (N,K).T 3.53
-# (CuPy 3.98), M = 16 1.18 / 1.30 against DMMA's 1.32 / 1.32 (so float64 stops at 4 rows).
+# 3xTF32 and DMMA are compute-bound there (x 8192^2, run S8-9, eager TB/s, (K,N) / (N,K).T,
+# gemv against CuPy unfused; the tensor-core tiles 0.48-0.51 float32, 1.32 float64): float32
+# M = 1 4.20 / 4.46 (3.91 / 2.76), M = 4 3.63 / 3.74 (2.17 / 1.99), M = 16 1.77 / 2.07 (1.76
+# / 1.81); float64 M = 1 4.20 / 4.48 (4.16 / 4.25), M = 4 3.84 / 3.58 (3.86 / 4.04). Float64
+# stops at 4 rows: at 16 the stream read 1.18 / 1.30 against DMMA's 1.32 (run S8-6).
 GEMV_WIDE_TILES = (GemvTile(1), GemvTile(4), GemvTile(16))
 GEMV_WIDE = True  # the switch: False keeps small-M float32 / float64 on the tensor-core kernels
 GEMV_WIDE_MAX_M = {np.dtype(np.float32): 16, np.dtype(np.float64): 4}
 GEMV_MIN_SPLIT_ROWS = 256  # k rows per split at least: 8 warps x 8 rows in flight, 4 times over
-# Row-major: split K until the blocks fill the SMs this often (runs S8-5 / S8-6, float32 x
-# 8192^2: M = 1 16 splits 3.65 TB/s, 32 3.46-3.52, 9 2.73; M = 16 4 splits 1.22, 17 1.15, 32 0.99).
+# Row-major: split K until the blocks fill the SMs this often (run S8-9, float32 x 8192^2
+# (K,N) with x read as vectors: M = 1 17 splits 4.20 TB/s, 8 4.12, 32 4.17; M = 4 9 splits
+# 3.63; M = 16 9 splits 1.77, 4 splits 2.06: fewer splits for 16 rows is the next step).
 GEMV_WAVES = 4
 
 @dataclasses.dataclass(frozen=True)
