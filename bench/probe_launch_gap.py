@@ -27,9 +27,10 @@ from cufuse.bench.cases import linear_case, to_torch
 from cufuse.bench.runner import input_sets
 from cufuse._launch import POINTER, PdlLaunch
 from cufuse.bench.timing import time_cuda_budget
-from sweep_linear import graph_ms  # bench/ is this script's directory
+from probe_read_ceiling import READ_CHUNK  # bench/ is this script's directory
+from sweep_linear import graph_ms
 
-SOURCE = r"""
+SOURCE = READ_CHUNK + r"""
 template <int MODE>  // 0: no grid-dependency control; 1: trigger + wait; 2: trigger, L2 prefetch, wait
 __global__ void readchunk(const uint4* __restrict__ p, long long n, unsigned* out) {
     const long long per = (n + gridDim.x - 1) / gridDim.x;
@@ -40,18 +41,7 @@ __global__ void readchunk(const uint4* __restrict__ p, long long n, unsigned* ou
         asm volatile("prefetch.global.L2 [%0];" :: "l"(first + 128 * (threadIdx.x % 512)) : "memory");
     }
     if (MODE >= 1) asm volatile("griddepcontrol.wait;" ::: "memory");
-    unsigned acc = 0;
-    for (long long i = begin + threadIdx.x; i < end; i += 8 * blockDim.x) {
-        uint4 v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-            const long long j = i + u * blockDim.x;
-            v[u] = j < end ? __ldg(p + j) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-    if (acc == 0x12345678u) out[0] = acc;
+    read_chunk(p, begin, end, out);
 }
 """
 NBYTES = 8192 * 8192 * 2

@@ -9,7 +9,27 @@ probe of the hardware, not part of cufuse (whose kernels all go through cufuse._
 import cupy
 import numpy as np
 
-SOURCE = r"""
+# One block's contiguous chunk [begin, end) of 16-byte words, 8 loads in flight a thread (also
+# bench/probe_launch_gap.py's kernel).
+READ_CHUNK = r"""
+__device__ __forceinline__ void read_chunk(const uint4* __restrict__ p, long long begin, long long end,
+                                           unsigned* out) {
+    unsigned acc = 0;
+    for (long long i = begin + threadIdx.x; i < end; i += 8 * blockDim.x) {
+        uint4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const long long j = i + u * blockDim.x;
+            v[u] = j < end ? __ldg(p + j) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    if (acc == 0x12345678u) out[0] = acc;  // never true in practice: keeps the loads alive
+}
+"""
+
+SOURCE = READ_CHUNK + r"""
 extern "C" __global__ void readsum(const uint4* __restrict__ p, long long n, unsigned* out) {
     unsigned acc = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -22,19 +42,8 @@ extern "C" __global__ void readsum(const uint4* __restrict__ p, long long n, uns
 }
 extern "C" __global__ void readchunk(const uint4* __restrict__ p, long long n, unsigned* out) {
     const long long per = (n + gridDim.x - 1) / gridDim.x;
-    const long long begin = blockIdx.x * per, end = min(n, begin + per);
-    unsigned acc = 0;
-    for (long long i = begin + threadIdx.x; i < end; i += 8 * blockDim.x) {
-        uint4 v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-            const long long j = i + u * blockDim.x;
-            v[u] = j < end ? __ldg(p + j) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-    if (acc == 0x12345678u) out[0] = acc;
+    const long long begin = blockIdx.x * per;
+    read_chunk(p, begin, min(n, begin + per), out);
 }
 """
 NBYTES = 8192 * 8192 * 2
