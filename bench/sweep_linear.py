@@ -16,6 +16,7 @@ float32 CuPy reference.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -233,6 +234,41 @@ FP64_KMAJOR_VARIANTS = [
 ]
 
 
+# Session 9: float32 M = 17..128 and float64 M = 5..128 on tiles of 16-64 rows that split K
+# through slots (WIDE_FEW_ROW_TILES; the default's split count from choose_splits).
+def wide(kind, tile, splits):
+    return L.LinearConfig(kind, tile, splits, reduction="slots" if splits > 1 else "atomic")
+
+
+def few_row_variants(dname, rows):
+    """The few-row tiles that hold ``rows`` (and the 128-row tile) at 1-8 splits (float64: 1-12)."""
+    if dname == "fp32":
+        kind, tiles, counts = "tf32x3", L.WIDE_FEW_ROW_TILES[np.dtype(np.float32)] + (L.TF32_TILE,), (1, 2, 4, 8)
+    else:
+        kind, tiles, counts = "dmma", L.WIDE_FEW_ROW_TILES[np.dtype(np.float64)] + (L.DMMA_PIPELINED_TILE,), (1, 2, 3, 6, 12)
+    tiles = [t for t in tiles if t.bm >= rows][:2]
+    return [(f"{kind} {t.bm}x{t.bn}k{t.bk}s{t.stages} split{c}", wide(kind, t, c)) for t in tiles for c in counts]
+
+
+FEW_ROW_FOLLOWUP = {  # run S9-1's follow-up: fewer-row float32 tiles at M <= 16, deeper float64 stages
+    ("fp32", 16): [(f"tf32x3 16x128k32s4 split{c}", wide("tf32x3", L.TF32_M16_TILE, c)) for c in (2, 4, 8)]
+    + [("tf32x3 32x128k32s4 split4", wide("tf32x3", L.TF32_M32_TILE, 4))],
+    ("fp64", 4): [(f"dmma 16x64k16s6 split{c}", wide("dmma", L.DMMA_M16_TILE, c)) for c in (1, 3, 6)],
+    ("fp64", 32): [(f"dmma 32x64k16s{s} split{c}", wide("dmma", dataclasses.replace(L.DMMA_M32_TILE, stages=s), c))
+                   for s in (6, 8) for c in (3, 6, 12)],
+    ("fp64", 64): [(f"dmma 64x64k16s6 split{c}", wide("dmma", dataclasses.replace(L.DMMA_M64_TILE, stages=6), c))
+                   for c in (2, 3, 4)]
+    + [(f"dmma 64x128k16s4 8w split{c}", wide("dmma", TF(64, 128, 16, 2, 4, 4, 2, 1.0, itemsize=8, dmma_k=8), c))
+       for c in (2, 3, 4)],
+}
+
+
+FP64_M16_STAGE_VARIANTS = [  # the 16-row float64 tile at 4 and 8 stages, 3 splits
+    (f"dmma 16x64k16s{stages} split3", wide("dmma", dataclasses.replace(L.DMMA_M16_TILE, stages=stages), 3))
+    for stages in (4, 8)
+] + [("gemv 16 rows", L.LinearConfig("gemv", L.GemvTile(16), 1))]
+
+
 def make_sets(m, k, n, dtype, kmajor, count):
     """``count`` rotating (x, weight, bias, out) sets; weight is (K, N) row-major or the
     transposed view of an (N, K) array (``kmajor``)."""
@@ -446,21 +482,30 @@ def sweep_plan():
         (4096, 4096, 4096, "fp32", False, d + FP32_VARIANTS),
         (4096, 4096, 4096, "fp32", True, d + FP32_VARIANTS[:2] + FP32_VARIANTS[4:5]),
         (512, 4096, 4096, "fp32", False, d + FP32_VARIANTS[:2]),
-        (16, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1] + GEMV_WIDE_VARIANTS[:3]),
-        (16, 8192, 8192, "fp32", True, d + FP32_VARIANTS[:1]),
-        (4, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1]),
-        (4, 8192, 8192, "fp32", True, d + FP32_VARIANTS[:1]),
+        (16, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1] + GEMV_WIDE_VARIANTS[:3] + FEW_ROW_FOLLOWUP["fp32", 16]),
+        (16, 8192, 8192, "fp32", True, d + FP32_VARIANTS[:1] + FEW_ROW_FOLLOWUP["fp32", 16]),
+        (4, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1] + FEW_ROW_FOLLOWUP["fp32", 16]),
+        (4, 8192, 8192, "fp32", True, d + FP32_VARIANTS[:1] + FEW_ROW_FOLLOWUP["fp32", 16]),
         (1, 8192, 8192, "fp32", False, d + FP32_VARIANTS[:1] + GEMV_WIDE_VARIANTS[3:]),
         (1, 8192, 8192, "fp32", True, d + FP32_VARIANTS[:1]),
-        (16, 8192, 8192, "fp64", False, d + FP64_VARIANTS[2:3]),
-        (16, 8192, 8192, "fp64", True, d + FP64_VARIANTS[2:3]),
-        (1, 8192, 8192, "fp64", True, d + FP64_VARIANTS[2:3]),
+        (16, 8192, 8192, "fp64", False, d + FP64_VARIANTS[2:3] + few_row_variants("fp64", 16) + FP64_M16_STAGE_VARIANTS),
+        (16, 8192, 8192, "fp64", True, d + FP64_VARIANTS[2:3] + few_row_variants("fp64", 16) + FP64_M16_STAGE_VARIANTS),
+        (8, 8192, 8192, "fp64", False, d + few_row_variants("fp64", 8)[:5] + FP64_M16_STAGE_VARIANTS[2:]),
+        (8, 8192, 8192, "fp64", True, d + few_row_variants("fp64", 8)[:5] + FP64_M16_STAGE_VARIANTS[2:]),
+        (32, 8192, 8192, "fp64", False, d + few_row_variants("fp64", 32) + FEW_ROW_FOLLOWUP["fp64", 32]),
+        (32, 8192, 8192, "fp64", True, d + few_row_variants("fp64", 32) + FEW_ROW_FOLLOWUP["fp64", 32]),
+        (64, 8192, 8192, "fp64", True, d + few_row_variants("fp64", 64) + FEW_ROW_FOLLOWUP["fp64", 64]),
+        (128, 8192, 8192, "fp64", False, d + few_row_variants("fp64", 128)),
+        (32, 8192, 8192, "fp32", False, d + few_row_variants("fp32", 32)),
+        (32, 8192, 8192, "fp32", True, d + few_row_variants("fp32", 32)),
+        (128, 8192, 8192, "fp32", False, d + few_row_variants("fp32", 128)),
+        (1, 8192, 8192, "fp64", True, d + FP64_VARIANTS[2:3] + FEW_ROW_FOLLOWUP["fp64", 4]),
         (1, 8192, 8192, "fp64", False, d + FP64_VARIANTS[2:3]),
-        (4, 8192, 8192, "fp64", True, d + FP64_VARIANTS[2:3]),
-        (64, 8192, 8192, "fp32", False, d),
-        (64, 8192, 8192, "fp32", True, d),
-        (64, 8192, 8192, "fp64", False, d),
-        (4, 8192, 8192, "fp64", False, d + FP64_VARIANTS[2:3]),
+        (4, 8192, 8192, "fp64", True, d + FP64_VARIANTS[2:3] + FEW_ROW_FOLLOWUP["fp64", 4]),
+        (64, 8192, 8192, "fp32", False, d + few_row_variants("fp32", 64)),
+        (64, 8192, 8192, "fp32", True, d + few_row_variants("fp32", 64)),
+        (64, 8192, 8192, "fp64", False, d + few_row_variants("fp64", 64) + FEW_ROW_FOLLOWUP["fp64", 64]),
+        (4, 8192, 8192, "fp64", False, d + FP64_VARIANTS[2:3] + FEW_ROW_FOLLOWUP["fp64", 4]),
         (4096, 4096, 4096, "fp64", False, d + FP64_VARIANTS),
         (4096, 4096, 4096, "fp64", True, d + FP64_VARIANTS + FP64_KMAJOR_VARIANTS),
     ]

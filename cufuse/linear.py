@@ -254,7 +254,7 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         if config.kind == "swap_tma" and m > config.tile.mx:
             raise ValueError(f"{_FN}: argument 'config' asks for the swap_tma kernel with x rows padded to "
                              f"{config.tile.mx}, which takes at most M = {config.tile.mx} rows, got M = {m}")
-        if config.kind in ("wgmma",) + tma_kinds and config.splits > 1 and config.reduction != "slots":
+        if config.kind in ("wgmma", "tf32x3", "dmma") + tma_kinds and config.splits > 1 and config.reduction != "slots":
             raise ValueError(f"{_FN}: argument 'config' expected reduction='slots' for a split {config.kind} "
                              f"config (the kernel's only split-K reduction), got {config.reduction!r}")
         if config.kind == "gemv" and m > config.tile.rows:
@@ -278,15 +278,10 @@ def _make_plan(x, weight, bias, out, out_shape, config):
         # out is C-contiguous (check_out), a fresh one 256-byte aligned, and the plan's
         # signature holds out's alignment.
         paired_store = n % 2 == 0 and (out is None or out.data.ptr % (2 * itemsize) == 0)
-        if wide_dtype is not None:
-            smem = tile.smem_bytes(itemsize)
-            kernel = get_kernel(spec.source, spec.name, *spec.template_args, dynamic_smem=smem)
-            scalars = (i64(m), i64(n), i64(k), i64(x_row_stride), i64(w_n_stride if b_kmajor else w_k_stride),
-                       bias_stride, np.int32(config.raster_group))
-            return _Plan(out_shape, x.dtype, kernel, (tiles, 1, 1), (tile.threads, 1, 1), smem, scalars, None, extents)
-        # The tensor-core kernels (mma, wgmma, wgmma_tma, swap_tma): same arguments, but for mma's
-        # reduction flag, the TMA kernels' tensor maps in place of x, the weight and their strides,
-        # and the swapped kernel's transposed store (no paired-store flag).
+        # The tensor-core kernels (mma, wgmma, wgmma_tma, swap_tma, tf32x3, dmma): same arguments,
+        # but for mma's reduction flag, the TMA kernels' tensor maps in place of x, the weight and
+        # their strides, and the paired-store flag only where the store has one (not the swapped
+        # kernel's transposed store, not the float32 / float64 kernels' scalar stores).
         k_tiles = -(-k // tile.bk)
         splits = linear_configs.effective_splits(max(k_tiles, 1), config.splits)
         k_tiles_per_split = -(-k_tiles // splits)
@@ -301,7 +296,7 @@ def _make_plan(x, weight, bias, out, out_shape, config):
             strides = (i64(x_row_stride), i64(ldw))
         scalars = (i64(m), i64(n), i64(k)) + strides + (bias_stride, np.int32(k_tiles_per_split),
                                                         np.int32(config.raster_group))
-        if config.kind != "swap_tma":
+        if config.kind != "swap_tma" and wide_dtype is None:
             scalars += (np.int32(paired_store),)
         if config.kind == "mma":
             scalars += (np.int32(config.reduction == "slots"),)

@@ -202,41 +202,52 @@ __device__ __forceinline__ void store_bias_relu(const accum_t<T> (&acc)[MI][NI][
 }
 
 // Split-K through slots (grid z = the splits of one output tile, blockIdx.x the tile):
-// every split stores its partial tile, in accumulator order (one float4 per thread and
-// (i, j): each warp writes 512 contiguous bytes), to its own slot of this tile; the last
-// block to arrive adds the other slots to its registers and returns true, to store like
-// an unsplit block. No atomics on the M x N cells and nothing to re-zero but the counter.
-// Workspace: gridDim.x x gridDim.z slots of MI x NI x 4 x THREADS floats; the whole block
-// calls it, or with `sync_threads` > 0 only its first THREADS = sync_threads (last_to_arrive).
-template <int THREADS, int MI, int NI>
-__device__ __forceinline__ bool reduce_split_slots(float (&acc)[MI][NI][4], float* __restrict__ workspace,
+// every split stores its partial tile, in accumulator order (16 bytes per thread and unit:
+// one float4 of float accumulators, two double2 of double ones, per (i, j); each warp writes
+// 512 contiguous bytes a unit), to its own slot of this tile; the last block to arrive adds
+// the other slots to its registers and returns true, to store like an unsplit block. No
+// atomics on the M x N cells and nothing to re-zero but the counter. Workspace (of the
+// accumulator type A): gridDim.x x gridDim.z slots of MI x NI x 4 x THREADS values; the whole
+// block calls it, or with `sync_threads` > 0 only its first THREADS = sync_threads
+// (last_to_arrive).
+template <int THREADS, typename A, int MI, int NI>
+__device__ __forceinline__ bool reduce_split_slots(A (&acc)[MI][NI][4], A* __restrict__ workspace,
                                                    int* __restrict__ counters, int sync_threads = 0) {
-    constexpr int slot_vecs = MI * NI * THREADS;
+    constexpr int per_unit = Vec16<A>::size, units = 4 / per_unit;
+    constexpr int slot_values = MI * NI * 4 * THREADS;
     const int splits = gridDim.z, split = blockIdx.z;
-    // This thread's first float4 of the tile's first slot: every access below is a
-    // constant offset from it or from one per-slot pointer, so no table of addresses is
-    // kept in registers across the slots.
-    float4* const mine = reinterpret_cast<float4*>(workspace) + int64(blockIdx.x) * splits * slot_vecs + threadIdx.x;
-    float4* const own = mine + int64(split) * slot_vecs;
+    // This thread's first unit of the tile's first slot: every access below is a constant
+    // offset from it or from one per-slot pointer, so no table of addresses is kept in
+    // registers across the slots.
+    A* const mine = workspace + (int64(blockIdx.x) * splits * slot_values + threadIdx.x * per_unit);
+    A* const own = mine + int64(split) * slot_values;
+    auto unit = [&](int i, int j, int u) { return ((i * NI + j) * units + u) * THREADS * per_unit; };
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int j = 0; j < NI; ++j)
-            own[(i * NI + j) * THREADS] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+#pragma unroll
+            for (int u = 0; u < units; ++u) {
+                Vec16<A> values;
+#pragma unroll
+                for (int r = 0; r < per_unit; ++r) values.v[r] = acc[i][j][u * per_unit + r];
+                store_vec16(own + unit(i, j, u), values);
+            }
     if (!last_to_arrive(counters + blockIdx.x, splits, sync_threads)) return false;
     for (int z = 0; z < splits; ++z) {
         if (z == split) continue;
-        const float4* part = mine + int64(z) * slot_vecs;
+        const A* part = mine + int64(z) * slot_values;
 #pragma unroll
         for (int i = 0; i < MI; ++i)
 #pragma unroll
-            for (int j = 0; j < NI; ++j) {
-                const float4 v = __ldcg(part + (i * NI + j) * THREADS);
-                acc[i][j][0] += v.x;
-                acc[i][j][1] += v.y;
-                acc[i][j][2] += v.z;
-                acc[i][j][3] += v.w;
-            }
+            for (int j = 0; j < NI; ++j)
+#pragma unroll
+                for (int u = 0; u < units; ++u) {
+                    Vec16<A> values;  // L2 only: other blocks wrote it
+                    *reinterpret_cast<uint4*>(&values) = __ldcg(reinterpret_cast<const uint4*>(part + unit(i, j, u)));
+#pragma unroll
+                    for (int r = 0; r < per_unit; ++r) acc[i][j][u * per_unit + r] += values.v[r];
+                }
     }
     if (threadIdx.x == 0) counters[blockIdx.x] = 0;
     return true;
@@ -1183,15 +1194,19 @@ __device__ __forceinline__ void wide_compute_stage(
 }  // namespace linear
 }  // namespace cufuse
 
-// Grid: (tiles_m * tiles_n). Block tile BM x BN, STAGES-deep cp.async pipeline (dynamic
-// shared memory STAGES x stage_elems elements). T is float (3xTF32) or double. Requires
-// (checked on the host): x rows 16-byte aligned with unit k stride, K a multiple of 16
-// bytes' elements; the weight's contiguous axis 16-byte aligned and, when it is N, N a
-// multiple of them too. B_KMAJOR as in linear_relu_mma.
+// Grid: (tiles_m * tiles_n, 1, splits). Block tile BM x BN, STAGES-deep cp.async pipeline
+// (dynamic shared memory STAGES x stage_elems elements); split z covers k tiles
+// [z * k_tiles_per_split, (z + 1) * k_tiles_per_split) and, with splits > 1, meets the
+// others through slots of accumulators (reduce_split_slots: `workspace` tiles x splits x
+// BM x BN values of accum_t<T>, `counters` one zero int per tile). T is float (3xTF32) or
+// double. Requires (checked on the host): x rows 16-byte aligned with unit k stride, K a
+// multiple of 16 bytes' elements; the weight's contiguous axis 16-byte aligned and, when
+// it is N, N a multiple of them too. B_KMAJOR as in linear_relu_mma.
 template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
 linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
-                 int64 M, int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride, int raster_group) {
+                 accum_t<T>* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K,
+                 int64 ldx, int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group) {
     begin_dependent_grid();
     using Tile = WideTile<T, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -1201,7 +1216,9 @@ linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __re
     int64 tile_m, tile_n;
     raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
     const int64 m0 = tile_m * BM, n0 = tile_n * BN;
-    const int k_tiles = int((K + BK - 1) / BK);
+    const int64 k_begin = int64(blockIdx.z) * k_tiles_per_split * BK;
+    const int64 k_end = min(K, k_begin + int64(k_tiles_per_split) * BK);
+    const int k_tiles = int((k_end - k_begin + BK - 1) / BK);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int warp_row = (warp / WARPS_N) * Tile::warp_m, warp_col = (warp % WARPS_N) * Tile::warp_n;
 
@@ -1211,12 +1228,12 @@ linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __re
     auto load = [&](int kt) {
         T* stage = smem + (kt % STAGES) * Tile::stage_elems;
         if (kt < k_tiles) {
-            const int64 k0 = int64(kt) * BK;
-            load_tile_wide<T, BM, BK, Tile::a_ld, Tile::threads>(stage, x, m0, k0, M, K, ldx);
+            const int64 k0 = k_begin + int64(kt) * BK;
+            load_tile_wide<T, BM, BK, Tile::a_ld, Tile::threads>(stage, x, m0, k0, M, k_end, ldx);
             if constexpr (B_KMAJOR)
-                load_tile_wide<T, BN, BK, Tile::b_ld, Tile::threads>(stage + Tile::a_elems, w, n0, k0, N, K, ldw);
+                load_tile_wide<T, BN, BK, Tile::b_ld, Tile::threads>(stage + Tile::a_elems, w, n0, k0, N, k_end, ldw);
             else
-                load_tile_wide<T, BK, BN, Tile::b_ld, Tile::threads>(stage + Tile::a_elems, w, k0, n0, K, N, ldw);
+                load_tile_wide<T, BK, BN, Tile::b_ld, Tile::threads>(stage + Tile::a_elems, w, k0, n0, k_end, N, ldw);
         }
         cp_async_commit();  // an empty group keeps the wait counts uniform at the tail
     };
@@ -1232,6 +1249,7 @@ linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __re
     }
     cp_async_wait<0>();
 
+    if (gridDim.z > 1 && !reduce_split_slots<Tile::threads>(acc, workspace, counters)) return;
     // Accumulator (i, j, r) sits at row warp_row + 16i + lane/4 + 8(r/2), column warp_col + 8j + 2(lane%4) + r%2.
     store_bias_relu<T>(acc, out, bias, bias_stride, m0 + warp_row + (lane >> 2), n0 + warp_col + 2 * (lane & 3), M, N,
                        /*paired_store=*/0);
@@ -1371,13 +1389,14 @@ __device__ __forceinline__ void mma_f64(double (&d)[4], const double (&a)[MMA_K 
 }  // namespace linear
 }  // namespace cufuse
 
-// Grid: (tiles_m * tiles_n). Block tile BM x BN x 16, STAGES-deep cp.async pipeline (dynamic
-// shared memory STAGES x (BM + BN) x 16 doubles), DMMA m16n8k{MMA_K}; sm_90 only (the body is
-// a trap before). Requirements and arguments as linear_relu_wide.
+// Grid: (tiles_m * tiles_n, 1, splits). Block tile BM x BN x 16, STAGES-deep cp.async
+// pipeline (dynamic shared memory STAGES x (BM + BN) x 16 doubles), DMMA m16n8k{MMA_K}; sm_90
+// only (the body is a trap before). Requirements, arguments and split-K as linear_relu_wide.
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int MMA_K, bool B_KMAJOR>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
 linear_relu_dmma(const double* __restrict__ x, const double* __restrict__ w, const double* __restrict__ bias,
-                 double* __restrict__ out, int64 M, int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride,
+                 double* __restrict__ out, double* __restrict__ workspace, int* __restrict__ counters, int64 M,
+                 int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride, int k_tiles_per_split,
                  int raster_group) {
     begin_dependent_grid();
 #if __CUDA_ARCH__ >= 900
@@ -1391,7 +1410,9 @@ linear_relu_dmma(const double* __restrict__ x, const double* __restrict__ w, con
     raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
     const int64 m0 = tile_m * BM, n0 = tile_n * BN;
     const bool tile_inside = m0 + BM <= M && n0 + BN <= N;
-    const int k_tiles = int((K + BK - 1) / BK);
+    const int64 k_begin = int64(blockIdx.z) * k_tiles_per_split * BK;
+    const int64 k_end = min(K, k_begin + int64(k_tiles_per_split) * BK);
+    const int k_tiles = int((k_end - k_begin + BK - 1) / BK);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int warp_row = (warp / WARPS_N) * Tile::warp_m, warp_col = (warp % WARPS_N) * Tile::warp_n;
 
@@ -1406,13 +1427,13 @@ linear_relu_dmma(const double* __restrict__ x, const double* __restrict__ w, con
     auto load = [&](int kt, int slot) {
         if (kt < k_tiles) {
             double* sa = smem + slot * Tile::stage_elems;
-            const int64 k0 = int64(kt) * BK;
+            const int64 k0 = k_begin + int64(kt) * BK;
             const int64 w_offset = B_KMAJOR ? k0 : k0 * ldw;
-            if (tile_inside && k0 + BK <= K) {
+            if (tile_inside && k0 + BK <= k_end) {
                 x_copy.template copy<false>(sa, k0, x, 0, 0);
                 w_copy.template copy<false>(sa + Tile::a_elems, w_offset, w, 0, 0);
             } else {
-                const int cols_k = int(min(K - k0, int64(BK)));
+                const int cols_k = int(min(k_end - k0, int64(BK)));
                 x_copy.template copy<true>(sa, k0, x, rows_m, cols_k);
                 w_copy.template copy<true>(sa + Tile::a_elems, w_offset, w, B_KMAJOR ? cols_n : cols_k,
                                            B_KMAJOR ? cols_k : cols_n);
@@ -1461,6 +1482,7 @@ linear_relu_dmma(const double* __restrict__ x, const double* __restrict__ w, con
     }
     cp_async_wait<0>();
 
+    if (gridDim.z > 1 && !reduce_split_slots<Tile::threads>(acc, workspace, counters)) return;
     store_bias_relu<double>(acc, out, bias, bias_stride, m0 + warp_row + (lane >> 2), n0 + warp_col + 2 * (lane & 3),
                             M, N, /*paired_store=*/0);
 #else

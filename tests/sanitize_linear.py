@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_linear import BF16, DMMA, DMMA_K32, DMMA_PIPE, DMMA_PIPE_K16, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _swap, _swap_default, _tma, _wgmma, check_case  # noqa: E402
+from tests.test_linear import BF16, DMMA, DMMA_K32, DMMA_PIPE, DMMA_PIPE_K16, F16, F32, F64, TF32X3, TF32X3_NARROW, Case, _force, _gemv, _wide, _swap, _swap_default, _tma, _wgmma, check_case  # noqa: E402
 from cufuse._configs import linear as cfg  # noqa: E402
 
 CASES = [
@@ -64,6 +64,12 @@ CASES = [
     Case((130,), 34, 136, F64, "kn", config=DMMA_PIPE),  # linear_relu_dmma (sm_90): ragged M, N, k tile
     Case((256,), 64, 64, F64, "nk_t", bias="none", config=DMMA_PIPE),  # full tiles: unchecked cp.async
     Case((70,), 72, 24, F64, "nk_t", config=DMMA_PIPE_K16),  # its m16n8k16 form
+    Case((9,), 200, 136, F32, "nk_t", config=_wide(cfg.TF32_M16_TILE, 2)),  # 3xTF32 16-row tile, split
+    Case((20,), 200, 136, F32, "kn", config=_wide(cfg.TF32_M32_TILE, 3)),  # 3xTF32 few rows, split, ragged
+    Case((40,), 136, 72, F32, "nk_t", bias="none", config=_wide(cfg.TF32_M64_TILE, 2)),
+    Case((9,), 200, 72, F64, "kn", config=_wide(cfg.DMMA_M16_TILE, 3)),  # float64 few rows, split, ragged
+    Case((30,), 136, 136, F64, "nk_t", config=_wide(cfg.DMMA_M32_TILE, 2)),
+    Case((64,), 72, 64, F64, "kn", bias="none", config=_wide(cfg.DMMA_M64_TILE, 2)),  # full tiles, split
     Case((3,), 0, 4, F16, "kn"),
     Case((1,), 1032, 40, BF16, "nk_t", config=_gemv()),  # GEMV, K-major, ragged N and K
     Case((1,), 200, 264, F16, "kn", config=_gemv(3)),  # GEMV, row-major, split-K, ragged split

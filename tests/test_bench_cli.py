@@ -53,7 +53,8 @@ def test_bad_option_is_refused(tmp_path):
 
 def test_grids_are_the_issues():
     assert len(bench_cases.softmax_cases()) == 9 * 2 + 2 + 2
-    assert len(bench_cases.linear_cases()) == 7 * 2 * 2 + 2  # both weight layouts, plus fp32 and fp64
+    # both weight layouts, plus fp32 and fp64 at 4096^3 and at 16 and 64 x 8192^2 (both layouts)
+    assert len(bench_cases.linear_cases()) == 7 * 2 * 2 + 2 + 2 * 2 * 2
     assert len(bench_cases.attention_cases()) == 2 * 2 * 4 * 2 + 2
     everything = bench_cases.cases_for("all")
     assert len({case.key for case in everything}) == len(everything)

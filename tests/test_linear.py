@@ -213,15 +213,15 @@ def test_wide_types_default_to_tensor_cores_where_operands_allow(dtype, kind):
     # 48.4; DMMA 45.0 against SIMT 15.5, pipelined DMMA 57.0 (CuPy unfused 56.6).
     assert cfg.choose_config(4096, 4096, 4096, dtype, True, H200).kind == kind
     assert cfg.choose_config(4096, 4096, 4096, dtype, False, H200).kind == "simt"
-    assert cfg.choose_wide_config(4096, 4096, dtype, True, H200, tensor_cores=False).kind == "simt"
+    assert cfg.choose_wide_config(4096, 4096, 4096, dtype, True, H200, tensor_cores=False).kind == "simt"
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
 @pytest.mark.parametrize("kmajor", [True, False], ids=["nk_t", "kn"])
 def test_wide_small_m_streams_the_weight(dtype, kmajor, monkeypatch):
-    """float32 with M <= 16 and float64 with M <= 4 take the gemv kernel with the fewest rows
-    that cover M (the tensor-core tiles pad x to 128 rows); row-major float32 splits K to fill the SMs
-    GEMV_WAVES times, float64 never splits (its sums would meet in a float32 workspace)."""
+    """float32 with M <= 4 and float64 with M = 1 take the gemv kernel with the fewest rows
+    that cover M (more rows run on the few-row tensor-core tiles); row-major float32 splits K to
+    fill the SMs GEMV_WAVES times, float64 never splits (its sums would meet in a float32 workspace)."""
     cfg.choose_config.cache_clear()
     try:
         specs = set(cfg.instantiations(H200))
@@ -236,9 +236,9 @@ def test_wide_small_m_streams_the_weight(dtype, kmajor, monkeypatch):
                 assert config.splits == 1
             else:
                 assert col_blocks * config.splits >= cfg.GEMV_WAVES * H200.sm_count > col_blocks * (config.splits - 1)
-        assert cfg.choose_config(16, 8192, 300, F32, True, H200, kmajor).splits == 1  # 256 k rows a split at least
+        assert cfg.choose_config(4, 8192, 300, F32, True, H200, kmajor).splits == 1  # 256 k rows a split at least
         assert cfg.choose_config(largest + 1, 8192, 8192, dtype, True, H200, kmajor).kind in ("tf32x3", "dmma")
-        assert largest == (16 if dtype == F32 else 4)
+        assert largest == (4 if dtype == F32 else 1)
         assert cfg.choose_config(1, 8192, 8192, dtype, False, H200, kmajor).kind == "simt"
         monkeypatch.setattr(cfg, "GEMV_WIDE", False)
         cfg.choose_config.cache_clear()
@@ -274,15 +274,58 @@ def test_wide_tensor_core_selection(dev, dtype, kind, tile):
     if dtype == F64 and dev is H200 and cfg.DMMA_PIPELINED:
         tile = cfg.DMMA_PIPELINED_TILE
     specs = set(cfg.instantiations(dev))
-    for m, n in ((1, 8), (65, 4100), (512, 4096), (4096, 4096), (8192, 8192)):
-        config = cfg.choose_wide_config(m, n, dtype, True, dev, tensor_cores=True)
-        assert config == cfg.LinearConfig(kind, tile) and cfg.WIDE_KINDS[kind] == dtype
-        assert cfg.choose_wide_config(m, n, dtype, False, dev, tensor_cores=True).kind == "simt"  # operands it cannot load
+    few_rows = cfg.WIDE_FEW_ROW_TILES[dtype] if dtype == F32 or dev is H200 else ()
+    for m, n, k in ((1, 8, 8), (65, 4100, 4100), (512, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192),
+                    (7, 4096, 4100), (33, 8192, 8192), (64, 1000, 1000)):
+        config = cfg.choose_wide_config(m, n, k, dtype, True, dev, tensor_cores=True)
+        expected = next((t for t in few_rows if t.bm >= m), tile)
+        assert config.kind == kind and config.tile == expected and cfg.WIDE_KINDS[kind] == dtype
+        assert config.reduction == ("slots" if config.splits > 1 else "atomic")
+        assert config.splits == cfg.choose_splits(m, n, k, expected, dev)
+        assert cfg.choose_wide_config(m, n, k, dtype, False, dev, tensor_cores=True).kind == "simt"  # operands it cannot load
         for kmajor in (True, False):
             assert cfg.kernel_spec(config, dtype, kmajor) in specs
 
 
+def test_few_row_wide_tiles_split_k_to_fill_the_sms():
+    # 64 x 8192^2 on the 128-row tiles: 64 float32 tiles (128 float64 ones) on 132 SMs, half of
+    # each tile padding (run S8-9: 0.51 / 1.34 TB/s, CuPy unfused 1.3 / 3.0).
+    for dtype in (F32, F64):
+        for m in (5, 16, 17, 32, 33, 64):
+            config = cfg.choose_config(m, 8192, 8192, dtype, True, H200)
+            if m <= cfg.GEMV_WIDE_MAX_M[dtype]:
+                assert config.kind == "gemv"
+                continue
+            tile = config.tile
+            assert tile in cfg.WIDE_FEW_ROW_TILES[dtype] and m <= tile.bm < 2 * max(m, 16)
+            assert config.splits > 1 and config.reduction == "slots"
+            blocks = cfg.tile_count(m, 8192, tile) * config.splits
+            assert blocks >= H200.sm_count  # every SM streams part of the weight
+            assert blocks <= H200.sm_count * tile.blocks_per_sm(H200)  # in one wave
+    # Full waves of 128-row tiles stay unsplit (the shapes measured at 1.27x / 1.01x CuPy).
+    assert cfg.choose_config(4096, 4096, 4096, F32, True, H200) == cfg.LinearConfig("tf32x3", cfg.TF32_TILE)
+    assert cfg.choose_config(4096, 4096, 4096, F64, True, H200) == DMMA_PIPE
+    # Off: every M on the 128-row tiles, unsplit.
+    cfg_switch = cfg.WIDE_FEW_ROWS
+    try:
+        cfg.WIDE_FEW_ROWS = False
+        cfg.choose_config.cache_clear()
+        assert cfg.choose_config(64, 8192, 8192, F32, True, H200) == cfg.LinearConfig("tf32x3", cfg.TF32_TILE)
+    finally:
+        cfg.WIDE_FEW_ROWS = cfg_switch
+        cfg.choose_config.cache_clear()
+
+
+def test_split_workspace_holds_float64_slots():
+    config = cfg.LinearConfig("dmma", cfg.DMMA_M16_TILE, 3, reduction="slots")
+    tiles = cfg.tile_count(16, 8192, cfg.DMMA_M16_TILE)
+    assert config.workspace_floats(16, 8192, 3) == 2 * tiles * 3 * 16 * 64  # two float32 cells a double
+    config = cfg.LinearConfig("tf32x3", cfg.TF32_M32_TILE, 4, reduction="slots")
+    assert config.workspace_floats(32, 8192, 4) == cfg.tile_count(32, 8192, cfg.TF32_M32_TILE) * 4 * 32 * 128
+
+
 WIDE_TILES = [(t, F32) for t in cfg.TF32_TILES] + [(cfg.DMMA_TILE, F64), (cfg.DMMA_PIPELINED_TILE, F64)]
+FEW_ROW_TILES = [(t, dtype) for dtype, tiles in cfg.WIDE_FEW_ROW_TILES.items() for t in tiles]
 # linear_relu_dmma (sm_90): the candidate default (DMMA m16n8k8) and its m16n8k16 form (the sweep's).
 DMMA_PIPELINED_K16_TILE = dataclasses.replace(cfg.DMMA_PIPELINED_TILE, dmma_k=16)
 DMMA_PIPE = cfg.LinearConfig("dmma", cfg.DMMA_PIPELINED_TILE)
@@ -297,8 +340,15 @@ def test_wide_tiles_fit_shared_memory(tile, dtype, dev):
     assert tile.blocks_per_sm(dev) == tile.max_blocks_per_sm  # 8 warps per SM
 
 
+@pytest.mark.parametrize("tile,dtype", FEW_ROW_TILES, ids=lambda p: getattr(p, "name", None) or f"{p.bm}x{p.bn}x{p.itemsize}")
+def test_few_row_tiles_fit_shared_memory(tile, dtype):
+    assert tile.itemsize == dtype.itemsize
+    assert tile.smem_bytes() <= H200.max_smem_per_block
+    assert 2 <= tile.blocks_per_sm(H200) <= tile.max_blocks_per_sm  # the kernels' launch bounds ask for 2
+
+
 @pytest.mark.parametrize("kmajor", [True, False])
-@pytest.mark.parametrize("tile,dtype", WIDE_TILES + [(DMMA_PIPELINED_K16_TILE, F64)],
+@pytest.mark.parametrize("tile,dtype", WIDE_TILES + FEW_ROW_TILES + [(DMMA_PIPELINED_K16_TILE, F64)],
                          ids=lambda p: getattr(p, "name", None) or f"{p.bm}x{p.bn}x{p.itemsize}k{p.dmma_k}")
 def test_wide_tiles_fit_their_register_budget(tile, dtype, kmajor):
     from cufuse._loader import compile_spec, resource_usage
@@ -312,13 +362,13 @@ def test_wide_tiles_fit_their_register_budget(tile, dtype, kmajor):
 def test_pipelined_dmma_is_a_one_line_switch_on_compute_capability_9(monkeypatch):
     # On since run S4-4 (the float64 default on compute capability 9.0 only: DMMA m16n8k8 /
     # m16n8k16 .f64 do not exist before); off, DMMA_TILE everywhere.
-    assert cfg.choose_wide_config(4096, 4096, F64, True, H200) == DMMA_PIPE
+    assert cfg.choose_wide_config(4096, 4096, 4096, F64, True, H200) == DMMA_PIPE
     monkeypatch.setattr(cfg, "DMMA_PIPELINED", False)
-    assert cfg.choose_wide_config(4096, 4096, F64, True, H200).tile == cfg.DMMA_TILE
+    assert cfg.choose_wide_config(4096, 4096, 4096, F64, True, H200).tile == cfg.DMMA_TILE
     monkeypatch.setattr(cfg, "DMMA_PIPELINED", True)
-    assert cfg.choose_wide_config(4096, 4096, F64, True, A100).tile == cfg.DMMA_TILE
-    assert cfg.choose_wide_config(4096, 4096, F32, True, H200).tile == cfg.TF32_TILE
-    assert cfg.choose_wide_config(4096, 4096, F64, False, H200).kind == "simt"
+    assert cfg.choose_wide_config(4096, 4096, 4096, F64, True, A100).tile == cfg.DMMA_TILE
+    assert cfg.choose_wide_config(4096, 4096, 4096, F32, True, H200).tile == cfg.TF32_TILE
+    assert cfg.choose_wide_config(4096, 4096, 4096, F64, False, H200).kind == "simt"
     spec = cfg.kernel_spec(DMMA_PIPE, F64, False)
     assert spec.name == "linear_relu_dmma" and spec.min_cc == 90
     assert spec in set(cfg.instantiations(H200)) and spec not in set(cfg.instantiations(A100))
@@ -626,6 +676,14 @@ TF32X3_NARROW = cfg.LinearConfig("tf32x3", cfg.TF32_NARROW_TILE)
 DMMA = cfg.LinearConfig("dmma", cfg.DMMA_TILE)
 # The sweep's k32 float64 tile (bench/sweep_linear.py; K-major weights only: no spills there).
 DMMA_K32 = cfg.LinearConfig("dmma", cfg.WideTile(128, 128, 32, 4, 2, 3, 1, 1.0, itemsize=8))
+
+
+def _wide(tile, splits=1):
+    """A float32 (3xTF32) or float64 (DMMA) config with ``splits`` splits of K through slots."""
+    return cfg.LinearConfig("tf32x3" if tile.itemsize == 4 else "dmma", tile, splits,
+                            reduction="slots" if splits > 1 else "atomic")
+
+
 CASES = [
     # tensor cores, weight streaming (M <= 16, split-K), both layouts, ragged N
     Case((1,), 4096, 4096, BF16, "nk_t"),
@@ -709,20 +767,41 @@ CASES = [
     Case((256,), 4096, 128, F64, "kn", config=DMMA_PIPE),
     Case((300,), 1000, 264, F64, "kn", config=DMMA_PIPE_K16),
     Case((200,), 520, 136, F64, "nk_t", bias="none", config=DMMA_PIPE_K16),
-    # float32 with M <= 16 and float64 with M <= 4: the weight-streaming kernel by default (1, 4
-    # or 16 rows; a row-major float32 weight splits K), ragged N and K, both layouts, batched and 1-D x
+    # float32 with M = 17..64 and float64 with M = 5..64 by default: tiles of 16-64 rows that
+    # split K through slots (float64 on sm_90; elsewhere the 128-row DMMA tile); ragged M, N and
+    # K, splits whose last k tile is ragged, both layouts, batched x, bias none / strided
+    Case((17,), 4100, 264, F32, "kn"),
+    Case((3, 11), 1000, 200, F32, "every_other_k", bias="none"),
+    Case((40,), 2052, 520, F32, "nk_t"),
+    Case((64,), 8192, 136, F32, "kn", bias="strided"),
+    Case((20,), 1000, 136, F32, "nk_t_padded", config=_wide(cfg.TF32_M32_TILE, 3)),  # 32 k tiles in 3 splits
+    Case((50,), 1000, 264, F32, "kn", config=_wide(cfg.TF32_M64_TILE, 5)),
+    Case((128,), 1000, 264, F32, "kn"),  # 128-row tile, split
+    Case((5,), 4100, 264, F64, "kn"),
+    Case((16,), 1000, 136, F64, "nk_t", bias="none", config=_wide(cfg.DMMA_M16_TILE, 5)),
+    Case((9,), 6, 24, F64, "kn", config=_wide(cfg.DMMA_M16_TILE)),  # fewer k tiles than stages
+    Case((30,), 2050, 200, F64, "kn"),
+    Case((3, 7), 520, 72, F64, "every_other_k"),
+    Case((64,), 4096, 520, F64, "nk_t_padded", bias="strided"),
+    Case((64,), 4096, 128, F64, "nk_t", config=_wide(cfg.DMMA_M64_TILE, 4)),  # every tile full
+    Case((65,), 8192, 136, F64, "kn"),  # 128-row tile, split
+    # The weight-streaming kernel: the default for float32 with M <= 4 and float64 with M = 1 (a
+    # row-major float32 weight splits K), through config= for 16 rows and float64's 4; ragged N
+    # and K, both layouts, batched and 1-D x
     Case((1,), 4100, 4104, F32, "nk_t"),
     Case((3,), 1000, 4100, F32, "kn"),  # 4 rows, split K, N tail of 4 in the last 128-column block
-    Case((16,), 8192, 520, F32, "kn", bias="strided"),
-    Case((16,), 4104, 264, F32, "nk_t_padded"),
-    Case((3, 5), 1032, 136, F32, "every_other_k", bias="none"),  # weight rows 2N apart
+    Case((16,), 8192, 520, F32, "kn", bias="strided"),  # the 16-row 3xTF32 tile by default
+    Case((16,), 8192, 520, F32, "kn", bias="strided", config=_gemv(9, rows=16)),
+    Case((16,), 4104, 264, F32, "nk_t_padded", config=_gemv(rows=16)),
+    Case((3, 5), 1032, 136, F32, "every_other_k", bias="none", config=_gemv(4, rows=16)),  # weight rows 2N apart
     Case((), 260, 72, F32, "nk_t"),
     Case((9,), 1000, 4100, F32, "kn", config=_gemv(1, rows=16)),  # one split: no workspace
     Case((2,), 264, 40, F32, "kn", x_layout="padded_rows", config=_gemv(7, rows=4)),  # ragged last split
     Case((3,), 1004, 136, F32, "kn", config=_gemv(3, rows=4)),  # last split ends inside a warp's run of rows
     Case((2,), 1002, 66, F64, "kn", config=_gemv(rows=4)),  # K ends inside a warp's run of 8 rows
-    Case((4,), 1032, 136, F64, "kn"),
-    Case((3,), 2050, 202, F64, "nk_t", bias="none"),
+    Case((4,), 1032, 136, F64, "kn", config=_gemv(rows=4)),
+    Case((3,), 2050, 202, F64, "nk_t", bias="none", config=_gemv(rows=4)),
+    Case((4,), 1032, 136, F64, "kn"),  # the 16-row DMMA tile by default
     Case((16,), 2050, 202, F64, "nk_t", config=_gemv(rows=16)),
     Case((1,), 4096, 4100, F64, "every_other_k", bias="strided"),
     Case((12,), 520, 66, F64, "nk_t_padded", config=_gemv(rows=16)),
@@ -1039,13 +1118,12 @@ def test_tf32x3_propagates_nan(cp, rng):
 @pytest.mark.parametrize("dtype", [F32, F64])
 @pytest.mark.parametrize("layout", ["kn", "nk_t"])
 def test_gemv_wide_propagates_nan_and_inf(cp, rng, dtype, layout):
-    x, w, _ = make_inputs(cp, rng, Case((3,), 264, 72, dtype, layout))  # 3 rows: the default for both dtypes
+    x, w, _ = make_inputs(cp, rng, Case((3,), 264, 72, dtype, layout))
     x[0, 5] = np.nan
     x[1] = 0
     x[1, 7] = np.inf
     w[7] = cp.abs(w[7]) + 1  # x[1] @ w = +inf in every column
-    assert cfg.choose_config(3, 72, 264, dtype, True, current_device_info(), layout == "nk_t").kind == "gemv"
-    out = fused_linear_relu(x, w)
+    out = fused_linear_relu(x, w, config=_gemv(rows=4))
     assert bool(cp.isnan(out[0]).all()) and bool(cp.isposinf(out[1]).all()) and bool(cp.isfinite(out[2]).all())
 
 
@@ -1113,6 +1191,8 @@ LAUNCH_CASES = [
     Case((16,), 4096, 520, BF16, "nk_t", config=_swap(64, 16, 8, 2)),  # swapped TMA kernel, split-K through slots
     Case((130,), 256, 264, F32, "nk_t", config=TF32X3),
     Case((130,), 256, 264, F64, "kn", config=DMMA),
+    Case((40,), 2048, 264, F32, "kn", config=_wide(cfg.TF32_M64_TILE, 4)),  # 3xTF32, split-K through slots
+    Case((16,), 2048, 264, F64, "nk_t", config=_wide(cfg.DMMA_M16_TILE, 4)),  # float64 slots
 ]
 
 

@@ -10,7 +10,7 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
 * ``"gemv"``: weight streaming for M <= ``GemvTile.rows`` (16-byte loads straight to
   registers, FMAs in float32, float64 for float64; row-major weights split K over
   ``splits`` blocks, float64 excepted). Same operand rules as ``"mma"``, any of the four
-  dtypes. The float32 default for M <= 16 and the float64 one for M <= 4 (``GEMV_WIDE``,
+  dtypes. The float32 default for M <= 4 and the float64 one for M = 1 (``GEMV_WIDE``,
   ``choose_gemv_config``);
   16-bit types reach it only through ``config=`` (the tensor-core streams are faster).
 * ``"simt"``: register-tiled SIMT GEMM with arbitrary strides: float32 (true float32),
@@ -28,7 +28,10 @@ and, for the tensor-core kernel, the split-K count and the rasterisation group. 
   Both run ``linear_relu_wide`` with the operand rules of ``"mma"`` in 16-byte chunks
   (``mma_eligible``) and are the float32 / float64 defaults where those rules hold on
   compute capability 8.0+ (``FP32_TENSOR_CORES``, ``FP64_TENSOR_CORES``: measured faster
-  than SIMT on the H200); other operands take SIMT.
+  than SIMT on the H200); other operands take SIMT. Both split K through slots of
+  accumulators (float32 / float64); up to 64 rows they run tiles of 16, 32 or 64 rows
+  (``WIDE_FEW_ROW_TILES``; float64 on compute capability 9.0) split to fill the SMs
+  (``choose_wide_config``).
 
 * ``"wgmma"``: Hopper (sm_90a) warpgroup MMA, BM x BN x BK tiles (``WgmmaTile``: BM 64
   or 128, BN 64, 128 or 256, BK 64 or 128), operands from 128-byte-swizzled shared memory, split-K
@@ -163,15 +166,16 @@ class GemvTile:
 
 
 GEMV_TILES = (GemvTile(1),)
-# float32 with M <= 16 and float64 with M <= 4: the tensor-core tiles pad x to 128 rows, so
-# 3xTF32 and DMMA are compute-bound there (x 8192^2, run S8-9, eager TB/s, (K,N) / (N,K).T,
-# gemv against CuPy unfused; the tensor-core tiles 0.48-0.51 float32, 1.32 float64): float32
-# M = 1 4.20 / 4.46 (3.91 / 2.76), M = 4 3.63 / 3.74 (2.17 / 1.99), M = 16 1.77 / 2.07 (1.76
-# / 1.81); float64 M = 1 4.20 / 4.48 (4.16 / 4.25), M = 4 3.84 / 3.58 (3.86 / 4.04). Float64
-# stops at 4 rows: at 16 the stream read 1.18 / 1.30 against DMMA's 1.32 (run S8-6).
+# float32 with M <= 4 and float64 with M = 1: the weight stream beats the few-row tensor-core
+# tiles (WIDE_FEW_ROW_TILES) there (x 8192^2, eager TB/s, (K,N) / (N,K).T, against CuPy
+# unfused): float32 M = 1 4.20 / 4.46 (3.91 / 2.76, run S8-9), M = 4 3.59 / 3.70 against the
+# 16-row 3xTF32 tile's 3.56 / 3.24 (CuPy 2.17 / 1.88, run S9-2); float64 M = 1 4.12 / 4.36
+# against DMMA 16x64's - / 4.01 (CuPy 4.10 / 4.15, S9-2). Past that the stream's FMAs limit
+# it: float32 M = 16 1.78 / 2.07 against 3xTF32's 3.37 / 2.97, float64 M = 4 3.80 / 3.54
+# against DMMA's 4.19 / 4.00 (S9-2). The 4- and 16-row tiles stay for config= and the sweep.
 GEMV_WIDE_TILES = (GemvTile(1), GemvTile(4), GemvTile(16))
 GEMV_WIDE = True  # the switch: False keeps small-M float32 / float64 on the tensor-core kernels
-GEMV_WIDE_MAX_M = {np.dtype(np.float32): 16, np.dtype(np.float64): 4}
+GEMV_WIDE_MAX_M = {np.dtype(np.float32): 4, np.dtype(np.float64): 1}
 GEMV_MIN_SPLIT_ROWS = 256  # k rows per split at least: 8 warps x 8 rows in flight, 4 times over
 # Row-major: split K until the blocks fill the SMs this often (run S8-9, float32 x 8192^2
 # (K,N) with x read as vectors: M = 1 17 splits 4.20 TB/s, 8 4.12, 32 4.17; M = 4 9 splits
@@ -409,6 +413,29 @@ DMMA_PIPELINED_TILE = WideTile(128, 64, 16, 2, 2, 3, max_blocks_per_sm=2, relati
 # 44.6 / 48.3 and CuPy unfused 56.6 / 53.7 (cupy.matmul alone 61.7 / 59.9).
 DMMA_PIPELINED = True
 DMMA_PIPELINED_MIN_CC = 90  # mma.sync m16n8k8 / m16n8k16 .f64
+# Few rows (float32 M > GEMV_WIDE_MAX_M, float64 likewise, up to 64): the 128-row tiles pad x
+# and leave SMs idle (64 x 8192^2: 64 tiles of 128x128 on 132 SMs, half of each tile padding;
+# run S8-9: float32 0.51 TB/s, float64 1.34, CuPy unfused 1.3 / 3.0). These tiles hold the
+# rows without padding past 16 / 32 / 64 and split K (choose_wide_config) to fill the SMs.
+# float32: 4 warps of 64x32 (the 128x128 tile's warp tile), 32x32 or 16x32; max_blocks_per_sm
+# from the registers (sm_90a: 239-245, 158-167, 122-124; float64 155-157, 126-128, 80-92),
+# shared memory may allow fewer. Runs S9-1 / S9-2 (x 8192^2, eager TB/s, (K,N) / (N,K).T,
+# default split counts, CuPy unfused in brackets): float32 16 rows 3.37 / 2.91 (1.76 / 1.75),
+# 32 rows 2.52 / 2.46 (1.37 / 1.27), 64 rows 1.53-1.59 / 1.55-1.61 (1.24-1.26 / 1.11-1.26);
+# float64 4 rows 4.19 / 4.00 (3.81 / 3.95), 8 rows 4.06 / 3.99 (3.79 / 3.92), 16 rows 4.03 /
+# 3.94 (3.77 / 3.91), 32 rows 3.77-3.79 / 3.67-3.68 (3.74-3.80 / 3.56-3.71), 64 rows 2.65-2.68 /
+# 2.71-2.80 (2.47-2.93 / 2.50-2.55). Deeper float64 stages (s6, s8) and a 64x128 8-warp
+# tile were no faster at 32 and 64 rows (S9-2).
+TF32_M64_TILE = WideTile(64, 128, 32, 1, 4, 4, max_blocks_per_sm=2, relative_speed=1.0)
+TF32_M32_TILE = WideTile(32, 128, 32, 1, 4, 4, max_blocks_per_sm=3, relative_speed=1.0)
+TF32_M16_TILE = WideTile(16, 128, 32, 1, 4, 4, max_blocks_per_sm=4, relative_speed=1.0)
+# float64 on sm_90 (linear_relu_dmma): 4 warps of 32x32, 16x32 or 16x16.
+DMMA_M64_TILE = WideTile(64, 64, 16, 2, 2, 4, max_blocks_per_sm=3, relative_speed=1.0, itemsize=8, dmma_k=8)
+DMMA_M32_TILE = WideTile(32, 64, 16, 2, 2, 4, max_blocks_per_sm=4, relative_speed=1.0, itemsize=8, dmma_k=8)
+DMMA_M16_TILE = WideTile(16, 64, 16, 1, 4, 6, max_blocks_per_sm=4, relative_speed=1.0, itemsize=8, dmma_k=8)
+WIDE_FEW_ROW_TILES = {np.dtype(np.float32): (TF32_M16_TILE, TF32_M32_TILE, TF32_M64_TILE),
+                      np.dtype(np.float64): (DMMA_M16_TILE, DMMA_M32_TILE, DMMA_M64_TILE)}  # fewest rows first
+WIDE_FEW_ROWS = True  # the switch: False keeps every M on the 128-row tiles, unsplit
 # The tensor-core kernels as the float32 / float64 defaults where they can load the
 # operands. H200, 4096^3: 3xTF32 61.6 TFLOP/s (SIMT 37.9, CuPy unfused 48.4); DMMA 45.0
 # (SIMT 15.5), pipelined DMMA 57.0 (CuPy unfused 56.6).
@@ -428,7 +455,7 @@ MAX_SPLITS = 32
 class LinearConfig:
     kind: str  # "mma", "gemv", "simt", "wgmma", "wgmma_tma", "swap_tma", "tf32x3" or "dmma"
     tile: MmaTile | GemvTile | SimtTile | WgmmaTile | TmaTile | SwapTile | WideTile
-    splits: int = 1  # split-K count (mma only); > 1 uses the float32 workspace
+    splits: int = 1  # split-K count (not simt); > 1 uses the split workspace
     raster_group: int = RASTER_GROUP
     # Split-K reduction of the mma kernel: "atomic" (float32 atomics into an M x N
     # workspace) or "slots" (each split stores its partial tile to its own slot, the last
@@ -436,9 +463,11 @@ class LinearConfig:
     reduction: str = "atomic"
 
     def workspace_floats(self, m: int, n: int, splits: int) -> int:
-        """float32 cells of the split-K workspace of an (M, N) output."""
+        """float32 cells of the split-K workspace of an (M, N) output (float64 slots, kind
+        "dmma", take two cells a value)."""
         if self.reduction == "slots":
-            return tile_count(m, n, self.tile) * splits * self.tile.bm * self.tile.bn
+            words = 2 if self.kind == "dmma" else 1
+            return tile_count(m, n, self.tile) * splits * self.tile.bm * self.tile.bn * words
         return m * n
 
 
@@ -503,21 +532,30 @@ def choose_simt_tile(m: int, n: int, dtype, dev) -> SimtTile:
     return SIMT_SMALL
 
 
-def choose_wide_config(m: int, n: int, dtype, tensor_ok: bool, dev, tensor_cores: bool | None = None) -> LinearConfig:
-    """float32 / float64: the tensor-core kernel's 128x128 tile (3xTF32 / DMMA; float64 on
-    compute capability 9.0 with ``DMMA_PIPELINED``: ``DMMA_PIPELINED_TILE``) when
-    ``tensor_cores`` (default: ``FP32_TENSOR_CORES`` / ``FP64_TENSOR_CORES``) and the
-    operands allow it (``tensor_ok``: ``mma_eligible`` and ``MMA_MIN_CC``); otherwise the
-    SIMT kernel."""
+def choose_wide_config(m: int, n: int, k: int, dtype, tensor_ok: bool, dev,
+                       tensor_cores: bool | None = None) -> LinearConfig:
+    """float32 / float64: the tensor-core kernels (3xTF32 / DMMA) when ``tensor_cores``
+    (default: ``FP32_TENSOR_CORES`` / ``FP64_TENSOR_CORES``) and the operands allow it
+    (``tensor_ok``: ``mma_eligible`` and ``MMA_MIN_CC``); otherwise the SIMT kernel.
+
+    Tensor-core tile: the fewest rows of ``WIDE_FEW_ROW_TILES`` that hold M (float64 on
+    compute capability 9.0 only: those are ``linear_relu_dmma`` tiles), else the 128-row
+    tile (float64 on 9.0 with ``DMMA_PIPELINED``: ``DMMA_PIPELINED_TILE``); split K through
+    slots where fewer tiles than block slots leave SMs idle (``choose_splits``)."""
     fp32 = np.dtype(dtype) == np.float32
     if tensor_cores is None:
         tensor_cores = FP32_TENSOR_CORES if fp32 else FP64_TENSOR_CORES
-    if tensor_cores and tensor_ok:
-        if fp32:
-            return LinearConfig("tf32x3", TF32_TILE)
-        pipelined = DMMA_PIPELINED and dev.cc >= DMMA_PIPELINED_MIN_CC
-        return LinearConfig("dmma", DMMA_PIPELINED_TILE if pipelined else DMMA_TILE)
-    return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
+    if not (tensor_cores and tensor_ok):
+        return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
+    pipelined = DMMA_PIPELINED and dev.cc >= DMMA_PIPELINED_MIN_CC
+    tile = TF32_TILE if fp32 else DMMA_PIPELINED_TILE if pipelined else DMMA_TILE
+    if WIDE_FEW_ROWS and (fp32 or pipelined):
+        tile = next((t for t in WIDE_FEW_ROW_TILES[np.dtype(dtype)] if t.bm >= m), tile)
+    kind = "tf32x3" if fp32 else "dmma"
+    if not WIDE_FEW_ROWS:
+        return LinearConfig(kind, tile)
+    splits = choose_splits(m, n, k, tile, dev)
+    return LinearConfig(kind, tile, splits, reduction="slots" if splits > 1 else "atomic")
 
 
 def choose_gemv_config(m: int, n: int, k: int, dtype, kmajor: bool, dev) -> LinearConfig:
@@ -615,7 +653,7 @@ def choose_config(m: int, n: int, k: int, dtype, mma_ok: bool, dev, kmajor: bool
     if np.dtype(dtype).itemsize >= 4:
         if GEMV_WIDE and mma_ok and m <= GEMV_WIDE_MAX_M[np.dtype(dtype)]:
             return choose_gemv_config(m, n, k, dtype, kmajor, dev)
-        return choose_wide_config(m, n, dtype, mma_ok, dev)
+        return choose_wide_config(m, n, k, dtype, mma_ok, dev)
     if not mma_ok:
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
     if m <= SWAP_MAX_M and SWAP_SMALL_M and tma_ok and wgmma_supported(dev):
@@ -742,10 +780,12 @@ def instantiations(dev):
         specs += [kernel_spec(LinearConfig("swap_tma", tile), dt, kmaj) for tile in SWAP_TILES
                   for dt in (np.float16, BFLOAT16) for kmaj in (True, False)]
     if dev.cc >= MMA_MIN_CC:  # the float32 / float64 defaults (FP32/FP64_TENSOR_CORES)
-        wide = [(LinearConfig("tf32x3", tile), np.float32) for tile in TF32_TILES]
+        wide = [(LinearConfig("tf32x3", tile), np.float32)
+                for tile in TF32_TILES + WIDE_FEW_ROW_TILES[np.dtype(np.float32)]]
         wide.append((LinearConfig("dmma", DMMA_TILE), np.float64))
         if dev.cc >= DMMA_PIPELINED_MIN_CC:
-            wide.append((LinearConfig("dmma", DMMA_PIPELINED_TILE), np.float64))
+            wide += [(LinearConfig("dmma", tile), np.float64)
+                     for tile in (DMMA_PIPELINED_TILE,) + WIDE_FEW_ROW_TILES[np.dtype(np.float64)]]
         specs += [kernel_spec(c, dt, kmaj) for c, dt in wide for kmaj in (True, False)]
     simt = [(np.float32, SIMT_LARGE), (np.float32, SIMT_SMALL), (np.float64, SIMT_SMALL),
             (np.float16, SIMT_SMALL), (BFLOAT16, SIMT_SMALL)]

@@ -214,6 +214,7 @@ LINEAR_SHAPES = (  # M, K, N
     (64, 8192, 8192),
 )
 LINEAR_DTYPES = ("bfloat16", "float16")
+WIDE_STREAM_ROWS = (16, 64)  # float32 / float64 x 8192^2: M of the streaming cases
 SMALL_M = 64  # up to here the op streams the weight: report TB/s against the copy ceiling
 
 
@@ -256,8 +257,11 @@ def linear_cases(quick: bool = False) -> list:
                 linear_case(512, 4096, 4096, "float16"), linear_case(16, 8192, 8192, "bfloat16")]
     cases = [linear_case(*shape, dtype, layout)
              for dtype in LINEAR_DTYPES for shape in LINEAR_SHAPES for layout in LINEAR_LAYOUTS]
-    # The wide dtypes: issue 4 asks float32 and float64 to be no slower than CuPy unfused.
+    # The wide dtypes: issue 4 asks float32 and float64 to be no slower than CuPy unfused, at
+    # 4096^3 and where the weight streams (the few-row tiles and their split K).
     cases += [linear_case(4096, 4096, 4096, "float32"), linear_case(4096, 4096, 4096, "float64")]
+    cases += [linear_case(m, 8192, 8192, dtype, layout)
+              for dtype in ("float32", "float64") for m in WIDE_STREAM_ROWS for layout in LINEAR_LAYOUTS]
     return cases
 
 
