@@ -8,8 +8,8 @@ serialisation attribute, a kernel's blocks may start as soon as every block of t
 grid has run ``griddepcontrol.launch_dependents`` (or exited), on the SMs the previous grid
 leaves free, and meet the dependency in ``griddepcontrol.wait``, which returns once that grid
 has completed and its memory is visible. Every kernel launched here must therefore call
-``wait_for_previous_grid()`` (kernels/common.cuh) before its first global memory access;
-it calls ``allow_dependent_launch()`` at its start, so the next PDL kernel overlaps its tail.
+``begin_dependent_grid()`` (kernels/common.cuh) before its first global memory access: it
+lets the next PDL kernel start (so that one overlaps this one's tail), then waits.
 
 CuPy's ``RawKernel`` call is ``cuLaunchKernel``, which takes no attributes, so this module
 calls the driver's ``cuLaunchKernelEx`` through ctypes (as ``_tma`` calls the tensor-map

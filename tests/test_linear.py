@@ -287,7 +287,7 @@ def test_wide_tensor_core_selection(dev, dtype, kind, tile):
             assert cfg.kernel_spec(config, dtype, kmajor) in specs
 
 
-def test_few_row_wide_tiles_split_k_to_fill_the_sms():
+def test_few_row_wide_tiles_split_k_to_fill_the_sms(monkeypatch):
     # 64 x 8192^2 on the 128-row tiles: 64 float32 tiles (128 float64 ones) on 132 SMs, half of
     # each tile padding (run S8-9: 0.51 / 1.34 TB/s, CuPy unfused 1.3 / 3.0).
     for dtype in (F32, F64):
@@ -306,14 +306,9 @@ def test_few_row_wide_tiles_split_k_to_fill_the_sms():
     assert cfg.choose_config(4096, 4096, 4096, F32, True, H200) == cfg.LinearConfig("tf32x3", cfg.TF32_TILE)
     assert cfg.choose_config(4096, 4096, 4096, F64, True, H200) == DMMA_PIPE
     # Off: every M on the 128-row tiles, unsplit.
-    cfg_switch = cfg.WIDE_FEW_ROWS
-    try:
-        cfg.WIDE_FEW_ROWS = False
-        cfg.choose_config.cache_clear()
-        assert cfg.choose_config(64, 8192, 8192, F32, True, H200) == cfg.LinearConfig("tf32x3", cfg.TF32_TILE)
-    finally:
-        cfg.WIDE_FEW_ROWS = cfg_switch
-        cfg.choose_config.cache_clear()
+    monkeypatch.setattr(cfg, "WIDE_FEW_ROWS", False)
+    assert cfg.choose_wide_config(64, 8192, 8192, F32, True, H200) == cfg.LinearConfig("tf32x3", cfg.TF32_TILE)
+    assert cfg.choose_wide_config(64, 8192, 8192, F64, True, H200) == DMMA_PIPE
 
 
 def test_split_workspace_holds_float64_slots():

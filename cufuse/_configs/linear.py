@@ -548,12 +548,12 @@ def choose_wide_config(m: int, n: int, k: int, dtype, tensor_ok: bool, dev,
     if not (tensor_cores and tensor_ok):
         return LinearConfig("simt", choose_simt_tile(m, n, dtype, dev))
     pipelined = DMMA_PIPELINED and dev.cc >= DMMA_PIPELINED_MIN_CC
-    tile = TF32_TILE if fp32 else DMMA_PIPELINED_TILE if pipelined else DMMA_TILE
-    if WIDE_FEW_ROWS and (fp32 or pipelined):
-        tile = next((t for t in WIDE_FEW_ROW_TILES[np.dtype(dtype)] if t.bm >= m), tile)
     kind = "tf32x3" if fp32 else "dmma"
+    tile = TF32_TILE if fp32 else DMMA_PIPELINED_TILE if pipelined else DMMA_TILE
     if not WIDE_FEW_ROWS:
         return LinearConfig(kind, tile)
+    if fp32 or pipelined:
+        tile = next((t for t in WIDE_FEW_ROW_TILES[np.dtype(dtype)] if t.bm >= m), tile)
     splits = choose_splits(m, n, k, tile, dev)
     return LinearConfig(kind, tile, splits, reduction="slots" if splits > 1 else "atomic")
 
