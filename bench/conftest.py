@@ -8,7 +8,7 @@ back-to-back calls (at least ~1 ms of work) ending in a device synchronisation, 
 by the number of calls: the wall time of complete calls, with the launch-and-synchronise
 round trip amortised as a pipeline of calls amortises it. Each result's
 ``extra_info`` holds its rate (TB/s or TFLOP/s), the measured ceiling and the kernels the
-call launched (from ``cufuse.trace``: their template arguments are the chosen config).
+call launched (from ``cufuse.tracing``: their template arguments are the chosen config).
 Without a GPU every benchmark is skipped.
 """
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _calls(case, impl_name):
 
 def _kernels(impl, inputs):
     """The kernels one call launches, with their template arguments (the config chosen)."""
-    from cufuse.trace import trace
+    from cufuse.tracing import trace
 
     try:
         result = trace(impl.call, *impl.prepare(inputs))

@@ -1,13 +1,35 @@
 """cufuse: fused GPU kernels for NumPy-style Python.
 
-Every op takes ``cupy.ndarray`` inputs (runs the CUDA kernels of ``kernels/``) or
-``numpy.ndarray`` inputs (runs the float64 oracles of ``cufuse.reference``).
+Every op takes GPU arrays (runs the CUDA kernels of ``kernels/``) or NumPy arrays (runs the
+float64 oracles of ``cufuse.reference``). The ops live in ``cufuse.ops.<op>``; their public
+functions are loaded on first use.
 """
-from . import reference, traffic
-from .attention import attention
-from .linear import fused_linear_relu
-from .softmax import log_softmax, softmax
-from .trace import trace
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
-__all__ = ["attention", "fused_linear_relu", "log_softmax", "reference", "softmax", "trace", "traffic", "__version__"]
+
+_PUBLIC = {
+    "softmax": "cufuse.ops.softmax",
+    "log_softmax": "cufuse.ops.softmax",
+    "fused_linear_relu": "cufuse.ops.linear",
+    "attention": "cufuse.ops.attention",
+    "trace": "cufuse.tracing",
+}
+__all__ = sorted(_PUBLIC) + ["reference", "traffic", "__version__"]
+
+
+def __getattr__(name):
+    module = _PUBLIC.get(name)
+    if module is None:
+        if name in ("reference", "traffic"):
+            return importlib.import_module(f"cufuse.{name}")
+        raise AttributeError(f"module 'cufuse' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

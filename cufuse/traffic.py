@@ -24,8 +24,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numbers
+
 import ml_dtypes  # noqa: F401  (registers the dtype name "bfloat16" with NumPy)
 import numpy as np
+
+from ._core.dtypes import FLOAT_DTYPES
 
 SOFTMAX_FLOPS_PER_ELEMENT = 5
 
@@ -54,19 +58,40 @@ class Traffic:
         return self.unfused_bytes / self.min_bytes
 
 
-def _itemsize(dtype) -> int:
-    return np.dtype(dtype).itemsize  # the name "bfloat16" resolves once ml_dtypes is imported
+def _itemsize(fn: str, dtype) -> int:
+    """The item size of one of the four float dtypes (a dtype, a type or a name such as
+    "bfloat16"), else TypeError naming the function and the argument."""
+    try:
+        resolved = np.dtype(dtype)  # the name "bfloat16" resolves once ml_dtypes is imported
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved not in FLOAT_DTYPES:
+        raise TypeError(f"traffic.{fn}: argument 'dtype' expected float16, bfloat16, float32 or float64, got {dtype!r}")
+    return resolved.itemsize
+
+
+def _shape(fn: str, name: str, shape, min_ndim: int = 0) -> tuple:
+    """``shape`` as a tuple of non-negative ints with at least ``min_ndim`` entries."""
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError(f"traffic.{fn}: argument '{name}' expected a shape (a tuple of ints), got {shape!r}") from None
+    if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 0 for n in dims):
+        raise ValueError(f"traffic.{fn}: argument '{name}' expected non-negative int dimensions, got {shape!r}")
+    if len(dims) < min_ndim:
+        raise ValueError(f"traffic.{fn}: argument '{name}' expected at least {min_ndim} dimensions, got {shape!r}")
+    return tuple(int(n) for n in dims)
 
 
 def _count(shape) -> int:
-    return math.prod(int(n) for n in shape)
+    return math.prod(shape)
 
 
 def softmax(shape, dtype) -> Traffic:
     """softmax / log_softmax of an array of ``shape`` (over any axes: every element is
     read and written the same number of times)."""
-    elements = _count(shape)
-    array_bytes = elements * _itemsize(dtype)
+    elements = _count(_shape("softmax", "shape", shape))
+    array_bytes = elements * _itemsize("softmax", dtype)
     return Traffic(
         flops=SOFTMAX_FLOPS_PER_ELEMENT * elements,
         min_bytes=2 * array_bytes,
@@ -76,9 +101,14 @@ def softmax(shape, dtype) -> Traffic:
 
 def linear_relu(x_shape, weight_shape, dtype, *, bias: bool = True) -> Traffic:
     """fused_linear_relu of x ``(..., K)`` and weight ``(K, N)``, with or without bias."""
-    k_dim, n_dim = (int(n) for n in weight_shape)
+    x_shape = _shape("linear_relu", "x_shape", x_shape, 1)
+    weight_shape = _shape("linear_relu", "weight_shape", weight_shape, 2)
+    if len(weight_shape) != 2 or weight_shape[0] != x_shape[-1]:
+        raise ValueError(f"traffic.linear_relu: argument 'weight_shape' expected ({x_shape[-1]}, N) to match "
+                         f"x's last axis, got {weight_shape}")
+    k_dim, n_dim = weight_shape
     m_dim = _count(x_shape[:-1])
-    size = _itemsize(dtype)
+    size = _itemsize("linear_relu", dtype)
     product_bytes = m_dim * n_dim * size
     min_bytes = (m_dim * k_dim + k_dim * n_dim + (n_dim if bias else 0)) * size + product_bytes
     return Traffic(
@@ -94,10 +124,19 @@ def attention(q_shape, k_shape, v_shape, dtype, *, causal: bool = False, return_
     Broadcast leading dims are read once (a size-1 head axis on k and v, as in MQA/GQA,
     reads k and v once); the output has the broadcast batch.
     """
-    n_q, head_dim = (int(n) for n in q_shape[-2:])
-    n_k, head_dim_v = (int(n) for n in v_shape[-2:])
-    heads = _count(np.broadcast_shapes(tuple(q_shape[:-2]), tuple(k_shape[:-2]), tuple(v_shape[:-2])))
-    size = _itemsize(dtype)
+    q_shape, k_shape, v_shape = (_shape("attention", name, shape, 2) for name, shape in
+                                 (("q_shape", q_shape), ("k_shape", k_shape), ("v_shape", v_shape)))
+    n_q, head_dim = q_shape[-2:]
+    n_k, head_dim_v = v_shape[-2:]
+    if k_shape[-1] != head_dim or k_shape[-2] != n_k:
+        raise ValueError(f"traffic.attention: argument 'k_shape' expected (..., {n_k}, {head_dim}) to match q's "
+                         f"head dim and v's keys, got {k_shape}")
+    try:
+        heads = _count(np.broadcast_shapes(q_shape[:-2], k_shape[:-2], v_shape[:-2]))
+    except ValueError:
+        raise ValueError(f"traffic.attention: arguments 'q_shape', 'k_shape', 'v_shape' expected leading dims that "
+                         f"broadcast, got {q_shape}, {k_shape}, {v_shape}") from None
+    size = _itemsize("attention", dtype)
     inputs = (_count(q_shape) + _count(k_shape) + _count(v_shape)) * size
     output = heads * n_q * head_dim_v * size + (heads * n_q * 4 if return_lse else 0)
     flops = 2 * heads * n_q * n_k * (head_dim + head_dim_v)

@@ -22,7 +22,7 @@ import numpy as np
 import cufuse
 
 from .. import traffic
-from .._dtypes import BFLOAT16
+from .._core.dtypes import BFLOAT16
 
 TORCH = "torch"
 UNFUSED = "cupy unfused"  # the unfused CuPy composition: the roofline's unfused points

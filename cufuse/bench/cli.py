@@ -23,14 +23,16 @@ import numpy as np
 
 import cufuse
 
-from ..trace import cuda_device_count, trace
+from ..tracing import cuda_device_count, trace
 from .cases import OPS, UNFUSED, cases_for, cpu_cases
 from .runner import (CEILING_COPY_BYTES, CEILING_GEMM_DTYPES, Ceilings, describe_failure, failures, format_table,
                      measure, measure_cpu, release_memory)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m cufuse.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m cufuse.bench", description=(
+        "cufuse against its ceilings (a device copy, cupy.matmul) and its peers (the unfused CuPy composition, "
+        "PyTorch / cuDNN where installed), in one run; without a GPU, the NumPy reference path on small inputs."))
     parser.add_argument("--op", choices=(*OPS, "all"), default="all", help="which op's grid to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="a few shapes per op (under a minute on an H200)")
     parser.add_argument("--json", metavar="FILE", help="write every measurement as JSON")

@@ -1,0 +1,236 @@
+"""Launch plans as data, and the one place that turns them into kernel launches.
+
+Every op's variant classes describe a call as a ``Plan``: the kernels, their grids and
+shared memory, and their arguments in order, where an argument is a fixed NumPy scalar or
+a reference to something that exists only per call (a named input or output, a tensor map
+of one, a buffer of the op's reusable scratch, a temporary). A ``Plan`` is pure: the CPU
+tests compare plans with a recorded snapshot, and CI lists the kernels plans can name.
+
+``BoundPlan`` is a plan made runnable on one device: kernels loaded, their attributes set,
+the argument lists pre-filled, so that a call only fills in its pointers and launches.
+Ops keep bound plans in ``PLANS`` under their call signatures (one cache for every op), and
+reusable workspaces in ``SCRATCH``, keyed by device, stream and purpose.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import launch as _launch
+from . import tma
+from .device import resident_blocks_per_sm
+from .loader import KernelSpec, allow_dynamic_smem, get_kernel
+
+NULL = np.uint64(0)  # a null pointer argument
+
+
+@dataclasses.dataclass(frozen=True)
+class Scratch:
+    """Argument: buffer ``index`` of the plan's ``ScratchRequest``."""
+
+    index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Temporary:
+    """Argument: temporary ``index`` of the plan (allocated per call, freed after it)."""
+
+    index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorMap:
+    """Argument: the TMA tensor map (``tma.MapGeometry``) over the call's array ``name``."""
+
+    name: str
+    geometry: object
+
+
+@dataclasses.dataclass(frozen=True)
+class ScratchRequest:
+    """Reusable workspace of a plan: ``buffers`` of (dtype, element count, zeroed), held per
+    (device, stream, ``purpose``) and grown, never shrunk. Kernels that need zeroed buffers
+    (arrival counters, atomic accumulators) leave them zeroed, so calls on one stream (which
+    never overlap) reuse them without a memset."""
+
+    purpose: str
+    buffers: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One kernel launch. ``args`` in the kernel's order: strings name the call's arrays
+    (None passes a null pointer), ``Scratch`` / ``Temporary`` / ``TensorMap`` refer to the
+    plan's buffers, anything else is a fixed NumPy scalar.
+
+    ``whole_carveout``: the kernel's blocks share the SM's whole shared-memory carveout
+    (the residency its config counts on). ``resident_blocks``: blocks an SM must hold at once (persistent grids whose blocks wait
+    for each other), checked against the compiled kernel. ``pdl``: launched with
+    programmatic dependent launch (the kernel calls ``begin_dependent_grid``), its dynamic
+    shared memory padded by ``launch.pdl_smem``.
+    """
+
+    spec: KernelSpec
+    grid: tuple
+    block: tuple
+    args: tuple
+    smem: int = 0
+    whole_carveout: bool = False
+    resident_blocks: int = 0
+    pdl: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The launches of one call, in order, and the buffers they share."""
+
+    launches: tuple
+    scratch: ScratchRequest | None = None
+    temporaries: tuple = ()  # (dtype, shape) per Temporary index
+
+
+class _BoundLaunch:
+    """One ``Launch`` with its kernel loaded and its argument list pre-filled."""
+
+    __slots__ = ("kernel", "grid", "block", "smem", "template", "named", "scratch", "temps", "maps", "pdl",
+                 "pointer_sources")
+
+    def __init__(self, launch: Launch, dev):
+        kernel = get_kernel(launch.spec, dynamic_smem=launch.smem)
+        if launch.whole_carveout:
+            _launch.use_whole_carveout(kernel)
+        if launch.resident_blocks:
+            _require_resident(kernel, launch, dev)
+        self.kernel, self.grid, self.block, self.smem = kernel, launch.grid, launch.block, launch.smem
+        self.template = list(launch.args)
+        self.named, self.scratch, self.temps, self.maps, self.pointer_sources = [], [], [], [], []
+        for position, arg in enumerate(launch.args):
+            if isinstance(arg, str):
+                self.named.append((position, arg))
+                self.pointer_sources.append((0, arg))
+            elif isinstance(arg, Scratch):
+                self.scratch.append((position, arg.index))
+                self.pointer_sources.append((1, arg.index))
+            elif isinstance(arg, Temporary):
+                self.temps.append((position, arg.index))
+                self.pointer_sources.append((2, arg.index))
+            elif isinstance(arg, TensorMap):
+                self.maps.append((position, arg.name, arg.geometry))
+            elif not isinstance(arg, np.generic):
+                raise TypeError(f"cufuse: launch argument {arg!r} of {launch.spec.expression} is not a NumPy scalar")
+        self.pdl = None
+        if launch.pdl:
+            smem = _launch.pdl_smem(launch.smem, kernel.shared_size_bytes, int(np.prod(launch.grid)), dev)
+            allow_dynamic_smem(kernel, smem)
+            kinds = tuple(_launch.MAP if isinstance(a, TensorMap) else a if isinstance(a, np.generic) else _launch.POINTER
+                          for a in launch.args)
+            self.pdl = _launch.PdlLaunch(kernel, launch.grid, launch.block, smem, kinds)
+
+    def __call__(self, arrays, scratch, temps, stream) -> None:
+        if self.pdl is not None:
+            sources = (arrays, scratch, temps)
+            pointers = []
+            for kind, key in self.pointer_sources:
+                value = sources[kind][key]
+                pointers.append(0 if value is None else value.data.ptr)
+            # the map entries stay referenced until the launch has copied their bytes
+            maps = [tma.cached_map(geometry, arrays[name].data.ptr) for _, name, geometry in self.maps]
+            self.pdl(stream.ptr, pointers, [entry[2] for entry in maps])
+            return
+        args = self.template[:]
+        for position, name in self.named:
+            value = arrays[name]
+            args[position] = NULL if value is None else value
+        for position, index in self.scratch:
+            args[position] = scratch[index]
+        for position, index in self.temps:
+            args[position] = temps[index]
+        for position, name, geometry in self.maps:
+            args[position] = tma.tensor_map(geometry, arrays[name].data.ptr)
+        self.kernel(self.grid, self.block, tuple(args), shared_mem=self.smem)
+
+
+def _require_resident(kernel, launch: Launch, dev) -> None:
+    """A persistent grid's blocks wait for each other: all of them must be resident at once."""
+    threads = int(np.prod(launch.block))
+    held = resident_blocks_per_sm(kernel.num_regs, threads, launch.smem + kernel.shared_size_bytes, dev)
+    if held < launch.resident_blocks:
+        raise RuntimeError(
+            f"cufuse: the persistent kernel {launch.spec.expression} cannot keep {launch.resident_blocks} blocks per "
+            f"SM ({kernel.num_regs} registers/thread, {launch.smem + kernel.shared_size_bytes} B shared memory/block)"
+        )
+
+
+class BoundPlan:
+    """A ``Plan`` ready to launch on one device: ``plan(arrays)`` launches every kernel on the
+    current stream with the call's arrays (a dict by name)."""
+
+    __slots__ = ("plan", "launches")
+
+    def __init__(self, plan: Plan, dev):
+        self.plan = plan
+        self.launches = tuple(_BoundLaunch(launch, dev) for launch in plan.launches)
+
+    def __call__(self, arrays) -> None:
+        import cupy
+
+        stream = cupy.cuda.get_current_stream()
+        scratch = SCRATCH.get(self.plan.scratch, stream) if self.plan.scratch is not None else ()
+        temps = tuple(cupy.empty(shape, dtype=dtype) for dtype, shape in self.plan.temporaries)
+        for launch in self.launches:
+            launch(arrays, scratch, temps, stream)
+
+
+class PlanCache:
+    """Bound plans by call signature, for every op (each op prefixes its keys with its
+    name). Bounded: emptied when full, so a program cycling through shapes cannot grow it
+    without limit."""
+
+    def __init__(self, capacity: int = 8192):
+        self.capacity = capacity
+        self._plans: dict = {}
+
+    def get(self, key):
+        return self._plans.get(key)
+
+    def put(self, key, value):
+        if len(self._plans) >= self.capacity:
+            self._plans.clear()
+        self._plans[key] = value
+        return value
+
+    def clear(self) -> None:
+        self._plans.clear()
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+
+class ScratchPool:
+    """Reusable workspaces per (device, stream, purpose), grown on demand (see
+    ``ScratchRequest``). Calls on one stream are ordered, so they never share a workspace
+    concurrently."""
+
+    def __init__(self):
+        self._held: dict = {}
+
+    def get(self, request: ScratchRequest, stream) -> tuple:
+        import cupy
+
+        key = (cupy.cuda.runtime.getDevice(), stream.ptr, request.purpose)
+        held = self._held.get(key)
+        if held is None or any(array.size < count for array, (_, count, _) in zip(held, request.buffers)):
+            buffers = []
+            for index, (dtype, count, zeroed) in enumerate(request.buffers):
+                size = max(count, held[index].size if held else 0)
+                buffers.append(cupy.zeros(size, dtype=dtype) if zeroed else cupy.empty(size, dtype=dtype))
+            held = self._held[key] = tuple(buffers)
+        return held
+
+    def clear(self) -> None:
+        self._held.clear()
+
+
+PLANS = PlanCache()
+SCRATCH = ScratchPool()

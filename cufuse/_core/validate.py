@@ -1,0 +1,263 @@
+"""Input checks shared by every public op.
+
+Every error names the function, the argument, what was expected and what came,
+in the form ``fn: argument 'x' expected ..., got ...``.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .dtypes import FLOAT_DTYPES, dtype_name, is_supported_float
+
+try:  # numpy >= 1.25
+    from numpy.exceptions import AxisError
+except ImportError:  # pragma: no cover
+    from numpy import AxisError
+
+_FLOAT_NAMES = "float16, bfloat16, float32 or float64"
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError:
+        return None
+    return cupy
+
+
+_DLPACK_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged: memory a CUDA kernel can read
+
+
+def is_cuda_resident(value) -> bool:
+    """Whether ``value`` is a GPU array of another library (PyTorch, JAX, Numba, ...) that
+    CuPy can take zero-copy: it exposes ``__cuda_array_interface__``, or ``__dlpack__`` with a
+    CUDA device."""
+    if hasattr(value, "__cuda_array_interface__"):
+        return True
+    device = getattr(value, "__dlpack_device__", None)
+    if device is None or not hasattr(value, "__dlpack__"):
+        return False
+    try:
+        return int(device()[0]) in _DLPACK_CUDA
+    except Exception:  # a broken protocol: not a CUDA array we can take
+        return False
+
+
+def describe(value) -> str:
+    """Short description of what the caller passed, for error messages."""
+    if isinstance(value, np.ndarray):
+        return f"numpy.ndarray of dtype {dtype_name(value.dtype)} and shape {value.shape}"
+    cp = _cupy()
+    if cp is not None and isinstance(value, cp.ndarray):
+        return f"cupy.ndarray of dtype {dtype_name(value.dtype)} and shape {value.shape}"
+    return type(value).__name__
+
+
+def as_arrays(fn: str, *, optional: tuple = (), **values):
+    """``(xp, arrays)``: the module that runs the call and its arrays by name.
+
+    numpy runs NumPy arrays and array-likes (lists, tuples, scalars, objects with
+    ``__array__``: converted with ``numpy.asarray``, as SciPy does); cupy runs CuPy arrays and
+    GPU arrays of other libraries (``__cuda_array_interface__`` or a CUDA ``__dlpack__``:
+    PyTorch, JAX, Numba), taken zero-copy as CuPy views. The arguments named in ``optional``
+    may be None. A call mixing host and GPU inputs is a TypeError naming them; GPU inputs on
+    different devices are a ValueError.
+    """
+    cp = _cupy()
+    arrays, on_gpu = {}, {}
+    for name, value in values.items():
+        if value is None and name in optional:
+            arrays[name] = None
+            continue
+        if isinstance(value, np.ndarray):
+            array, gpu = value, False
+        elif cp is not None and isinstance(value, cp.ndarray):
+            array, gpu = value, True
+        elif is_cuda_resident(value):
+            if cp is None:
+                raise TypeError(f"{fn}: argument '{name}' is a GPU array ({type(value).__name__}), which needs CuPy: "
+                                f"pip install \"cufuse[cuda13]\" (or cuda12)")
+            array, gpu = _from_cuda(cp, fn, name, value), True
+        else:
+            array, gpu = _from_host(fn, name, value), False
+        arrays[name], on_gpu[name] = array, gpu
+    if len(set(on_gpu.values())) > 1:
+        listing = ", ".join(f"'{n}' {'on the GPU' if g else 'on the host'}" for n, g in on_gpu.items())
+        raise TypeError(f"{fn}: arguments must all be host arrays (NumPy, array-likes) or all GPU arrays, got {listing}")
+    if not any(on_gpu.values()):
+        return np, arrays
+    devices = {name: arr.device.id for name, arr in arrays.items() if arr is not None}
+    if len(set(devices.values())) > 1:
+        listing = ", ".join(f"'{n}' on device {d}" for n, d in devices.items())
+        raise ValueError(f"{fn}: arguments must be on one device, got {listing}")
+    return cp, arrays
+
+
+def _from_cuda(cp, fn, name, value):
+    try:
+        if hasattr(value, "__cuda_array_interface__"):
+            return cp.asarray(value)
+        return cp.from_dlpack(value)
+    except Exception as exc:
+        raise TypeError(f"{fn}: argument '{name}' expected a GPU array CuPy can view without a copy, got "
+                        f"{type(value).__name__} ({type(exc).__name__}: {exc})") from None
+
+
+def _from_host(fn, name, value):
+    try:
+        array = np.asarray(value)
+    except Exception as exc:
+        raise TypeError(f"{fn}: argument '{name}' expected an array or an array-like, got {describe(value)} "
+                        f"({type(exc).__name__}: {exc})") from None
+    if array.dtype == object:
+        raise TypeError(f"{fn}: argument '{name}' expected an array or an array-like of numbers, got {describe(value)}")
+    return array
+
+
+def require_bool(fn: str, name: str, value) -> bool:
+    """``value`` as a bool; anything but a bool (or a NumPy bool) is a TypeError, as 1 or
+    'no' would be ambiguous."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{fn}: argument '{name}' expected a bool, got {value!r}")
+    return bool(value)
+
+
+def check_config(fn: str, config, classes: tuple):
+    """``config`` must be None or an instance of one of the op's variant ``classes`` (it picks
+    a GPU kernel; the NumPy path checks it and ignores it)."""
+    if config is not None and not isinstance(config, classes):
+        names = ", ".join(c.__name__ for c in classes)
+        raise TypeError(f"{fn}: argument 'config' expected None or one of {names}, got {config!r}")
+    return config
+
+
+def array_namespace(fn: str, *, optional: tuple = (), **arrays):
+    """The module (numpy or cupy) every given array belongs to; the arguments named in
+    ``optional`` may also be None (and are then skipped).
+
+    Anything else that is not a numpy or cupy ndarray is a TypeError, and so is a mix of
+    the two; cupy arrays on different devices are a ValueError.
+    """
+    cp = _cupy()
+    found = {}
+    for name, arr in arrays.items():
+        if arr is None and name in optional:
+            continue
+        if isinstance(arr, np.ndarray):
+            found[name] = np
+        elif cp is not None and isinstance(arr, cp.ndarray):
+            found[name] = cp
+        else:
+            raise TypeError(
+                f"{fn}: argument '{name}' expected a numpy.ndarray or cupy.ndarray, got {describe(arr)}"
+            )
+    modules = set(found.values())
+    if len(modules) > 1:
+        listing = ", ".join(f"'{n}' is {m.__name__}" for n, m in found.items())
+        raise TypeError(f"{fn}: arguments must all be numpy or all be cupy arrays, got {listing}")
+    xp = modules.pop() if modules else np
+    if xp is not np:
+        devices = {name: arr.device.id for name, arr in arrays.items() if arr is not None}
+        if len(set(devices.values())) > 1:
+            listing = ", ".join(f"'{n}' on device {d}" for n, d in devices.items())
+            raise ValueError(f"{fn}: arguments must be on one device, got {listing}")
+    return xp
+
+
+def require_float(fn: str, name: str, arr) -> None:
+    """TypeError unless arr has one of the four supported float dtypes."""
+    if not is_supported_float(arr.dtype):
+        raise TypeError(
+            f"{fn}: argument '{name}' expected dtype {_FLOAT_NAMES}, got {dtype_name(arr.dtype)}"
+        )
+
+
+def require_same_dtype(fn: str, ref_name: str, ref, **others) -> None:
+    for name, arr in others.items():
+        if arr is not None and arr.dtype != ref.dtype:
+            raise TypeError(
+                f"{fn}: argument '{name}' expected dtype {dtype_name(ref.dtype)} "
+                f"(the dtype of '{ref_name}'), got {dtype_name(arr.dtype)}"
+            )
+
+
+def require_ndim(fn: str, name: str, arr, *, at_least: int = 0, exactly: int | None = None) -> None:
+    if exactly is not None and arr.ndim != exactly:
+        raise ValueError(f"{fn}: argument '{name}' expected a {exactly}-D array, got shape {arr.shape}")
+    if arr.ndim < at_least:
+        raise ValueError(
+            f"{fn}: argument '{name}' expected at least {at_least} dimensions, got shape {arr.shape}"
+        )
+
+
+def normalize_axis(fn: str, axis, ndim: int) -> tuple[int, ...]:
+    """``axis`` (None, int or tuple of ints, negatives allowed) as sorted non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = axis if isinstance(axis, tuple) else (axis,)
+    result = []
+    for item in items:
+        try:
+            index = operator.index(item)
+        except TypeError:
+            raise TypeError(
+                f"{fn}: argument 'axis' expected None, an int or a tuple of ints, got {axis!r}"
+            ) from None
+        if not -ndim <= index < max(ndim, 1) or (ndim == 0 and index not in (0, -1)):
+            raise AxisError(
+                f"{fn}: argument 'axis' expected values in [{-ndim}, {ndim - 1}] for a {ndim}-D array, got {axis!r}"
+            )
+        result.append(index % ndim if ndim else 0)
+    if len(set(result)) != len(result):
+        raise ValueError(f"{fn}: argument 'axis' expected distinct axes, got {axis!r}")
+    return tuple(sorted(result))
+
+
+def check_out(fn: str, out, *, shape, dtype, xp, inputs: dict):
+    """Validate a caller-provided ``out``; returns it (or None when none was given).
+
+    ``out`` must be an array of the same kind as the inputs, with exactly the result's
+    shape and dtype, C-contiguous and writeable, on the inputs' device, and must not
+    share memory with any input.
+    """
+    if out is None:
+        return None
+    shape = tuple(shape)
+    dtype = np.dtype(dtype)
+    if not isinstance(out, xp.ndarray):
+        raise TypeError(f"{fn}: argument 'out' expected a {xp.__name__}.ndarray like the inputs, got {describe(out)}")
+    if out.shape != shape:
+        raise ValueError(f"{fn}: argument 'out' expected shape {shape}, got {out.shape}")
+    if out.dtype != dtype:
+        raise TypeError(f"{fn}: argument 'out' expected dtype {dtype_name(dtype)}, got {dtype_name(out.dtype)}")
+    if not out.flags.c_contiguous:
+        raise ValueError(f"{fn}: argument 'out' expected a C-contiguous array, got strides {out.strides}")
+    if xp is np and not out.flags.writeable:
+        raise ValueError(f"{fn}: argument 'out' expected a writeable array, got a read-only one")
+    if xp is not np:
+        device = next((a.device.id for a in inputs.values() if a is not None), out.device.id)
+        if out.device.id != device:
+            raise ValueError(f"{fn}: argument 'out' expected an array on device {device}, got device {out.device.id}")
+    for name, arr in inputs.items():
+        if arr is not None and out.size and arr.size and xp.may_share_memory(out, arr):
+            raise ValueError(f"{fn}: argument 'out' must not overlap input '{name}', got a view sharing its memory")
+    return out
+
+
+__all__ = [
+    "AxisError",
+    "FLOAT_DTYPES",
+    "array_namespace",
+    "as_arrays",
+    "check_config",
+    "is_cuda_resident",
+    "require_bool",
+    "check_out",
+    "describe",
+    "normalize_axis",
+    "require_float",
+    "require_ndim",
+    "require_same_dtype",
+]

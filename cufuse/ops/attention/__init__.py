@@ -1,0 +1,7 @@
+"""attention: ``softmax(q @ k^T * scale) @ v`` without materialising the score matrix
+(FlashAttention). ``api`` holds the public function; ``select`` the default choice among
+the kernel families of kernels/attention/ (``mma``, ``wgmma``, ``decode``, ``simt``, and
+``merge`` for split keys); docs/attention.md says why each is chosen where."""
+from .api import attention
+
+__all__ = ["attention"]

@@ -1,0 +1,43 @@
+"""The key split's second pass: ``attention_merge`` (kernels/attention/merge.cu) combines the
+float32 partials (O, lse) that attention_fwd_mma and attention_decode write when a plan
+splits the keys over several blocks. The partials are temporaries of the call:
+``splits * B * Nq * (Dv + 1)`` float32, freed when it returns."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._core.loader import KernelSpec
+from ..._core.plans import Launch, Plan, Temporary
+
+MERGE_THREADS = 128  # the kernel's __launch_bounds__
+
+
+def merge_spec(dtype_ctype: str) -> KernelSpec:
+    return KernelSpec("attention/merge.cu", "attention_merge", (dtype_ctype,))
+
+
+def partial_pointers(problem, splits: int) -> tuple:
+    """The forward kernel's partial O and lse pointers: the temporaries with a split, else
+    the lse argument again (the kernel does not touch them with one split)."""
+    if splits > 1:
+        return (Temporary(0), Temporary(1))
+    return (problem.lse_arg, problem.lse_arg)
+
+
+def split_scalars(problem, splits: int, keys_per_split: int) -> tuple:
+    """The scalar tail of the forward kernels that split keys (after their shape arguments)."""
+    keys = keys_per_split if splits > 1 else problem.n_k
+    return (np.int32(splits), np.int32(keys), problem.scale_log2, np.int32(problem.vec_flags), *problem.stride_args,
+            *problem.layout_args)
+
+
+def split_plan(forward: Launch, problem, splits: int) -> Plan:
+    """``forward`` alone, or followed by the merge of its ``splits`` partials."""
+    if splits == 1:
+        return Plan((forward,))
+    batch, rows = problem.batch_count, problem.batch_count * problem.n_q
+    merge = Launch(merge_spec(problem.ctype), (rows,), (MERGE_THREADS,),
+                   (Temporary(0), Temporary(1), "out", problem.lse_arg, np.int64(rows), np.int32(problem.head_dim_v),
+                    np.int32(splits), np.int32(problem.return_lse)))
+    return Plan((forward, merge), temporaries=((np.float32, (splits, batch, problem.n_q, problem.head_dim_v)),
+                                               (np.float32, (splits, batch, problem.n_q))))

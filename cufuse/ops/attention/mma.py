@@ -1,0 +1,68 @@
+"""``attention_fwd_mma`` (kernels/attention/mma.cu): FlashAttention-2 on mma.sync for
+float16 / bfloat16, the prefill of every head dim and device the wgmma kernel does not
+take, and the decode of 5-16 query rows or of k / v without 16-byte rows."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..._core.device import ceil_div
+from ..._core.loader import KernelSpec
+from ..._core.plans import Launch, Plan
+from .merge import partial_pointers, split_plan, split_scalars
+
+SMEM_PITCH_PAD = 8  # elements added to every shared-memory row (bank-conflict-free ldmatrix)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlashMmaTile:
+    """One ``attention_fwd_mma`` instantiation and its key split: ``warps`` x ``m_tiles``
+    16-row MMA slices of query rows a block, K/V tiles of ``block_n`` keys in a ``stages``
+    deep cp.async ring, the keys split over ``splits`` blocks of ``keys_per_split`` keys (a
+    multiple of block_n; unused with one split) and merged by attention_merge."""
+
+    head_dim: int  # padded head dim (a head-dim bucket) covering D and Dv
+    warps: int
+    m_tiles: int  # 16-row MMA slices per warp
+    block_n: int  # keys per K/V tile
+    stages: int  # K/V tiles in flight (cp.async ring)
+    min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
+    q_in_regs: bool | None = None  # Q fragments held in registers; None: when m_tiles * head_dim <= 64
+    skip_pad_cols: bool = True  # run-time skip of MMA steps beyond d / dv (else branch-free loops)
+    splits: int = 1
+    keys_per_split: int = 0
+
+    def __post_init__(self):
+        if self.q_in_regs is None:
+            object.__setattr__(self, "q_in_regs", self.m_tiles * self.head_dim <= 64)
+
+    @property
+    def block_m(self) -> int:
+        return 16 * self.warps * self.m_tiles
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def smem_bytes(self) -> int:
+        rows = self.block_m + 2 * self.stages * self.block_n
+        return rows * (self.head_dim + SMEM_PITCH_PAD) * 2
+
+    def spec(self, dtype_ctype: str) -> KernelSpec:
+        args = (dtype_ctype, self.head_dim, self.warps, self.m_tiles, self.block_n, self.stages, self.min_blocks,
+                self.q_in_regs, self.skip_pad_cols)
+        return KernelSpec("attention/mma.cu", "attention_fwd_mma", args)
+
+    def check(self, problem, dev) -> None:
+        problem.check_tile_head_dim(self.head_dim)
+        problem.check_dtype("attention_fwd_mma")
+
+    def plan(self, problem, dev) -> Plan:
+        q_tiles = ceil_div(problem.n_q, self.block_m)
+        forward = Launch(self.spec(problem.ctype), (q_tiles * self.splits * problem.batch_count,), (self.threads,),
+                         (*problem.pointers, *partial_pointers(problem, self.splits), *problem.shape_args,
+                          np.int32(q_tiles), *split_scalars(problem, self.splits, self.keys_per_split)),
+                         smem=self.smem_bytes)
+        return split_plan(forward, problem, self.splits)

@@ -1,0 +1,131 @@
+"""One attention call as the variants see it (pure): shapes, the collapsed batch layout,
+dtype and flags, and the kernel arguments every forward kernel shares."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..._core.dtypes import ctype
+from .layout import batch_layout, rows_16b
+
+FN = "attention"
+MMA_CTYPES = ("__half", "__nv_bfloat16")  # the tensor-core kernels' dtypes
+# Run-time flag bits of the forward kernels (kernels/attention/layout.cuh: enum Flags).
+FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_VEC_Q, FLAG_VEC_K, FLAG_VEC_V = 1, 2, 4, 8, 16
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionProblem:
+    """q ``(batch, n_q, head_dim)``, k ``(batch, n_k, head_dim)``, v ``(batch, n_k,
+    head_dim_v)`` with element strides ``operand_strides`` (q, k, v), the broadcast batch
+    collapsed into ``batch_sizes`` and per-operand ``batch_strides``; ``vec16`` (q, k, v):
+    16-byte loads apply."""
+
+    n_q: int
+    n_k: int
+    head_dim: int
+    head_dim_v: int
+    batch: tuple
+    dtype: np.dtype
+    causal: bool
+    scale: float
+    return_lse: bool
+    operand_strides: tuple
+    batch_sizes: tuple
+    batch_strides: tuple
+    vec16: tuple
+
+    @property
+    def batch_count(self) -> int:
+        return math.prod(self.batch)
+
+    @property
+    def width(self) -> int:
+        """The head dim a tile must hold: D and Dv."""
+        return max(self.head_dim, self.head_dim_v)
+
+    @property
+    def ctype(self) -> str:
+        return ctype(self.dtype)
+
+    @property
+    def kv_rows_16b(self) -> bool:
+        return self.vec16[1] and self.vec16[2]
+
+    @property
+    def wgmma_operands(self) -> bool:
+        """attention_fwd_wgmma's preconditions: 16-byte rows everywhere, a positive scale (the
+        kernel scales the row max once)."""
+        return all(self.vec16) and self.scale > 0
+
+    @property
+    def lse_arg(self) -> str:
+        """The lse pointer: "out" without return_lse (the kernels do not write it then)."""
+        return "lse" if self.return_lse else "out"
+
+    @property
+    def pointers(self) -> tuple:
+        """The forward kernels' leading pointer arguments."""
+        return ("q", "k", "v", "out", self.lse_arg)
+
+    @property
+    def flags(self) -> int:
+        return (FLAG_CAUSAL if self.causal else 0) | (FLAG_WRITE_LSE if self.return_lse else 0)
+
+    @property
+    def vec_flags(self) -> int:
+        """``flags`` with the 16-byte load bits (the tensor-core kernels)."""
+        bits = (FLAG_VEC_Q, FLAG_VEC_K, FLAG_VEC_V)
+        return self.flags | sum(bit for bit, ok in zip(bits, self.vec16) if ok)
+
+    @property
+    def scale_log2(self) -> np.float32:
+        return np.float32(self.scale * math.log2(math.e))
+
+    @property
+    def shape_args(self) -> tuple:
+        return (np.int32(self.n_q), np.int32(self.n_k), np.int32(self.head_dim), np.int32(self.head_dim_v))
+
+    @property
+    def stride_args(self) -> tuple:
+        """(row, column) strides of q, k, v."""
+        return tuple(np.int64(st) for strides in self.operand_strides for st in strides[-2:])
+
+    @property
+    def row_stride_args(self) -> tuple:
+        return tuple(np.int64(strides[-2]) for strides in self.operand_strides)
+
+    @property
+    def layout_args(self) -> tuple:
+        """BATCH_LAYOUT_PARAMS: the sizes of dims 1..3, then the q, k, v batch strides."""
+        return tuple(np.int64(st) for st in self.batch_sizes[1:]) + tuple(
+            np.int64(st) for strides in self.batch_strides for st in strides)
+
+    def check_tile_head_dim(self, head_dim: int) -> None:
+        """A config's tile must hold D and Dv."""
+        if head_dim < self.width:
+            raise ValueError(f"{FN}: argument 'config' expected a tile head dim >= {self.width}, got {head_dim}")
+
+    def check_dtype(self, kernel: str, ctypes=MMA_CTYPES) -> None:
+        if self.ctype not in ctypes:
+            raise ValueError(f"{FN}: argument 'config' asks for {kernel}, which takes float16 or bfloat16, "
+                             f"got {self.dtype}")
+
+
+def describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, causal, scale, return_lse,
+             aligned) -> AttentionProblem:
+    """The problem of a call: strides in elements, ``aligned`` (q, k, v) 16-byte base pointers.
+    Raises the batch layout's ValueError for leading dims the kernels cannot index."""
+    shapes = {"q": tuple(q_shape), "k": tuple(k_shape), "v": tuple(v_shape)}
+    strides = {"q": tuple(q_strides), "k": tuple(k_strides), "v": tuple(v_strides)}
+    batch = tuple(np.broadcast_shapes(shapes["q"][:-2], shapes["k"][:-2], shapes["v"][:-2]))
+    n_q, head_dim = shapes["q"][-2:]
+    n_k, head_dim_v = shapes["v"][-2:]
+    sizes, batch_strides = batch_layout(batch, {n: (shapes[n], strides[n]) for n in shapes})
+    vec16 = tuple(rows_16b(strides[n], head_dim_v if n == "v" else head_dim, batch_strides[n], aligned[i])
+                  for i, n in enumerate(shapes))
+    return AttentionProblem(n_q, n_k, head_dim, head_dim_v, batch, np.dtype(dtype), bool(causal), float(scale),
+                            bool(return_lse), tuple(strides.values()), sizes,
+                            tuple(batch_strides[n] for n in shapes), vec16)

@@ -1,0 +1,209 @@
+"""The default selection of the attention kernels (pure; no GPU): from the problem's shapes,
+layout and dtype and the device's facts to one variant, and ``instantiations(dev)``, every
+kernel it can reach. Why each rule and table entry: docs/attention.md.
+
+- float32 / float64: ``SimtRows`` (no tensor-core kernel takes them).
+- at most DECODE_STREAM_MAX_QUERIES query rows with k / v rows of 16 bytes: ``DecodeTile``
+  with the keys split to fill the device (``split_decode_keys``).
+- other decode shapes (Nq <= DECODE_MAX_QUERIES): the one-warp ``FlashMmaTile`` of
+  ``decode_tile``.
+- prefill: on compute capability 9.0 the ``FlashWgmmaTile`` of WGMMA_PREFILL where its
+  preconditions hold and the grid needs no key split, else the ``FlashMmaTile`` of
+  ``prefill_tile``; mma tiles split their keys by the wave model (``split_keys``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..._core.device import BLOCKS_PER_SM, REGISTERS_PER_SM, SMEM_RESERVED_PER_BLOCK, THREADS_PER_SM, DeviceInfo
+from ..._core.dtypes import ctype
+from .decode import DECODE_HEAD_DIMS, DecodeTile, decode_head_dim
+from .merge import merge_spec
+from .mma import FlashMmaTile
+from .problem import MMA_CTYPES
+from .simt import SIMT_CTYPES, SimtRows
+from .wgmma import FlashWgmmaTile
+
+HEAD_DIM_BUCKETS = (32, 64, 96, 128, 192, 256)  # the head dims a FlashMmaTile is built for
+DECODE_MAX_QUERIES = 16  # one MMA row slice
+# attention_decode reads K/V once per query row (the rows of a split are adjacent blocks and
+# share K/V in L2): worth it while the L2 re-reads stay cheap.
+DECODE_STREAM_MAX_QUERIES = 4
+DECODE_STREAM_TILE = (4, 8)  # (warps, unroll): 4.2-4.5 TB/s on the H200 (round-3 sweep)
+DECODE_MIN_KEYS_PER_SPLIT = 512
+DECODE_BLOCKS_PER_SLOT = 2  # blocks launched per resident-block slot (tail balance)
+MAX_KEY_SPLITS = 128
+SPLIT_OVERHEAD_TILES = 2  # per-block fixed cost of the wave model, in K/V tiles (prologue, epilogue, merge)
+SPLIT_MIN_GAIN = 0.05  # modelled gain a key split needs over one split (run of round 4: merge not modelled)
+SHORT_KEYS_MAX = 512  # mean keys a query row sees up to which the 2-blocks-per-SM D96-128 mma tile runs
+
+_W = FlashWgmmaTile
+# The wgmma prefill tile per head-dim bucket: (mean keys a query row sees up to which the tile
+# runs, tile), first match wins (H200 sweeps of attention v6 / v7, docs/attention.md):
+# D64 is softmax-bound: up to 512 keys 2 blocks per SM of 2 warpgroups x 64-key tiles (a second
+# block hides a block's prologue and epilogue), up to 1536 3 warpgroups x 128-key tiles with
+# per-warpgroup key ranges, beyond the same tile with block-wide ranges; D128 3 warpgroups x
+# 64-key tiles everywhere.
+WGMMA_PREFILL = {
+    64: ((512, _W(64, 2, 64, 2, 2)), (1536, _W(64, 3, 128, 2)), (math.inf, _W(64, 3, 128, 2, wg_ranges=False))),
+    128: ((math.inf, _W(128, 3, 64, 2)),),
+}
+
+
+def head_dim_bucket(head_dim: int) -> int:
+    """The smallest bucket holding ``head_dim`` (1..256)."""
+    for bucket in HEAD_DIM_BUCKETS:
+        if head_dim <= bucket:
+            return bucket
+    raise ValueError(f"attention: head dim {head_dim} exceeds {HEAD_DIM_BUCKETS[-1]}")
+
+
+def mean_visible_keys(n_q: int, n_k: int, causal: bool) -> float:
+    """Mean keys a query row sees; bottom-right causal: row i sees clip(i + n_k - n_q + 1, 0, n_k),
+    so the rows that see keys see n_k - rows + 1 ... n_k of them."""
+    if not causal:
+        return n_k
+    rows = min(n_q, n_k)
+    return rows * (2 * n_k - rows + 1) / 2 / n_q
+
+
+def fit_smem(tile: FlashMmaTile, dev: DeviceInfo) -> FlashMmaTile:
+    """Halve the key tile until the tile fits the device's shared memory (A100: D128 and D256)."""
+    while tile.smem_bytes > dev.max_smem_per_block:
+        tile = dataclasses.replace(tile, block_n=tile.block_n // 2)
+    return tile
+
+
+def prefill_tiles(head_dim: int, dev: DeviceInfo) -> tuple:
+    """The mma prefill tiles of a head-dim bucket, long-key tile first (round-4 sweep): up to
+    64 columns 4 warps x 64 keys at 3 blocks per SM; 96-128 the 8-warp 128-key tile and the
+    2-blocks-per-SM short-key tile; wider heads 8 warps of one slice, Q from shared memory,
+    64-key tiles so O fits in registers. Branch-free with Q in registers up to 128 columns."""
+    if head_dim <= 64:
+        tiles = (FlashMmaTile(head_dim, 4, 1, 64, 2, 3, True, False),)
+    elif head_dim <= 128:
+        tiles = (FlashMmaTile(head_dim, 8, 1, 128, 2, 1, True, False),
+                 FlashMmaTile(head_dim, 4, 1, 64, 2, 2, True, False))
+    else:
+        tiles = (FlashMmaTile(head_dim, 8, 1, 64, 2),)
+    return tuple(fit_smem(tile, dev) for tile in tiles)
+
+
+def prefill_tile(head_dim: int, dev: DeviceInfo, n_q: int, n_k: int, causal: bool) -> FlashMmaTile:
+    """The mma prefill tile of a head-dim bucket for a call's key range (see prefill_tiles)."""
+    tiles = prefill_tiles(head_dim, dev)
+    if len(tiles) > 1 and mean_visible_keys(n_q, n_k, causal) <= SHORT_KEYS_MAX:
+        return tiles[1]
+    return tiles[0]
+
+
+def decode_tile(head_dim: int) -> FlashMmaTile:
+    """Nq <= 16: one warp per block (one row slice), as many blocks per SM as shared memory
+    allows, each streaming K/V through a 3-stage ring, so every SM keeps >100 KB in flight."""
+    return FlashMmaTile(head_dim, 1, 1, 64 if head_dim <= 128 else 32, 3)
+
+
+def blocks_per_sm(tile, dev: DeviceInfo) -> int:
+    """The wave model's resident blocks per SM of a tile: shared memory, threads, and registers
+    (assumed 255 per thread unless ``min_blocks`` caps them)."""
+    by_regs = max(tile.min_blocks, REGISTERS_PER_SM // (tile.threads * 255))
+    by_smem = dev.smem_per_sm // (tile.smem_bytes + SMEM_RESERVED_PER_BLOCK)
+    return max(1, min(by_smem, THREADS_PER_SM // tile.threads, by_regs, BLOCKS_PER_SM))
+
+
+def choose_key_splits(base_blocks: int, n_tiles: int, slots: int) -> int:
+    """Key splits minimising the modelled time ``waves * (tiles per block + overhead)``
+    where ``waves = ceil(base_blocks * splits / slots)``; a split must beat one split by
+    SPLIT_MIN_GAIN (the merge pass and the float32 partials are not in the model: at a near
+    tie, e.g. 4096 blocks on 132 slots, one split is faster); ties go to fewer splits."""
+    if base_blocks <= 0 or n_tiles <= 1:
+        return 1
+
+    def cost(splits):
+        return math.ceil(base_blocks * splits / slots) * (math.ceil(n_tiles / splits) + SPLIT_OVERHEAD_TILES)
+
+    best = min(range(1, min(MAX_KEY_SPLITS, n_tiles) + 1), key=lambda splits: (cost(splits), splits))
+    return best if cost(best) < (1 - SPLIT_MIN_GAIN) * cost(1) else 1
+
+
+def key_splits(tile, n_q: int, n_k: int, batch_count: int, dev: DeviceInfo) -> tuple:
+    """``(splits, keys_per_split)`` of the wave model for an mma or wgmma tile, no split
+    left empty (keys_per_split 0 with one split). Nk = 0 raises ZeroDivisionError."""
+    n_tiles = math.ceil(n_k / tile.block_n)
+    base_blocks = math.ceil(n_q / tile.block_m) * batch_count
+    splits = choose_key_splits(base_blocks, n_tiles, dev.sm_count * blocks_per_sm(tile, dev))
+    tiles_per_split = math.ceil(n_tiles / splits)
+    splits = math.ceil(n_tiles / tiles_per_split)  # no empty trailing split
+    return (1, 0) if splits == 1 else (splits, tiles_per_split * tile.block_n)
+
+
+def split_keys(tile: FlashMmaTile, n_q: int, n_k: int, batch_count: int, dev: DeviceInfo) -> FlashMmaTile:
+    """``tile`` with the key split of the wave model (also for a tile a sweep gives)."""
+    splits, keys_per_split = key_splits(tile, n_q, n_k, batch_count, dev)
+    return dataclasses.replace(tile, splits=splits, keys_per_split=keys_per_split)
+
+
+def split_decode_keys(tile: DecodeTile, n_q: int, n_k: int, batch_count: int, dev: DeviceInfo,
+                      splits: int | None = None) -> DecodeTile:
+    """``tile`` with a key split: by default enough blocks for DECODE_BLOCKS_PER_SLOT per
+    resident slot, but no split under DECODE_MIN_KEYS_PER_SPLIT keys; ``splits`` forces a count."""
+    if splits is None:
+        slots = dev.sm_count * min(BLOCKS_PER_SM, THREADS_PER_SM // tile.threads)
+        base = max(1, n_q * batch_count)
+        splits = min(MAX_KEY_SPLITS, math.ceil(DECODE_BLOCKS_PER_SLOT * slots / base),
+                     max(1, n_k // DECODE_MIN_KEYS_PER_SPLIT))
+    splits = max(1, min(splits, MAX_KEY_SPLITS, math.ceil(n_k / tile.group_keys)))
+    keys_per_split = max(1, math.ceil(math.ceil(n_k / splits) / tile.group_keys)) * tile.group_keys
+    splits = max(1, math.ceil(n_k / keys_per_split))  # no empty trailing split
+    return dataclasses.replace(tile, splits=splits, keys_per_split=keys_per_split if splits > 1 else 0)
+
+
+def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dev: DeviceInfo,
+                       wgmma_operands: bool, causal: bool) -> FlashWgmmaTile | None:
+    """The wgmma prefill tile of a call (WGMMA_PREFILL by the keys a row sees), or None where
+    the kernel does not apply: not compute capability 9.0, a head-dim bucket it lacks,
+    operands without 16-byte rows or a non-positive scale (``wgmma_operands`` False), or a
+    grid so small that the wave model would split the keys (the mma tiles split)."""
+    bucket = head_dim_bucket(max(head_dim, head_dim_v))
+    if not (dev.has_wgmma and wgmma_operands and bucket in WGMMA_PREFILL):
+        return None
+    keys = mean_visible_keys(n_q, n_k, causal)
+    tile = next(tile for max_keys, tile in WGMMA_PREFILL[bucket] if keys <= max_keys)
+    return tile if key_splits(tile, n_q, n_k, batch_count, dev)[0] == 1 else None
+
+
+def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev: DeviceInfo,
+                  kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False):
+    """The default variant of a call. ``kv_rows_16b``: k and v have unit column stride and
+    16-byte aligned rows (attention_decode's precondition). ``wgmma_operands``: q, k and v
+    all have such rows and the scale is positive (attention_fwd_wgmma's)."""
+    if ctype(dtype) in SIMT_CTYPES:
+        return SimtRows()
+    width = max(head_dim, head_dim_v)
+    if n_q <= DECODE_STREAM_MAX_QUERIES and kv_rows_16b:
+        return split_decode_keys(DecodeTile(decode_head_dim(width), *DECODE_STREAM_TILE), n_q, n_k, batch_count, dev)
+    bucket = head_dim_bucket(width)
+    if n_q <= DECODE_MAX_QUERIES:
+        tile = decode_tile(bucket)
+    else:
+        wgmma = wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev, wgmma_operands, causal)
+        if wgmma is not None:
+            return wgmma
+        tile = prefill_tile(bucket, dev, n_q, n_k, causal)
+    return split_keys(tile, n_q, n_k, batch_count, dev)
+
+
+def instantiations(dev: DeviceInfo) -> list:
+    """Every kernel ``select_config`` can reach on ``dev``."""
+    specs = []
+    for name in MMA_CTYPES:
+        for bucket in HEAD_DIM_BUCKETS:
+            specs.extend(tile.spec(name) for tile in prefill_tiles(bucket, dev))
+            specs.append(decode_tile(bucket).spec(name))
+        specs.extend(DecodeTile(bucket, *DECODE_STREAM_TILE).spec(name) for bucket in DECODE_HEAD_DIMS)
+        specs.append(merge_spec(name))
+        if dev.has_wgmma:
+            specs.extend(tile.spec(name) for rules in WGMMA_PREFILL.values() for _, tile in rules)
+    specs.extend(SimtRows().spec(name) for name in SIMT_CTYPES)
+    return list(dict.fromkeys(specs))

@@ -1,0 +1,165 @@
+"""The operands of a fused_linear_relu call as the kernels see them (pure; no GPU needed).
+
+x is read as an (M, K) matrix (``rows_view``), the weight as (K, N) with any strides. Which
+kernels can load them is a matter of layout and alignment: the tensor-core kernels copy
+16-byte chunks (``mma_eligible``), the TMA-fed ones need tensor maps (``tma_eligible``),
+the SIMT kernel takes anything. ``LinearProblem`` gathers those facts for one call on one
+device; the selection (``select``) and every variant's ``check`` and ``plan`` read it.
+Strides are in elements, pointers in bytes (only their alignment matters).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..._core import tma
+
+FN = "fused_linear_relu"
+MMA_MIN_CC = 80  # cp.async, ldmatrix and bfloat16 mma.sync
+SMALL_M = 64  # at or below: the weight-streaming regime (the weight's bytes bound the time)
+WGMMA_ATOM = 64  # 16-bit elements per 128-byte swizzle row (kernels/common/wgmma.cuh WGMMA_ATOM_N)
+# The TMA maps' L2 promotion: the weight streams (M <= SMALL_M) fetch their 128-byte box rows
+# as they are, the GEMMs keep the 256 bytes they were measured with (run S7-5, docs/linear.md).
+STREAM_L2_PROMOTION, GEMM_L2_PROMOTION = 128, 256
+
+
+def rows_view(shape, strides) -> tuple[int, int, int]:
+    """(M, row stride, k stride) of an x of ``shape`` and ``strides`` (elements) seen as an
+    (M, K) matrix, without a copy.
+
+    The leading axes must collapse into one row axis with a single stride (any C-ordered
+    stack of rows, including a sliced last axis); otherwise ValueError, since the only way
+    to run it would be a silent copy. The last axis may have any stride.
+    """
+    lead = [(d, st) for d, st in zip(shape[:-1], strides[:-1]) if d != 1]
+    m = math.prod(d for d, _ in lead)
+    for (_, outer), (inner_dim, inner) in zip(lead, lead[1:]):
+        if outer != inner * inner_dim:
+            raise ValueError(
+                f"{FN}: argument 'x' expected leading axes that collapse into one row stride "
+                f"(e.g. a C-contiguous array or a slice of its last axis), got shape {tuple(shape)} with "
+                f"strides {tuple(strides)} (elements); pass cupy.ascontiguousarray(x)"
+            )
+    row_stride = lead[-1][1] if lead else shape[-1]
+    return m, row_stride, strides[-1]
+
+
+def mma_eligible(dtype, k: int, n: int, x_ptr: int, x_row_stride: int, x_k_stride: int, m: int,
+                 w_ptr: int, w_k_stride: int, w_n_stride: int) -> bool | None:
+    """Whether the tensor-core kernels (16-bit types; float32 and float64 through
+    ``linear_relu_wide`` / ``linear_relu_dmma``, and the gemv kernel) can load these operands
+    with 16-byte copies, and with which weight layout: True (K-major: unit k stride), False
+    (N-major: unit n stride) or None (not eligible)."""
+    vec = 16 // np.dtype(dtype).itemsize  # elements per 16-byte chunk
+    if k % vec or x_ptr % 16 or w_ptr % 16 or x_k_stride != 1:
+        return None
+    if m > 1 and x_row_stride % vec:
+        return None
+    if w_k_stride == 1 and (n == 1 or w_n_stride % vec == 0):
+        return True
+    if w_n_stride == 1 and n % vec == 0 and w_k_stride % vec == 0:
+        return False
+    return None
+
+
+def l2_promotion(m: int) -> int:
+    """The TMA maps' L2 promotion in bytes for an M-row problem."""
+    return STREAM_L2_PROMOTION if m <= SMALL_M else GEMM_L2_PROMOTION
+
+
+def operand_maps(dtype, m: int, n: int, k: int, ldx: int, ldw: int, kmajor: bool, x_rows: int, w_rows: int,
+                 promotion: int) -> tuple:
+    """The ``tma.MapGeometry`` of x ({K, M}, boxes of 64 x ``x_rows``) and of the weight
+    (K-major: {K, N}, N-major: {N, K}, boxes of 64 x ``w_rows``: the tile's BN K-major, its BK
+    N-major) for the TMA kernels: 64 16-bit elements = 128 bytes per box row, swizzled over
+    128 bytes (the layout of the kernels' shared-memory descriptors)."""
+    x_map = tma.geometry(dtype, k, m, ldx, WGMMA_ATOM, x_rows, l2_promotion=promotion)
+    if kmajor:
+        return x_map, tma.geometry(dtype, k, n, ldw, WGMMA_ATOM, w_rows, l2_promotion=promotion)
+    return x_map, tma.geometry(dtype, n, k, ldw, WGMMA_ATOM, w_rows, l2_promotion=promotion)
+
+
+def tma_eligible(dtype, k: int, n: int, x_ptr: int, x_row_stride: int, m: int, w_ptr: int, w_k_stride: int,
+                 w_n_stride: int, kmajor: bool | None) -> bool:
+    """Whether the TMA kernels can read these operands (already ``mma_eligible`` with weight
+    layout ``kmajor``): both tensor maps must be buildable (``tma.map_problem``: 16-byte
+    aligned bases and row strides, rows not overlapping, K > 0); the boxes of the largest
+    tile (128 x 64 of x, 256 x 64 or 64 x 64 of the weight) stand for every tile's."""
+    if kmajor is None or np.dtype(dtype).itemsize != 2:
+        return False
+    ldw = w_n_stride if kmajor else w_k_stride
+    maps = operand_maps(dtype, m, n, k, x_row_stride, ldw, kmajor, 128, 256 if kmajor else 64, l2_promotion(m))
+    return all(tma.map_problem(g, ptr) is None for g, ptr in zip(maps, (x_ptr, w_ptr)))
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearProblem:
+    """One (M, K) @ (K, N) call on one device, as its variants need it.
+
+    ``layout``: ``mma_eligible``'s answer. ``tensor_ok``: the 16-byte-chunk kernels (tensor
+    cores, gemv) can run (eligible and compute capability 8.0+). ``tma_ok``: tensor maps
+    describe both operands on a device with the TMA kernels. ``kmajor``: the weight layout
+    the kernel is compiled for (the SIMT kernel's: the weight's unit stride runs along k).
+    ``out_ptr``: None for a fresh (256-byte aligned) output.
+    """
+
+    m: int
+    n: int
+    k: int
+    dtype: np.dtype
+    ldx: int  # x's row stride
+    x_k_stride: int
+    w_k_stride: int
+    w_n_stride: int
+    bias_stride: int | None  # None: no bias
+    out_ptr: int | None
+    layout: bool | None
+    tensor_ok: bool
+    tma_ok: bool
+    kmajor: bool
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def ldw(self) -> int:
+        """The weight's stride between rows of its contiguous axis (n K-major, k N-major)."""
+        return self.w_n_stride if self.kmajor else self.w_k_stride
+
+    @property
+    def paired_store(self) -> bool:
+        """Two output elements a 32-bit store: N even and out aligned to two elements (out is
+        C-contiguous; a fresh one 256-byte aligned; the plan's key holds out's alignment)."""
+        return self.n % 2 == 0 and (self.out_ptr is None or self.out_ptr % (2 * self.itemsize) == 0)
+
+    @property
+    def bias_scalar(self) -> np.int64:
+        return np.int64(0 if self.bias_stride is None else self.bias_stride)
+
+
+def linear_problem(m: int, ldx: int, x_k_stride: int, x_ptr: int, k: int, n: int, w_strides, w_ptr: int,
+                   bias_stride, out_ptr, dtype, dev) -> LinearProblem:
+    dtype = np.dtype(dtype)
+    w_k_stride, w_n_stride = w_strides
+    layout = mma_eligible(dtype, k, n, x_ptr, ldx, x_k_stride, m, w_ptr, w_k_stride, w_n_stride)
+    tensor_ok = layout is not None and dev.cc >= MMA_MIN_CC
+    tma_ok = tensor_ok and dev.has_wgmma and tma_eligible(dtype, k, n, x_ptr, ldx, m, w_ptr, w_k_stride, w_n_stride,
+                                                          layout)
+    # The SIMT kernel coalesces along k when the weight's k stride is the unit one.
+    kmajor = layout if tensor_ok else (abs(w_k_stride) == 1 and abs(w_n_stride) != 1)
+    return LinearProblem(m, n, k, dtype, ldx, x_k_stride, w_k_stride, w_n_stride, bias_stride, out_ptr, layout,
+                         tensor_ok, tma_ok, bool(kmajor))
+
+
+def config_error(kind: str, why: str) -> ValueError:
+    """The ValueError of a ``config=`` that cannot run the call: ``kind`` names its kernel."""
+    return ValueError(f"{FN}: argument 'config' asks for the {kind} kernel, which {why}")
+
+
+def require_16bit_tensor_operands(kind: str, problem: LinearProblem) -> None:
+    """The 16-bit tensor-core kernels' rule: float16 / bfloat16 operands ``mma_eligible``."""
+    if not (problem.tensor_ok and problem.itemsize == 2):
+        raise config_error(kind, "these operands' dtype or alignment rule out")

@@ -1,0 +1,187 @@
+"""The default kernel configuration of a linear problem (pure: shape, dtype, operand layout
+and device facts in, a variant out), and every kernel it can reach on a device.
+
+The rules, by dtype (the measurements behind each are in docs/linear.md):
+
+* float32 / float64 with ``mma_eligible`` operands (compute capability 8.0+): the weight
+  stream (gemv) for float32 M <= 4 and float64 M = 1; else the tensor cores (3xTF32; float64
+  DMMA, pipelined on 9.0) on tiles of 16-64 rows up to 64 rows, 128 rows beyond, K split
+  where the tiles leave SMs idle. Other operands: SIMT.
+* float16 / bfloat16, operands not ``mma_eligible``: SIMT.
+* float16 / bfloat16 on compute capability 9.0: M <= 64 with tensor maps the swapped TMA
+  stream; M = 17..64 without them, or M > 64 with fewer 128x256 tiles than SMs, the best
+  wgmma tile (``choose_wgmma_config``); M > 64 otherwise the wgmma 128x256 tile where it
+  scores above the mma tiles. Every wgmma config runs on the TMA kernel where tensor maps
+  describe the operands, else on the cp.async one.
+* float16 / bfloat16 elsewhere (and the 9.0 cases not above): mma.sync: M <= 16 the stream
+  tile, M = 17..64 the 64x64 one, beyond the best-scoring GEMM tile, split K where the tiles
+  leave block slots idle.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..._core.device import ceil_div
+from ..._core.dtypes import BFLOAT16
+from .dmma import DMMA_FEW_ROW_TILES, DMMA_MIN_CC, DMMA_PIPELINED_TILE, PipelinedDmmaConfig
+from .gemv import GEMV_MAX_ROWS, GEMV_MIN_SPLIT_ROWS, GEMV_TILES, GEMV_WAVES, GemvConfig
+from .mma import GEMM_TILES, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE, MmaConfig
+from .operands import MMA_MIN_CC, SMALL_M
+from .simt import SIMT_LARGE, SIMT_SMALL, SimtConfig
+from .swap_tma import SWAP_DEFAULT_TILES, SWAP_MAX_M, SwapConfig
+from .tiling import choose_k_splits, gemm_score, stream_splits, tile_count
+from .wgmma import TMA_TILES_BY_SHAPE, WGMMA_STREAM_TILE, WGMMA_TILE, WGMMA_TILES, TmaConfig, WgmmaConfig
+from .wide import DMMA_TILE, TF32_FEW_ROW_TILES, TF32_TILE, DmmaConfig, Tf32x3Config
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def choose_config(problem, dev):
+    """The default variant for ``problem`` (``operands.LinearProblem``) on ``dev``."""
+    p = problem
+    return _choose(p.m, p.n, p.k, p.dtype, p.tensor_ok, dev, p.kmajor, p.tma_ok)
+
+
+@functools.lru_cache(maxsize=1024)
+def _choose(m: int, n: int, k: int, dtype, tensor_ok: bool, dev, kmajor: bool, tma_ok: bool):
+    if np.dtype(dtype).itemsize >= 4:
+        if tensor_ok and m <= GEMV_MAX_ROWS[np.dtype(dtype)]:
+            return choose_gemv_config(m, n, k, dtype, kmajor, dev)
+        return choose_wide_config(m, n, k, dtype, tensor_ok, dev)
+    if not tensor_ok:
+        return SimtConfig(choose_simt_tile(m, n, dtype, dev))
+    if m <= SWAP_MAX_M and tma_ok:  # tma_ok holds on compute capability 9.0 only
+        return choose_swap_config(m, n, k, dev)
+    if m > STREAM_TILE.bm and dev.has_wgmma and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
+        return with_tma(choose_wgmma_config(m, n, k, dev), tma_ok)
+    if m <= STREAM_TILE.bm:
+        # One row: atomics add only N floats per split; more rows: slots (docs/linear.md, v4).
+        return MmaConfig(STREAM_TILE, stream_splits(m, n, k, STREAM_TILE, dev), reduction="atomic" if m == 1 else "slots")
+    if m <= SMALL_M:
+        return MmaConfig(STREAM64_TILE, choose_k_splits(m, n, k, STREAM64_TILE, dev), reduction="slots")
+    if prefers_wgmma(m, n, dev):
+        return with_tma(WgmmaConfig(WGMMA_TILE), tma_ok)
+    tile = choose_gemm_tile(m, n, dev)
+    if not kmajor and tile_count(m, n, MEDIUM_TILE) < dev.sm_count * MEDIUM_TILE.blocks_per_sm(dev):
+        # A row-major weight and at most one wave of 128x128 tiles: split K through slots.
+        splits = choose_k_splits(m, n, k, MEDIUM_TILE, dev)
+        return MmaConfig(MEDIUM_TILE, splits, reduction="slots" if splits > 1 else "atomic")
+    if tile_count(m, n, tile) < dev.sm_count * tile.blocks_per_sm(dev):
+        # Fewer tiles than block slots: split K too (the workspace then stays below slots x
+        # tile area floats, 17 MB on the H200).
+        return MmaConfig(tile, choose_k_splits(m, n, k, tile, dev))
+    return MmaConfig(tile)
+
+
+def choose_gemv_config(m: int, n: int, k: int, dtype, kmajor: bool, dev) -> GemvConfig:
+    """The weight stream with the fewest rows that cover M. A row-major float32 weight splits
+    K until the blocks fill the SMs GEMV_WAVES times (float64's split sums would meet in
+    float32); a K-major one has a block per few columns and needs none."""
+    dtype = np.dtype(dtype)
+    tile = next(t for t in GEMV_TILES[dtype] if t.rows >= m)
+    if kmajor or dtype.itemsize == 8:
+        return GemvConfig(tile)
+    col_blocks = ceil_div(n, tile.columns_per_block(False, dtype.itemsize))
+    splits = max(1, min(ceil_div(GEMV_WAVES * dev.sm_count, col_blocks), k // GEMV_MIN_SPLIT_ROWS))
+    return GemvConfig(tile, splits)
+
+
+def choose_wide_config(m: int, n: int, k: int, dtype, tensor_ok: bool, dev):
+    """float32 / float64: the tensor cores where they can load the operands (3xTF32; DMMA,
+    ``linear_relu_dmma`` on 9.0), else SIMT. The fewest-row tile that holds M (float64: on 9.0
+    only), else the 128-row tile; K split where the tiles leave SMs idle."""
+    if not tensor_ok:
+        return SimtConfig(choose_simt_tile(m, n, dtype, dev))
+    if np.dtype(dtype) == F32:
+        make, tile, few_rows = Tf32x3Config, TF32_TILE, TF32_FEW_ROW_TILES
+    elif dev.cc >= DMMA_MIN_CC:
+        make, tile, few_rows = PipelinedDmmaConfig, DMMA_PIPELINED_TILE, DMMA_FEW_ROW_TILES
+    else:
+        make, tile, few_rows = DmmaConfig, DMMA_TILE, ()
+    tile = next((t for t in few_rows if t.bm >= m), tile)
+    return make(tile, choose_k_splits(m, n, k, tile, dev))
+
+
+def choose_simt_tile(m: int, n: int, dtype, dev):
+    """float32 takes the 128x128 register tile once it fills every SM; float64 and the
+    16-bit fallback keep the 64x64 tile (fewer registers per thread)."""
+    if np.dtype(dtype) == F32 and tile_count(m, n, SIMT_LARGE) >= dev.sm_count:
+        return SIMT_LARGE
+    return SIMT_SMALL
+
+
+def choose_gemm_tile(m: int, n: int, dev):
+    """The mma GEMM tile for M > 64 with the best ``gemm_score``."""
+    return max(GEMM_TILES, key=lambda tile: gemm_score(m, n, tile, tile.blocks_per_sm(dev), dev))
+
+
+def prefers_wgmma(m: int, n: int, dev) -> bool:
+    """The wgmma 128x256 tile when its tiles fill every SM at least once and it scores above
+    the best mma tile (fewer tiles: ``choose_wgmma_config``)."""
+    if not dev.has_wgmma or tile_count(m, n, WGMMA_TILE) < dev.sm_count:
+        return False
+    mma_tile = choose_gemm_tile(m, n, dev)
+    return gemm_score(m, n, WGMMA_TILE, 1, dev) >= gemm_score(m, n, mma_tile, mma_tile.blocks_per_sm(dev), dev)
+
+
+def choose_wgmma_config(m: int, n: int, k: int, dev) -> WgmmaConfig:
+    """The wgmma tile and split-K for M = 17..64 (the stream tile) and for fewer 128x256 tiles
+    than SMs (the best ``gemm_score``); K split where the tiles leave block slots idle."""
+    if m <= SMALL_M:
+        tile = WGMMA_STREAM_TILE
+    else:
+        tile = max(WGMMA_TILES, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
+    if tile_count(m, n, tile) >= dev.sm_count * tile.blocks_per_sm(dev):
+        return WgmmaConfig(tile)
+    return WgmmaConfig(tile, choose_k_splits(m, n, k, tile, dev))
+
+
+def with_tma(config: WgmmaConfig, tma_ok: bool):
+    """``config`` on the TMA kernel (the TMA tile of the same block shape, the same splits and
+    raster group) where tensor maps describe the operands (run S4-3: 8192^3 711 TFLOP/s against
+    522; 512 x 4096^2 519 against 353)."""
+    if not tma_ok:
+        return config
+    return TmaConfig(TMA_TILES_BY_SHAPE[(config.tile.bm, config.tile.bn)], config.splits, config.raster_group)
+
+
+def choose_swap_config(m: int, n: int, k: int, dev) -> SwapConfig:
+    """The swapped stream with x padded to 8, 16 or 64 rows, split-K by ``stream_splits``
+    (one block an SM at most: run S6-11, split 1 3.58 / 3.51 TB/s, split 2 3.12-3.40)."""
+    tile = SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64]
+    return SwapConfig(tile, stream_splits(m, n, k, tile, dev))
+
+
+def reachable_configs(dev) -> list:
+    """(variant, dtypes) of every configuration the default selection can reach on ``dev``,
+    split counts aside (runtime arguments, not compiled)."""
+    half, f32, f64 = (np.dtype(np.float16), BFLOAT16), (F32,), (F64,)
+    reached = [(SimtConfig(SIMT_SMALL), half + f32 + f64), (SimtConfig(SIMT_LARGE), f32)]
+    if dev.cc < MMA_MIN_CC:
+        return reached
+    reached += [(GemvConfig(t), f32) for t in GEMV_TILES[F32]] + [(GemvConfig(t), f64) for t in GEMV_TILES[F64]]
+    reached += [(Tf32x3Config(t), f32) for t in (TF32_TILE,) + TF32_FEW_ROW_TILES]
+    if dev.cc >= DMMA_MIN_CC:
+        reached += [(PipelinedDmmaConfig(t), f64) for t in (DMMA_PIPELINED_TILE,) + DMMA_FEW_ROW_TILES]
+    else:
+        reached.append((DmmaConfig(DMMA_TILE), f64))
+    if dev.has_wgmma:
+        # The mma kernel keeps M <= 16 without tensor maps and the M > 64 shapes where the
+        # 128x128 / 64x128 tiles outscore wgmma's 128x256; its 128x256 tile never does (the
+        # wgmma one has the same shape and a higher speed), its 64x64 stream tile is wgmma's.
+        reached += [(MmaConfig(t), half) for t in (MEDIUM_TILE, SMALL_TILE, STREAM_TILE)]
+        reached += [(WgmmaConfig(t), half) for t in WGMMA_TILES]
+        reached += [(TmaConfig(t), half) for t in TMA_TILES_BY_SHAPE.values()]
+        reached += [(SwapConfig(t), half) for t in SWAP_DEFAULT_TILES.values()]
+    else:
+        reached += [(MmaConfig(t), half) for t in GEMM_TILES + (STREAM_TILE, STREAM64_TILE)]
+    return reached
+
+
+def instantiations(dev) -> list:
+    """Every kernel instantiation the default selection can reach on ``dev`` (both weight
+    layouts of every reachable configuration)."""
+    return [config.spec(dtype, kmajor) for config, dtypes in reachable_configs(dev) for dtype in dtypes
+            for kmajor in (True, False)]

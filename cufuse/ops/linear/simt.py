@@ -1,0 +1,58 @@
+"""``linear_relu_simt`` (kernels/linear/simt.cu): a register-tiled SIMT GEMM with any strides
+and alignment, true float32 / float64 arithmetic; the fallback for operands the 16-byte-chunk
+kernels cannot load."""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+
+from ..._core.dtypes import ctype
+from ..._core.loader import KernelSpec
+from .launches import single_launch
+from .tiling import RASTER_GROUP, tile_count
+
+
+@dataclasses.dataclass(frozen=True)
+class SimtTile:
+    """Block tile BM x BN x BK of the SIMT kernel; each thread owns TM x TN outputs."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+# float32 takes the 128x128 register tile once it fills every SM; float64 and the 16-bit
+# fallback keep the 64x64 tile (fewer registers a thread).
+SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
+SIMT_SMALL = SimtTile(64, 64, 16, 4, 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class SimtConfig:
+    """``linear_relu_simt`` on ``tile`` (no split-K); runs any operands."""
+
+    kind: ClassVar[str] = "simt"
+    tile: SimtTile
+    raster_group: int = RASTER_GROUP
+
+    def spec(self, dtype, kmajor: bool) -> KernelSpec:
+        t = self.tile
+        return KernelSpec("linear/simt.cu", "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, kmajor))
+
+    def check(self, problem, dev) -> None:
+        """Any operands, any device."""
+
+    def plan(self, problem, dev):
+        p, i64 = problem, np.int64
+        scalars = (i64(p.m), i64(p.n), i64(p.k), i64(p.ldx), i64(p.x_k_stride), i64(p.w_k_stride),
+                   i64(p.w_n_stride), p.bias_scalar, np.int32(self.raster_group))
+        return single_launch(p, dev, self.spec(p.dtype, p.kmajor), (tile_count(p.m, p.n, self.tile), 1, 1),
+                             (self.tile.threads, 1, 1), 0, ("x", "weight"), ((), None), scalars)

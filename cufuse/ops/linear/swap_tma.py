@@ -1,0 +1,87 @@
+"""``linear_relu_swap_tma`` (kernels/linear/swap_tma.cu): the weight stream of M <= 64 on
+Hopper with the operands swapped (out^T = W^T x^T: the weight's columns as wgmma's M, x's
+rows padded to 8, 16 or 64 as its N), fed by TMA; split-K through slots."""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from ..._core.device import SMEM_RESERVED_PER_BLOCK
+from ..._core.dtypes import ctype
+from ..._core.loader import KernelSpec
+from .launches import tiled_plan
+from .operands import FN, require_16bit_tensor_operands
+from .tiling import TiledConfig
+from .wgmma import WGMMA_MIN_CC, WGMMA_STATIC_SMEM, require_hopper, require_tensor_maps
+
+
+@dataclasses.dataclass(frozen=True)
+class SwapTile:
+    """A tile of the swapped kernel (M <= ``mx``): ``bn`` weight columns a block (64 or 128:
+    one or two consumer warpgroups, each a wgmma m64n{mx}k16 chain with the weight as A and x
+    as B), x rows padded to ``mx`` (8, 16 or 64: wgmma's N and the x box's rows), a
+    ``stages``-deep TMA ring of ``bk`` k (64, 128 or 256: one to four 128-byte boxes per weight
+    row and stage). ``l2_hints``: the loads ask L2 to evict the weight first and keep x."""
+
+    bn: int
+    mx: int
+    stages: int
+    bk: int = 64
+    l2_hints: bool = False
+
+    def __post_init__(self):
+        if self.bn not in (64, 128) or self.mx not in (8, 16, 64) or self.bk not in (64, 128, 256):
+            raise ValueError(f"SwapTile: bn 64 or 128, mx 8, 16 or 64, bk 64, 128 or 256; got {self}")
+
+    @property
+    def bm(self) -> int:
+        """The output rows a block covers (``tile_count``, the split-K slots of bm x bn floats)."""
+        return self.mx
+
+    @property
+    def threads(self) -> int:
+        return 2 * self.bn + 32  # bn / 64 consumer warpgroups and the producer warp
+
+    def smem_bytes(self, itemsize: int = 2) -> int:
+        """The stages, 1 KB to align them for the 128-byte swizzle, 2 x ``stages`` mbarriers."""
+        return self.stages * (self.mx + self.bn) * self.bk * itemsize + 1024 + 2 * 8 * self.stages
+
+    def blocks_per_sm(self, dev) -> int:
+        """Resident blocks per SM: shared memory decides (a consumer thread holds mx / 2
+        accumulators; the registers allow more blocks than shared memory does)."""
+        return dev.smem_per_sm // (self.smem_bytes() + SMEM_RESERVED_PER_BLOCK + WGMMA_STATIC_SMEM)
+
+
+# The defaults by x padding: 256 / 128 k a stage and the L2 hints (run S8-2, eager bf16 with
+# PDL, (K,N) / (N,K).T: 1 x 8192^2 4.16 / 4.06 TB/s, 16 x 8192^2 4.10 / 4.03, 64 x 8192^2
+# 3.89 / 3.72; docs/linear.md, "swap_tma").
+SWAP_DEFAULT_TILES = {
+    8: SwapTile(64, 8, 5, bk=256, l2_hints=True),
+    16: SwapTile(64, 16, 5, bk=256, l2_hints=True),
+    64: SwapTile(64, 64, 6, bk=128, l2_hints=True),
+}
+SWAP_MAX_M = 64  # the largest x padding (wgmma N)
+
+
+@dataclasses.dataclass(frozen=True)
+class SwapConfig(TiledConfig):
+    """``linear_relu_swap_tma`` on a ``SwapTile``, K split through slots."""
+
+    kind: ClassVar[str] = "swap_tma"
+
+    def spec(self, dtype, kmajor: bool) -> KernelSpec:
+        t = self.tile
+        return KernelSpec("linear/swap_tma.cu", "linear_relu_swap_tma",
+                          (ctype(dtype), t.bn, t.mx, t.bk, t.stages, kmajor, t.l2_hints), min_cc=WGMMA_MIN_CC)
+
+    def check(self, problem, dev) -> None:
+        require_16bit_tensor_operands(self.kind, problem)
+        require_hopper(self.kind, dev)
+        require_tensor_maps(self.kind, problem)
+        mx = self.tile.mx
+        if problem.m > mx:
+            raise ValueError(f"{FN}: argument 'config' asks for the swap_tma kernel with x rows padded to {mx}, "
+                             f"which takes at most M = {mx} rows, got M = {problem.m}")
+
+    def plan(self, problem, dev):
+        return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor), tma_x_rows=self.tile.mx)

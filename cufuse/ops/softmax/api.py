@@ -1,0 +1,161 @@
+"""softmax / log_softmax with the semantics of ``scipy.special``.
+
+Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64
+oracle of ``cufuse.reference``; CuPy inputs run the kernels of ``kernels/softmax/``.
+
+GPU path. x is viewed as (outer, length, inner) (``layout.collapse``): the reduced axes must
+form one run of consecutive axes (size-1 axes ignored), and each of the three groups of axes
+must collapse to a single stride; out is C-contiguous. Any strides work in place (negative,
+transposed, sliced), with 64-bit offsets. Which kernel runs which layout: ``select`` and
+docs/softmax.md. Documented exceptions:
+
+- explicit copies: when the reduced axes are not consecutive (``axis=(0, 2)`` of a 3-D
+  array) or a group of axes of a view does not collapse to one stride, x is first copied
+  into a C-contiguous array with the reduced axes last (``cupy.ascontiguousarray`` of a
+  ``moveaxis``), the kernel writes a temporary and the result is copied into ``out``.
+- integer and bool inputs are cast to a float64 copy first (SciPy computes them in float64).
+- rows longer than the split kernel holds on chip (H200: about 17 M float16 / 8.4 M float32
+  elements) are streamed with the online rule, the tiles that fit in neither registers nor
+  shared memory read a second time, most recent first (so that part of it comes from L2).
+- the persistent kernels (``split.SplitConfig``, ``cols.ColsSplitConfig``) exchange their
+  statistics through a scratch held per (device, stream, accumulator dtype) and grown when a
+  larger one is needed (``split.split_scratch``); they leave its counters at zero, so later
+  calls on that stream reuse it without a memset.
+
+Host path: a call's signature (x's shape, strides, dtype and device, axis as given, out's
+layout, config, log) maps to its bound plan in ``PLANS``; a repeated call is one dict lookup,
+the device and overlap checks, ``out`` if none was given, and the launch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import reference
+from ..._core.device import device_info
+from ..._core.dtypes import is_supported_float
+from ..._core.numpy_path import deliver
+from ..._core.plans import PLANS, BoundPlan
+from ..._core.validate import array_namespace, check_out, describe, normalize_axis
+from .plan import plan_softmax
+from .select import VARIANTS
+
+
+def softmax(x, axis=None, *, out=None, config=None):
+    """``exp(x - max) / sum(exp(x - max))`` over ``axis`` (None: the whole array).
+
+    Exactly ``scipy.special.softmax``: axis None, int or tuple; integer and bool inputs
+    compute in float64; non-finite rows follow SciPy's NaN pattern. ``config`` overrides
+    the kernel configuration chosen by ``cufuse.ops.softmax.select`` (GPU only).
+    """
+    return _softmax("softmax", x, axis, out, config, log=False)
+
+
+def log_softmax(x, axis=None, *, out=None, config=None):
+    """``x - max - log(sum(exp(x - max)))`` over ``axis``, exactly ``scipy.special.log_softmax``."""
+    return _softmax("log_softmax", x, axis, out, config, log=True)
+
+
+def _result_dtype(fn: str, x) -> np.dtype:
+    if is_supported_float(x.dtype):
+        return x.dtype
+    if x.dtype.kind in "biu":  # SciPy computes integers and bools in float64
+        return np.dtype(np.float64)
+    raise TypeError(
+        f"{fn}: argument 'x' expected a float16, bfloat16, float32, float64, integer or bool array, "
+        f"got {describe(x)}"
+    )
+
+
+def _softmax(fn, x, axis, out, config, *, log):
+    # A signature seen before (it passed validation and has a plan): only what differs
+    # between calls with one signature is checked -- the current device, out's overlap.
+    signature = _signature(x, axis, out, config, log)
+    bound = PLANS.get(signature) if signature is not None else None
+    if bound is not None and _launchable(x, out):
+        if out is None:
+            out = _cupy.empty(x.shape, dtype=x.dtype)
+        bound({"x": x, "out": out})
+        return out
+    xp = array_namespace(fn, x=x)
+    dtype = _result_dtype(fn, x)
+    axes = normalize_axis(fn, axis, x.ndim)
+    out = check_out(fn, out, shape=x.shape, dtype=dtype, xp=xp, inputs={"x": x})
+    if xp is np:
+        oracle = reference.log_softmax if log else reference.softmax
+        return deliver(oracle(x, axes), out, dtype)
+    if config is not None and not isinstance(config, VARIANTS):
+        names = ", ".join(v.__name__ for v in VARIANTS)
+        raise TypeError(f"{fn}: argument 'config' expected None or a softmax kernel config ({names}), "
+                        f"got {type(config).__name__}")
+    return _softmax_gpu(x, axis, axes, out, dtype, config, log=log)
+
+
+def _softmax_gpu(x, axis, axes, out, dtype, config, *, log):
+    global _cupy
+    import cupy
+
+    _cupy = cupy
+    device_id = x.data.device_id
+    if cupy.cuda.runtime.getDevice() != device_id:
+        with cupy.cuda.Device(device_id):
+            return _softmax_gpu(x, axis, axes, out, dtype, config, log=log)
+    original, out_given = x, out
+    if x.dtype != dtype:  # integers and bools: SciPy computes them in float64
+        x = x.astype(dtype)
+    if out is None:
+        out = cupy.empty(x.shape, dtype=dtype)
+    if x.size == 0:
+        return out
+    bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log)
+    if bound is not None:
+        bound({"x": x, "out": out})
+        signature = _signature(x, axis, out_given, config, log)
+        if x is original and signature is not None:  # no float64 copy made: later calls take the fast path
+            PLANS.put(signature, bound)
+        return out
+    # Scattered reduced axes or a view that does not collapse: explicit copy (see above).
+    trailing = tuple(range(x.ndim - len(axes), x.ndim))
+    moved = cupy.ascontiguousarray(cupy.moveaxis(x, axes, trailing))
+    result = cupy.empty(moved.shape, dtype=dtype)
+    _bound_plan(moved.shape, moved.strides, dtype, trailing, device_id, config, log)({"x": moved, "out": result})
+    out[...] = cupy.moveaxis(result, trailing, axes)
+    return out
+
+
+def _bound_plan(shape, strides, dtype, axes, device_id, config, log):
+    """The bound plan of x's layout on a device (strides in bytes), or None: the copy path."""
+    key = ("softmax-layout", shape, strides, dtype, axes, device_id, config, log)
+    bound = PLANS.get(key)
+    if bound is None:
+        dev = device_info(device_id)
+        plan = plan_softmax(shape, tuple(s // dtype.itemsize for s in strides), dtype, axes, log, dev, config)
+        if plan is None:
+            return None
+        bound = PLANS.put(key, BoundPlan(plan, dev))
+    return bound
+
+
+_cupy = None  # the cupy module, once a GPU call has imported it
+
+
+def _signature(x, axis, out, config, log):
+    """What a call's validation and plan depend on, or None where no GPU call was made yet,
+    x is not a cupy array, axis is not None, an int or a tuple of ints (anything else, e.g.
+    1.0 == 1, is left to the full validation), or config is not a variant."""
+    if _cupy is None or type(x) is not _cupy.ndarray:
+        return None
+    if not (axis is None or type(axis) is int or (type(axis) is tuple and all(type(a) is int for a in axis))):
+        return None
+    if config is not None and type(config) not in VARIANTS:
+        return None
+    if out is None:
+        out_key = None
+    elif type(out) is _cupy.ndarray:
+        out_key = (out.shape, out.strides, out.dtype, out.data.device_id)
+    else:
+        return None
+    return "softmax", x.shape, x.strides, x.dtype, x.data.device_id, axis, out_key, config, log
+
+
+def _launchable(x, out):
+    return _cupy.cuda.runtime.getDevice() == x.data.device_id and (out is None or not _cupy.may_share_memory(out, x))

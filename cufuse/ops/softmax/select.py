@@ -1,0 +1,269 @@
+"""The default selection of the softmax kernels (pure; no GPU): from the collapsed problem
+and the ``DeviceInfo`` to one variant, and ``instantiations(dev)``, every kernel it can pick.
+
+Rows (the reduced axis contiguous, or it and the inner axis both strided), capacities in
+16-byte vectors (``VS = 16 // itemsize`` elements), the first rung that holds the row wins:
+
+    vectors per row   kernel                                     config
+    1 .. 32           softmax_rows, Group lanes per row          RowsConfig(256, Group, Vecs)
+    33 .. 256         softmax_rows, one warp per row             RowsConfig(128, 32, Vecs)
+    257 .. 4096       softmax_rows, one block per row            RowsConfig(Threads, Threads, Vecs)
+    4097 .. 8192      2-byte types: softmax_rows_stashed         StashedRowsConfig(512, 4, 3, 2)
+    4097 .. 16384     float32: softmax_rows_stashed              StashedRowsConfig(256, 8, 3, 2) / (512, 4, 7, 1)
+    4097 .. 16384     float64 (sm_90): softmax_rows_cluster      ClusterConfig(512, 4, 4 / 8)
+    49152 .. 65536    float32 (sm_90): softmax_rows_stashed_cluster  StashedRowsConfig(256, 8, 3, 2, 8)
+    beyond            softmax_rows_split, persistent             SplitConfig (choose_rows_split)
+
+The stashed rungs need their blocks an SM in shared memory (none fits the A100) and the
+clusters sm_90, so the A100 takes the split kernel from 4097 vectors. Columns (the reduced
+axis strided over a contiguous inner axis): ``choose_cols``. Every entry's measurement is in
+docs/softmax.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
+from ..._core.dtypes import BFLOAT16, FLOAT_DTYPES
+from .cols import ColsConfig, ColsSplitConfig, ColsVecConfig
+from .layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
+from .rows import ClusterConfig, RowsConfig, StashedRowsConfig
+from .split import SplitConfig
+
+# Every variant a ``config=`` may be (the api checks the type).
+VARIANTS = (RowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig)
+
+# (Threads, Vecs) of the block-per-row rungs, by capacity; every step doubles it (run 7).
+_BLOCK_LADDER = ((128, 4), (128, 8), (256, 8), (512, 8))
+# Warp rows in 128-thread blocks (run 7), 2 / 4 / 8 vectors a lane.
+_WARP_THREADS, _WARP_VECS = 128, (2, 4, 8)
+# (Group, Vecs) of the sub-warp rows by capacity, 2-byte types then wider ones: one vector a
+# lane for 2-byte types, two for wider ones, except the v7 winners (run S3-E): 16 vectors of a
+# 2-byte type g8 v2, 8 float32 vectors g8 v1.
+_SUBWARP_LADDER_2BYTE = ((1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (32, 1))
+_SUBWARP_LADDER = ((1, 1), (1, 2), (2, 2), (8, 1), (8, 2), (16, 2))
+_SUBWARP_THREADS = 256
+# exp_once keeps at most this many exps a thread (more spilled or slowed the block rows:
+# 4096 x 16384 float16, 256 x 8 vectors, 0.66 -> 0.53x copy).
+_EXP_ONCE_MAX_ELEMENTS = 32
+# (Threads, Vecs, Cluster) of the float64 cluster rungs; the 2- and 4-byte types lost theirs
+# to the split and stashed kernels (v7, run S3-E).
+_CLUSTER_LADDER_FLOAT64 = ((512, 4, 4), (512, 4, 8))
+# Devices without the ladder's largest cluster take the split kernel.
+_CLUSTER_LADDER_SIZE = max(c for _, _, c in _CLUSTER_LADDER_FLOAT64)
+# Stashed rows (Threads, Vecs, StashTiles, BlocksPerSM) by itemsize, tried after the block
+# ladder, the first that holds the row wins (run S5-8: 0.91-0.92x copy against the split
+# kernel's 0.76-0.82).
+_STASHED_LADDER = {
+    2: ((512, 4, 3, 2),),  # float16 / bfloat16 rows of up to 64 K elements: 128 KB, two blocks an SM
+    4: ((256, 8, 3, 2), (512, 4, 7, 1)),  # float32 up to 32 K (128 KB, two an SM) and 64 K elements (256 KB, one)
+}
+# Clusters of stashed blocks by itemsize: the geometry and its clusters (float32 128 x 262144:
+# c8 0.80-0.81 against the split's 0.74, run S6-5; 2-byte types lost). A rung takes only rows
+# that fill 3/4 of it (each cluster block and barrier costs a few microseconds).
+_STASHED_CLUSTER_LADDER = {4: ((256, 8, 3, 2), (8,))}
+_STASHED_CLUSTER_MIN_FILL = 0.75
+# The split kernel: 256 threads x 4 vectors, two blocks an SM (__launch_bounds__(256, 2)) with
+# at most half an SM's shared memory each, so that the whole grid is resident.
+_SPLIT_THREADS, _SPLIT_VECS = 256, 4
+_SPLIT_BLOCKS_PER_SM = 2
+# A row block's static shared memory, at most (BlockSlots; a cluster's inbox), besides the
+# hardware's reserve: what the split and stashed blocks' budgets leave for it.
+_ROW_STATIC_SMEM = 1024
+# Itemsizes whose split kernel is pipelined (v6: float16 16 x 1M 0.51 -> 0.54, float32
+# 1024 x 65536 0.65 -> 0.69).
+_SPLIT_PIPELINED = {2, 4}
+# The scalar column kernel: 16 slices x 32 columns = 512 threads; loads in flight a thread by
+# itemsize (24-32 KB in flight an SM; more spilled).
+_COLS_SLICES = 16
+_COLS_UNROLL = {2: 12, 4: 8, 8: 2}
+# Columns of 2048+ rows split over a cluster, so that each block's second read hits L2:
+# clusters of 4 for the scalar kernel (run 9, 14:18: c4 0.29 / 0.46x copy against c8 0.27 / 0.41).
+_COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 4, 2048
+# 16-byte column vectors by itemsize: float32 8 lanes x 4 columns in clusters of 8 (v6: 0.48x
+# against 0.46 scalar c4); float16 lost, float64 spills.
+_COLS_VEC = {4: dict(threads=256, col_lanes=8, unroll=4)}
+_COLS_VEC_CLUSTER = 8
+# The persistent column split (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM) by dtype,
+# 128-byte rows (run S6-7, 16384 x 4096 axis=0: float16 0.59, float32 0.69x copy).
+_COLS_SPLIT = {
+    np.dtype(np.float16): ((256, 8, 8, False, 2),),
+    BFLOAT16: ((256, 8, 8, False, 2),),
+    np.dtype(np.float32): ((256, 8, 4, False, 3),),
+}
+# cp_async_wait_pending waits with up to 7 younger groups pending: at most 8 shared-memory tiles.
+_COLS_SPLIT_MAX_SMEM_TILES = 8
+# A wave's exchange weighs about a tile's load and store in the cost of a grid (run S6-7:
+# fewer, longer parts won).
+_COLS_SPLIT_EXCHANGE_TILES = 1.0
+
+
+def rows_ladder(dtype) -> list:
+    """Every RowsConfig of the ladder for ``dtype``, by increasing capacity (exp_once not set)."""
+    subwarp = _SUBWARP_LADDER_2BYTE if np.dtype(dtype).itemsize == 2 else _SUBWARP_LADDER
+    return (
+        [RowsConfig(_SUBWARP_THREADS, g, v) for g, v in subwarp]
+        + [RowsConfig(_WARP_THREADS, 32, v) for v in _WARP_VECS]
+        + [RowsConfig(t, t, v) for t, v in _BLOCK_LADDER]
+    )
+
+
+def with_exp_once(config: RowsConfig, dtype) -> RowsConfig:
+    """config with exp_once where a thread's exps fit in _EXP_ONCE_MAX_ELEMENTS registers."""
+    return dataclasses.replace(config, exp_once=config.vecs * vector_size(dtype) <= _EXP_ONCE_MAX_ELEMENTS)
+
+
+def row_cluster_rungs(dtype, dev) -> list:
+    """The ClusterConfig rungs of ``dtype`` (float64 only) on devices with clusters of 8."""
+    if np.dtype(dtype).itemsize != 8 or dev.max_cluster_size < _CLUSTER_LADDER_SIZE:
+        return []
+    return [ClusterConfig(t, v, c) for t, v, c in _CLUSTER_LADDER_FLOAT64]
+
+
+def _split_smem_per_block(dev) -> int:
+    """The shared memory a split block's tiles may take at _SPLIT_BLOCKS_PER_SM an SM."""
+    smem = min(dev.max_smem_per_block, dev.smem_per_sm // _SPLIT_BLOCKS_PER_SM)
+    return smem - SMEM_RESERVED_PER_BLOCK - _ROW_STATIC_SMEM
+
+
+def stashed_rungs(dtype, dev) -> list:
+    """The stashed rungs of ``dtype`` whose blocks fit ``dev``'s shared memory at their
+    blocks_per_sm (the A100's 164 KB an SM holds none of them)."""
+    rungs = [StashedRowsConfig(*geometry) for geometry in _STASHED_LADDER.get(np.dtype(dtype).itemsize, ())]
+    reserve = SMEM_RESERVED_PER_BLOCK + _ROW_STATIC_SMEM
+    return [c for c in rungs
+            if c.smem_bytes + reserve <= dev.max_smem_per_block and c.blocks_per_sm * (c.smem_bytes + reserve) <= dev.smem_per_sm]
+
+
+def stashed_cluster_rungs(dtype, dev) -> list:
+    """The stashed cluster rungs of ``dtype`` on ``dev``, smallest cluster first (none without
+    clusters of 8 or one-block stashed rungs: the A100)."""
+    geometry, clusters = _STASHED_CLUSTER_LADDER.get(np.dtype(dtype).itemsize, (None, ()))
+    if geometry is None or dev.max_cluster_size < 8 or not stashed_rungs(dtype, dev):
+        return []
+    return [StashedRowsConfig(*geometry, cluster) for cluster in clusters]
+
+
+def choose_rows_split(length: int, rows: int, dtype, dev) -> SplitConfig:
+    """Persistent split: as many register tiles per row as the row needs while the resident
+    grid has them; longer rows give each block several tiles (shared memory, then streamed)."""
+    tile = _SPLIT_THREADS * _SPLIT_VECS * vector_size(dtype)
+    resident = dev.sm_count * _SPLIT_BLOCKS_PER_SM
+    max_smem_tiles = _split_smem_per_block(dev) // (_SPLIT_THREADS * _SPLIT_VECS * 16)
+    tiles = ceil_div(length, tile)
+    # Fewest tiles per block that take every row in one wave of the resident grid; when the
+    # rows do not fit on chip at once, full blocks (fewer waves, fewer arrival waits).
+    tiles_per_block = max(ceil_div(tiles * rows, resident), ceil_div(tiles, resident))
+    if tiles_per_block > 1 + max_smem_tiles:
+        tiles_per_block = max(1 + max_smem_tiles, ceil_div(tiles, resident))
+    blocks_per_row = ceil_div(tiles, tiles_per_block)
+    chunk = row_share(length, blocks_per_row, dtype)
+    blocks_per_row = ceil_div(length, chunk)  # rounding the chunk up may leave a block idle
+    tiles_per_block = ceil_div(chunk, tile)
+    smem_tiles = min(max_smem_tiles, tiles_per_block - 1)
+    rows_per_wave = min(rows, resident // blocks_per_row)
+    return SplitConfig(_SPLIT_THREADS, _SPLIT_VECS, _SPLIT_BLOCKS_PER_SM, blocks_per_row, rows_per_wave * blocks_per_row,
+                       chunk, smem_tiles, tiles_per_block - 1 > smem_tiles, np.dtype(dtype).itemsize in _SPLIT_PIPELINED)
+
+
+def choose_rows(length: int, rows: int, dtype, dev):
+    """Config for ``rows`` rows of ``length`` elements on the row kernels (the ladder above)."""
+    vectors = ceil_div(length, vector_size(dtype))
+    for config in rows_ladder(dtype):
+        if vectors <= config.capacity_vectors:
+            return with_exp_once(config, dtype)
+    for config in stashed_rungs(dtype, dev):
+        if vectors <= config.capacity_vectors:
+            return config
+    for config in stashed_cluster_rungs(dtype, dev):
+        if _STASHED_CLUSTER_MIN_FILL * config.capacity_vectors <= vectors <= config.capacity_vectors:
+            return config
+    for config in row_cluster_rungs(dtype, dev):
+        if vectors <= config.capacity_vectors:
+            return config
+    return choose_rows_split(length, rows, dtype, dev)
+
+
+def cols_split_config(length: int, columns: int, dtype, dev, geometry):
+    """The ColsSplitConfig of one geometry (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM)
+    for ``columns`` columns of ``length``, or None where a column is shorter than a tile or
+    longer than the resident grid holds. Parts are whole tiles; the tiles a block takes
+    minimise its work over the call: waves (the resident grid holds strips_per_wave strips of
+    blocks_per_strip blocks) x (tiles a part + an exchange), ties to the larger part."""
+    threads, col_lanes, vecs, register_tile, blocks_per_sm = geometry
+    probe = ColsSplitConfig(threads, col_lanes, vecs, register_tile, blocks_per_sm, 1, 1, 0, 0)
+    tile_rows, width = probe.tile_rows, probe.columns(dtype)
+    if length < tile_rows:
+        return None
+    smem = min(dev.max_smem_per_block, dev.smem_per_sm // blocks_per_sm - SMEM_RESERVED_PER_BLOCK) - probe.static_smem(dtype)
+    max_tiles = min(smem // probe.tile_bytes, _COLS_SPLIT_MAX_SMEM_TILES) + int(register_tile)
+    resident, strips = blocks_per_sm * dev.sm_count, ceil_div(columns, width)
+    best = None
+    for tiles in range(1, min(max_tiles, ceil_div(length, tile_rows)) + 1):
+        blocks = ceil_div(length, tiles * tile_rows)
+        if blocks > resident:
+            continue
+        strips_per_wave = min(strips, resident // blocks)
+        cost = ceil_div(strips, strips_per_wave) * (tiles + _COLS_SPLIT_EXCHANGE_TILES)
+        if best is None or cost <= best[0]:
+            best = (cost, tiles, blocks, strips_per_wave)
+    if best is None:
+        return None
+    _, tiles, blocks, strips_per_wave = best
+    return ColsSplitConfig(threads, col_lanes, vecs, register_tile, blocks_per_sm, blocks, strips_per_wave,
+                           tiles * tile_rows, tiles - int(register_tile))
+
+
+def choose_cols_split(length: int, columns: int, dtype, dev):
+    """The persistent column split's config for a layout that ``cols_vectorizable``, or None
+    (no geometry for the dtype, columns shorter than a tile or longer than the grid holds)."""
+    for geometry in _COLS_SPLIT.get(np.dtype(dtype), ()):
+        config = cols_split_config(length, columns, dtype, dev, geometry)
+        if config is not None:
+            return config
+    return None
+
+
+def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
+    """Config for ``columns`` columns of ``length`` (the reduced axis strided over a
+    contiguous inner axis; ``vectorizable``: what ``cols_vectorizable`` says of the layout).
+    The column split where it applies (one read); else the two-read kernels, long columns
+    over a cluster where there is one, so that the second read hits L2."""
+
+    def cluster(size):
+        return size if dev.max_cluster_size >= size and length >= _COLS_CLUSTER_MIN_LENGTH else 1
+
+    split = choose_cols_split(length, columns, dtype, dev) if vectorizable else None
+    if split is not None:
+        return split
+    vec = _COLS_VEC.get(np.dtype(dtype).itemsize) if vectorizable else None
+    if vec is not None:
+        return ColsVecConfig(**vec, cluster=cluster(_COLS_VEC_CLUSTER))
+    return ColsConfig(_COLS_SLICES, _COLS_UNROLL[np.dtype(dtype).itemsize], cluster(_COLS_CLUSTER))
+
+
+def choose(problem: SoftmaxProblem, dev):
+    """The default variant of a problem: the column kernels for column layouts, else the rows."""
+    if problem.column_layout:
+        return choose_cols(problem.length, problem.rows, problem.dtype, dev, problem.vectorizable)
+    return choose_rows(problem.length, problem.rows, problem.dtype, dev)
+
+
+def instantiations(dev) -> list:
+    """Every KernelSpec the default selection can pick on ``dev``: each rows rung, the
+    stashed and cluster rungs the device holds, the split kernel, and the column kernels with
+    and without their clusters."""
+    specs = []
+    for dtype in FLOAT_DTYPES:
+        rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype)]
+        rungs += stashed_rungs(dtype, dev) + stashed_cluster_rungs(dtype, dev) + row_cluster_rungs(dtype, dev)
+        rungs.append(choose_rows_split(1 << 30, 1, dtype, dev))
+        for length in (1, 1 << 30):  # short columns run one block, long ones a cluster where there is one
+            rungs.append(choose_cols(length, 1, dtype, dev, vectorizable=False))
+            if cols_vectorizable(1, vector_size(dtype), 0, vector_size(dtype), dtype):
+                rungs.append(choose_cols(length, 1, dtype, dev, vectorizable=True))
+        rungs += [ColsSplitConfig(*geometry, 1, 1, 0, 0) for geometry in _COLS_SPLIT.get(dtype, ())]
+        specs += [c.spec(dtype, log) for log in (False, True) for c in rungs]
+    return list(dict.fromkeys(specs))

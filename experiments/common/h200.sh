@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One device call: install, compile every kernel, run the tests, the sanitizers and the
+# benchmarks, logs under $OUT (default ./h200-out), a short summary printed last.
+# Usage: bash experiments/common/h200.sh [stage ...]   stages: info tests sanitize bench pybench bench2 sweep
+# (default: info tests sanitize bench pybench; bench2 repeats the CLI run so that
+# bench/compare_runs.py can set the CLI/pytest agreement against the CLI's own spread;
+# sweep runs the per-op tuning sweeps experiments/<op>/sweep_<op>.py, SWEEP_OPS picks which)
+set -u
+OUT=${OUT:-$PWD/h200-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+stages=${*:-info tests sanitize bench pybench}
+summary=()
+
+run_stage() {  # name, time limit (s), command...
+    local name=$1 limit=$2; shift 2
+    local start=$SECONDS
+    timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    summary+=("$(printf '%-10s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$OUT/$name.log" | cut -c1-110)")")
+}
+
+python3 -m pip install --no-deps --no-build-isolation -q -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+for stage in $stages; do
+    case $stage in
+        info) run_stage info 240 python3 -m cufuse info ;;
+        tests) run_stage tests ${TESTS_LIMIT:-300} python3 -m pytest -q -p no:cacheprovider --durations=15 ${TESTS_ARGS:-tests} ;;
+        sanitize)
+            for op in softmax linear attention; do
+                [ -f "tests/$op/sanitize.py" ] || continue
+                run_stage "mem-$op" 180 compute-sanitizer --tool memcheck --error-exitcode 9 python3 "tests/$op/sanitize.py"
+                [ "$op" = linear ] || run_stage "race-$op" 180 compute-sanitizer --tool racecheck --error-exitcode 9 python3 "tests/$op/sanitize.py"
+            done
+            cat "$OUT"/mem-*.log "$OUT"/race-*.log >"$OUT/sanitize.log" 2>/dev/null; rm -f "$OUT"/mem-*.log "$OUT"/race-*.log ;;
+        bench) run_stage bench ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench.json" --plot "$OUT/roofline.png" ;;
+        pybench) run_stage pybench ${PYBENCH_LIMIT:-240} python3 -m pytest -q -p no:cacheprovider bench/ ${PYBENCH_ARGS:-} --benchmark-json "$OUT/pybench.json" ;;
+        bench2) run_stage bench2 ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench2.json" ;;
+        sweep)
+            for op in ${SWEEP_OPS:-linear attention softmax}; do
+                [ -f "experiments/$op/sweep_$op.py" ] && run_stage "sweep_$op" ${SWEEP_LIMIT:-100} python3 "experiments/$op/sweep_$op.py"
+            done ;;
+        *) echo "unknown stage $stage"; exit 2 ;;
+    esac
+done
+echo "==== tail of bench.log ===="; tail -n 60 "$OUT/bench.log" 2>/dev/null
+if [ -f "$OUT/bench.json" ] && [ -f "$OUT/pybench.json" ]; then
+    python3 bench/compare_runs.py "$OUT/bench.json" "$OUT/pybench.json" $([ -f "$OUT/bench2.json" ] && echo "$OUT/bench2.json") >"$OUT/compare.log" 2>&1
+    echo "==== CLI vs pytest-benchmark ===="; tail -n 8 "$OUT/compare.log"
+fi
+echo "==== tests failures ===="; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" 2>/dev/null | head -30
+echo "==== summary ===="; printf '%s\n' "${summary[@]}"

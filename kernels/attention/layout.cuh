@@ -1,0 +1,69 @@
+// Attention device code shared by the kernel families of kernels/attention/: how a flat batch
+// index maps to q, k and v (BatchLayout), the run-time flags, the exp2 the online softmax uses,
+// and the staged-rows copy of the O epilogue (mma and wgmma).
+//
+// Shapes: q (batch, nq, d), k (batch, nk, d), v (batch, nk, dv), out C-contiguous
+// (batch, nq, dv), lse (batch, nq). The batch index is decomposed into up to four
+// collapsed leading dims (BatchLayout), each tensor with its own strides (0 = broadcast),
+// so MQA/GQA and strided views need no copy. All offsets are 64-bit.
+#pragma once
+#include "common/mma.cuh"
+
+namespace cufuse {
+namespace attention {
+
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Flat batch index -> element offsets of q, k, v. Dims are outermost first; size0 is
+// implicit (the grid covers it). Passed as 15 scalar kernel arguments (BATCH_LAYOUT_PARAMS),
+// the argument kinds every launcher handles.
+struct BatchLayout {
+    int64 size1, size2, size3;
+    int64 q0, q1, q2, q3;
+    int64 k0, k1, k2, k3;
+    int64 v0, v1, v2, v3;
+
+    __device__ __forceinline__ void offsets(int64 b, int64& q, int64& k, int64& v) const {
+        const int64 i3 = b % size3;
+        b /= size3;
+        const int64 i2 = b % size2;
+        b /= size2;
+        const int64 i1 = b % size1;
+        const int64 i0 = b / size1;
+        q = i0 * q0 + i1 * q1 + i2 * q2 + i3 * q3;
+        k = i0 * k0 + i1 * k1 + i2 * k2 + i3 * k3;
+        v = i0 * v0 + i1 * v1 + i2 * v2 + i3 * v3;
+    }
+};
+
+#define BATCH_LAYOUT_PARAMS                                                                       \
+    int64 size1, int64 size2, int64 size3, int64 q0, int64 q1, int64 q2, int64 q3, int64 k0, int64 k1, \
+        int64 k2, int64 k3, int64 v0, int64 v1, int64 v2, int64 v3
+#define BATCH_LAYOUT BatchLayout{size1, size2, size3, q0, q1, q2, q3, k0, k1, k2, k3, v0, v1, v2, v3}
+
+// Run-time flags of the forward kernels (cufuse/ops/attention/problem.py writes them).
+enum Flags : int { kCausal = 1, kWriteLse = 2, kVecQ = 4, kVecK = 8, kVecV = 16 };
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// `threads` threads (this one is `tid`) copy `rows` x `cols` elements from shared memory
+// (element (r, c) at src + place(r, c), a Chunk's elements contiguous) to the contiguous rows
+// of dst, Chunk (sizeof(Chunk) / sizeof(T) elements, dividing cols) per thread and step:
+// consecutive threads take consecutive chunks, so each store instruction is coalesced.
+template <typename Chunk, typename T, typename Place>
+__device__ __forceinline__ void copy_rows(T* dst, const T* src, Place place, int rows, int cols, int tid, int threads) {
+    constexpr int kElems = sizeof(Chunk) / sizeof(T);
+    const int chunks = cols / kElems;
+    for (int idx = tid; idx < rows * chunks; idx += threads) {
+        const int r = idx / chunks, c = (idx % chunks) * kElems;
+        *reinterpret_cast<Chunk*>(dst + static_cast<int64>(r) * cols + c) =
+            *reinterpret_cast<const Chunk*>(src + place(r, c));
+    }
+}
+
+}  // namespace attention
+}  // namespace cufuse

@@ -1,0 +1,355 @@
+// attention_fwd_mma: FlashAttention-2 style forward on tensor cores (mma.sync m16n8k16),
+// float16 / bfloat16, any head dim up to 256 (padded to a bucket), any strides.
+//
+// Picked (cufuse/ops/attention/select.py) for 16-bit inputs
+// - prefill (Nq > 16) wherever attention_fwd_wgmma does not apply: compute capability other
+//   than 9.0, a head-dim bucket other than 64 / 128, operands without 16-byte rows or a
+//   non-positive scale, or a grid so small that the wave model splits the keys;
+//   the tile by head-dim bucket and the keys a row sees (select.prefill_tile);
+// - decode (Nq <= 16) where attention_decode does not: 5 to 16 query rows, or k / v without
+//   16-byte rows: one warp a block, a 3-stage ring (select.decode_tile).
+// One block per (query tile, key split, batch); K/V tiles stream through a STAGES-deep
+// cp.async ring; S and P stay in registers; online softmax in the log2 domain. With
+// splits > 1 it writes normalised partial (O, lse) in float32, merged by attention_merge.
+#include "attention/layout.cuh"
+
+namespace cufuse {
+namespace attention {
+
+// Row and column strides (elements) of one operand, and whether 16-byte cp.async applies:
+// unit column stride, cols % 8 == 0, row/batch strides % 8 == 0, 16-byte aligned base.
+struct Operand {
+    int64 row_stride, col_stride;
+    int cols;
+    bool vec16;
+};
+
+// cp.async of rows [row0, row_end) x columns [0, cols) of g (unit column stride, 16-byte
+// aligned rows, row_stride elements apart) into a ROWS x HD shared tile whose element (r, c)
+// sits at smem + place(r, c); rows and columns outside are zero-filled.
+template <typename T, int ROWS, int HD, int THREADS, typename Place>
+__device__ __forceinline__ void load_rows_16b(T* smem, const T* g, int64 row_stride, int cols, int row0, int row_end,
+                                              Place place) {
+    constexpr int kChunks = HD / 8;
+    for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += THREADS) {
+        const int r = idx / kChunks, c = (idx % kChunks) * 8;
+        const bool pred = row0 + r < row_end && c < cols;
+        const T* src = pred ? g + (row0 + r) * row_stride + c : g;
+        cp_async_16(smem + place(r, c), src, pred);
+    }
+}
+
+// ROWS x HD tile of rows [row0, row_end) into shared memory (row pitch HD + 8 elements,
+// which makes every 8-row ldmatrix phase hit 8 distinct 16-byte bank groups). Columns at
+// or beyond op.cols and rows at or beyond row_end are zero: that is the head-dim padding.
+template <typename T, int ROWS, int HD, int THREADS>
+__device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op, int row0, int row_end) {
+    constexpr int kPitch = HD + 8;
+    if (op.vec16) {
+        load_rows_16b<T, ROWS, HD, THREADS>(smem, g, op.row_stride, op.cols, row0, row_end,
+                                            [](int r, int c) { return r * kPitch + c; });
+    } else {
+        const T zero = from_accum<T>(0.f);
+#pragma unroll 1
+        for (int idx = threadIdx.x; idx < ROWS * HD; idx += THREADS) {
+            const int r = idx / HD, c = idx % HD;
+            const bool pred = row0 + r < row_end && c < op.cols;
+            smem[r * kPitch + c] = pred ? g[(row0 + r) * op.row_stride + c * op.col_stride] : zero;
+        }
+    }
+}
+// Each warp owns MT 16-row slices of the BLOCK_M = 16 * WARPS * MT query rows of a block
+// and keeps its O accumulator (MT x 16 x HD) in registers; the BN keys of a K/V tile are
+// shared by all warps. With Q_IN_REGS the Q fragments stay in registers for the whole key
+// loop, else they are re-read from shared memory per tile (ldmatrix: fewer registers).
+// MIN_BLOCKS (__launch_bounds__) caps registers so that that many blocks share an SM.
+// SKIP_PAD_COLS skips the MMA steps wholly beyond d / dv at run time; without it the loops
+// are branch-free (the padded columns are zero in shared memory, so the result is the same)
+// and the scheduler can overlap ldmatrix of one step with the MMAs of the previous one.
+template <typename T, int HD, int WARPS, int MT, int BN, int STAGES, int MIN_BLOCKS, bool Q_IN_REGS,
+          bool SKIP_PAD_COLS>
+__global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
+    attention_fwd_mma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                      T* __restrict__ out, float* __restrict__ lse, float* __restrict__ partial_o,
+                      float* __restrict__ partial_lse, int nq, int nk, int d, int dv, int q_tiles, int splits,
+                      int keys_per_split, float scale_log2, int flags, int64 q_row, int64 q_col,
+                      int64 k_row, int64 k_col, int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
+    static_assert(HD % 32 == 0 && BN % 16 == 0 && STAGES >= 2, "tile shape");
+    constexpr int kThreads = WARPS * 32;
+    constexpr int kBlockM = 16 * WARPS * MT;
+    constexpr int kPitch = HD + 8;
+    constexpr bool kQInRegs = Q_IN_REGS;
+    const float kNegInf = neg_infinity<float>();
+
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T* q_s = reinterpret_cast<T*>(smem_raw);
+    T* k_s = q_s + kBlockM * kPitch;
+    T* v_s = k_s + STAGES * BN * kPitch;
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const bool causal = flags & kCausal;
+
+    // Block -> (query tile, split, batch); query tile fastest so the blocks running at once
+    // share K/V in L2. Causal runs the longest (last) query tiles first.
+    int64 bid = blockIdx.x;
+    int q_tile = static_cast<int>(bid % q_tiles);
+    bid /= q_tiles;
+    const int split = static_cast<int>(bid % splits);
+    const int64 batch = bid / splits;
+    const int64 batch_count = gridDim.x / (static_cast<int64>(q_tiles) * splits);
+    if (causal) q_tile = q_tiles - 1 - q_tile;
+    const int m0 = q_tile * kBlockM;
+
+    int64 q_off, k_off, v_off;
+    BATCH_LAYOUT.offsets(batch, q_off, k_off, v_off);
+    const Operand q_op{q_row, q_col, d, (flags & kVecQ) != 0};
+    const Operand k_op{k_row, k_col, d, (flags & kVecK) != 0};
+    const Operand v_op{v_row, v_col, dv, (flags & kVecV) != 0};
+    const T* q_g = q + q_off;
+    const T* k_g = k + k_off;
+    const T* v_g = v + v_off;
+
+    // Keys this block visits: its split's range, cut at the causal frontier of its last row
+    // (query i sees key j iff j <= i + nk - nq).
+    const int key_begin = split * keys_per_split;
+    int key_end = min(nk, key_begin + keys_per_split);
+    if (causal) key_end = min(key_end, min(m0 + kBlockM, nq) + nk - nq);
+    const int n_tiles = key_end > key_begin ? (key_end - key_begin + BN - 1) / BN : 0;
+
+    auto load_kv = [&](int tile) {
+        if (tile < n_tiles) {
+            const int stage = tile % STAGES;
+            const int n0 = key_begin + tile * BN;
+            load_tile<T, BN, HD, kThreads>(k_s + stage * BN * kPitch, k_g, k_op, n0, nk);
+            load_tile<T, BN, HD, kThreads>(v_s + stage * BN * kPitch, v_g, v_op, n0, nk);
+        }
+        cp_async_commit();  // empty groups keep the wait counts uniform
+    };
+
+    load_tile<T, kBlockM, HD, kThreads>(q_s, q_g, q_op, m0, nq);
+    cp_async_commit();
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) load_kv(t);
+    cp_async_wait<STAGES - 1>();  // Q
+    __syncthreads();
+
+    const int warp_row0 = warp * 16 * MT;
+    unsigned q_frag[kQInRegs ? MT : 1][kQInRegs ? HD / 16 : 1][4];
+    auto q_fragment = [&](int mt, int kk, unsigned (&a)[4]) {
+        ldmatrix_x4(a, q_s + (warp_row0 + mt * 16 + lane % 16) * kPitch + kk * 16 + (lane / 16) * 8);
+    };
+    if constexpr (kQInRegs) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; ++kk) q_fragment(mt, kk, q_frag[mt][kk]);
+    }
+
+    float o_acc[MT][HD / 8][4];
+    float row_max[MT][2], row_sum[MT][2];  // row_max in log2 units; row_sum per thread (quad-partial)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o_acc[mt][j][e] = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) row_max[mt][h] = kNegInf, row_sum[mt][h] = 0.f;
+    }
+
+    using Scores = float[MT][BN / 8][4];
+
+    // S = Q K^T for this warp's rows (columns beyond d are zero in both operands).
+    auto compute_scores = [&](Scores& s, const T* k_tile) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][j][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk) {
+            if (SKIP_PAD_COLS && kk * 16 >= d) break;
+            unsigned a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (kQInRegs) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][kk][e];
+                } else {
+                    q_fragment(mt, kk, a[mt]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < BN / 8; j += 2) {
+                unsigned b[4];
+                ldmatrix_x4(b, k_tile + (j * 8 + (lane / 16) * 8 + lane % 8) * kPitch + kk * 16 + ((lane / 8) & 1) * 8);
+                const unsigned b_lo[2] = {b[0], b[1]}, b_hi[2] = {b[2], b[3]};
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(s[mt][j], a[mt], b_lo);
+                    mma_16816<T>(s[mt][j + 1], a[mt], b_hi);
+                }
+            }
+        }
+    };
+
+    // Scale into log2 units; mask (select, so a NaN key never reaches a row that does not
+    // see it) only in tiles that cross the split end, nk, or the causal diagonal.
+    auto scale_and_mask = [&](Scores& s, int n0) {
+        const int first_row = m0 + warp_row0;
+        const bool need_mask = n0 + BN > key_end || (causal && n0 + BN - 1 > first_row + nk - nq);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float x = s[mt][j][e] * scale_log2;
+                    if (need_mask) {
+                        const int row = first_row + mt * 16 + lane / 4 + (e / 2) * 8;
+                        const int col = n0 + j * 8 + (lane % 4) * 2 + (e % 2);
+                        const bool visible = col < key_end && (!causal || col <= row + nk - nq);
+                        x = visible ? x : kNegInf;
+                    }
+                    s[mt][j][e] = x;
+                }
+    };
+
+    // Online softmax: S becomes P, O and the row sums are rescaled. Each row lives in one
+    // quad (4 lanes); fmaxf drops NaN from the max but exp2(NaN - m) brings it back into
+    // the row's sum, so a NaN score still makes its row NaN.
+    auto online_softmax = [&](Scores& s) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float tile_max = kNegInf;
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[mt][j][2 * h], s[mt][j][2 * h + 1]));
+                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+                const float new_max = fmaxf(row_max[mt][h], tile_max);
+                const float base = new_max == kNegInf ? 0.f : new_max;  // all masked so far: p = 0
+                const float alpha = fast_exp2(row_max[mt][h] - base);
+                row_max[mt][h] = new_max;
+                float sum = 0.f;
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                    for (int e = 2 * h; e < 2 * h + 2; ++e) {
+                        s[mt][j][e] = fast_exp2(s[mt][j][e] - base);
+                        sum += s[mt][j][e];
+                    }
+                row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+#pragma unroll
+                for (int j = 0; j < HD / 8; ++j) o_acc[mt][j][2 * h] *= alpha, o_acc[mt][j][2 * h + 1] *= alpha;
+            }
+    };
+
+    // O += P V with P re-packed from the S accumulators into A fragments: the k16 step t
+    // of P is S tiles 2t (a0, a1) and 2t+1 (a2, a3).
+    auto accumulate_pv = [&](const Scores& s, const T* v_tile) {
+#pragma unroll
+        for (int t = 0; t < BN / 16; ++t) {
+            unsigned p[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                p[mt][0] = pack2<T>(s[mt][2 * t][0], s[mt][2 * t][1]);
+                p[mt][1] = pack2<T>(s[mt][2 * t][2], s[mt][2 * t][3]);
+                p[mt][2] = pack2<T>(s[mt][2 * t + 1][0], s[mt][2 * t + 1][1]);
+                p[mt][3] = pack2<T>(s[mt][2 * t + 1][2], s[mt][2 * t + 1][3]);
+            }
+#pragma unroll
+            for (int j = 0; j < HD / 8; j += 2) {
+                if (SKIP_PAD_COLS && j * 8 >= dv) break;
+                unsigned b[4];
+                ldmatrix_x4_trans(b, v_tile + (t * 16 + ((lane / 8) & 1) * 8 + lane % 8) * kPitch + (j + lane / 16) * 8);
+                const unsigned b_lo[2] = {b[0], b[1]}, b_hi[2] = {b[2], b[3]};
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<T>(o_acc[mt][j], p[mt], b_lo);
+                    mma_16816<T>(o_acc[mt][j + 1], p[mt], b_hi);
+                }
+            }
+        }
+    };
+
+    auto k_stage = [&](int tile) { return k_s + (tile % STAGES) * BN * kPitch; };
+    auto v_stage = [&](int tile) { return v_s + (tile % STAGES) * BN * kPitch; };
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // tile landed for all threads; the stage refilled below is free
+        load_kv(tile + STAGES - 1);
+        Scores s;
+        compute_scores(s, k_stage(tile));
+        scale_and_mask(s, key_begin + tile * BN);
+        online_softmax(s);
+        accumulate_pv(s, v_stage(tile));
+    }
+    cp_async_wait<0>();  // no copy may outlive the block
+
+    // Epilogue: O / l written once (0 for a row that saw no key), lse = (m + log2 l) ln 2.
+    // The final O goes through shared memory: each warp stages its rows in its own Q rows
+    // (read only by this warp, and done with), then stores them as contiguous runs, 16 bytes
+    // per lane where dv and out allow (a fragment row is 4 lanes x 4 bytes: half a sector).
+    const bool write_partial = splits > 1;
+    T* o_stage = q_s + warp_row0 * kPitch;
+    __syncwarp();  // this warp's last Q reads precede the staging writes
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float l = row_sum[mt][h];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int stage_row = mt * 16 + lane / 4 + h * 8;
+            const int row = m0 + warp_row0 + stage_row;
+            const bool empty = l == 0.f;
+            const float inv = empty ? 0.f : 1.f / l;
+            // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
+            auto o_value = [&](int j, int e) { return empty ? 0.f : o_acc[mt][j][2 * h + e] * inv; };
+            if (!write_partial) {
+#pragma unroll
+                for (int j = 0; j < HD / 8; ++j)
+                    *reinterpret_cast<unsigned*>(o_stage + stage_row * kPitch + j * 8 + (lane % 4) * 2) =
+                        pack2<T>(o_value(j, 0), o_value(j, 1));
+            }
+            if (row >= nq) continue;
+            const float m = row_max[mt][h] == kNegInf ? 0.f : row_max[mt][h];
+            const float row_lse = empty ? kNegInf : (m + __log2f(l)) * kLn2;
+            const int64 out_row = batch * nq + row;
+            const int64 part_row = (split * batch_count + batch) * nq + row;
+            if (write_partial) {
+#pragma unroll
+                for (int j = 0; j < HD / 8; ++j) {
+                    const int col = j * 8 + (lane % 4) * 2;
+                    if (col >= dv) break;
+                    float* dst = partial_o + part_row * dv + col;
+                    dst[0] = o_value(j, 0);
+                    if (col + 1 < dv) dst[1] = o_value(j, 1);
+                }
+            }
+            if (lane % 4 == 0) {
+                if (write_partial) partial_lse[part_row] = row_lse;
+                else if (flags & kWriteLse) lse[out_row] = row_lse;
+            }
+        }
+    if (!write_partial) {
+        __syncwarp();  // staged rows visible to the whole warp
+        const int rows = min(16 * MT, nq - (m0 + warp_row0));
+        T* dst = out + (batch * nq + m0 + warp_row0) * dv;  // the warp's rows are contiguous in out
+        const auto pitched = [](int r, int c) { return r * kPitch + c; };
+        if (dv % 8 == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0) {
+            copy_rows<uint4>(dst, o_stage, pitched, rows, dv, lane, 32);
+        } else {
+            copy_rows<T>(dst, o_stage, pitched, rows, dv, lane, 32);
+        }
+    }
+}
+
+}  // namespace attention
+}  // namespace cufuse
+
+using cufuse::attention::attention_fwd_mma;

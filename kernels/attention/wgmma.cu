@@ -1,0 +1,376 @@
+// attention_fwd_wgmma: Hopper (sm_90a) prefill on warpgroup MMA, float16 / bfloat16, head-dim
+// buckets 64 and 128, one key split (FA3's structure without TMA and warp specialisation).
+//
+// Picked (cufuse/ops/attention/select.py, WGMMA_PREFILL) on compute capability 9.0 for 16-bit
+// prefill (Nq > 16) with head dims up to 64 or 96-128 (buckets 64 / 128), q, k and v with unit
+// column stride and 16-byte aligned rows, a positive scale, and a grid large enough that the
+// wave model keeps one key split (smaller grids split the keys on attention_fwd_mma). The
+// tile goes by the keys a query row sees (docs/attention.md).
+#include "common/wgmma.cuh"
+#include "attention/layout.cuh"
+
+namespace cufuse {
+namespace attention {
+
+// cp.async stream of consecutive ROWS x HD tiles of one operand (unit column stride, 16-byte
+// aligned rows) into a swizzled shared layout `place` that advances 64 elements per row across
+// steps of 8 rows (kmajor_atom_offset and nmajor_atom_offset both do). THREADS is a multiple of
+// the HD / 8 chunks of a row, so a thread keeps one column chunk and rows r0, r0 + kRowStep, ...
+// of every tile: the shared offset, source row and bounds are set once per work item, and a tile
+// costs a pointer step, one compare and one cp.async per chunk (load_rows_16b spends ~40
+// instructions per chunk on index, swizzle and 64-bit address math).
+template <typename T, int ROWS, int HD, int THREADS>
+struct TileStream {
+    static constexpr int kChunks = HD / 8, kRowStep = THREADS / kChunks;
+    static_assert(THREADS % kChunks == 0 && kRowStep % 8 == 0, "one column and swizzle phase per thread");
+    const T* src;        // this thread's first chunk of the next tile
+    const T* base;       // the operand's row 0: address of the zero-filled (unread) chunks
+    int rows_left;       // operand rows from src's row on; 0 when the column is at or past cols
+    int tile_rows_left;  // ROWS - r0: this thread's rows of a tile are those below it
+    int smem_off;        // element offset of this thread's first chunk in a tile
+
+    template <typename Place>
+    __device__ __forceinline__ void start(const T* g, int64 row_stride, int cols, int row_end, Place place) {
+        const int r0 = threadIdx.x / kChunks, c = threadIdx.x % kChunks * 8;
+        base = g;
+        src = g + r0 * row_stride + c;
+        rows_left = c < cols ? row_end - r0 : 0;
+        tile_rows_left = ROWS - r0;
+        smem_off = place(r0, c);
+    }
+    // The next tile into the ROWS x HD slot `tile`; rows past the operand's end are zero.
+    __device__ __forceinline__ void load_next(T* tile, int64 row_stride) {
+        const T* row = src;
+#pragma unroll
+        for (int i = 0; i * kRowStep < ROWS; ++i) {
+            if (ROWS % kRowStep == 0 || i * kRowStep < tile_rows_left) {
+                const bool ok = i * kRowStep < rows_left;
+                cp_async_16(tile + smem_off + i * kRowStep * WGMMA_ATOM_N, ok ? row : base, ok);
+            }
+            row += kRowStep * row_stride;
+        }
+        src += ROWS * row_stride;
+        rows_left -= ROWS;
+    }
+};
+
+// A warpgroup's staged 64 x HD tile (kmajor_atom_offset<64> layout) to `rows` contiguous rows of
+// `cols` elements of dst (cols % 8 == 0, dst 16-byte aligned), 16 bytes per thread and step. As in
+// TileStream each of the 128 threads keeps one column chunk, its rows a constant shared step
+// apart, so a chunk costs a shared load, a compare and a store (copy_rows: a run-time division).
+template <typename T, int HD>
+__device__ __forceinline__ void store_staged_rows(T* dst, const T* stage, int rows, int cols, int tid) {
+    constexpr int kChunks = HD / 8, kRowStep = 128 / kChunks;
+    static_assert(kRowStep % 8 == 0, "one swizzle phase per thread");
+    const int r0 = tid / kChunks, c = tid % kChunks * 8;
+    if (c >= cols) return;
+    const T* src = stage + kmajor_atom_offset<64>(r0, c);
+    dst += r0 * cols + c;
+#pragma unroll
+    for (int i = 0; i * kRowStep < 64; ++i)
+        if (r0 + i * kRowStep < rows)
+            *reinterpret_cast<uint4*>(dst + i * kRowStep * cols) =
+                *reinterpret_cast<const uint4*>(src + i * kRowStep * WGMMA_ATOM_N);
+}
+
+// desc + step for a start-address step (16-byte units) of a wgmma descriptor: a 32-bit add of
+// the low word, exact because the low word (address >> 4 and the leading byte offset) stays far
+// below 2^32, and one instruction instead of a 64-bit add chain per wgmma.
+__device__ __forceinline__ unsigned long long desc_add(unsigned long long desc, unsigned step) {
+    unsigned lo, hi;
+    asm("mov.b64 {%0, %1}, %2;" : "=r"(lo), "=r"(hi) : "l"(desc));
+    unsigned long long sum;
+    asm("mov.b64 %0, {%1, %2};" : "=l"(sum) : "r"(lo + step), "r"(hi));
+    return sum;
+}
+
+// ---------------------------------------------------------------------------------------
+// A block holds WARPGROUPS x 64 query rows, 64 per warpgroup: one (query tile, batch) work item
+// (grid = items; query tile fastest, so blocks running at once share K/V in L2; causal runs
+// the longest tiles first). K/V tiles of BN keys stream through a STAGES-deep cp.async ring
+// that every thread fills. S = Q K^T reads Q and K from shared memory, both K-major with the
+// 128-byte swizzle ([HD / 64] column atoms of [rows][64]); O += P V takes P from registers (the
+// S accumulator packed to 16-bit pairs is wgmma's A fragment) and V N-major (atoms of 8 keys
+// x 64 columns, read transposed). Loop step j issues S(j) = Q K_j^T and O += P(j-1) V(j-1)
+// back to back, and the softmax of S(j) runs while P V is still on the tensor cores (FA3's
+// intra-warpgroup overlap). So cp.async group g carries K tile g and V tile g - 1, and two
+// stages already overlap loads with compute.
+// With WG_RANGES each warpgroup stops at its own key range (rows past nq: none; causal: the
+// frontier of its last row) while the block keeps streaming the tiles the others need, so the
+// fully masked tiles above a warpgroup's diagonal and the rows of a ragged last query tile
+// cost no MMAs and no exps (it still joins every barrier).
+// Preconditions (checked by the host): q, k, v with unit column stride and 16-byte aligned
+// rows (d and dv multiples of 8, at most HD), scale_log2 > 0 (the row max is taken on the
+// raw scores and scaled once: one FFMA per score), a single key split.
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, int MIN_BLOCKS, bool WG_RANGES>
+__global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
+    attention_fwd_wgmma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                        T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv, int q_tiles,
+                        int items, float scale_log2, int flags, int64 q_row, int64 k_row, int64 v_row,
+                        BATCH_LAYOUT_PARAMS) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert((HD == 64 || HD == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
+    constexpr int kThreads = WARPGROUPS * 128, kBlockM = WARPGROUPS * 64;
+    constexpr int kStageElems = BN * HD;  // one K or V tile
+    constexpr unsigned kVDescK16 = 2 * 1024 / 16;  // V descriptor advance per k16: two 8-key atoms
+    const float kNegInf = neg_infinity<float>();
+
+    extern __shared__ unsigned char smem_raw[];
+    // 1024-byte aligned: the swizzle is a function of the address bits [4, 10)
+    T* const q_s = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    T* const k_s = q_s + kBlockM * HD;
+    T* const v_s = k_s + STAGES * kStageElems;
+
+    // wg through a shuffle from lane 0: ptxas then knows it is warp-uniform (CUTLASS canonical_warp_group_idx)
+    const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0), warp = threadIdx.x / 32 % 4,
+              lane = threadIdx.x % 32;
+    const bool causal = flags & kCausal;
+
+    struct WorkItem {
+        int m0;  // first query row
+        int64 batch;
+        const T *q_g, *k_g, *v_g;
+        int key_end, n_tiles;  // keys the block visits: cut at the causal frontier of its last row
+    };
+    // Query tile fastest (blocks running at once share K/V in L2); causal: longest first.
+    auto work_item = [&](int item) {
+        WorkItem w;
+        const int q_tile = causal ? q_tiles - 1 - item % q_tiles : item % q_tiles;
+        w.batch = item / q_tiles;
+        w.m0 = q_tile * kBlockM;
+        int64 q_off, k_off, v_off;
+        BATCH_LAYOUT.offsets(w.batch, q_off, k_off, v_off);
+        w.q_g = q + q_off;
+        w.k_g = k + k_off;
+        w.v_g = v + v_off;
+        w.key_end = causal ? min(nk, min(w.m0 + kBlockM, nq) + nk - nq) : nk;  // i sees j <= i + nk - nq
+        w.n_tiles = w.key_end > 0 ? (w.key_end + BN - 1) / BN : 0;
+        return w;
+    };
+
+    const auto k_place = [](int r, int c) { return kmajor_atom_offset<BN>(r, c); };
+    const auto v_place = [](int r, int c) { return nmajor_atom_offset<BN>(r, c); };
+    auto load_q = [&](const WorkItem& w, T* q_s) {  // the warpgroups' 64-row slices, consecutive tiles of a stream
+        TileStream<T, 64, HD, kThreads> q_stream;
+        q_stream.start(w.q_g + w.m0 * q_row, q_row, d, nq - w.m0, [](int r, int c) { return kmajor_atom_offset<64>(r, c); });
+#pragma unroll
+        for (int slice = 0; slice < WARPGROUPS; ++slice) q_stream.load_next(q_s + slice * 64 * HD, q_row);
+    };
+    TileStream<T, BN, HD, kThreads> k_stream, v_stream;  // the item's K tiles 0, 1, ... and V tiles 0, 1, ...
+    auto start_streams = [&](const WorkItem& w) {
+        k_stream.start(w.k_g, k_row, d, nk, k_place);
+        v_stream.start(w.v_g, v_row, dv, nk, v_place);
+    };
+    auto load_kv = [&](const WorkItem& w, int g) {  // ring group g of item w: K tile g and V tile g - 1
+        if (g < w.n_tiles) k_stream.load_next(k_s + g % STAGES * kStageElems, k_row);
+        if (g >= 1 && g <= w.n_tiles) v_stream.load_next(v_s + (g - 1) % STAGES * kStageElems, v_row);
+    };
+
+    const int item = blockIdx.x;
+    const WorkItem cur = work_item(item);
+    load_q(cur, q_s);                      // joins group 0
+    start_streams(cur);
+#pragma unroll
+    for (int g = 0; g < STAGES - 1; ++g) {
+        load_kv(cur, g);
+        cp_async_commit();  // empty groups keep the wait counts uniform
+    }
+
+    // State read by the lambdas below.
+    int wg_tiles = 0;  // key tiles this warpgroup computes (a prefix of the block's)
+    int warp_row0 = 0;  // this warp's rows: warp_row0 + lane / 4 (+ 8)
+    unsigned long long q_desc = 0;
+    float o[HD / 2];  // accumulator fragment of this warpgroup's 64 x HD output
+    float row_max[2];  // log2 units (scaled); rows lane / 4 and lane / 4 + 8
+    float row_sum[2];  // this thread's columns only (the quad sums at the end)
+    unsigned p[BN / 16][4];  // P of the previous key tile: A fragments per k16 slice
+
+    // Each batch of wgmmas is fenced: O and P were last written by ordinary instructions.
+    auto issue_scores = [&](float (&s)[BN / 2], int tile) {
+        wgmma_fence();
+        const unsigned long long k_desc = sw128_kmajor_desc(k_s + tile % STAGES * kStageElems);
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk)
+            Wgmma<BN, T>::template ss<0>(s, desc_add(q_desc, kmajor_k16_step<64>(kk)),
+                                         desc_add(k_desc, kmajor_k16_step<BN>(kk)), kk);
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int tile) {
+        wgmma_fence();
+        const unsigned long long v_desc = sw128_nmajor_desc<BN>(v_s + tile % STAGES * kStageElems);
+#pragma unroll
+        for (int t = 0; t < BN / 16; ++t) Wgmma<HD, T>::template rs<1>(o, p[t], desc_add(v_desc, t * kVDescK16), 1);
+        wgmma_commit();
+    };
+    auto pin_scores = [](float (&s)[BN / 2]) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) pin(s[i]);
+    };
+    auto pin_operands = [&]() {  // O and P: written by ordinary instructions or by wgmma
+#pragma unroll
+        for (int i = 0; i < HD / 2; ++i) pin(o[i]);
+#pragma unroll
+        for (int t = 0; t < BN / 16; ++t)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) pin(p[t][e]);
+    };
+    auto finish_pv = [&](int tile) {  // this warpgroup's last P V, waited for
+        pin_operands();
+        issue_pv(tile);
+        wgmma_wait<0>();
+        pin_operands();
+    };
+    // Scores -> probabilities in place (log2 domain), running max and sum; alpha rescales O.
+    // Accumulator element 4i + e sits at row lane / 4 + 8 (e / 2), column 8i + 2 (lane % 4) + e % 2.
+    // Masking (only tiles crossing key_end or this warp's diagonal) selects -inf, so a NaN
+    // key never reaches a row that does not see it; fmaxf drops NaN from the max, but
+    // exp2(NaN) brings it back into the row's sum. The running max moves only when a tile's
+    // max exceeds it by more than kMaxSlack (FA4's conditional rescale): probabilities stay
+    // <= 2^kMaxSlack (exact in float32, far from the 16-bit ranges), O and l are scaled by the
+    // same stale max (O / l and lse = m + log2 l are unchanged), and after the first tiles
+    // alpha is 1 on almost every row, so rescale_and_pack skips the O rescale for the warp.
+    constexpr float kMaxSlack = 8.f;
+    auto softmax = [&](float (&s)[BN / 2], int tile, float (&alpha)[2]) {
+        const int n0 = tile * BN, key_end = cur.key_end;
+        if (n0 + BN > key_end || (causal && n0 + BN - 1 > warp_row0 + nk - nq)) {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int row = warp_row0 + lane / 4 + (e / 2) * 8;
+                    const int col = n0 + i * 8 + (lane % 4) * 2 + e % 2;
+                    const bool visible = col < key_end && (!causal || col <= row + nk - nq);
+                    s[4 * i + e] = visible ? s[4 * i + e] : kNegInf;
+                }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float tile_max = kNegInf;
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) tile_max = fmaxf(tile_max, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+            const float tile_max_scaled = tile_max * scale_log2;
+            const bool moves = tile_max_scaled > row_max[h] + kMaxSlack;  // -inf + slack: any finite max moves
+            alpha[h] = moves ? fast_exp2(row_max[h] - tile_max_scaled) : 1.f;
+            if (moves) row_max[h] = tile_max_scaled;
+            const float base = row_max[h] == kNegInf ? 0.f : row_max[h];  // all masked so far: p = 0
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; ++e) {
+                    s[4 * i + e] = fast_exp2(fmaf(s[4 * i + e], scale_log2, -base));
+                    sum += s[4 * i + e];
+                }
+            row_sum[h] = row_sum[h] * alpha[h] + sum;
+        }
+    };
+    // O *= alpha per row (skipped when no row of the warp moved its max); P = the probabilities
+    // as A fragments: k16 slice t is accumulator columns 16t..16t+15, i.e. elements 8t..8t+3
+    // (columns +0..7) and 8t+4..8t+7 (+8..15).
+    auto rescale_and_pack = [&](const float (&s)[BN / 2], const float (&alpha)[2]) {
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+            for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+        }
+#pragma unroll
+        for (int t = 0; t < BN / 16; ++t)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) p[t][r] = pack2<T>(s[8 * t + 2 * r], s[8 * t + 2 * r + 1]);
+    };
+
+    if (item < items) {  // always true (grid = items); without the test the PTX changes
+        const int n_tiles = cur.n_tiles;
+        wg_tiles = n_tiles;
+        if (WG_RANGES) {
+            const int wg_row0 = cur.m0 + wg * 64;
+            const int wg_key_end =
+                wg_row0 >= nq ? 0 : causal ? min(nk, min(wg_row0 + 64, nq) + nk - nq) : nk;
+            wg_tiles = wg_key_end > 0 ? (wg_key_end + BN - 1) / BN : 0;
+        }
+        warp_row0 = cur.m0 + wg * 64 + warp * 16;
+        q_desc = sw128_kmajor_desc(q_s + wg * 64 * HD);
+#pragma unroll
+        for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+        row_max[0] = row_max[1] = kNegInf;
+        row_sum[0] = row_sum[1] = 0.f;
+
+        for (int tile = 0; tile < n_tiles; ++tile) {
+            cp_async_wait<STAGES - 2>();
+            fence_proxy_async_shared();
+            __syncthreads();  // group `tile` landed for all threads; every wgmma of step tile - 1 is done
+            load_kv(cur, tile + STAGES - 1);
+            cp_async_commit();
+            if (tile >= wg_tiles) {  // past this warpgroup's keys (warpgroup-uniform)
+                if (tile == wg_tiles && tile > 0) finish_pv(tile - 1);
+                continue;
+            }
+            float s[BN / 2];
+            pin_operands();  // O and P final before the fences that order them for the wgmmas
+            issue_scores(s, tile);
+            if (tile > 0) issue_pv(tile - 1);
+            if (tile > 0) {
+                wgmma_wait<1>();  // S(tile) done; P V still running
+            } else {
+                wgmma_wait<0>();
+            }
+            pin_scores(s);
+            float alpha[2];
+            softmax(s, tile, alpha);
+            wgmma_wait<0>();  // P V done: O may be rescaled and P overwritten
+            pin_operands();
+            pin_scores(s);
+            rescale_and_pack(s, alpha);
+        }
+        cp_async_wait<STAGES - 2>();  // group n_tiles: the last V tile
+        fence_proxy_async_shared();
+        __syncthreads();  // all S done
+        if (wg_tiles == n_tiles && n_tiles > 0) finish_pv(n_tiles - 1);
+
+        // Epilogue: O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2. O is staged in
+        // this warpgroup's own Q rows (its wgmmas are done with them) in the same swizzled
+        // layout, so the fragment writes hit 8 distinct bank groups, then leaves as contiguous
+        // rows of out (16 bytes per thread where out is 16-byte aligned).
+        T* o_stage = q_s + wg * 64 * HD;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float l = row_sum[h];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int stage_row = warp * 16 + lane / 4 + h * 8;
+            const int row = cur.m0 + wg * 64 + stage_row;
+            const bool empty = l == 0.f;
+            const float inv = empty ? 0.f : 1.f / l;
+            // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
+#pragma unroll
+            for (int j = 0; j < HD / 8; ++j)
+                *reinterpret_cast<unsigned*>(o_stage + kmajor_atom_offset<64>(stage_row, j * 8 + (lane % 4) * 2)) =
+                    pack2<T>(empty ? 0.f : o[4 * j + 2 * h] * inv, empty ? 0.f : o[4 * j + 2 * h + 1] * inv);
+            if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) {
+                const float m = row_max[h] == kNegInf ? 0.f : row_max[h];
+                lse[cur.batch * nq + row] = empty ? kNegInf : (m + __log2f(l)) * kLn2;
+            }
+        }
+        warpgroup_barrier(wg);  // staged rows visible to the whole warpgroup (the others need not wait)
+        const int rows = min(64, nq - (cur.m0 + wg * 64));
+        T* dst = out + (cur.batch * nq + cur.m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
+        const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
+        if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
+            store_staged_rows<T, HD>(dst, o_stage, rows, dv, threadIdx.x % 128);
+        } else {
+            copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+        }
+    }
+    cp_async_wait<0>();  // no copy may outlive the block
+#else
+    __trap();  // sm_90a only (the host never launches it elsewhere)
+#endif
+}
+
+}  // namespace attention
+}  // namespace cufuse
+
+using cufuse::attention::attention_fwd_wgmma;

@@ -1,0 +1,48 @@
+// fused_linear_relu on Hopper warpgroup MMA fed by TMA (sm_90a): `linear_relu_wgmma_tma`.
+// The tiles, stage layout, wgmmas and epilogue of linear_relu_wgmma (linear/wgmma_stage.cuh),
+// but a producer warp loads the stages through tensor maps into an mbarrier ring
+// (common/tma_ring.cuh): no block barrier in the main loop.
+//
+// Picked when (cufuse/ops/linear/select.py) the problem is 16-bit, M > 64, on compute
+// capability 9.0, tensor maps describe both operands, and a wgmma tile beats the mma tiles:
+// 128x256 once its tiles fill the SMs, else the best-scoring of 128x128 / 64x256 / 64x128 /
+// 64x64, K split through slots where the tiles leave block slots idle.
+#include "common/tma_ring.cuh"
+#include "linear/wgmma_stage.cuh"
+
+using namespace cufuse;
+using namespace cufuse::linear;
+
+// Grid: (tiles_m * tiles_n, 1, splits). Block: BM / 64 consumer warpgroups, then one
+// producer warp (2 x BM + 32 threads). The loads run up to STAGES - PENDING tiles ahead; the
+// split-K epilogue syncs the consumers only (named barrier).
+// Parameters: x_map over x as {K, M} (row stride ldx), w_map over the weight as {K, N}
+// (K-major) or {N, K} (N-major), both with 128-byte swizzle and boxes of 64 inner
+// elements (cufuse/_core/tma.py; box rows BM, BN or BK). Dynamic shared memory: the stages of
+// linear_relu_wgmma (with its 1 KB of alignment), then 2 x STAGES mbarriers.
+template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
+__global__ void __launch_bounds__(2 * BM + 32, MIN_BLOCKS)
+linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
+                      const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
+                      int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
+                      int raster_group, int paired_store) {
+    begin_dependent_grid();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ACC = BN / 2, CONSUMERS = 2 * BM;
+    static_assert(BK == 64 || BK == 128, "K-major tiles as one or two 128-byte swizzle atoms per row");
+    static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups of 64 rows");
+    extern __shared__ unsigned char smem_raw[];
+    T* smem = aligned_stages<T>(smem_raw);
+    const TileWork work = tile_work<BM, BN, BK>(M, N, K, k_tiles_per_split, raster_group);
+    const int warpgroup = threadIdx.x >> 7;
+    float acc[ACC];
+    const bool consumer = tma_wgmma_ring<T, BM, BN, BK, STAGES, PENDING, CONSUMERS, B_KMAJOR>(
+        x_map, w_map, work, smem, acc,
+        [&](float(&a)[ACC], const T* stage) { wgmma_stage<T, BM, BN, BK, B_KMAJOR>(a, stage, warpgroup); });
+    if (!consumer) return;
+    wgmma_store<T, BN, CONSUMERS>(acc, out, bias, bias_stride, workspace, counters, work, M, N, paired_store,
+                                  CONSUMERS);
+#else
+    __trap();  // sm_90a only (the host never launches it elsewhere)
+#endif
+}

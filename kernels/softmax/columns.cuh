@@ -1,0 +1,133 @@
+// 16-byte vectors of adjacent columns (kernels/softmax/cols.cu's softmax_cols_vec and
+// cols_split.cu): a thread's column vector (ColumnVector), its loads and stores, the online
+// per-column (max, sum) merge, the normalised vector, and the block's (or cluster's) column
+// statistics turned into Normalizers (column_normalizers).
+#pragma once
+
+#include "softmax/statistics.cuh"
+
+namespace cufuse {
+namespace softmax_detail {
+
+// The column kernels with 16-byte vectors: a thread holds VS adjacent columns of a reduced index.
+template <typename T> __device__ __forceinline__ Vec16<T> neg_inf_vector() {
+    Vec16<T> r;
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::size; ++j) r.v[j] = neg_inf_value<T>();
+    return r;
+}
+// One vector of columns; a base that is not 16-byte aligned takes unit-stride scalars, inline
+// (a call's saved registers spilled the vector column kernel's log_softmax).
+template <typename T> __device__ __forceinline__ Vec16<T> load_columns(const T* p, bool vec) {
+    return vec ? load_vec16(p) : load_scalars_inline(p, int64(1), int64(Vec16<T>::size));
+}
+template <typename T> __device__ __forceinline__ void store_columns(T* p, bool vec, const Vec16<T>& r) {
+    if (vec) store_vec16(p, r);
+    else store_scalars_inline(p, int64(1), int64(Vec16<T>::size), r);
+}
+
+// The online (max, sum) of each of the VS columns, merged with Count more vectors (padding
+// -inf). While a column has seen only -inf its sum is meaningless (exp(-inf - -inf)): rescale
+// drops it once a larger maximum comes, and an all -inf column is NaN anyway.
+// 16-bit types take the maxima in pairs: no float copies of the elements live until the sum.
+template <typename T, int Count, typename A = accum_t<T>>
+__device__ __forceinline__ void merge_columns(const Vec16<T> (&v)[Count], A (&m)[Vec16<T>::size], A (&s)[Vec16<T>::size]) {
+    constexpr int VS = Vec16<T>::size;
+    A tile_m[VS];
+    if constexpr (sizeof(T) == 2) {
+        using T2 = typename Packed2<T>::type;
+#pragma unroll
+        for (int p = 0; p < VS / 2; ++p) {
+            T2 pair_m = reinterpret_cast<const T2*>(v[0].v)[p];
+#pragma unroll
+            for (int u = 1; u < Count; ++u) pair_m = __hmax2_nan(pair_m, reinterpret_cast<const T2*>(v[u].v)[p]);
+            tile_m[2 * p] = to_accum(pair_m.x), tile_m[2 * p + 1] = to_accum(pair_m.y);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < VS; ++j) {
+            tile_m[j] = to_accum(v[0].v[j]);
+#pragma unroll
+            for (int u = 1; u < Count; ++u) tile_m[j] = max_nan(tile_m[j], to_accum(v[u].v[j]));
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < VS; ++j) {
+        const A new_m = max_nan(m[j], tile_m[j]);
+        s[j] = rescale(s[j], m[j], new_m);
+#pragma unroll
+        for (int u = 0; u < Count; ++u) s[j] += exp_accum_ftz(to_accum(v[u].v[j]) - new_m);
+        m[j] = new_m;
+    }
+}
+
+// Two (max, sum) pairs of one column merged into (m, s).
+template <typename A> __device__ __forceinline__ void merge_stats(A& m, A& s, A other_m, A other_s) {
+    const A new_m = max_nan(m, other_m);
+    s = rescale(s, m, new_m) + rescale(other_s, other_m, new_m);
+    m = new_m;
+}
+
+template <typename T, bool Log, typename A = accum_t<T>>
+__device__ __forceinline__ Vec16<T> normalize_columns(const Normalizer<A, Log> (&f)[Vec16<T>::size], const Vec16<T>& v) {
+    A a[Vec16<T>::size];
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::size; ++j) a[j] = f[j].template to<T>(to_accum(v.v[j]));
+    return vector_from_accum<T>(a);
+}
+
+// A thread's vector of columns in the 16-byte column kernels: block `column_block` covers Cols =
+// ColLanes*VS adjacent columns of one outer index, lane `lane` VS of them, slice `slice` the
+// reduced indices it walks. inner is a multiple of VS: a vector is all in or all out.
+template <typename T, int ColLanes> struct ColumnVector {
+    static constexpr int VS = Vec16<T>::size, Cols = ColLanes * VS;
+    int lane, slice;
+    bool active, in_vec, out_vec;  // in_vec / out_vec: 16-byte aligned base
+    const T* in;
+    T* out;
+    __device__ __forceinline__ ColumnVector(const T* x, T* y, int64 length, int64 inner, int64 so, int64 column_block) {
+        const int64 column_tiles = (inner + Cols - 1) / Cols;
+        const int64 o = column_block / column_tiles;
+        lane = threadIdx.x % ColLanes;
+        slice = threadIdx.x / ColLanes;
+        const int64 i0 = (column_block - o * column_tiles) * Cols + lane * VS;
+        active = i0 < inner;
+        in = x + o * so + (active ? i0 : 0);
+        out = y + o * length * inner + i0;
+        in_vec = aligned16(x);
+        out_vec = aligned16(y);
+    }
+};
+
+// The normalisers of the VS columns from lane*VS: block_stats holds the block's (max, sum) of
+// each of its Cols columns (written by threads c < Cols, no barrier since); with Cluster > 1
+// they are merged over the cluster's blocks by push (the kernel opened a cluster barrier phase).
+template <int Cluster, int Cols, int VS, typename A, bool Log>
+__device__ __forceinline__ void column_normalizers(A (&block_stats)[Cols][2], int lane, Normalizer<A, Log> (&f)[VS]) {
+    const A(*stats)[2] = block_stats;
+#if __CUDA_ARCH__ >= 900
+    if constexpr (Cluster > 1) {
+        __shared__ A inbox[Cluster][Cols][2];  // (max, sum) of each column from every block
+        __shared__ A cluster_stats[Cols][2];
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        const int c = threadIdx.x;
+        cluster_wait();  // the kernel's opening arrive: every peer is running
+        if (c < Cols)
+#pragma unroll
+            for (unsigned q = 0; q < Cluster; ++q)
+                push_pair(cluster, inbox[cluster.block_rank()][c], q, block_stats[c][0], block_stats[c][1]);
+        cluster.sync();
+        if (c < Cols) merge_inbox<Cluster, 2 * Cols>(&inbox[0][c][0], cluster_stats[c][0], cluster_stats[c][1]);
+        __syncthreads();
+        stats = cluster_stats;
+    } else
+#endif
+    {
+        __syncthreads();
+    }
+#pragma unroll
+    for (int j = 0; j < VS; ++j) f[j] = Normalizer<A, Log>(stats[lane * VS + j][0], stats[lane * VS + j][1]);
+}
+
+}  // namespace softmax_detail
+}  // namespace cufuse

@@ -1,0 +1,78 @@
+"""Reduced attention grid for compute-sanitizer (every kernel and load path, small shapes).
+
+    compute-sanitizer --tool memcheck  python tests/attention/sanitize.py
+    compute-sanitizer --tool racecheck python tests/attention/sanitize.py
+
+Exits 1 when a result misses the float64 oracle (FlashAttention's tolerance rule). A script,
+not a pytest module (no ``test_`` prefix).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: tests.attention, cufuse
+
+import cupy  # noqa: E402
+import numpy as np  # noqa: E402
+
+from cufuse._core.device import current_device_info  # noqa: E402
+from tests.attention.oracle import (  # noqa: E402
+    BF16, F16, F32, OVERRIDE_CASES, STREAM_CASES, WGMMA_CASES, check_against_oracle, check_stream_case, check_wgmma,
+    make_inputs, override_config)
+
+CASES = [
+    # (n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out)
+    (113, 203, 64, 64, True, "mha", F16, True, True),  # prefill, default D64 tile (3 blocks/SM), 16-byte loads
+    (130, 70, 128, 96, False, "gqa", BF16, False, False),  # prefill, short-key D128 tile (2 blocks/SM), Dv < D
+    (40, 30, 64, 64, False, "mha", BF16, True, True),  # one key tile: unsplit, O staged in smem, 16-byte stores
+    (40, 90, 59, 59, True, "mqa", F16, True, False),  # odd head dim: scalar loads
+    (1, 3000, 128, 128, False, "mha", BF16, True, True),  # register decode (default), split keys + merge
+    (2, 3000, 59, 59, False, "mha", BF16, True, False),  # unaligned rows: MMA decode tile, split keys
+    (5, 3, 256, 256, True, "mha", BF16, True, False),  # Nq > Nk causal: empty rows
+    (200, 2100, 32, 32, True, "mha", F16, False, False),  # prefill split keys
+    (37, 41, 40, 24, True, "gqa", F32, True, True),  # SIMT
+]
+# config overrides: register decode kernel (auto and forced splits), branch-free MMA tile,
+# the unsplit long-key tile (odd Dv store)
+OVERRIDES = [OVERRIDE_CASES[i] for i in (1, 2, 5, 7)]
+# Hopper wgmma prefill (compute capability 9.0 only): several key tiles through the ring,
+# causal ragged GQA, empty blocks (Nq > Nk), padded head dims, the 2-blocks-per-SM tile causal
+# (warpgroups that skip), the block-ranges tile full (idle warpgroups)
+WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9, 11, 14)]
+# the streams on strided rows: D64 2 blocks/SM causal with keyless rows, D128 Dv < D causal
+STREAMS = [STREAM_CASES[0], STREAM_CASES[4]]
+
+
+def report(case, failures) -> bool:
+    print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
+    return bool(failures)
+
+
+def main() -> int:
+    rng = np.random.default_rng(1234)
+    failed = 0
+    for case in CASES:
+        n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out = case
+        q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, heads=1)
+        failed += report(case, check_against_oracle(cupy, q, k, v, causal=causal, return_lse=return_lse,
+                                                    use_out=use_out))
+    dev = current_device_info()
+    for case in OVERRIDES:
+        n_q, n_k, d, dv, causal, mode, dtype = case[:7]
+        q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype)
+        config = override_config(case, q, k, dev)
+        failed += report(case, check_against_oracle(cupy, q, k, v, causal=causal, return_lse=True, use_out=True,
+                                                    config=config))
+    for case in WGMMA if dev.has_wgmma else []:
+        n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse = case
+        q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype, heads=1)
+        failed += report(case, check_wgmma(cupy, q, k, v, tile, causal=causal, return_lse=return_lse))
+    for case in STREAMS if dev.has_wgmma else []:
+        failed += report(case, check_stream_case(cupy, rng, case))
+    cupy.cuda.get_current_stream().synchronize()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

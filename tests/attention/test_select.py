@@ -1,0 +1,268 @@
+"""attention, CPU: the default selection rules, the key-split models, the batch layout, the
+variants' checks and plans (pure: no GPU)."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from cufuse._core.device import A100, H200
+from cufuse._core.dtypes import ctype
+from cufuse._core.plans import Temporary
+from cufuse.ops.attention import select
+from cufuse.ops.attention.decode import DecodeTile
+from cufuse.ops.attention.layout import MAX_BATCH_DIMS, batch_layout
+from cufuse.ops.attention.merge import MERGE_THREADS, merge_spec
+from cufuse.ops.attention.mma import FlashMmaTile
+from cufuse.ops.attention.plan import plan_attention
+from cufuse.ops.attention.simt import SimtRows
+from cufuse.ops.attention.wgmma import FlashWgmmaTile
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+(_, D64_SHORT), (_, D64_MID), (_, D64_LONG) = select.WGMMA_PREFILL[64]
+((_, D128_TILE),) = select.WGMMA_PREFILL[128]
+
+
+@pytest.mark.parametrize("dev", [H200, A100], ids=["H200", "A100"])
+def test_every_selected_tile_fits_and_is_instantiated(dev):
+    specs = set(select.instantiations(dev))
+    for n_q, n_k, d, dv, batch, kv_rows_16b in itertools.product(
+            (1, 4, 5, 16, 17, 4096), (1, 100, 65536), (1, 64, 128, 200, 256), (8, 128, 256), (1, 256), (False, True)):
+        for dtype, causal, wgmma_operands in itertools.product((F16, BF16), (False, True), (False, True)):
+            config = select.select_config(n_q, n_k, d, dv, batch, dtype, dev, kv_rows_16b, causal,
+                                          wgmma_operands and kv_rows_16b)
+            assert config.head_dim >= max(d, dv)
+            assert config.spec(ctype(dtype)) in specs
+            streamed = kv_rows_16b and n_q <= select.DECODE_STREAM_MAX_QUERIES
+            assert isinstance(config, DecodeTile) == streamed
+            splits = getattr(config, "splits", 1)
+            if streamed:
+                step = config.group_keys
+            else:
+                assert config.smem_bytes <= dev.max_smem_per_block
+                assert (config.block_m == 16) == (n_q <= select.DECODE_MAX_QUERIES)
+                assert isinstance(config, FlashWgmmaTile) <= dev.has_wgmma
+                step = config.block_n
+            if splits > 1:
+                assert config.keys_per_split % step == 0
+                # every split holds keys, none is left over
+                assert (splits - 1) * config.keys_per_split < n_k <= splits * config.keys_per_split
+    assert select.select_config(5, 5, 8, 8, 1, F32, dev) == SimtRows()
+    assert SimtRows().spec("double") in specs and merge_spec("__nv_bfloat16") in specs
+
+
+def test_instantiations_per_device():
+    h200, a100 = set(select.instantiations(H200)), set(select.instantiations(A100))
+    wgmma = {s for s in h200 if s.name == "attention_fwd_wgmma"}
+    # the four default tiles in both 16-bit dtypes, sm_90a only; nothing else of the kernel
+    assert len(wgmma) == 8 and all(s.min_cc == 90 for s in wgmma) and not any(s.name == "attention_fwd_wgmma"
+                                                                              for s in a100)
+    assert {s.expression for s in wgmma} == {t.spec(n).expression for rules in select.WGMMA_PREFILL.values()
+                                             for _, t in rules for n in ("__half", "__nv_bfloat16")}
+    assert all(s.source.startswith("attention/") for s in h200 | a100)
+
+
+def test_head_dim_buckets():
+    assert [select.head_dim_bucket(d) for d in (1, 32, 33, 64, 65, 111, 128, 129, 193, 256)] == [
+        32, 32, 64, 64, 96, 128, 128, 192, 256, 256]
+    with pytest.raises(ValueError):
+        select.head_dim_bucket(257)
+
+
+def test_key_split_model():
+    # A full grid is not split; a lone (batch, head) with a long key range is.
+    assert select.choose_key_splits(base_blocks=1024, n_tiles=128, slots=264) == 1
+    assert select.choose_key_splits(base_blocks=1, n_tiles=1024, slots=264) >= 64
+    assert select.choose_key_splits(base_blocks=8, n_tiles=1, slots=264) == 1
+    # 4096 blocks on 132 slots: 2 splits model 0.05% faster, less than the merge costs
+    assert select.choose_key_splits(base_blocks=4096, n_tiles=128, slots=132) == 1
+    assert select.choose_key_splits(base_blocks=140, n_tiles=100, slots=132) > 1  # 1.06 waves
+    # decode at B*H = 8 with 65536 keys fills the device, on both decode paths
+    for kv_rows_16b in (False, True):
+        config = select.select_config(1, 65536, 128, 128, 8, BF16, H200, kv_rows_16b)
+        assert config.splits * 8 >= H200.sm_count
+    # Nk = 0 on the mma tiles: the wave model divides by zero (today's behaviour)
+    with pytest.raises(ZeroDivisionError):
+        select.select_config(5, 0, 64, 64, 8, F16, H200, True)
+
+
+def test_default_mma_tiles_are_the_measured_best():
+    # round-3 sweep (H200 bf16): register-streaming decode
+    decode = select.select_config(1, 8192, 128, 128, 256, BF16, H200, True)
+    assert decode.spec("__half") == DecodeTile(128, 4, 8).spec("__half") and decode.splits > 1
+    assert isinstance(select.select_config(1, 8192, 59, 59, 256, BF16, H200, False), FlashMmaTile)
+    # round-4 sweep: D64 4 warps x 16 rows x 64 keys, 3 blocks per SM, at every length; D128 the
+    # 8-warp 128-key tile for long key ranges, the 2-block tile for short ones
+    three_blocks = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False)
+    long_keys = FlashMmaTile(128, 8, 1, 128, 2, 1, True, False)
+    short_keys = FlashMmaTile(128, 4, 1, 64, 2, 2, True, False)
+    for n, causal in itertools.product((512, 2048, 16384), (False, True)):
+        assert select.select_config(n, n, 64, 64, 32768 // n * 16, F16, H200, True, causal) == three_blocks
+    for n, causal, tile in ((512, False, short_keys), (512, True, short_keys), (2048, True, long_keys),
+                            (2048, False, long_keys), (8192, False, long_keys), (16384, True, long_keys)):
+        assert select.select_config(n, n, 128, 128, 32768 // n * 16, BF16, H200, True, causal) == tile
+    assert select.prefill_tiles(128, A100)[0].block_n == 64  # 128-key tiles exceed A100's shared memory
+    assert select.prefill_tiles(256, A100)[0].block_n == 32
+
+
+def test_mean_visible_keys():
+    assert select.mean_visible_keys(512, 512, False) == 512
+    assert select.mean_visible_keys(512, 512, True) == 256.5  # rows see 1..512 keys
+    assert select.mean_visible_keys(100, 300, True) == 250.5  # rows see 201..300
+    assert select.mean_visible_keys(300, 100, True) == 100 * 101 / 2 / 300  # 200 rows see none
+    for n_q, n_k in ((1, 1), (7, 3), (3, 7), (64, 1000)):
+        exact = sum(min(n_k, max(0, i + n_k - n_q + 1)) for i in range(n_q)) / n_q
+        assert math.isclose(select.mean_visible_keys(n_q, n_k, True), exact)
+
+
+def test_wgmma_tiles_fit():
+    for head_dim, rules in select.WGMMA_PREFILL.items():
+        for _, tile in rules:
+            assert tile.head_dim == head_dim and tile.block_n in (64, 128)
+            assert tile.smem_bytes <= H200.max_smem_per_block
+            assert tile.block_m == 64 * tile.warpgroups and tile.threads == 128 * tile.warpgroups
+            assert select.blocks_per_sm(tile, H200) >= tile.min_blocks
+    # 3 warpgroups x 64-key tiles at D128: Q 48 KB + 2 stages x (K + V) 32 KB + the 1 KB alignment
+    assert D128_TILE.smem_bytes == (48 + 64 + 1) * 1024
+
+
+# The issue's prefill grid (B = 32768 / N, H = 16) and the wgmma tile the default rule gives
+# each point: the best tile of the H200 bf16 sweep of attention v6 / v7 (docs/attention.md).
+MEASURED_BEST = [  # (n, head_dim, causal, tile)
+    (512, 64, False, D64_SHORT), (512, 64, True, D64_SHORT), (2048, 64, False, D64_LONG),
+    (2048, 64, True, D64_MID), (8192, 64, False, D64_LONG), (8192, 64, True, D64_LONG),
+    (16384, 64, False, D64_LONG), (16384, 64, True, D64_LONG), (512, 128, False, D128_TILE),
+    (512, 128, True, D128_TILE), (2048, 128, False, D128_TILE), (2048, 128, True, D128_TILE),
+    (8192, 128, True, D128_TILE), (16384, 128, False, D128_TILE),
+]
+
+
+def test_wgmma_default_rule_is_the_measured_best():
+    assert (D64_SHORT.warpgroups, D64_SHORT.block_n, D64_SHORT.min_blocks, D64_SHORT.wg_ranges) == (2, 64, 2, True)
+    assert (D64_MID.warpgroups, D64_MID.block_n, D64_MID.wg_ranges) == (3, 128, True)
+    assert (D64_LONG.warpgroups, D64_LONG.block_n, D64_LONG.wg_ranges) == (3, 128, False)  # block ranges
+    assert (D128_TILE.warpgroups, D128_TILE.block_n, D128_TILE.wg_ranges) == (3, 64, True)
+    for (n, d, causal, tile), dtype in itertools.product(MEASURED_BEST, (F16, BF16)):
+        config = select.select_config(n, n, d, d, 32768 // n * 16, dtype, H200, True, causal, True)
+        assert config == tile, (n, d, causal)
+    # the rule goes by the keys a row sees, not by N: a short query block against a long cache
+    # sees many keys; padded head dims take their bucket's tiles
+    assert select.select_config(300, 4096, 64, 64, 512, BF16, H200, True, True, True) == D64_LONG
+    assert select.select_config(4096, 4096, 40, 56, 16, F16, H200, True, False, True) == D64_LONG
+    assert select.select_config(1000, 1000, 64, 64, 64, F16, H200, True, True, True) == D64_SHORT  # 500.5
+    assert select.select_config(1100, 1100, 64, 64, 64, F16, H200, True, True, True) == D64_MID  # 550.5
+    assert select.select_config(600, 600, 120, 120, 64, F16, H200, True, True, True) == D128_TILE
+
+
+def test_wgmma_default_only_where_it_applies():
+    prefill = (4096, 4096, 128, 128, 16)
+    assert isinstance(select.select_config(*prefill, BF16, H200, True, False, True), FlashWgmmaTile)
+    # elsewhere the mma.sync / decode / SIMT paths: operands without 16-byte rows or a
+    # non-positive scale, no wgmma (A100), a head-dim bucket without a wgmma tile, float32,
+    # decode shapes, and a grid so small that the keys are split
+    assert isinstance(select.select_config(*prefill, BF16, H200, True, False, False), FlashMmaTile)
+    assert isinstance(select.select_config(*prefill, BF16, A100, True, False, True), FlashMmaTile)
+    for d in (32, 96, 192, 256):
+        assert isinstance(select.select_config(4096, 4096, d, d, 16, BF16, H200, True, False, True), FlashMmaTile)
+    assert select.select_config(*prefill, F32, H200, True, False, True) == SimtRows()
+    assert isinstance(select.select_config(16, 4096, 128, 128, 16, BF16, H200, False, False, True), FlashMmaTile)
+    small = select.select_config(200, 3000, 64, 64, 1, BF16, H200, True, True, True)
+    assert isinstance(small, FlashMmaTile) and small.splits > 1
+
+
+@pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (8192, 256), (65536, 256), (65536, 1)])
+def test_decode_split_covers_the_keys(n_k, batch):
+    for tile in (DecodeTile(128, 4, 8), DecodeTile(64, 8, 4)):
+        split = select.split_decode_keys(tile, 1, n_k, batch, H200)
+        assert 1 <= split.splits <= select.MAX_KEY_SPLITS
+        if split.splits > 1:
+            assert split.keys_per_split % tile.group_keys == 0
+            assert split.keys_per_split >= select.DECODE_MIN_KEYS_PER_SPLIT
+            assert (split.splits - 1) * split.keys_per_split < n_k <= split.splits * split.keys_per_split
+        forced = select.split_decode_keys(tile, 1, n_k, batch, H200, splits=7)
+        assert forced.splits <= 7 and (forced.splits == 1 or forced.keys_per_split * forced.splits >= n_k)
+    # B*H = 256 with 8192 keys: thousands of blocks, not 256
+    assert select.split_decode_keys(DecodeTile(128, 4, 8), 1, 8192, 256, H200).splits >= 8
+    assert DecodeTile(128, 4, 8).spec("__half").template_args == ("__half", 128, 4, 8)
+
+
+def test_batch_layout_broadcast_and_collapse():
+    # GQA: q (2, 8, 3), k/v (2, 1, 1) heads; contiguous (8, 3) collapses into one dim of q.
+    sizes, strides = batch_layout((2, 8, 3), {
+        "q": ((2, 8, 3, 5, 4), (480, 60, 20, 4, 1)),
+        "k": ((2, 1, 1, 5, 4), (20, 20, 20, 4, 1)),
+        "v": ((1, 5, 4), (20, 4, 1)),
+    })
+    assert sizes == (1, 1, 2, 24)
+    assert strides == {"q": (0, 0, 480, 20), "k": (0, 0, 20, 0), "v": (0, 0, 0, 0)}
+    # a transposed (B, N, H, D) view keeps both strides
+    sizes, strides = batch_layout((3, 4), {n: ((3, 4, 7, 8), (224, 8, 32, 1)) for n in "qkv"})
+    assert sizes == (1, 1, 3, 4) and strides["q"] == (0, 0, 224, 8)
+
+
+def test_batch_layout_too_many_dims():
+    shape = (2,) * (MAX_BATCH_DIMS + 1) + (3, 4)
+    strides = tuple(12 * 3 ** (MAX_BATCH_DIMS - i) for i in range(MAX_BATCH_DIMS + 1)) + (4, 1)  # every third slot
+    with pytest.raises(ValueError, match="attention: arguments 'q', 'k', 'v' expected leading dims"):
+        batch_layout(shape[:-2], {n: (shape, strides) for n in "qkv"})
+
+
+# ---------------------------------------------------------------- plans and the variants' checks
+
+
+def _contiguous(shape):
+    return tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+
+
+def _plan(q, k, v, dtype=BF16, dev=H200, causal=False, scale=None, return_lse=False, aligned=(True,) * 3,
+          strides=None, config=None):
+    strides = strides or {}
+    scale = 1 / math.sqrt(q[-1]) if scale is None else scale
+    return plan_attention(q, strides.get("q", _contiguous(q)), k, strides.get("k", _contiguous(k)), v,
+                          strides.get("v", _contiguous(v)), dtype, causal, scale, return_lse, aligned, dev, config)
+
+
+def test_plan_of_a_key_split_merges_its_partials():
+    plan = _plan((2, 4, 1, 128), (2, 4, 8192, 128), (2, 4, 8192, 128), return_lse=True)
+    forward, merge = plan.launches
+    splits = forward.args[11]
+    assert forward.spec.name == "attention_decode" and splits > 1
+    assert forward.args[:7] == ("q", "k", "v", "out", "lse", Temporary(0), Temporary(1))
+    assert plan.temporaries == ((np.float32, (splits, 8, 1, 128)), (np.float32, (splits, 8, 1)))
+    assert merge.block == (MERGE_THREADS,) and merge.grid == (8,)
+    assert merge.args[:4] == (Temporary(0), Temporary(1), "out", "lse") and merge.args[-1] == 1
+
+
+def test_plan_without_split_or_lse():
+    # one split: the partial pointers repeat the lse argument, which is "out" without lse
+    (forward,) = _plan((64, 16, 1024, 96), (64, 16, 1024, 96), (64, 16, 1024, 96), causal=True).launches
+    assert forward.spec.name == "attention_fwd_mma" and forward.args[:7] == ("q", "k", "v", "out") + ("out",) * 3
+    (launch,) = _plan((64, 16, 2048, 64), (64, 16, 2048, 64), (64, 16, 2048, 64)).launches
+    assert launch.spec == D64_LONG.spec("__nv_bfloat16") and launch.grid == (64 * 16 * 11,)  # 11 tiles of 192 rows
+    assert launch.args[:5] == ("q", "k", "v", "out", "out")
+
+
+def test_forced_variants_are_checked():
+    shapes = ((2, 128, 64),) * 3
+    with pytest.raises(ValueError, match="attention: argument 'config' expected a tile head dim >= 64, got 32"):
+        _plan(*shapes, config=FlashMmaTile(32, 4, 1, 64, 2))
+    with pytest.raises(ValueError, match="attention: argument 'config' asks for attention_fwd_mma, which takes"):
+        _plan(*shapes, dtype=F32, config=FlashMmaTile(64, 4, 1, 64, 2))
+    with pytest.raises(ValueError, match="which needs compute capability 9.0, got 8.0"):
+        _plan(*shapes, dev=A100, config=D64_MID)
+    with pytest.raises(ValueError, match="attention: argument 'config' asks for the wgmma kernel, which takes"):
+        _plan(*shapes, dtype=F32, config=D64_MID)
+    with pytest.raises(ValueError, match="attention: argument 'config' expected q, k and v with unit last-axis"):
+        _plan(*shapes, scale=-0.125, config=D64_MID)
+    with pytest.raises(ValueError, match="attention: argument 'config' expected q, k and v with unit last-axis"):
+        _plan(*shapes, strides={"q": (128 * 128, 128, 2)}, config=D64_MID)  # columns 2 elements apart
+    with pytest.raises(ValueError, match="attention: argument 'config' expected k and v with 16-byte"):
+        _plan(*shapes, aligned=(True, False, True), config=DecodeTile(64, 4, 8))
+    # what passes the checks plans as the default would
+    assert _plan(*((64, 1024, 64),) * 3, config=D64_MID) == _plan(*((64, 1024, 64),) * 3)
+    assert _plan(*shapes, dtype=F32, config=SimtRows()) == _plan(*shapes, dtype=F32)

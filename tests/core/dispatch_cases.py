@@ -1,0 +1,139 @@
+"""The problem grid of the dispatch snapshot (``tests/data/dispatch.json``): shapes, dtypes,
+layouts and both reference devices, for every op. Plain data (JSON-able dicts)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+DEVICES = ("H200", "A100")
+
+
+def value(v):
+    """A scalar kernel argument as exact, typed JSON text."""
+    if isinstance(v, (np.floating, float)):
+        return f"{np.dtype(type(v)).name}:{float(v).hex()}"
+    return f"{np.dtype(type(v)).name}:{int(v)}"
+
+
+def _contiguous(shape):
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+def softmax_cases():
+    cases = []
+    lengths = (1, 2, 3, 7, 8, 16, 31, 32, 100, 128, 255, 256, 257, 777, 1000, 1024, 2048, 3000, 4096, 8192,
+               12288, 16384, 32768, 50000, 65536, 100000, 131072, 200000, 262144, 500000, 1 << 20, 3_000_000,
+               1 << 22, 1 << 26)
+    for device, dtype, log in itertools.product(DEVICES, DTYPES, (False, True)):
+        base = dict(device=device, dtype=dtype, log=log)
+        for length in lengths:
+            for rows in (1, 16, 1000, 65536):
+                if rows * length > 1 << 27:
+                    continue
+                cases.append(dict(base, shape=[rows, length], strides=[length, 1], axes=[1]))
+        for rows, length in ((16384, 4096), (4096, 100), (671088, 100), (8192, 8192), (3, 50000)):
+            # the last axis of a transposed view, every other column, a negative stride
+            cases.append(dict(base, shape=[rows, length], strides=[1, rows], axes=[1]))
+            cases.append(dict(base, shape=[rows, length], strides=[2 * length, 2], axes=[1]))
+            cases.append(dict(base, shape=[rows, length], strides=[length, -1], axes=[1]))
+        for length, inner in itertools.product((2, 16, 100, 777, 2048, 4096, 16384, 100000, 1 << 20, 1 << 22),
+                                               (1, 8, 16, 100, 256, 4096, 4097, 1 << 20)):
+            if length * inner > 1 << 27:
+                continue
+            cases.append(dict(base, shape=[length, inner], strides=[inner, 1], axes=[0]))
+        for outer, length, inner in ((64, 4096, 256), (2, 3, 4), (8, 1000, 33), (1, 16384, 4096)):
+            cases.append(dict(base, shape=[outer, length, inner], strides=list(_contiguous((outer, length, inner))),
+                              axes=[1]))
+            cases.append(dict(base, shape=[outer, length, inner], strides=list(_contiguous((outer, length, inner))),
+                              axes=[0, 2]))
+        for shape in ((8192, 8192), (1, 1), (5, 7), (4096, 4096)):
+            cases.append(dict(base, shape=list(shape), strides=list(_contiguous(shape)), axes=[0, 1]))
+    return cases
+
+
+def linear_cases():
+    cases = []
+    problems = ((4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192), (4096, 11008), (8192, 28672),
+                (5120, 13824), (100, 60), (64, 64), (8, 8), (4096, 1), (1, 8), (0, 64))
+    ms = (1, 2, 4, 5, 8, 16, 17, 32, 33, 64, 65, 128, 512, 1000, 4096, 16384)
+    for device, dtype in itertools.product(DEVICES, DTYPES):
+        for (k, n), m in itertools.product(problems, ms):
+            if m * max(k, n) > 1 << 28:
+                continue
+            base = dict(device=device, dtype=dtype, x_shape=[m, k], x_strides=[k, 1], x_offset=0, bias_stride=1)
+            cases.append(dict(base, w_shape=[k, n], w_strides=[n, 1], w_offset=0))  # (K, N)
+            cases.append(dict(base, w_shape=[k, n], w_strides=[1, k], w_offset=0))  # (N, K).T
+            if (k, n) == (4096, 4096) or m in (16, 512):
+                cases.append(dict(base, w_shape=[k, n], w_strides=[2 * n, 2], w_offset=0))  # every other column
+                cases.append(dict(base, w_shape=[k, n], w_strides=[n, 1], w_offset=0, bias_stride=None))
+                cases.append(dict(base, w_shape=[k, n], w_strides=[n, 1], w_offset=0, bias_stride=3))
+                cases.append(dict(base, x_shape=[m, k], x_strides=[k + 8, 1], w_shape=[k, n], w_strides=[1, k],
+                                  w_offset=0))  # x rows padded
+                cases.append(dict(base, x_offset=1, w_shape=[k, n], w_strides=[n, 1], w_offset=0))  # misaligned x
+                cases.append(dict(base, w_shape=[k, n], w_strides=[n, 1], w_offset=3))  # misaligned weight
+                cases.append(dict(base, x_shape=[m, k], x_strides=[k, 2], w_shape=[k, n], w_strides=[n, 1],
+                                  w_offset=0))  # x with a k stride
+        for m, k, n in itertools.product((1, 16, 64, 65, 200, 1000, 4096), (0, 4096), (64, 4096, 12288)):
+            base = dict(device=device, dtype=dtype, x_shape=[m, k], x_offset=0, bias_stride=1, w_shape=[k, n])
+            cases.append(dict(base, x_strides=[0, 1], w_strides=[n, 1], w_offset=0))  # broadcast rows
+            cases.append(dict(base, x_strides=[k, 1], w_strides=[1, k], w_offset=0))
+            cases.append(dict(base, x_strides=[k, 1], x_offset=1, w_strides=[1, k], w_offset=0))
+        for m, n in itertools.product((65, 96, 129, 192, 256, 300, 384, 640, 768, 1536, 2048, 3072), (256, 1024, 2048,
+                                                                                                          3072, 5120)):
+            cases.append(dict(device=device, dtype=dtype, x_shape=[m, 4096], x_strides=[4096, 1], x_offset=0,
+                              w_shape=[4096, n], w_strides=[n, 1], w_offset=0, bias_stride=1))
+        # points where the H200 picks the 64x256, 64x128 and mma tiles (found by a dense scan)
+        for m, n in ((130, 8512), (130, 17152), (385, 4672), (770, 4672), (65, 64), (65, 16960), (1000, 20000)):
+            base = dict(device=device, dtype=dtype, x_shape=[m, 4096], x_offset=0, bias_stride=1, w_shape=[4096, n])
+            cases.append(dict(base, x_strides=[4096, 1], w_strides=[n, 1], w_offset=0))
+            cases.append(dict(base, x_strides=[4096, 1], w_strides=[1, 4096], w_offset=0))
+            cases.append(dict(base, x_strides=[0, 1], w_strides=[n, 1], w_offset=0))
+        for m in (1, 64, 4096):
+            cases.append(dict(device=device, dtype=dtype, x_shape=[2, m, 4096], x_strides=[m * 4096, 4096, 1],
+                              x_offset=0, w_shape=[4096, 4096], w_strides=[4096, 1], w_offset=0, bias_stride=1))
+        cases.append(dict(device=device, dtype=dtype, x_shape=[4096], x_strides=[1], x_offset=0,
+                          w_shape=[4096, 4096], w_strides=[1, 4096], w_offset=0, bias_stride=1))
+    return cases
+
+
+def _attention_case(device, dtype, q, k, v, causal=False, return_lse=False, scale=None, aligned=(True,) * 3,
+                    strides=None):
+    strides = strides or {}
+    return dict(device=device, dtype=dtype, q_shape=list(q), k_shape=list(k), v_shape=list(v),
+                q_strides=list(strides.get("q", _contiguous(q))), k_strides=list(strides.get("k", _contiguous(k))),
+                v_strides=list(strides.get("v", _contiguous(v))), causal=causal, return_lse=return_lse,
+                scale=scale, aligned=list(aligned))
+
+
+def attention_cases():
+    cases = []
+    for device, dtype in itertools.product(DEVICES, DTYPES):
+        for d, dv in ((32, 32), (64, 64), (80, 80), (96, 96), (128, 128), (160, 160), (192, 128), (256, 256),
+                      (1, 1), (17, 33)):
+            for b, h, nq, nk in ((64, 16, 512, 512), (16, 16, 2048, 2048), (4, 16, 8192, 8192),
+                                 (1, 32, 4096, 4096), (2, 16, 16384, 16384), (1, 1, 100, 333)):
+                for causal in (False, True):
+                    cases.append(_attention_case(device, dtype, (b, h, nq, d), (b, h, nk, d), (b, h, nk, dv),
+                                                 causal=causal, return_lse=causal))
+            for b, h, nq, nk in ((8, 32, 1, 8192), (16, 32, 4, 8192), (1, 32, 1, 131072), (64, 32, 1, 2048),
+                                 (8, 32, 2, 100), (4, 8, 16, 4096), (4, 8, 17, 4096), (2, 4, 5, 0)):
+                cases.append(_attention_case(device, dtype, (b, h, nq, d), (b, h, nk, d), (b, h, nk, dv)))
+                # grouped-query through a broadcast head axis
+                cases.append(_attention_case(device, dtype, (b, 8, 4, nq, d), (b, 8, 1, nk, d), (b, 8, 1, nk, dv)))
+        q, k, v = (2, 4, 256, 64), (2, 4, 300, 64), (2, 4, 300, 64)
+        cases.append(_attention_case(device, dtype, q, k, v, scale=-0.5))
+        cases.append(_attention_case(device, dtype, q, k, v, aligned=(True, False, True)))
+        strided = {"k": (4 * 300 * 128, 300 * 128, 128, 1)}  # every row padded to 128
+        cases.append(_attention_case(device, dtype, q, k, v, strides=strided))
+        strided = {"v": (4 * 300 * 64 * 2, 300 * 64 * 2, 64 * 2, 2)}  # unit-stride broken
+        cases.append(_attention_case(device, dtype, q, k, v, strides=strided))
+        cases.append(_attention_case(device, dtype, (256, 64), (300, 64), (300, 64), causal=True))
+        cases.append(_attention_case(device, dtype, (3, 1, 2, 4, 1, 64, 64), (1, 5, 1, 1, 1, 64, 64),
+                                     (1, 5, 1, 1, 1, 64, 64)))
+    return cases

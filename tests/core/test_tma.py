@@ -1,0 +1,91 @@
+"""cufuse._core.tma: the tensor-map rules and the cuTensorMapEncodeTiled argument packing (CPU)."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from cufuse._core import tma as _tma
+from cufuse._core.dtypes import BFLOAT16
+
+GOOD = _tma.MapGeometry(np.dtype(BFLOAT16), 4096, 300, 8192, 64, 128)
+
+
+def test_a_good_map_has_no_problem():
+    assert _tma.map_problem(GOOD, 256) is None
+
+
+@pytest.mark.parametrize("change,address,words", [
+    ({}, 264, "not 16-byte aligned"),
+    ({"dtype": np.dtype(np.float32)}, 256, "16-bit floats only"),
+    ({"stride": 8200}, 256, "row stride"),
+    ({"stride": 4096}, 256, "row stride"),  # rows overlap
+    ({"stride": 1 << 40}, 256, "row stride"),
+    ({"inner": 0}, 256, "dimensions"),
+    ({"outer": (1 << 32) + 1}, 256, "dimensions"),
+    ({"box_outer": 257}, 256, "box"),
+    ({"box_inner": 128}, 256, "box rows of 256 bytes"),  # wider than the 128-byte swizzle
+    ({"box_inner": 4}, 256, "box rows of 8 bytes"),
+    ({"swizzle": 16}, 256, "swizzle"),
+    ({"l2_promotion": 96}, 256, "L2 promotion"),
+])
+def test_map_problems_name_the_rule(change, address, words):
+    import dataclasses
+
+    problem = _tma.map_problem(dataclasses.replace(GOOD, **change), address)
+    assert problem is not None and words in problem
+    with pytest.raises(ValueError, match="cannot build a tensor map"):
+        _tma.encode_arguments(dataclasses.replace(GOOD, **change), address)
+
+
+def test_single_row_stride_is_the_row_rounded_to_16_bytes():
+    assert _tma.geometry(np.float16, 36, 1, 5, 64, 64).stride == 80
+    assert _tma.geometry(np.float16, 36, 2, 40, 64, 64).stride == 80
+
+
+def test_encode_arguments_follow_the_driver_signature():
+    g = _tma.geometry(BFLOAT16, 264, 300, 272, 64, 128)
+    (dtype, rank, address, dims, strides, box, element_strides, interleave, swizzle, promotion,
+     fill) = _tma.encode_arguments(g, 0x7F0000000100)
+    assert (dtype.value, rank.value, address.value) == (9, 2, 0x7F0000000100)
+    assert list(dims) == [264, 300] and list(strides) == [544] and list(box) == [64, 128]
+    assert list(element_strides) == [1, 1]
+    assert (interleave.value, swizzle.value, promotion.value, fill.value) == (0, 3, 3, 0)
+    assert isinstance(dims, ctypes.Array) and ctypes.sizeof(dims) == 16 and ctypes.sizeof(box) == 8
+    assert _tma.DATA_TYPES[np.dtype(np.float16)] == 6
+
+
+def test_tensor_maps_are_cached_per_geometry_and_address(monkeypatch):
+    pytest.importorskip("cupy")
+    calls = []
+
+    def fake_encode(g, address):
+        calls.append((g, address))
+        raw = np.zeros(_tma.MAP_BYTES // 8, dtype=np.uint64)
+        raw[0] = address
+        return raw
+
+    monkeypatch.setattr(_tma, "_encode", fake_encode)
+    monkeypatch.setattr(_tma, "_maps", {})
+    first = _tma.tensor_map(GOOD, 256)
+    assert _tma.tensor_map(GOOD, 256) is first
+    _tma.tensor_map(GOOD, 512)
+    assert calls == [(GOOD, 256), (GOOD, 512)]
+
+
+def test_kernel_argument_points_at_the_map_bytes():
+    cupy_function = pytest.importorskip("cupy.cuda.function")
+    raw = np.arange(16, dtype=np.uint64)
+    arg = _tma.kernel_argument(raw)
+    assert isinstance(arg, cupy_function.CPointer)  # CuPy's launch passes a CPointer's address as is
+    # CPointer's only field, the void* after the object header, is the address the driver copies from.
+    assert ctypes.c_void_p.from_address(id(arg) + object.__basicsize__).value == raw.ctypes.data
+
+
+def test_l2_promotion_is_part_of_the_map():
+    import dataclasses
+
+    for promotion, value in _tma.L2_PROMOTIONS.items():
+        g = dataclasses.replace(GOOD, l2_promotion=promotion)
+        assert _tma.encode_arguments(g, 0)[9].value == value

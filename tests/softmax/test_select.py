@@ -1,0 +1,310 @@
+"""softmax's default selection (CPU): the rows ladder, the stashed and cluster rungs, the split
+kernel, the column kernels, and instantiations(dev) = exactly what the rules reach."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from cufuse._core.device import A100, H200
+from cufuse.ops.softmax import select
+from cufuse.ops.softmax.cols import ColsConfig, ColsSplitConfig, ColsVecConfig
+from cufuse.ops.softmax.layout import cols_vectorizable, row_share, vector_size
+from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
+from cufuse.ops.softmax.split import SplitConfig
+
+from .oracle import BF16, ladder
+
+DTYPES = [np.float16, BF16, np.float32, np.float64]
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ladder_picks_the_smallest_config_that_holds_the_row(dtype):
+    vs = vector_size(dtype)
+    previous = 0
+    for capacity in ladder(dtype):
+        at = select.choose_rows(capacity * vs, 1000, dtype, H200)
+        past_previous = select.choose_rows(previous * vs + 1, 1000, dtype, H200)
+        assert at.capacity_vectors == capacity
+        assert past_previous == at
+        previous = capacity
+    past = select.choose_rows(ladder(dtype)[-1] * vs + 1, 4, dtype, H200)
+    stashed = select.stashed_rungs(dtype, H200)
+    assert past == stashed[0] if stashed else isinstance(past, (ClusterConfig, SplitConfig))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stashed_rows_follow_the_block_ladder(dtype):
+    """Rows past the block ladder take the first stashed rung that holds them (float64 has
+    none), then the cluster / split kernels; the A100 holds no stashed rung."""
+    vs = vector_size(dtype)
+    past_block = ladder(dtype)[-1] * vs + 1
+    rungs = select.stashed_rungs(dtype, H200)
+    assert select.stashed_rungs(dtype, A100) == []  # 164 KB an SM: the split kernel stays
+    if not rungs:
+        assert not isinstance(select.choose_rows(past_block, 1000, dtype, H200), StashedRowsConfig)
+        return
+    assert select.choose_rows(past_block, 1000, dtype, H200) == rungs[0]
+    assert [r.capacity_vectors for r in rungs] == sorted({r.capacity_vectors for r in rungs})
+    assert select.choose_rows(rungs[-1].capacity_vectors * vs, 1000, dtype, H200) == rungs[-1]
+    assert isinstance(select.choose_rows(rungs[-1].capacity_vectors * vs + 1, 1000, dtype, H200), SplitConfig)
+    for rung in rungs:  # each fits its blocks an SM in the H200's shared memory
+        assert rung.blocks_per_sm * (rung.smem_bytes + 2048) <= H200.smem_per_sm
+    specs = select.instantiations(H200)
+    assert all(c.spec(dtype, log) in specs for c in rungs for log in (False, True))
+
+
+def test_row_share_is_whole_vectors_covering_the_row():
+    """The share of a row each of several blocks holds (split kernel, clusters): whole 16-byte
+    vectors, the shares together covering the row."""
+    for length, parts, dtype in [(10, 3, np.float32), (65536, 16, np.float16), (200003, 8, np.float32), (7, 4, np.float64)]:
+        share, vs = row_share(length, parts, dtype), vector_size(dtype)
+        assert share % vs == 0 and share * parts >= length > share * parts - parts * vs
+    assert row_share(65536, 16, np.float16) == 4096 and row_share(10, 3, np.float32) == 4
+    assert ClusterConfig(512, 4, 8).chunk(100003, np.float64) == row_share(100003, 8, np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stashed_clusters_choice(dtype):
+    """Rows past the one-block stashed rungs that fill at least 3/4 of a stashed cluster rung
+    take it (float32 clusters of 8 on sm_90; 2-byte types, float64 and the A100 have none);
+    shorter rows and longer ones keep the split kernel. Only the cluster the rule picks is an
+    instantiation (2, 4 and 16 remain for config= and the sweeps)."""
+    vs = vector_size(dtype)
+    rungs = select.stashed_cluster_rungs(dtype, H200)
+    assert select.stashed_cluster_rungs(dtype, A100) == []
+    specs = select.instantiations(H200)
+    if np.dtype(dtype).itemsize != 4:
+        assert rungs == []
+        return
+    assert rungs == [StashedRowsConfig(256, 8, 3, 2, 8)]
+    rung = rungs[0]
+    assert rung.capacity_vectors * vs == 262144 and rung.chunk(262144, dtype) == 32768
+    assert rung.blocks_per_sm * (rung.smem_bytes + 2048) <= H200.smem_per_sm
+    full, fill = rung.capacity_vectors * vs, rung.capacity_vectors * 3 // 4 * vs
+    assert select.choose_rows(full, 128, dtype, H200) == rung
+    assert select.choose_rows(fill, 128, dtype, H200) == rung
+    assert isinstance(select.choose_rows(fill - vs, 128, dtype, H200), SplitConfig)
+    assert isinstance(select.choose_rows(full + 1, 128, dtype, H200), SplitConfig)
+    for log in (False, True):
+        assert rung.spec(dtype, log) in specs
+        assert not any(StashedRowsConfig(256, 8, 3, 2, c).spec(dtype, log) in specs for c in (2, 4, 16))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ladder_is_increasing_and_groups_tile_the_block(dtype):
+    assert ladder(dtype) == sorted(set(ladder(dtype)))
+    rows = select.rows_ladder(dtype)
+    assert [c.capacity_vectors for c in rows] == [c.capacity_vectors for c in select.rows_ladder(np.float32)]
+    for config in rows:
+        assert config.threads % config.group == 0 and config.group <= 32 or config.group == config.threads
+
+
+def test_measured_winners_of_h200_run_9_and_softmax_v7():
+    """Sub-warp rows (run 9, then the v7 sweep of session 3): float16 32 columns g4 v1, 128 g8 v2;
+    float32 32 g8 v1, 128 g16 v2. Rows past the block rungs: the stashed rows (v9, session 5),
+    then the split kernel for 2- and 4-byte types (v7: it beat the cluster rung), clusters for
+    float64 only."""
+    R, C = RowsConfig, ClusterConfig
+    for dtype, cols, expected in [
+        (np.float16, 32, R(256, 4, 1, True)),
+        (np.float16, 128, R(256, 8, 2, True)),
+        (np.float32, 32, R(256, 8, 1, True)),
+        (np.float32, 128, R(256, 16, 2, True)),
+        (np.float64, 16384, C(512, 4, 4)),
+    ]:
+        assert select.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
+    S = StashedRowsConfig
+    for dtype, cols, expected in [(np.float16, 65536, S(512, 4, 3, 2)), (BF16, 65536, S(512, 4, 3, 2)),
+                                  (np.float32, 32768, S(256, 8, 3, 2)), (np.float32, 65536, S(512, 4, 7, 1))]:
+        assert select.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
+    for dtype, cols in [(np.float16, 65537), (np.float32, 65537), (BF16, 262144)]:
+        assert isinstance(select.choose_rows(cols, 1024, dtype, H200), SplitConfig), (dtype, cols)
+    split = select.choose_rows(131072, 1024, np.float32, H200)
+    assert isinstance(split, SplitConfig) and (split.blocks_per_row, split.smem_tiles, split.streams) == (4, 7, False)
+
+
+def test_measured_winners_of_the_v5_sweep():
+    """Block rows: plain softmax_rows; the pipelined split for float16 and float32; the scalar
+    column kernel in clusters of 4 where the layout has no aligned column vectors."""
+    R = RowsConfig
+    for dtype, cols, expected in [
+        (np.float16, 4096, R(128, 128, 4, True)),
+        (np.float16, 16384, R(256, 256, 8, False)),
+        (np.float32, 16384, R(512, 512, 8, True)),
+        (np.float32, 8192, R(256, 256, 8, True)),
+        (np.float32, 4096, R(128, 128, 8, True)),
+        (np.float32, 1024, R(128, 32, 8, True)),
+        (np.float16, 1024, R(128, 32, 4, True)),
+    ]:
+        assert select.choose_rows(cols, 4096, dtype, H200) == expected, (dtype, cols)
+    for cols in (262144, 1 << 20, 1 << 22):
+        assert select.choose_rows(cols, 16, np.float16, H200).pipelined
+        assert cols == 262144 or select.choose_rows(cols, 16, np.float32, H200).pipelined  # 262144: stashed clusters (v10)
+        assert not select.choose_rows(cols, 16, np.float64, H200).pipelined
+    assert select.choose_cols(16384, 4096, np.float32, H200, False) == ColsConfig(16, 8, 4)
+    assert select.choose_cols(16384, 4096, np.float16, H200, False) == ColsConfig(16, 12, 4)
+
+
+def test_no_clusters_on_a100():
+    block_max = select.rows_ladder(np.float32)[-1].capacity_vectors
+    assert isinstance(select.choose_rows(block_max * 4 + 1, 8, np.float32, A100), SplitConfig)
+    assert isinstance(select.choose_rows(8192 * 2 + 1, 8, np.float64, A100), SplitConfig)
+    assert not any(s.min_cc >= 90 for s in select.instantiations(A100))
+
+
+@pytest.mark.parametrize("length,rows", [(131073, 40), (1 << 20, 16), (1 << 22, 4), (1 << 26, 1), (3_000_017, 2), (16385 * 4, 1)])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("dev", [H200, A100])
+def test_split_covers_the_row_with_a_resident_grid(length, rows, dtype, dev):
+    c = select.choose_rows_split(length, rows, dtype, dev)
+    vs = vector_size(dtype)
+    assert c.chunk % vs == 0
+    assert (c.blocks_per_row - 1) * c.chunk < length <= c.blocks_per_row * c.chunk
+    assert c.grid % c.blocks_per_row == 0 and c.blocks_per_row <= c.grid <= dev.sm_count * c.blocks_per_sm
+    assert c.grid // c.blocks_per_row <= rows
+    tiles_per_block = -(-c.chunk // (c.threads * c.vecs * vs))
+    assert 0 <= c.smem_tiles <= tiles_per_block - 1
+    assert c.streams == (tiles_per_block - 1 > c.smem_tiles)
+    # Two blocks per SM fit in shared memory, and a block's share fits the opt-in limit.
+    assert c.blocks_per_sm * (c.smem_bytes + 2048) <= dev.smem_per_sm
+    assert c.smem_bytes <= dev.max_smem_per_block
+
+
+def test_benchmark_grid_takes_single_read_paths():
+    """Every last-axis benchmark shape reads its rows once on the H200 (no streaming)."""
+    for rows, cols in [(1048576, 32), (262144, 128), (65536, 1024), (16384, 4096), (4096, 16384),
+                       (1024, 65536), (128, 262144), (16, 1048576), (4, 4194304)]:
+        for dtype in (np.float16, np.float32):
+            config = select.choose_rows(cols, rows, dtype, H200)
+            assert not getattr(config, "streams", False), (rows, cols, dtype)
+
+
+def test_exp_once_where_the_exps_fit():
+    for dtype, vecs, expected in [(np.float16, 4, True), (np.float16, 8, False), (np.float32, 8, True), (np.float64, 8, True)]:
+        config = select.with_exp_once(RowsConfig(128, 32, vecs), dtype)
+        assert config.exp_once is expected
+        assert config.spec(dtype, True).template_args[-1] is False  # log_softmax has no exp to keep
+
+
+def test_every_rows_rung_is_a_default_and_clusters_only_for_float64():
+    """The ladder picks each rows rung at its capacity (with exp_once where it fits), and after
+    the block rungs clusters for float64 only (the stashed rows, then the split kernel, for 2-
+    and 4-byte types)."""
+    specs = set(select.instantiations(H200))
+    for dtype in DTYPES:
+        vs = vector_size(dtype)
+        for rung in select.rows_ladder(dtype):
+            chosen = select.choose_rows(rung.capacity_vectors * vs, 8, dtype, H200)
+            assert chosen == select.with_exp_once(rung, dtype), (dtype, rung)
+            assert chosen.spec(dtype, True) in specs
+        after_blocks = select.choose_rows(8192 * vs, 8, dtype, H200)
+        expected = ClusterConfig if np.dtype(dtype).itemsize == 8 else StashedRowsConfig
+        assert isinstance(after_blocks, expected), dtype
+        assert isinstance(select.choose_rows(16384 * vs + 1, 8, dtype, H200), SplitConfig), dtype
+
+
+def test_split_pipelined_flag_reaches_the_kernel():
+    c = select.choose_rows_split(1 << 20, 16, np.float32, H200)
+    assert c.spec(np.float32, False).template_args[-1] is True
+    assert select.choose_rows_split(1 << 20, 16, BF16, H200).spec(BF16, False).template_args[-1] is True
+    d = select.choose_rows_split(1 << 20, 16, np.float64, H200)
+    assert d.spec(np.float64, False).template_args[-1] is False
+    assert dataclasses.replace(d, pipelined=True).spec(np.float64, False).template_args[-1] is True
+
+
+def test_cols_vectorizable():
+    assert cols_vectorizable(1, 4096, 0, 4096, F16)
+    assert cols_vectorizable(4, 64, 777 * 64, 64, F16)
+    assert not cols_vectorizable(1, 70, 0, 70, F32)  # inner not a multiple of 4
+    assert not cols_vectorizable(1, 64, 0, 130, F16)  # sl not a multiple of 8
+    assert not cols_vectorizable(3, 64, 102, 64, F32)  # so not a multiple of 4
+    assert not cols_vectorizable(1, 64, 0, 64, np.float64)
+
+
+def test_two_read_column_kernels_where_the_split_does_not_apply():
+    """Columns shorter than a split tile or longer than its grid holds, layouts without aligned
+    vectors, float64: float32 column vectors (clusters of 8 from 2048 rows), else the scalar
+    kernel (clusters of 4); no clusters on the A100."""
+    assert select.choose_cols(300000, 4096, F16, H200, True) == ColsConfig(16, 12, 4)  # float16 vectors lost
+    assert select.choose_cols(300000, 4096, F32, H200, True) == ColsVecConfig(256, 8, 4, 8)
+    assert select.choose_cols(127, 64, F32, H200, True) == ColsVecConfig(256, 8, 4, 1)  # below a tile: short, no cluster
+    assert select.choose_cols(300000, 4096, F32, A100, True).spec(F32, False).name == "softmax_cols_vec"
+    assert select.choose_cols(100, 4096, F16, H200, True) == ColsConfig(16, 12, 1)
+    assert select.choose_cols(16384, 4096, np.float64, H200, False) == ColsConfig(16, 2, 4)
+    for dtype in (np.float16, np.float32, np.float64):
+        assert select.choose_cols(2048, 64, dtype, H200).cluster == 4
+        assert select.choose_cols(2047, 64, dtype, H200).cluster == 1
+        assert select.choose_cols(1 << 20, 64, dtype, A100).cluster == 1
+        assert select.choose_cols(16384, 4096, dtype, H200).spec(dtype, False).name == "softmax_cols_cluster"
+
+
+def test_cols_split_config():
+    """choose_cols_split (H200): 16384 x 4096 in tiles of 128-byte rows (2-byte types 32 KB tiles
+    two blocks an SM, float32 16 KB tiles three), the parts whole tiles, the fewest tiles a block
+    over the call with an exchange weighing a tile (run S6-7: 22 blocks a strip beat 32 and 64;
+    ties: the larger part); None for float64, below one tile and beyond the resident grid's parts."""
+    split = ColsSplitConfig
+    assert select.choose_cols_split(16384, 4096, F16, H200) == split(256, 8, 8, False, 2, 22, 12, 768, 3)
+    assert select.choose_cols_split(16384, 4096, BF16, H200) == split(256, 8, 8, False, 2, 22, 12, 768, 3)
+    assert select.choose_cols_split(16384, 4096, F32, H200) == split(256, 8, 4, False, 3, 32, 12, 512, 4)
+    # 2 strips of 64 columns: smaller parts, more blocks a strip, to fill the grid.
+    assert select.choose_cols_split(16384, 128, F16, H200) == split(256, 8, 8, False, 2, 64, 2, 256, 1)
+    assert select.choose_cols_split(256, 4096, F32, H200) == split(256, 8, 4, False, 3, 2, 128, 128, 1)
+    for dtype, tile_rows, longest in [(F16, 256, 264 * 3 * 256), (BF16, 256, 264 * 3 * 256), (F32, 128, 396 * 4 * 128)]:
+        assert select.choose_cols_split(tile_rows - 1, 4096, dtype, H200) is None
+        assert select.choose_cols_split(longest, 64, dtype, H200).grid == (396 if dtype is F32 else 264)  # 3 / 2 blocks an SM
+        assert select.choose_cols_split(longest + 1, 64, dtype, H200) is None
+    assert select.choose_cols_split(16384, 4096, np.float64, H200) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32])
+def test_cols_split_configs_fit_and_are_instantiations(dtype):
+    """Every chosen split holds its column in whole parts within their tiles, keeps its grid
+    resident at blocks_per_sm an SM (shared memory included), waits on at most 8 cp.async
+    groups, and is an instantiation."""
+    for dev in (H200, A100):
+        specs = set(select.instantiations(dev))
+        for length in (255, 256, 257, 511, 1031, 3001, 12289, 16384, 16385, 100000, 300000):
+            for columns in (8, 72, 520, 4104, 1 << 20):
+                c = select.choose_cols_split(length, columns, dtype, dev)
+                if c is None:
+                    continue
+                assert c.blocks_per_strip * c.part >= length > (c.blocks_per_strip - 1) * c.part
+                assert c.part == c.tiles_per_block * c.tile_rows and 0 <= c.smem_tiles <= 8
+                assert c.grid <= c.blocks_per_sm * dev.sm_count
+                assert c.strips_per_wave <= -(-columns // c.columns(dtype))
+                assert c.blocks_per_sm * (c.smem_bytes + c.static_smem(dtype) + 1024) <= dev.smem_per_sm
+                for log in (False, True):
+                    assert c.spec(dtype, log) in specs
+
+
+def test_columns_take_the_split_wherever_it_applies():
+    """The column split for every vectorizable layout it holds; the two-read kernels elsewhere."""
+    for n in (100, 255, 16384, 300000):
+        for dtype in (F16, F32):
+            for vectorizable in (False, True):
+                split = select.choose_cols_split(n, 4096, dtype, H200) if vectorizable else None
+                chosen = select.choose_cols(n, 4096, dtype, H200, vectorizable)
+                assert chosen == split if split is not None else not isinstance(chosen, ColsSplitConfig)
+    assert isinstance(select.choose_cols(16384, 4096, F16, H200, True), ColsSplitConfig)
+
+
+def test_every_choice_is_an_instantiation_and_every_instantiation_a_choice():
+    """instantiations(dev) is exactly what choose_rows / choose_cols reach on dev: rows at every
+    rung's capacity, columns on both sides of each threshold, both layouts, every dtype."""
+    columns = (1, 100, 127, 255, 2047, 2048, 16384, 202752, 202753, 1 << 22)
+    vectors = [1 << k for k in range(18)] + [49152, 60000]
+    for dev in (H200, A100):
+        specs = set(select.instantiations(dev))
+        reached = set()
+        for dtype in DTYPES:
+            for log in (False, True):
+                for v in vectors:
+                    reached.add(select.choose_rows(v * vector_size(dtype), 3, dtype, dev).spec(dtype, log))
+                for length in columns:
+                    for vectorizable in {False, cols_vectorizable(1, 64, 0, 64, dtype)}:
+                        reached.add(select.choose_cols(length, 64, dtype, dev, vectorizable).spec(dtype, log))
+        assert reached == specs, sorted(s.expression for s in specs ^ reached)

@@ -1,0 +1,241 @@
+"""softmax's variants and host path (CPU): the layout collapse, each variant's plan (grid,
+block, shared memory, arguments in kernel order, scratch, launch flags) and its check of a
+forced config, and the api's per-call path over fake arrays and recording kernels."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import cufuse
+from cufuse._core import plans
+from cufuse._core.device import A100, H200
+from cufuse._core.plans import Scratch
+from cufuse.ops.softmax import select
+from cufuse.ops.softmax.cols import ColsConfig, ColsVecConfig
+from cufuse.ops.softmax.layout import collapse
+from cufuse.ops.softmax.plan import plan_softmax
+from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
+from cufuse.ops.softmax.split import SplitConfig
+
+F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+
+
+def only_launch(plan):
+    (launch,) = plan.launches
+    return launch
+
+
+def scalars(launch):
+    return [int(a) for a in launch.args if isinstance(a, np.generic)]
+
+
+def test_collapse():
+    # C-contiguous (4, 5, 6): last axis, middle axis, leading axes, everything.
+    assert collapse((4, 5, 6), (30, 6, 1), {2}) == ((20, 6, 1), (6, 1, 0))
+    assert collapse((4, 5, 6), (30, 6, 1), {1}) == ((4, 5, 6), (30, 6, 1))
+    assert collapse((4, 5, 6), (30, 6, 1), {0, 1}) == ((1, 20, 6), (0, 6, 1))
+    assert collapse((4, 5, 6), (30, 6, 1), {0, 1, 2}) == ((1, 120, 1), (0, 1, 0))
+    # Scattered axes, and a view whose leading axes do not collapse.
+    assert collapse((4, 5, 6), (30, 6, 1), {0, 2}) is None
+    assert collapse((4, 5, 6), (60, 18, 1), {2}) is None
+    # Size-1 axes are ignored, a transposed matrix reduces along its unit stride.
+    assert collapse((4, 1, 6), (6, 6, 1), {0, 2}) == ((1, 24, 1), (0, 1, 0))
+    assert collapse((6, 4), (1, 6), {0}) == ((1, 6, 4), (0, 1, 6))
+    assert collapse((3, 1), (1, 1), {1}) == ((3, 1, 1), (1, 0, 0))
+    assert collapse((), (), set()) == ((1, 1, 1), (0, 0, 0))
+    # Negative strides collapse like positive ones.
+    assert collapse((4, 5), (-5, -1), {1}) == ((4, 5, 1), (-5, -1, 0))
+
+
+def test_copy_path_is_none():
+    assert plan_softmax((6, 7, 300), (2100, 300, 1), F32, (0, 2), False, H200) is None
+    assert plan_softmax((6, 7, 300), (2100, 300, 1), F32, (2,), False, H200) is not None
+
+
+def test_rows_plan():
+    launch = only_launch(plan_softmax((1000, 200), (200, 1), F32, (1,), False, H200))
+    config = select.choose_rows(200, 1000, F32, H200)
+    assert launch.spec == config.spec(F32, False) and launch.smem == 0
+    assert launch.grid == (-(-1000 // config.rows_per_block),) and launch.block == (config.threads,)
+    assert launch.args[:2] == ("x", "out") and scalars(launch) == [1000, 200, 1, 200, 0, 1]  # rows, length, inner, so, si, sl
+    assert all(type(a) is np.int64 for a in launch.args[2:])
+
+
+def test_stashed_and_cluster_rows_plans():
+    """Stashed rows: a block (cluster) a row, the tiles' shared memory, the whole carveout;
+    the float64 row cluster: rows over clusters, each block's chunk; clusters above the
+    portable 8 refused."""
+    stashed = only_launch(plan_softmax((16, 65536), (65536, 1), F16, (1,), True, H200))
+    assert stashed.spec.name == "softmax_rows_stashed" and stashed.grid == (16,) and stashed.block == (512,)
+    assert stashed.smem == 3 * 512 * 4 * 16 and stashed.whole_carveout
+    assert scalars(stashed) == [65536, 1, 65536, 0, 1, 65536]  # length, inner, so, si, sl, chunk
+    clustered = only_launch(plan_softmax((9, 262144), (262144, 1), F32, (1,), False, H200))
+    assert clustered.spec.name == "softmax_rows_stashed_cluster" and clustered.grid == (9 * 8,)
+    assert scalars(clustered)[-1] == 262144 // 8
+    for c16 in (StashedRowsConfig(256, 8, 3, 2, 16), ClusterConfig(256, 4, 16, 2)):
+        with pytest.raises(ValueError, match="expected a cluster of at most 8 blocks, got 16"):
+            plan_softmax((5, 65536), (65536, 1), F32, (1,), False, H200, c16)
+    f64 = only_launch(plan_softmax((7, 30000), (30000, 1), F64, (1,), False, H200))
+    assert f64.spec.name == "softmax_rows_cluster" and f64.grid == (7 * 8,) and f64.block == (512,)
+    assert scalars(f64) == [7, 30000, 1, 30000, 0, 1, 3750]  # rows, geometry, chunk
+    persistent = only_launch(plan_softmax((7, 32763), (32763, 1), F32, (1,), False, H200, ClusterConfig(256, 8, 4, 3)))
+    assert persistent.grid == (3 * 4,)
+
+
+def test_split_plan_and_scratch():
+    """The persistent grid, the kernel's scalars, and the scratch of 2 x rows x blocks_per_row
+    accumulators and rows zeroed counters, keyed by the accumulator dtype."""
+    plan = plan_softmax((4, 1 << 20), (1 << 20, 1), F32, (1,), False, H200)
+    config = select.choose_rows(1 << 20, 4, F32, H200)
+    launch = only_launch(plan)
+    assert launch.spec == config.spec(F32, False) and launch.grid == (config.grid,) and launch.smem == config.smem_bytes
+    assert launch.whole_carveout and launch.resident_blocks == 2
+    assert launch.args[-2:] == (Scratch(0), Scratch(1))
+    assert scalars(launch) == [4, 1 << 20, 1, 1 << 20, 0, 1, config.chunk, config.blocks_per_row, config.smem_tiles]
+    assert [type(a) for a in launch.args[-5:-2]] == [np.int64, np.int32, np.int32]
+    assert plan.scratch.purpose == "softmax-split-float32"
+    assert plan.scratch.buffers == ((F32, 2 * 4 * config.blocks_per_row, False), (np.dtype(np.uint32), 4, True))
+    f64 = plan_softmax((4, 1 << 20), (1 << 20, 1), F64, (1,), False, H200)
+    assert f64.scratch.purpose == "softmax-split-float64" and f64.scratch.buffers[0][0] == F64
+
+
+def test_column_plans():
+    """Column kernels: a block per 32 columns (scalar) or col_lanes vectors (vectors) of an outer
+    index, times the cluster; the column split's persistent grid, part, blocks a strip, strips
+    (outer x column strips) and its share of the split scratch."""
+    scalar = only_launch(plan_softmax((4096, 301), (301, 1), F32, (0,), False, H200))
+    assert scalar.spec.name == "softmax_cols_cluster" and scalar.grid == (10 * 4,) and scalar.block == (512,)
+    assert scalars(scalar) == [1, 4096, 301, 0, 1, 301]  # outer, length, inner, so, si, sl
+    vec = only_launch(plan_softmax((100, 64), (64, 1), F16, (0,), False, H200, ColsVecConfig(256, 4, 4, 8)))
+    assert vec.grid == (2 * 8,) and vec.block == (256,)
+    config = select.choose_cols_split(16384, 4096, F16, H200)
+    plan = plan_softmax((16384, 4096), (4096, 1), F16, (0,), False, H200, config)
+    launch = only_launch(plan)
+    assert launch.grid == (264,) and launch.block == (256,) and launch.smem == 3 * 32768
+    assert scalars(launch) == [1, 16384, 4096, 0, 1, 4096, 768, 22, 64]  # outer, geometry, part, blocks, strips
+    assert launch.whole_carveout and launch.resident_blocks == 2 and launch.args[-2:] == (Scratch(0), Scratch(1))
+    assert plan.scratch.purpose == "softmax-split-float32"
+    assert plan.scratch.buffers == ((F32, 2 * 264 * 64 * 2, False), (np.dtype(np.uint32), 12, True))
+    outer = plan_softmax((3, 1031, 72), (1031 * 72, 72, 1), F16, (1,), False, H200, select.choose_cols_split(1031, 216, F16, H200))
+    assert scalars(only_launch(outer))[0] == 3 and scalars(only_launch(outer))[-1] == 3 * 2  # 3 outer x 2 strips of 64 columns
+    assert plan_softmax((16384, 4096), (4096, 1), F16, (0,), False, H200) == plan  # the default
+
+
+def test_forced_configs_are_checked():
+    """A config= that cannot run the problem is refused with a ValueError naming 'config'."""
+    def refused(match, shape, strides, dtype, axes, config, dev=H200):
+        with pytest.raises(ValueError, match=match):
+            plan_softmax(shape, strides, dtype, axes, False, dev, config)
+
+    refused("holds rows of up to 8192 16-byte vectors", (3, 65537), (65537, 1), F16, (1,), StashedRowsConfig(512, 4, 3, 2))
+    refused("holds rows of up to 32 16-byte", (3, 300), (300, 1), F32, (1,), RowsConfig(128, 32, 1))
+    refused("needs thread-block clusters", (3, 16000), (16000, 1), F64, (1,), ClusterConfig(512, 4, 4), A100)
+    refused("needs thread-block clusters", (3000, 64), (64, 1), F32, (0,), ColsConfig(16, 8, 4), A100)
+    refused("config", (100, 70), (70, 1), F32, (0,), ColsVecConfig(256, 4, 4))  # inner not a multiple of 4
+    config = select.choose_cols_split(16384, 4096, F16, H200)
+    refused("config", (100, 70), (70, 1), F16, (0,), config)  # not vectorizable
+    refused("holds 22 x 768 rows a strip, got columns of 16897", (16897, 64), (64, 1), F16, (0,), config)
+    refused("co-resident", (16384, 64), (64, 1), F16, (0,), dataclasses.replace(config, strips_per_wave=13))
+    split = SplitConfig(256, 4, 2, 2, 4, 25000, 2, True)
+    plan_softmax((5, 50000), (50000, 1), F32, (1,), False, H200, split)  # holds it: no error
+    refused("holds rows of up to 2 x 25000", (5, 50001), (50001, 1), F32, (1,), split)
+    refused("whole 16-byte vectors", (5, 50000), (50000, 1), F32, (1,), dataclasses.replace(split, chunk=25001))
+    refused("whole rows of 2 blocks", (5, 50000), (50000, 1), F32, (1,), dataclasses.replace(split, grid=5))
+    refused("co-resident", (5, 50000), (50000, 1), F32, (1,), dataclasses.replace(split, grid=600))
+    one_block_a_row = SplitConfig(256, 4, 2, 1, 1024, 50000, 7, True)  # not persistent: no block waits for another
+    assert only_launch(plan_softmax((1024, 50000), (50000, 1), F32, (1,), False, H200, one_block_a_row)).grid == (1024,)
+
+
+# ---------------------------------------------------------------- the api over fake arrays
+
+
+class _RecordingKernel:
+    num_regs = 64
+    shared_size_bytes = 1024
+    name = "fake"
+
+    def __init__(self):
+        self.launches = []
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        self.launches.append((grid, block, args, shared_mem))
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """(make_array, kernels, scratch): cupy arrays over host memory on device 0, kernels that
+    record their launches, a scratch pool of host buffers; the plan cache emptied for the test."""
+    cupy = pytest.importorskip("cupy")
+    from cufuse.ops.softmax import api
+
+    kernels, owners, held = {}, [], {}
+
+    def make_array(shape, dtype):
+        nbytes = max(16, int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        buffer = np.zeros(nbytes + 16, np.uint8)
+        owners.append(buffer)
+        memory = cupy.cuda.memory.UnownedMemory(buffer.ctypes.data, buffer.nbytes, buffer, device_id=0)
+        return cupy.ndarray(shape, dtype, memptr=cupy.cuda.memory.MemoryPointer(memory, 0))
+
+    def scratch(request, stream):
+        if request.purpose not in held:
+            held[request.purpose] = tuple(make_array((n,), d) for d, n, _ in request.buffers)
+        return held[request.purpose]
+
+    class Stream:
+        ptr = 0
+
+    monkeypatch.setattr(plans, "get_kernel", lambda spec, dynamic_smem=0: kernels.setdefault(spec, _RecordingKernel()))
+    monkeypatch.setattr(plans.SCRATCH, "get", scratch)
+    monkeypatch.setattr(api, "device_info", lambda device_id: H200)
+    monkeypatch.setattr(api, "_cupy", None)
+    monkeypatch.setattr(api, "PLANS", plans.PlanCache())
+    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: Stream())
+    return api, make_array, kernels, held
+
+
+def test_host_path_plans_once_and_launches_the_geometry(fake_gpu, monkeypatch):
+    api, make_array, kernels, _ = fake_gpu
+    x, out = make_array((1000, 200), np.float32), make_array((1000, 200), np.float32)
+    built = []
+    monkeypatch.setattr(api, "plan_softmax", lambda *a: built.append(a) or plan_softmax(*a))
+    for _ in range(3):
+        assert cufuse.softmax(x, axis=-1, out=out) is out
+    assert len(built) == 1 and len(api.PLANS) == 2  # the layout's plan and the call's signature
+    (kernel,) = kernels.values()
+    assert len(kernel.launches) == 3
+    grid, block, args, smem = kernel.launches[-1]
+    expected = only_launch(plan_softmax((1000, 200), (200, 1), F32, (1,), False, H200))
+    assert grid == expected.grid and block == expected.block and smem == 0
+    assert args[0] is x and args[1] is out and args[2:] == expected.args[2:]
+    # A new out on the fast path is still checked for overlap with x.
+    with pytest.raises(ValueError, match="overlap"):
+        cufuse.softmax(x, axis=-1, out=x)
+    # Other axis forms are other signatures (1.0 is not an axis even though 1.0 == 1).
+    with pytest.raises(TypeError, match="axis"):
+        cufuse.softmax(x, axis=1.0, out=out)
+    with pytest.raises(TypeError, match="argument 'config' expected None or a softmax kernel config"):
+        cufuse.softmax(x, axis=-1, out=out, config=(128, 32, 4))
+
+
+def test_host_path_passes_the_split_scratch(fake_gpu):
+    _, make_array, kernels, held = fake_gpu
+    x, out = make_array((4, 1 << 20), np.float32), make_array((4, 1 << 20), np.float32)
+    cufuse.softmax(x, axis=-1, out=out)
+    cufuse.softmax(x, axis=-1, out=out)
+    (kernel,) = kernels.values()
+    accumulators, counters = held["softmax-split-float32"]
+    for _, _, args, _ in kernel.launches:
+        assert args[-2] is accumulators and args[-1] is counters
+    assert kernel.preferred_shared_memory_carveout == 100
+
+
+def test_host_path_copy_path_is_not_a_fast_signature(fake_gpu, monkeypatch):
+    """Scattered axes run the explicit copy: never remembered as a call signature."""
+    api, make_array, _, _ = fake_gpu
+    x = make_array((6, 7, 300), np.float32)
+    assert api._bound_plan(x.shape, x.strides, x.dtype, (0, 2), 0, None, False) is None
+    assert api._bound_plan(x.shape, x.strides, x.dtype, (2,), 0, None, False) is not None
