@@ -16,8 +16,21 @@ def _gpu_available() -> bool:
         return False
 
 
+def _nvrtc_available() -> bool:
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+        return True
+    except Exception:
+        return False
+
+
 GPU = _gpu_available()
 requires_gpu = pytest.mark.skipif(not GPU, reason="no CUDA GPU present")
+# Compiling needs CuPy's NVRTC binding, not a GPU: a CPU-only install (no CuPy) skips these.
+NVRTC = _nvrtc_available()
+requires_nvrtc = pytest.mark.skipif(not NVRTC, reason="needs CuPy with NVRTC (pip install cufuse[cuda13])")
 
 
 @pytest.fixture

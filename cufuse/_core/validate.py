@@ -96,18 +96,29 @@ def as_arrays(fn: str, *, optional: tuple = (), **values):
 
 
 def _from_cuda(cp, fn, name, value):
-    try:
-        if hasattr(value, "__cuda_array_interface__"):
+    """CuPy's zero-copy view of a GPU array: through ``__cuda_array_interface__``, else (or
+    where CuPy refuses that) through DLPack."""
+    problem = None
+    if hasattr(value, "__cuda_array_interface__"):
+        try:
             return cp.asarray(value)
-        return cp.from_dlpack(value)
-    except Exception as exc:
-        raise TypeError(f"{fn}: argument '{name}' expected a GPU array CuPy can view without a copy, got "
-                        f"{type(value).__name__} ({type(exc).__name__}: {exc})") from None
+        except Exception as exc:  # e.g. a read-only interface: DLPack may still take it
+            problem = exc
+    if hasattr(value, "__dlpack__"):
+        try:
+            return cp.from_dlpack(value)
+        except Exception as exc:
+            problem = exc
+    raise TypeError(f"{fn}: argument '{name}' expected a GPU array CuPy can view without a copy, got "
+                    f"{type(value).__name__} ({type(problem).__name__}: {problem})")
 
 
 def _from_host(fn, name, value):
     try:
-        array = np.asarray(value)
+        if not hasattr(value, "__array__") and hasattr(value, "__dlpack__"):
+            array = np.from_dlpack(value)  # a host array of another library, without a copy
+        else:
+            array = np.asarray(value)
     except Exception as exc:
         raise TypeError(f"{fn}: argument '{name}' expected an array or an array-like, got {describe(value)} "
                         f"({type(exc).__name__}: {exc})") from None
@@ -131,39 +142,6 @@ def check_config(fn: str, config, classes: tuple):
         names = ", ".join(c.__name__ for c in classes)
         raise TypeError(f"{fn}: argument 'config' expected None or one of {names}, got {config!r}")
     return config
-
-
-def array_namespace(fn: str, *, optional: tuple = (), **arrays):
-    """The module (numpy or cupy) every given array belongs to; the arguments named in
-    ``optional`` may also be None (and are then skipped).
-
-    Anything else that is not a numpy or cupy ndarray is a TypeError, and so is a mix of
-    the two; cupy arrays on different devices are a ValueError.
-    """
-    cp = _cupy()
-    found = {}
-    for name, arr in arrays.items():
-        if arr is None and name in optional:
-            continue
-        if isinstance(arr, np.ndarray):
-            found[name] = np
-        elif cp is not None and isinstance(arr, cp.ndarray):
-            found[name] = cp
-        else:
-            raise TypeError(
-                f"{fn}: argument '{name}' expected a numpy.ndarray or cupy.ndarray, got {describe(arr)}"
-            )
-    modules = set(found.values())
-    if len(modules) > 1:
-        listing = ", ".join(f"'{n}' is {m.__name__}" for n, m in found.items())
-        raise TypeError(f"{fn}: arguments must all be numpy or all be cupy arrays, got {listing}")
-    xp = modules.pop() if modules else np
-    if xp is not np:
-        devices = {name: arr.device.id for name, arr in arrays.items() if arr is not None}
-        if len(set(devices.values())) > 1:
-            listing = ", ".join(f"'{n}' on device {d}" for n, d in devices.items())
-            raise ValueError(f"{fn}: arguments must be on one device, got {listing}")
-    return xp
 
 
 def require_float(fn: str, name: str, arr) -> None:
@@ -193,23 +171,31 @@ def require_ndim(fn: str, name: str, arr, *, at_least: int = 0, exactly: int | N
 
 
 def normalize_axis(fn: str, axis, ndim: int) -> tuple[int, ...]:
-    """``axis`` (None, int or tuple of ints, negatives allowed) as sorted non-negative axes."""
+    """``axis`` (None, an int or a tuple of ints, negatives allowed) as sorted non-negative
+    axes. A 0-d array takes 0, -1 and None, as SciPy does (its one element is the reduction);
+    a bool is not an axis (TypeError, where ``operator.index`` would take True as 1)."""
     if axis is None:
         return tuple(range(ndim))
     items = axis if isinstance(axis, tuple) else (axis,)
     result = []
     for item in items:
         try:
+            if isinstance(item, (bool, np.bool_)):
+                raise TypeError
             index = operator.index(item)
         except TypeError:
             raise TypeError(
                 f"{fn}: argument 'axis' expected None, an int or a tuple of ints, got {axis!r}"
             ) from None
-        if not -ndim <= index < max(ndim, 1) or (ndim == 0 and index not in (0, -1)):
+        if ndim == 0:
+            if index not in (0, -1):
+                raise AxisError(f"{fn}: argument 'axis' expected 0, -1 or None for a 0-d array, got {axis!r}")
+            continue
+        if not -ndim <= index < ndim:
             raise AxisError(
                 f"{fn}: argument 'axis' expected values in [{-ndim}, {ndim - 1}] for a {ndim}-D array, got {axis!r}"
             )
-        result.append(index % ndim if ndim else 0)
+        result.append(index % ndim)
     if len(set(result)) != len(result):
         raise ValueError(f"{fn}: argument 'axis' expected distinct axes, got {axis!r}")
     return tuple(sorted(result))
@@ -226,6 +212,8 @@ def check_out(fn: str, out, *, shape, dtype, xp, inputs: dict):
         return None
     shape = tuple(shape)
     dtype = np.dtype(dtype)
+    if xp is not np and not isinstance(out, xp.ndarray) and is_cuda_resident(out):
+        out = _from_cuda(xp, fn, "out", out)  # written in place through a zero-copy view
     if not isinstance(out, xp.ndarray):
         raise TypeError(f"{fn}: argument 'out' expected a {xp.__name__}.ndarray like the inputs, got {describe(out)}")
     if out.shape != shape:
@@ -249,7 +237,6 @@ def check_out(fn: str, out, *, shape, dtype, xp, inputs: dict):
 __all__ = [
     "AxisError",
     "FLOAT_DTYPES",
-    "array_namespace",
     "as_arrays",
     "check_config",
     "is_cuda_resident",

@@ -16,6 +16,8 @@ from cufuse._core import registry
 from cufuse._core.device import A100, H200
 from cufuse._core.loader import KernelSpec
 
+from ..conftest import requires_nvrtc
+
 SELFTEST = KernelSpec("common/selftest.cu", "scaled_copy", ("float", 128, 4))
 
 
@@ -40,6 +42,7 @@ def test_resource_usage_parses_ptxas_report():
     assert loader.resource_usage(log) == {"registers": 72, "stack": 24, "spill_stores": 8, "spill_loads": 12}
 
 
+@requires_nvrtc
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_compile_without_gpu_reports_resources(arch):
     compiled = loader.compile_spec(SELFTEST, arch)
@@ -49,6 +52,7 @@ def test_compile_without_gpu_reports_resources(arch):
     assert usage["registers"] > 0 and usage["spill_stores"] == 0
 
 
+@requires_nvrtc
 def test_compile_error_names_kernel_and_shows_log(tmp_path, monkeypatch):
     (tmp_path / "broken.cu").write_text("__global__ void broken() { undeclared_thing(); }\n")
     monkeypatch.setattr(loader, "KERNELS_DIR", tmp_path)
@@ -60,6 +64,7 @@ def test_compile_error_names_kernel_and_shows_log(tmp_path, monkeypatch):
         loader.source_hash.cache_clear()
 
 
+@requires_nvrtc
 def test_sm_90a_unlocks_wgmma(tmp_path, monkeypatch):
     (tmp_path / "fence.cu").write_text('__global__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }\n')
     monkeypatch.setattr(loader, "KERNELS_DIR", tmp_path)
@@ -72,6 +77,7 @@ def test_sm_90a_unlocks_wgmma(tmp_path, monkeypatch):
         loader.source_hash.cache_clear()
 
 
+@requires_nvrtc
 def test_header_edit_recompiles_only_what_includes_it(tmp_path, monkeypatch):
     """The cache key hashes an entry file and the headers it includes, by their paths under
     kernels/: editing one op's header recompiles that op's kernels and no others."""
@@ -108,6 +114,7 @@ def test_every_config_instantiation_names_an_existing_source():
             assert (loader.KERNELS_DIR / spec.source).is_file(), spec
 
 
+@requires_nvrtc
 def test_precompile_in_processes(tmp_path, monkeypatch):
     monkeypatch.setenv("CUFUSE_CACHE_DIR", str(tmp_path))
     specs = registry.selftest_instantiations()

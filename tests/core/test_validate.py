@@ -31,31 +31,34 @@ def arr(xp, shape, dtype=np.float32):
     return xp.asarray(np.random.default_rng(1).standard_normal(shape).astype(dtype))
 
 
-# ---- wrong array types -------------------------------------------------------------
+# ---- what is not an array --------------------------------------------------------------
 
-@pytest.mark.parametrize("bad", [[1.0, 2.0], 3.0, "x", None])
-def test_softmax_rejects_non_arrays(bad):
-    with pytest.raises(TypeError, match=r"softmax: argument 'x' expected a numpy.ndarray or cupy.ndarray, got (list|float|str|NoneType)"):
+@pytest.mark.parametrize("bad, message", [
+    (None, r"softmax: argument 'x' expected an array or an array-like of numbers, got NoneType"),
+    (object(), r"softmax: argument 'x' expected an array or an array-like of numbers, got object"),
+    ("x", r"softmax: argument 'x' expected a float16, bfloat16, float32, float64 or integer array, got numpy.ndarray of dtype str32"),
+    ([[1.0], [1.0, 2.0]], r"softmax: argument 'x' expected an array or an array-like"),
+])
+def test_softmax_rejects_what_is_not_an_array(bad, message):
+    with pytest.raises(TypeError, match=message):
         cufuse.softmax(bad)
 
 
-def test_linear_rejects_list_weight():
-    with pytest.raises(TypeError, match=r"fused_linear_relu: argument 'weight' expected a numpy.ndarray or cupy.ndarray, got list"):
-        cufuse.fused_linear_relu(np.ones((2, 3), np.float32), [[1.0]])
-
-
-def test_attention_rejects_non_array_v():
-    q = np.ones((4, 8), np.float32)
-    with pytest.raises(TypeError, match=r"attention: argument 'v' expected a numpy.ndarray or cupy.ndarray, got tuple"):
-        cufuse.attention(q, q, (1, 2))
+def test_array_likes_are_checked_like_arrays():
+    with pytest.raises(ValueError, match=r"fused_linear_relu: argument 'weight' expected shape \(3, N\) to match x's last axis"):
+        cufuse.fused_linear_relu(np.ones((2, 3)), [[1.0]])
+    q = np.ones((4, 8))
+    with pytest.raises(ValueError, match=r"attention: argument 'v' expected at least 2 dimensions, got shape \(2,\)"):
+        cufuse.attention(q, q, (1.0, 2.0))
 
 
 @pytest.mark.skipif(not GPU, reason="no CUDA GPU present")
-def test_mixed_numpy_and_cupy_rejected():
+def test_mixed_host_and_gpu_rejected():
     import cupy
 
     x = np.ones((2, 3), np.float32)
-    with pytest.raises(TypeError, match=r"fused_linear_relu: arguments must all be numpy or all be cupy arrays, got 'x' is numpy, 'weight' is cupy"):
+    with pytest.raises(TypeError, match=r"fused_linear_relu: arguments must all be host arrays \(NumPy, array-likes\) "
+                                        r"or all GPU arrays, got 'x' on the host, 'weight' on the GPU"):
         cufuse.fused_linear_relu(x, cupy.ones((3, 4), np.float32))
     with pytest.raises(TypeError, match=r"softmax: argument 'out' expected a cupy.ndarray like the inputs, got numpy.ndarray"):
         cufuse.softmax(cupy.ones(3, np.float32), out=np.ones(3, np.float32))
@@ -94,19 +97,30 @@ def test_linear_and_attention_reject_non_float(xp, dtype):
 
 
 def test_softmax_rejects_complex(xp):
-    with pytest.raises(TypeError, match=r"softmax: argument 'x' expected a float16, bfloat16, float32, float64, integer or bool array, got .*complex64"):
+    with pytest.raises(TypeError, match=r"softmax: argument 'x' expected a float16, bfloat16, float32, float64 or integer array, got .*complex64"):
         cufuse.softmax(xp.ones(3, dtype=np.complex64))
     with pytest.raises(TypeError, match=r"log_softmax: argument 'x' expected .* got .*complex128"):
         cufuse.log_softmax(xp.ones(3, dtype=np.complex128))
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint16, np.bool_])
-def test_softmax_integer_and_bool_compute_in_float64(xp, dtype):
-    x = xp.asarray(np.array([[0, 1, 1], [1, 0, 0]], dtype=dtype))
-    result = cufuse.softmax(x, axis=1)
-    assert result.dtype == np.float64
-    expected = cufuse.reference.softmax(np.array([[0, 1, 1], [1, 0, 0]], dtype=np.float64), axis=1)
-    np.testing.assert_allclose(xp.asnumpy(result) if xp is not np else result, expected, rtol=1e-12)
+@pytest.mark.parametrize("dtype, result", [(np.int8, np.float16), (np.uint8, np.float16), (np.int16, np.float32),
+                                           (np.uint16, np.float32), (np.int32, np.float64), (np.int64, np.float64)])
+def test_softmax_integers_take_the_dtype_np_exp_gives_them(xp, dtype, result):
+    """SciPy's rule (NumPy's np.exp result dtype), computed accurately in float32 / float64."""
+    values = np.array([[0, 1, 1], [1, 0, 5]], dtype=dtype)
+    for fn, oracle in ((cufuse.softmax, cufuse.reference.softmax), (cufuse.log_softmax, cufuse.reference.log_softmax)):
+        got = fn(xp.asarray(values), axis=1)
+        assert got.dtype == result
+        expected = oracle(values.astype(np.float64), axis=1).astype(result)
+        np.testing.assert_array_equal(xp.asnumpy(got) if xp is not np else got, expected)
+
+
+def test_softmax_rejects_bool_as_scipy_does(xp):
+    with pytest.raises(TypeError, match=r"softmax: argument 'x' expected a float16, bfloat16, float32, float64 or "
+                                        r"integer array, got .*bool"):
+        cufuse.softmax(xp.asarray([True, False]))
+    with pytest.raises(TypeError, match=r"log_softmax: argument 'x' expected"):
+        cufuse.log_softmax(xp.asarray([[True]]), axis=1)
 
 
 # ---- shapes and axes -------------------------------------------------------------------
@@ -117,7 +131,7 @@ def test_linear_shape_mismatches(xp):
         cufuse.fused_linear_relu(x, arr(xp, (4, 2)))
     with pytest.raises(ValueError, match=r"fused_linear_relu: argument 'weight' expected a 2-D array, got shape \(3,\)"):
         cufuse.fused_linear_relu(x, arr(xp, (3,)))
-    with pytest.raises(ValueError, match=r"fused_linear_relu: argument 'bias' expected shape \(2,\), got \(3,\)"):
+    with pytest.raises(ValueError, match=r"fused_linear_relu: argument 'bias' expected shape \(2,\), \(1, 2\) or one value broadcast to every row \(\(\), \(1,\)\), got \(3,\)"):
         cufuse.fused_linear_relu(x, arr(xp, (3, 2)), arr(xp, (3,)))
     with pytest.raises(ValueError, match=r"fused_linear_relu: argument 'x' expected at least 1 dimensions, got shape \(\)"):
         cufuse.fused_linear_relu(arr(xp, ()), arr(xp, (3, 2)))
@@ -129,7 +143,7 @@ def test_attention_shape_mismatches(xp):
         cufuse.attention(q, arr(xp, (2, 6, 4)), arr(xp, (2, 6, 4)))
     with pytest.raises(ValueError, match=r"attention: argument 'v' expected 6 keys \(k's axis -2\), got shape \(2, 7, 8\)"):
         cufuse.attention(q, arr(xp, (2, 6, 8)), arr(xp, (2, 7, 8)))
-    with pytest.raises(ValueError, match=r"attention: arguments 'q', 'k', 'v' expected leading dims that broadcast, got \(2,\), \(3,\), \(3,\)"):
+    with pytest.raises(ValueError, match=r"attention: arguments 'q', 'k', 'v' expected leading dims that broadcast \(grouped-query heads: enable_gqa=True\), got \(2,\), \(3,\), \(3,\)"):
         cufuse.attention(q, arr(xp, (3, 6, 8)), arr(xp, (3, 6, 8)))
     with pytest.raises(ValueError, match=r"attention: argument 'q' expected a head dim from 1 to 256, got 300"):
         cufuse.attention(arr(xp, (2, 300)), arr(xp, (2, 300)), arr(xp, (2, 4)))
@@ -139,8 +153,16 @@ def test_attention_shape_mismatches(xp):
 
 def test_attention_bad_flags(xp):
     q = arr(xp, (4, 8))
-    with pytest.raises(TypeError, match=r"attention: argument 'causal' expected a bool, got str"):
+    with pytest.raises(TypeError, match=r"attention: argument 'causal' expected a bool, got 'yes'"):
         cufuse.attention(q, q, q, causal="yes")
+    with pytest.raises(TypeError, match=r"attention: argument 'causal' expected a bool, got 1"):
+        cufuse.attention(q, q, q, causal=1)
+    with pytest.raises(TypeError, match=r"attention: argument 'return_lse' expected a bool, got 'no'"):
+        cufuse.attention(q, q, q, return_lse="no")
+    with pytest.raises(TypeError, match=r"attention: argument 'return_lse' expected a bool, got 1"):
+        cufuse.attention(q, q, q, return_lse=1)
+    with pytest.raises(TypeError, match=r"attention: argument 'enable_gqa' expected a bool, got None"):
+        cufuse.attention(q, q, q, enable_gqa=None)
     with pytest.raises(TypeError, match=r"attention: argument 'scale' expected None or a finite real number, got nan"):
         cufuse.attention(q, q, q, scale=float("nan"))
     with pytest.raises(TypeError, match=r"attention: argument 'scale' expected None or a finite real number, got 'a'"):
@@ -238,7 +260,7 @@ def test_arrays_on_two_devices_rejected(monkeypatch):
     fake_cupy = type("cupy", (), {"ndarray": _FakeGpuArray, "__name__": "cupy"})
     monkeypatch.setattr(_validate, "_cupy", lambda: fake_cupy)
     with pytest.raises(ValueError, match=r"attention: arguments must be on one device, got 'q' on device 0, 'k' on device 1"):
-        _validate.array_namespace("attention", q=_FakeGpuArray(0), k=_FakeGpuArray(1))
+        _validate.as_arrays("attention", q=_FakeGpuArray(0), k=_FakeGpuArray(1))
 
 
 def test_out_on_another_device_rejected():

@@ -10,6 +10,9 @@ from cufuse._core import loader
 from cufuse._core.device import A100, H200
 from cufuse.ops.linear import select
 
+from ..conftest import requires_nvrtc
+
+pytestmark = requires_nvrtc
 DEVICES = {"sm_90a": H200, "sm_80": A100}
 
 

@@ -174,7 +174,7 @@ def test_spec_names_and_sources():
 def test_configs_refuse_what_their_kernel_cannot_run(args, config, dev, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         plan(*args, dev=dev, config=config)
-    with pytest.raises(TypeError, match="argument 'config' expected a configuration"):
+    with pytest.raises(TypeError, match="argument 'config' expected None or one of MmaConfig"):
         plan(8, 64, 64, F16, config="mma")
 
 

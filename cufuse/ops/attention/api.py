@@ -14,7 +14,8 @@ from ... import reference
 from ..._core.device import device_info
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan
-from ..._core.validate import array_namespace, check_out, require_float, require_ndim, require_same_dtype
+from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_float, require_ndim,
+                               require_same_dtype)
 from .decode import DecodeTile
 from .mma import FlashMmaTile
 from .plan import plan_attention
@@ -26,21 +27,33 @@ MAX_HEAD_DIM = 256
 VARIANTS = (FlashMmaTile, FlashWgmmaTile, DecodeTile, SimtRows)  # what ``config=`` takes
 
 
-def attention(q, k, v, *, causal=False, scale=None, return_lse=False, out=None, config=None):
+def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse=False, out=None, config=None):
     """FlashAttention forward for q ``(..., Nq, D)``, k ``(..., Nk, D)``, v ``(..., Nk, Dv)``.
 
-    Leading dims broadcast (a size-1 head axis on k/v is MQA/GQA). ``scale`` defaults to
-    ``1/sqrt(D)``. ``causal`` is bottom-right aligned: query i sees key j iff
-    ``j <= i + Nk - Nq``; a row that sees no key is 0 with lse ``-inf``. With
-    ``return_lse`` the result is ``(out, lse)``, lse float32 ``(..., Nq)``. ``config`` (GPU
-    inputs only) forces a kernel variant (``FlashMmaTile``, ``FlashWgmmaTile``,
-    ``DecodeTile``, ``SimtRows``) instead of the default selection.
+    Leading dims broadcast (a size-1 head axis on k/v is MQA/GQA). ``enable_gqa=True`` (SDPA's
+    name) also takes grouped-query heads on axis -3: q ``(..., Hq, Nq, D)``, k / v
+    ``(..., Hkv, Nk, D)`` with ``Hq % Hkv == 0``; query head h uses key/value head
+    ``h // (Hq // Hkv)`` (the same kernels as the broadcast form ``(..., Hkv, G, Nq, D)``).
+    ``scale`` defaults to ``1/sqrt(D)``. ``causal`` is bottom-right aligned: query i sees key j
+    iff ``j <= i + Nk - Nq``; a row that sees no key is 0 with lse ``-inf``. With
+    ``return_lse`` the result is ``(out, lse)``, lse float32 ``(..., Nq)``. Arrays and
+    array-likes run the NumPy path; GPU arrays (CuPy, PyTorch, JAX, ...) the kernels.
+    ``config`` (GPU inputs only; checked and ignored on NumPy inputs) forces a kernel variant
+    (``FlashMmaTile``, ``FlashWgmmaTile``, ``DecodeTile``, ``SimtRows``) instead of the
+    default selection.
     """
-    xp = array_namespace(_FN, q=q, k=k, v=v)
+    xp, arrays = as_arrays(_FN, q=q, k=k, v=v)
+    q, k, v = arrays["q"], arrays["k"], arrays["v"]
     for name, arr in (("q", q), ("k", k), ("v", v)):
         require_float(_FN, name, arr)
         require_ndim(_FN, name, arr, at_least=2)
     require_same_dtype(_FN, "q", q, k=k, v=v)
+    causal = require_bool(_FN, "causal", causal)
+    return_lse = require_bool(_FN, "return_lse", return_lse)
+    check_config(_FN, config, VARIANTS)
+    grouped = None
+    if require_bool(_FN, "enable_gqa", enable_gqa):
+        q, k, v, grouped = _group_heads(xp, q, k, v)
     n_q, head_dim = q.shape[-2:]
     n_k, head_dim_v = v.shape[-2:]
     if k.shape[-1] != head_dim:
@@ -54,11 +67,9 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False, out=None, 
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError:
         raise ValueError(
-            f"{_FN}: arguments 'q', 'k', 'v' expected leading dims that broadcast, got "
-            f"{q.shape[:-2]}, {k.shape[:-2]}, {v.shape[:-2]}"
+            f"{_FN}: arguments 'q', 'k', 'v' expected leading dims that broadcast (grouped-query heads: "
+            f"enable_gqa=True), got {q.shape[:-2]}, {k.shape[:-2]}, {v.shape[:-2]}"
         ) from None
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"{_FN}: argument 'causal' expected a bool, got {type(causal).__name__}")
     if scale is not None:
         if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not np.isfinite(scale):
             raise TypeError(f"{_FN}: argument 'scale' expected None or a finite real number, got {scale!r}")
@@ -66,45 +77,82 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False, out=None, 
     else:
         scale = 1.0 / float(np.sqrt(head_dim))
     out_shape = batch + (n_q, head_dim_v)
-    out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs={"q": q, "k": k, "v": v})
+    given_shape = out_shape if grouped is None else grouped(out_shape)
+    out = given_out = check_out(_FN, out, shape=given_shape, dtype=q.dtype, xp=xp, inputs={"q": q, "k": k, "v": v})
+    if out is not None and grouped is not None:
+        out = out.reshape(out_shape)  # a view: out is C-contiguous
     if xp is np:
-        result, lse = reference.attention(q, k, v, causal=bool(causal), scale=scale, return_lse=True)
+        result, lse = reference.attention(q, k, v, causal=causal, scale=scale, return_lse=True)
         result = deliver(result, out, q.dtype)
-        return (result, lse.astype(np.float32)) if return_lse else result
-    return _attention_gpu(q, k, v, bool(causal), scale, bool(return_lse), out, out_shape, config)
+        lse = lse.astype(np.float32)
+    else:
+        result, lse = _attention_gpu(q, k, v, causal, scale, return_lse, out, out_shape, config)
+    if grouped is not None:
+        result = given_out if given_out is not None else result.reshape(grouped(result.shape))
+        lse = None if lse is None else lse.reshape(grouped(lse.shape + (1,))[:-1])
+    return (result, lse) if return_lse else result
+
+
+def _group_heads(xp, q, k, v):
+    """The grouped-query layout (heads on axis -3, ``Hq % Hkv == 0``) as the broadcast form:
+    q ``(..., Hkv, G, Nq, D)`` and k / v ``(..., Hkv, 1, Nk, D)``, views without a copy, and
+    the function that maps a result shape ``(..., Hkv, G, Nq, X)`` back to ``(..., Hq, Nq, X)``."""
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        require_ndim(_FN, name, arr, at_least=3)
+    heads_q, heads_kv = q.shape[-3], k.shape[-3]
+    if v.shape[-3] != heads_kv:
+        raise ValueError(f"{_FN}: argument 'v' expected {heads_kv} heads on axis -3 (k's, enable_gqa=True), "
+                         f"got shape {v.shape}")
+    if heads_kv == 0 or heads_q % heads_kv:
+        raise ValueError(f"{_FN}: argument 'k' expected a head count on axis -3 that divides q's {heads_q} "
+                         f"(enable_gqa=True), got shape {k.shape}")
+    group = heads_q // heads_kv
+    head_stride = q.strides[-3]
+    q = xp.lib.stride_tricks.as_strided(q, q.shape[:-3] + (heads_kv, group) + q.shape[-2:],
+                                        q.strides[:-3] + (group * head_stride, head_stride) + q.strides[-2:])
+    k, v = k[..., None, :, :], v[..., None, :, :]
+
+    def ungroup(shape):
+        return shape[:-4] + (shape[-4] * shape[-3],) + shape[-2:]
+
+    return q, k, v, ungroup
 
 
 def _attention_gpu(q, k, v, causal, scale, return_lse, out, out_shape, config):
-    """One forward launch, plus attention_merge when the plan splits the keys.
+    """One forward launch, plus attention_merge when the plan splits the keys; returns
+    ``(out, lse or None)``.
 
     Workspace: with a key split the partial results take ``splits * B * Nq * (Dv + 1)``
     float32 (B = the flattened batch), freed when the call returns; nothing else is
     allocated besides ``out`` and lse. Inputs are never copied: broadcast dims get stride 0,
     strided views pass their strides (a non-unit last-axis stride takes the scalar-load path).
+    No key at all: every row is 0 with lse -inf, as on the NumPy path, without a launch.
     """
     import cupy
 
     with q.device:
+        if out is None:
+            out = cupy.empty(out_shape, dtype=q.dtype)
+        lse = cupy.empty(out_shape[:-1], dtype=np.float32) if return_lse else None
+        if k.shape[-2] == 0:
+            out.fill(0)
+            if lse is not None:
+                lse.fill(-np.inf)
+            return out, lse
         aligned = (q.data.ptr % 16 == 0, k.data.ptr % 16 == 0, v.data.ptr % 16 == 0)
         key = (_FN, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, q.dtype, causal, scale, return_lse,
                aligned, q.device.id, config)
         bound = PLANS.get(key)
         if bound is None:
             bound = _bind(key, q, k, v, causal, scale, return_lse, aligned, config, math.prod(out_shape) == 0)
-        if out is None:
-            out = cupy.empty(out_shape, dtype=q.dtype)
-        lse = cupy.empty(out_shape[:-1], dtype=np.float32) if return_lse else None
         if bound is not None:
             bound({"q": q, "k": k, "v": v, "out": out, "lse": lse})
-    return (out, lse) if return_lse else out
+    return out, lse
 
 
 def _bind(key, q, k, v, causal, scale, return_lse, aligned, config, empty):
     """The bound plan of a call signature, kept in PLANS; None for an empty output (nothing
     to launch; the plan is still made, so a call that cannot run raises as any other)."""
-    if config is not None and not isinstance(config, VARIANTS):
-        raise TypeError(f"{_FN}: argument 'config' expected None or one of "
-                        f"{', '.join(c.__name__ for c in VARIANTS)}, got {type(config).__name__}")
     itemsize = q.dtype.itemsize
     strides = [tuple(st // itemsize for st in a.strides) for a in (q, k, v)]
     dev = device_info(q.device.id)

@@ -14,23 +14,30 @@ whose ``out`` range meets one takes the full path (the exact check).
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ... import reference
 from ..._core.device import device_info
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan
-from ..._core.validate import array_namespace, check_out, require_float, require_ndim, require_same_dtype
+from ..._core.validate import as_arrays, check_config, check_out, require_float, require_ndim, require_same_dtype
 from .operands import FN
 from .plan import plan_linear
+from .select import VARIANTS
 
 
 def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     """``np.maximum(x @ weight + bias, 0)`` for x ``(..., K)`` (or ``(K,)``), weight
     ``(K, N)`` with any strides (a transposed ``(N, K)`` array works without a copy)
-    and bias ``(N,)`` or None. All arrays share one float dtype; accumulation is float32
-    (float64 for float64). ``config`` overrides the chosen kernel configuration (GPU only:
-    one of the variant classes of ``cufuse.ops.linear``, e.g. ``MmaConfig``).
+    and bias None or what broadcasts the same to every row: ``(N,)``, ``(1, N)``, or one
+    value (``()``, ``(1,)``, a Python number, taken in x's dtype); a bias that differs from
+    row to row is refused (ValueError): it is not a bias of the GEMM's epilogue. Arrays and
+    array-likes run the NumPy path; GPU arrays (CuPy, PyTorch, JAX, ...) the kernels. All
+    arrays share one float dtype; accumulation is float32 (float64 for float64). ``config``
+    overrides the chosen kernel configuration (GPU only: one of the variant classes of
+    ``cufuse.ops.linear``, e.g. ``MmaConfig``; checked and ignored on NumPy inputs).
 
     On CuPy arrays nothing is copied. x's leading axes must collapse into one row stride
     (a C-ordered stack of rows, its last axis sliced or strided included); any other x
@@ -52,24 +59,46 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
         entry = PLANS.get(_signature(x, weight, bias, out, config))
         if entry is not None and (out is None or not entry.may_overlap(x, weight, bias, out)):
             return entry.run(x, weight, bias, out)
-    xp = array_namespace(FN, optional=("bias",), x=x, weight=weight, bias=bias)
+    bias_number = bias if isinstance(bias, numbers.Real) and not isinstance(bias, bool) else None
+    xp, arrays = as_arrays(FN, optional=("bias",), x=x, weight=weight, bias=None if bias_number is not None else bias)
+    x, weight, bias = arrays["x"], arrays["weight"], arrays["bias"]
     require_float(FN, "x", x)
+    if bias_number is not None:  # a Python number takes x's dtype, as NumPy's weak scalars do
+        bias = xp.asarray(_plain_number(bias_number), dtype=x.dtype)
     require_same_dtype(FN, "x", x, weight=weight, bias=bias)
     require_ndim(FN, "x", x, at_least=1)
     require_ndim(FN, "weight", weight, exactly=2)
+    check_config(FN, config, VARIANTS)
     k_dim, n_dim = weight.shape
     if x.shape[-1] != k_dim:
         raise ValueError(
             f"{FN}: argument 'weight' expected shape ({x.shape[-1]}, N) to match x's last axis "
             f"of {x.shape[-1]}, got {weight.shape}"
         )
-    if bias is not None and bias.shape != (n_dim,):
-        raise ValueError(f"{FN}: argument 'bias' expected shape ({n_dim},), got {bias.shape}")
+    if bias is not None:
+        bias = _bias_vector(xp, bias, n_dim)
     out_shape = x.shape[:-1] + (n_dim,)
     out = check_out(FN, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs={"x": x, "weight": weight, "bias": bias})
     if xp is np:
         return deliver(reference.fused_linear_relu(x, weight, bias), out, x.dtype)
     return _gpu(x, weight, bias, out, out_shape, config)
+
+
+def _plain_number(value):
+    """A Python or NumPy number as a plain float or int (for ``asarray`` on either path)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _bias_vector(xp, bias, n: int):
+    """The bias as an (N,) view without a copy: (N,) as it is, (1, N) reshaped, one value
+    ((), (1,), (1, 1)) broadcast with stride 0. Anything else is refused."""
+    shape = bias.shape
+    if any(d != 1 for d in shape[:-1]) or (shape and shape[-1] not in (1, n)):
+        raise ValueError(f"{FN}: argument 'bias' expected shape ({n},), (1, {n}) or one value broadcast to every "
+                         f"row ((), (1,)), got {shape}")
+    if shape and shape[-1] == n:
+        return bias.reshape(n)
+    return xp.lib.stride_tricks.as_strided(bias.reshape(()), shape=(n,), strides=(0,))
 
 
 _ndarray = None  # cupy.ndarray, once cupy is imported

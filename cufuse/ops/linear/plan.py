@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ..._core.plans import Plan
+from ..._core.validate import check_config
 from .operands import FN, linear_problem, rows_view
-from .select import choose_config
+from .select import VARIANTS, choose_config
 
 
 def plan_linear(x_shape, x_strides, x_ptr, w_shape, w_strides, w_ptr, bias_stride, out_ptr, dtype, dev,
@@ -23,10 +24,5 @@ def plan_linear(x_shape, x_strides, x_ptr, w_shape, w_strides, w_ptr, bias_strid
     if config is None:
         config = choose_config(problem, dev)
     else:
-        check = getattr(config, "check", None)
-        if check is None:
-            raise TypeError(f"{FN}: argument 'config' expected a configuration of cufuse.ops.linear (MmaConfig, "
-                            f"WgmmaConfig, TmaConfig, SwapConfig, GemvConfig, Tf32x3Config, DmmaConfig, "
-                            f"PipelinedDmmaConfig, SimtConfig), got {type(config).__name__}")
-        check(problem, dev)
+        check_config(FN, config, VARIANTS).check(problem, dev)
     return config.plan(problem, dev)

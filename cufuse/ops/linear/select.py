@@ -35,6 +35,10 @@ from .tiling import choose_k_splits, gemm_score, stream_splits, tile_count
 from .wgmma import TMA_TILES_BY_SHAPE, WGMMA_STREAM_TILE, WGMMA_TILE, WGMMA_TILES, TmaConfig, WgmmaConfig
 from .wide import DMMA_TILE, TF32_FEW_ROW_TILES, TF32_TILE, DmmaConfig, Tf32x3Config
 
+# What ``config=`` takes: every variant class of the op.
+VARIANTS = (MmaConfig, WgmmaConfig, TmaConfig, SwapConfig, GemvConfig, Tf32x3Config, DmmaConfig, PipelinedDmmaConfig,
+            SimtConfig)
+
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 

@@ -13,7 +13,8 @@ docs/softmax.md. Documented exceptions:
   array) or a group of axes of a view does not collapse to one stride, x is first copied
   into a C-contiguous array with the reduced axes last (``cupy.ascontiguousarray`` of a
   ``moveaxis``), the kernel writes a temporary and the result is copied into ``out``.
-- integer and bool inputs are cast to a float64 copy first (SciPy computes them in float64).
+- integer inputs are cast to a copy of the float dtype NumPy's ``np.exp`` gives them first
+  (int8 / uint8 float16, int16 / uint16 float32, wider ones float64), as SciPy computes them.
 - rows longer than the split kernel holds on chip (H200: about 17 M float16 / 8.4 M float32
   elements) are streamed with the online rule, the tiles that fit in neither registers nor
   shared memory read a second time, most recent first (so that part of it comes from L2).
@@ -35,7 +36,7 @@ from ..._core.device import device_info
 from ..._core.dtypes import is_supported_float
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan
-from ..._core.validate import array_namespace, check_out, describe, normalize_axis
+from ..._core.validate import as_arrays, check_config, check_out, describe, normalize_axis
 from .plan import plan_softmax
 from .select import VARIANTS
 
@@ -43,9 +44,12 @@ from .select import VARIANTS
 def softmax(x, axis=None, *, out=None, config=None):
     """``exp(x - max) / sum(exp(x - max))`` over ``axis`` (None: the whole array).
 
-    Exactly ``scipy.special.softmax``: axis None, int or tuple; integer and bool inputs
-    compute in float64; non-finite rows follow SciPy's NaN pattern. ``config`` overrides
-    the kernel configuration chosen by ``cufuse.ops.softmax.select`` (GPU only).
+    Exactly ``scipy.special.softmax``: ``x`` an array or array-like (a GPU array of CuPy,
+    PyTorch, JAX, ... runs on the GPU), axis None, an int or a tuple of ints; integer inputs
+    give the dtype ``np.exp`` gives them (int8 float16, int16 float32, int32 float64), bool
+    raises TypeError; non-finite rows follow SciPy's NaN pattern; an empty reduction gives an
+    empty result (SciPy raises). ``config`` overrides the kernel configuration chosen by
+    ``cufuse.ops.softmax.select`` (GPU only; checked and ignored on NumPy inputs).
     """
     return _softmax("softmax", x, axis, out, config, log=False)
 
@@ -56,13 +60,14 @@ def log_softmax(x, axis=None, *, out=None, config=None):
 
 
 def _result_dtype(fn: str, x) -> np.dtype:
+    """x's own float dtype, or for integers the float dtype ``np.exp`` gives them (SciPy's
+    result dtype); bool is refused as SciPy refuses it."""
     if is_supported_float(x.dtype):
         return x.dtype
-    if x.dtype.kind in "biu":  # SciPy computes integers and bools in float64
-        return np.dtype(np.float64)
+    if x.dtype.kind in "iu":
+        return np.exp(np.zeros(1, dtype=x.dtype)).dtype
     raise TypeError(
-        f"{fn}: argument 'x' expected a float16, bfloat16, float32, float64, integer or bool array, "
-        f"got {describe(x)}"
+        f"{fn}: argument 'x' expected a float16, bfloat16, float32, float64 or integer array, got {describe(x)}"
     )
 
 
@@ -76,17 +81,18 @@ def _softmax(fn, x, axis, out, config, *, log):
             out = _cupy.empty(x.shape, dtype=x.dtype)
         bound({"x": x, "out": out})
         return out
-    xp = array_namespace(fn, x=x)
+    xp, arrays = as_arrays(fn, x=x)
+    x = arrays["x"]
     dtype = _result_dtype(fn, x)
     axes = normalize_axis(fn, axis, x.ndim)
+    check_config(fn, config, VARIANTS)
     out = check_out(fn, out, shape=x.shape, dtype=dtype, xp=xp, inputs={"x": x})
     if xp is np:
         oracle = reference.log_softmax if log else reference.softmax
         return deliver(oracle(x, axes), out, dtype)
-    if config is not None and not isinstance(config, VARIANTS):
-        names = ", ".join(v.__name__ for v in VARIANTS)
-        raise TypeError(f"{fn}: argument 'config' expected None or a softmax kernel config ({names}), "
-                        f"got {type(config).__name__}")
+    if x.ndim == 0:  # SciPy's 0-d case: the one element is the whole reduction
+        result = _softmax_gpu(x.reshape(1), None, (0,), None if out is None else out.reshape(1), dtype, config, log=log)
+        return result.reshape(()) if out is None else out
     return _softmax_gpu(x, axis, axes, out, dtype, config, log=log)
 
 
@@ -100,7 +106,7 @@ def _softmax_gpu(x, axis, axes, out, dtype, config, *, log):
         with cupy.cuda.Device(device_id):
             return _softmax_gpu(x, axis, axes, out, dtype, config, log=log)
     original, out_given = x, out
-    if x.dtype != dtype:  # integers and bools: SciPy computes them in float64
+    if x.dtype != dtype:  # integers: computed in np.exp's float dtype, as SciPy does
         x = x.astype(dtype)
     if out is None:
         out = cupy.empty(x.shape, dtype=dtype)
@@ -129,10 +135,11 @@ def _bound_plan(shape, strides, dtype, axes, device_id, config, log):
     if bound is None:
         dev = device_info(device_id)
         plan = plan_softmax(shape, tuple(s // dtype.itemsize for s in strides), dtype, axes, log, dev, config)
-        if plan is None:
-            return None
-        bound = PLANS.put(key, BoundPlan(plan, dev))
-    return bound
+        bound = PLANS.put(key, _COPY if plan is None else BoundPlan(plan, dev))
+    return None if bound is _COPY else bound
+
+
+_COPY = "copy"  # a layout that does not collapse: the explicit-copy path
 
 
 _cupy = None  # the cupy module, once a GPU call has imported it
