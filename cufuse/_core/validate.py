@@ -96,17 +96,18 @@ def as_arrays(fn: str, *, optional: tuple = (), **values):
 
 
 def _from_cuda(cp, fn, name, value):
-    """CuPy's zero-copy view of a GPU array: through ``__cuda_array_interface__``, else (or
-    where CuPy refuses that) through DLPack."""
+    """CuPy's zero-copy view of a GPU array: through DLPack where the object has it (its
+    dtype codes name bfloat16, which ``__cuda_array_interface__`` cannot), else through
+    ``__cuda_array_interface__`` (Numba)."""
     problem = None
-    if hasattr(value, "__cuda_array_interface__"):
-        try:
-            return cp.asarray(value)
-        except Exception as exc:  # e.g. a read-only interface: DLPack may still take it
-            problem = exc
     if hasattr(value, "__dlpack__"):
         try:
             return cp.from_dlpack(value)
+        except Exception as exc:  # e.g. a device DLPack cannot describe: the interface may still do
+            problem = exc
+    if hasattr(value, "__cuda_array_interface__"):
+        try:
+            return cp.asarray(value)
         except Exception as exc:
             problem = exc
     raise TypeError(f"{fn}: argument '{name}' expected a GPU array CuPy can view without a copy, got "

@@ -213,4 +213,4 @@ def launched(cp, fn, *args, **kwargs):
 
     result = trace(fn, *args, **kwargs)
     assert not result.uncaptured, str(result)
-    return [node.name.split("<")[0] for node in result.kernels]
+    return [node.name.split("<")[0].split("::")[-1] for node in result.kernels]

@@ -38,8 +38,9 @@ def test_torch_tensors_in_and_out_without_a_copy(cp):
     np.testing.assert_allclose(out.float().cpu().numpy(), torch.log_softmax(x.float(), -1).cpu().numpy(),
                                rtol=2e-3, atol=3e-3)
     w = torch.randn(256, 1000, device="cuda", dtype=torch.bfloat16)  # PyTorch's (N, K) Linear weight
-    h = cufuse.fused_linear_relu(x.to(torch.bfloat16), w.T, torch.zeros(256, device="cuda", dtype=torch.bfloat16))
-    expected = torch.relu(x.float() @ w.float().T).cpu().numpy()
+    xb = x.to(torch.bfloat16)
+    h = cufuse.fused_linear_relu(xb, w.T, torch.zeros(256, device="cuda", dtype=torch.bfloat16))
+    expected = torch.relu(xb.float() @ w.float().T).cpu().numpy()
     np.testing.assert_allclose(cp.asnumpy(h.astype(cp.float32)), expected, rtol=2e-2, atol=2e-2)
     q = torch.randn(2, 8, 128, 64, device="cuda", dtype=torch.float16)
     kv = torch.randn(2, 2, 256, 64, device="cuda", dtype=torch.float16)

@@ -63,12 +63,18 @@ def test_strided_views(cp, rng, log):
     check(cp, three, (0, 2), log)
 
 
-@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.bool_])
+@pytest.mark.parametrize("dtype, result_dtype", [(np.int32, np.float64), (np.uint8, np.float16), (np.int16, np.float32)])
 @pytest.mark.parametrize("log", [False, True])
-def test_integer_and_bool_inputs_compute_in_float64(cp, rng, dtype, log):
-    x = cp.asarray(rng.integers(0, 2 if dtype is np.bool_ else 50, size=(17, 301)).astype(dtype))
+def test_integer_inputs_take_the_dtype_np_exp_gives_them(cp, rng, dtype, result_dtype, log):
+    x = cp.asarray(rng.integers(0, 50, size=(17, 301)).astype(dtype))
     result = check(cp, x, (1,), log, scipy_too=True)
-    assert result.dtype == np.float64
+    assert result.dtype == result_dtype
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_bool_inputs_are_refused_as_scipy_refuses_them(cp, log):
+    with pytest.raises(TypeError, match="expected a float16, bfloat16, float32, float64 or integer array"):
+        FN[log](cp.ones((3, 4), dtype=bool), axis=1)
 
 
 @pytest.mark.parametrize("log", [False, True])

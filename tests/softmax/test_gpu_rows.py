@@ -179,7 +179,7 @@ def test_stashed_cluster_rows(cp, rng, forced_kernels, log):
     if not clusters(8):
         pytest.skip("needs thread-block clusters (sm_90)")
     for cluster, dtype, length in ((2, np.float32, 65536), (4, np.float16, 262144), (4, BF16, 200003),
-                                   (8, np.float32, 199999), (8, np.float16, 1 << 20), (8, np.float32, 40000)):
+                                   (8, np.float32, 199999), (8, np.float16, 1 << 19), (8, np.float32, 40000)):
         config = StashedRowsConfig(*STASHED_CLUSTER_GEOMETRY, cluster)
         x = random(cp, rng, (5, length), dtype)
         check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
