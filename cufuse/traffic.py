@@ -87,14 +87,17 @@ def _count(shape) -> int:
     return math.prod(shape)
 
 
-def softmax(shape, dtype) -> Traffic:
+def softmax(shape, dtype, *, split_rows: bool = False) -> Traffic:
     """softmax / log_softmax of an array of ``shape`` (over any axes: every element is
-    read and written the same number of times)."""
+    read and written the same number of times). ``split_rows``: the rows span several arrays
+    (``cufuse.dask`` with the reduced axis in several chunks): each chunk's partial statistics
+    take one read, the output pass a second read and the write, so the fused op moves three
+    passes, not two (the partials themselves, a value a row and chunk, are not counted)."""
     elements = _count(_shape("softmax", "shape", shape))
     array_bytes = elements * _itemsize("softmax", dtype)
     return Traffic(
         flops=SOFTMAX_FLOPS_PER_ELEMENT * elements,
-        min_bytes=2 * array_bytes,
+        min_bytes=(3 if split_rows else 2) * array_bytes,
         unfused_bytes=6 * array_bytes,
     )
 

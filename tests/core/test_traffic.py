@@ -92,3 +92,10 @@ def test_attention_prefill_flops_follow_issue_5():
 def test_bad_arguments_name_the_function_and_the_argument(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_softmax_with_rows_across_arrays_reads_twice():
+    """cufuse.dask with the reduced axis in several chunks: partials in one read, the output
+    pass a second read and the write."""
+    whole, split = traffic.softmax((8, 1000), "float32"), traffic.softmax((8, 1000), "float32", split_rows=True)
+    assert split.min_bytes == 3 * 8 * 1000 * 4 == 1.5 * whole.min_bytes and split.unfused_bytes == whole.unfused_bytes

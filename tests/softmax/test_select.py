@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cufuse._core.device import A100, H200
-from cufuse.ops.softmax import select
+from cufuse.ops.softmax import partials, select
 from cufuse.ops.softmax.cols import ColsConfig, ColsSplitConfig, ColsVecConfig
 from cufuse.ops.softmax.layout import cols_vectorizable, row_share, vector_size
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
@@ -307,4 +307,5 @@ def test_every_choice_is_an_instantiation_and_every_instantiation_a_choice():
                 for length in columns:
                     for vectorizable in {False, cols_vectorizable(1, 64, 0, 64, dtype)}:
                         reached.add(select.choose_cols(length, 64, dtype, dev, vectorizable).spec(dtype, log))
+        reached |= set(partials.instantiations(dev))  # cufuse.dask's split rows (test_partials.py)
         assert reached == specs, sorted(s.expression for s in specs ^ reached)

@@ -59,7 +59,7 @@ def log_softmax(x, axis=None, *, out=None, config=None):
     return _softmax("log_softmax", x, axis, out, config, log=True)
 
 
-def _result_dtype(fn: str, x) -> np.dtype:
+def result_dtype(fn: str, x) -> np.dtype:
     """x's own float dtype, or for integers the float dtype ``np.exp`` gives them (SciPy's
     result dtype); bool is refused as SciPy refuses it."""
     if is_supported_float(x.dtype):
@@ -83,7 +83,7 @@ def _softmax(fn, x, axis, out, config, *, log):
         return out
     xp, arrays = as_arrays(fn, x=x)
     x = arrays["x"]
-    dtype = _result_dtype(fn, x)
+    dtype = result_dtype(fn, x)
     axes = normalize_axis(fn, axis, x.ndim)
     check_config(fn, config, VARIANTS)
     out = check_out(fn, out, shape=x.shape, dtype=dtype, xp=xp, inputs={"x": x})

@@ -31,6 +31,7 @@ from .cols import ColsConfig, ColsSplitConfig, ColsVecConfig
 from .layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
 from .rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from .split import SplitConfig
+from . import partials
 
 # Every variant a ``config=`` may be (the api checks the type).
 VARIANTS = (RowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig)
@@ -266,4 +267,5 @@ def instantiations(dev) -> list:
                 rungs.append(choose_cols(length, 1, dtype, dev, vectorizable=True))
         rungs += [ColsSplitConfig(*geometry, 1, 1, 0, 0) for geometry in _COLS_SPLIT.get(dtype, ())]
         specs += [c.spec(dtype, log) for log in (False, True) for c in rungs]
+    specs += partials.instantiations(dev)  # cufuse.dask's rows that span chunks
     return list(dict.fromkeys(specs))

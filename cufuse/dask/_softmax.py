@@ -1,0 +1,67 @@
+"""softmax / log_softmax over Dask arrays.
+
+Rows whole in each chunk (every reduced axis one chunk): one cufuse call a chunk
+(``map_blocks``), one read and one write. Rows across chunks: each chunk's partial logsumexp
+in one read (``partials.partial_lse``, a cufuse kernel on the GPU), the partials merged by
+the online rule in a tree (``dask.array.reduction`` with ``concatenate=False``), then a
+second pass writes ``exp(x - lse)`` (``partials.apply_lse``): two reads and one write, the
+second read inherent when a row spans devices (``cufuse.traffic.softmax(...,
+split_rows=True)``).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+import dask.array as da
+
+from .. import softmax as _softmax_fn, log_softmax as _log_softmax_fn
+from .._core.dtypes import accumulator_dtype
+from .._core.validate import normalize_axis
+from ..ops.softmax import partials
+from ..ops.softmax.api import result_dtype
+from ._common import array_module, as_dask, flatten, meta
+
+
+def softmax(x, axis=None):
+    """``cufuse.softmax`` over a Dask array of NumPy or CuPy chunks: a lazy Dask array."""
+    return _dask_softmax("softmax", x, axis, log=False)
+
+
+def log_softmax(x, axis=None):
+    """``cufuse.log_softmax`` over a Dask array of NumPy or CuPy chunks: a lazy Dask array."""
+    return _dask_softmax("log_softmax", x, axis, log=True)
+
+
+def _dask_softmax(fn, x, axis, *, log):
+    x = as_dask(fn, "x", x)
+    dtype = result_dtype(fn, x)
+    axes = normalize_axis(fn, axis, x.ndim)
+    out_meta = meta(x, dtype, x.ndim)
+    if all(x.numblocks[a] == 1 for a in axes):
+        return x.map_blocks(_whole_rows, axes=axes, log=log, dtype=dtype, meta=out_meta)
+    lse_dtype = np.dtype(np.float64) if isinstance(x._meta, np.ndarray) else accumulator_dtype(dtype)
+    lse = da.reduction(x, functools.partial(_chunk_lse, result_dtype=dtype), _merge_partials, axis=axes,
+                       keepdims=True, dtype=lse_dtype, combine=_merge_partials, concatenate=False,
+                       meta=meta(x, lse_dtype, x.ndim))
+    return da.map_blocks(_apply, x, lse, axes=axes, log=log, result_dtype=dtype, dtype=dtype, meta=out_meta)
+
+
+def _whole_rows(block, axes, log):
+    return (_log_softmax_fn if log else _softmax_fn)(block, axis=axes if block.ndim else None)
+
+
+def _chunk_lse(block, axis, keepdims, result_dtype):
+    return partials.partial_lse(block if block.dtype == result_dtype else block.astype(result_dtype), tuple(axis))
+
+
+def _merge_partials(parts, axis, keepdims):
+    if not isinstance(parts, (list, tuple)):  # Dask's meta call on an empty array
+        return parts
+    blocks = flatten(parts)
+    return partials.merge_lse(blocks, array_module(blocks[0]))
+
+
+def _apply(block, lse, axes, log, result_dtype):
+    return partials.apply_lse(block if block.dtype == result_dtype else block.astype(result_dtype), lse, axes, log)
