@@ -2,13 +2,14 @@
 
     python3 experiments/dask/measure_dask.py [OUT.json]
 
-1. Rows whole in each chunk: ``cufuse.dask.softmax`` over 4 GiB of float16 in chunks of 256 MiB,
-   1 GiB and 2 GiB, data persisted on a dask-cuda worker (LocalCUDACluster, this GPU), against
-   one direct ``cufuse.softmax`` of the same 4 GiB in this process: direct time / Dask time.
-   The same with Dask's threaded scheduler in this process (no worker process).
-2. Rows across chunks: 2048 rows of 1M float16 (4 GiB) in 4 column chunks: two reads and one
-   write (``cufuse.traffic.softmax(..., split_rows=True)``), as TB/s and as a fraction of the
-   device copy of the same 4 GiB.
+1. Rows whole in each chunk: ``cufuse.dask.softmax`` over 4 and 32 GiB of float16 in chunks of
+   256 MiB and 2 GiB, data persisted first, with Dask's threaded scheduler in this process and
+   on a dask-cuda worker (LocalCUDACluster, this GPU), against one direct ``cufuse.softmax`` of
+   the same bytes in this process: direct time / Dask time. Also the empty graph's round trip
+   (``persist`` of an array already computed), the scheduler's fixed cost.
+2. Rows across chunks: 2048 rows of float16 (4 and 32 GiB) in 4 column chunks: two reads and
+   one write (``cufuse.traffic.softmax(..., split_rows=True)``), as TB/s and as a fraction of
+   the device copy, on both schedulers.
 Wall-clock medians of 5 runs after a warm-up (each run ends when the result is computed and
 the GPU synchronised), so the Dask figures include its scheduling.
 """
@@ -28,7 +29,8 @@ import cufuse
 import cufuse.dask as cd
 from cufuse import traffic
 
-TOTAL = 4 << 30  # bytes of float16 input per case
+SIZES = (4 << 30, 32 << 30)  # bytes of float16 input per case
+CHUNKS_MIB = (256, 2048)
 COLUMNS = 4096
 
 
@@ -48,7 +50,8 @@ def on_gpu(shape, chunks):
 
 
 def direct_seconds(shape):
-    x = cupy.random.standard_normal(shape, dtype=np.float32).astype(np.float16)
+    # an eighth of the rows drawn, then tiled: a 32 GiB float16 array without 64 GiB of float32
+    x = cupy.tile(cupy.random.standard_normal((shape[0] // 8, shape[1]), dtype=np.float32).astype(np.float16), (8, 1))
 
     def run():
         cufuse.softmax(x, axis=1)
@@ -71,56 +74,73 @@ def copy_tbps(nbytes):
     return 2 * nbytes / median_seconds(run) / 1e12
 
 
-def main(out_path=None):
-    from dask_cuda import LocalCUDACluster
-    from distributed import Client, wait
+def _timed(run_dask, scheduler):
+    """Median seconds of ``run_dask`` (it computes and waits) on ``scheduler``."""
+    if scheduler == "threads":
+        with dask.config.set(scheduler="threads"):
+            return median_seconds(lambda: (run_dask(), cupy.cuda.runtime.deviceSynchronize()))
+    return median_seconds(run_dask)
 
-    rows = TOTAL // (2 * COLUMNS)
-    direct = direct_seconds((rows, COLUMNS))
-    copy = copy_tbps(TOTAL)
-    results = {"copy_TBps": copy, "direct_ms": direct * 1e3, "whole_rows": [], "split_rows": None}
-    with dask.config.set(scheduler="threads"):
-        for chunk_mib in (256, 1024, 2048):
-            x = on_gpu((rows, COLUMNS), (chunk_mib * 2**20 // (2 * COLUMNS), COLUMNS)).persist()
-            seconds = median_seconds(lambda: (cd.softmax(x, axis=1).persist(), cupy.cuda.runtime.deviceSynchronize()))
-            results["whole_rows"].append({"scheduler": "threads", "chunk_MiB": chunk_mib, "ms": seconds * 1e3,
-                                          "direct_over_dask": direct / seconds})
-            del x
-    with LocalCUDACluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
-        for chunk_mib in (256, 1024, 2048):
-            x = on_gpu((rows, COLUMNS), (chunk_mib * 2**20 // (2 * COLUMNS), COLUMNS)).persist()
-            wait(x)
 
-            def run():
-                y = cd.softmax(x, axis=1).persist()
-                wait(y)
+def _persisted(shape, chunks, scheduler):
+    from distributed import wait
 
-            seconds = median_seconds(run)
-            results["whole_rows"].append({"scheduler": "LocalCUDACluster", "chunk_MiB": chunk_mib, "ms": seconds * 1e3,
-                                          "direct_over_dask": direct / seconds})
-            del x
-        length = TOTAL // (2 * 2048)
-        x = on_gpu((2048, length), (2048, length // 4)).persist()
-        wait(x)
+    x = on_gpu(shape, chunks)
+    if scheduler == "threads":
+        with dask.config.set(scheduler="threads"):
+            return x.persist()
+    x = x.persist()
+    wait(x)
+    return x
 
-        def split():
-            y = cd.softmax(x, axis=1).persist()
+
+def _softmax_run(x, scheduler):
+    from distributed import wait
+
+    def run():
+        y = cd.softmax(x, axis=1).persist()
+        if scheduler != "threads":
             wait(y)
 
-        seconds = median_seconds(split)
-        model = traffic.softmax((2048, length), "float16", split_rows=True).min_bytes
-        results["split_rows"] = {"shape": [2048, length], "column_chunks": 4, "ms": seconds * 1e3,
-                                 "TBps": model / seconds / 1e12, "of_copy": model / seconds / 1e12 / copy}
+    return run
+
+
+def main(out_path=None):
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    copy = copy_tbps(4 << 30)
+    direct = {size: direct_seconds((size // (2 * COLUMNS), COLUMNS)) for size in SIZES}
+    results = {"copy_TBps": copy, "direct_ms": {str(k): v * 1e3 for k, v in direct.items()}, "rows": []}
+    with LocalCUDACluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
+        for scheduler in ("threads", "LocalCUDACluster"):
+            for size in SIZES:
+                rows = size // (2 * COLUMNS)
+                for chunk_mib in CHUNKS_MIB:
+                    x = _persisted((rows, COLUMNS), (chunk_mib * 2**20 // (2 * COLUMNS), COLUMNS), scheduler)
+                    seconds = _timed(_softmax_run(x, scheduler), scheduler)
+                    results["rows"].append({"case": "whole rows", "scheduler": scheduler, "GiB": size >> 30,
+                                            "chunk_MiB": chunk_mib, "ms": seconds * 1e3,
+                                            "direct_over_dask": direct[size] / seconds})
+                    del x
+                length = size // (2 * 2048)
+                x = _persisted((2048, length), (2048, length // 4), scheduler)
+                seconds = _timed(_softmax_run(x, scheduler), scheduler)
+                model = traffic.softmax((2048, length), "float16", split_rows=True).min_bytes
+                results["rows"].append({"case": "rows across 4 chunks", "scheduler": scheduler, "GiB": size >> 30,
+                                        "chunk_MiB": size >> 22, "ms": seconds * 1e3, "TBps": model / seconds / 1e12,
+                                        "of_copy": model / seconds / 1e12 / copy})
+                del x
     if out_path:
         with open(out_path, "w") as handle:
             json.dump(results, handle, indent=1)
-    print(f"copy {copy:.2f} TB/s; direct cufuse.softmax of 4 GiB float16 ({rows}x{COLUMNS}): {direct * 1e3:.2f} ms")
-    print(f"{'scheduler':18s} {'chunk MiB':>9s} {'ms':>8s} {'direct/dask':>11s}")
-    for r in results["whole_rows"]:
-        print(f"{r['scheduler']:18s} {r['chunk_MiB']:9d} {r['ms']:8.2f} {r['direct_over_dask']:11.2f}")
-    s = results["split_rows"]
-    print(f"rows across 4 chunks {s['shape']}: {s['ms']:.2f} ms, {s['TBps']:.2f} TB/s over 2 reads + 1 write "
-          f"= {s['of_copy']:.2f} of the copy")
+    print(f"copy {copy:.2f} TB/s; direct cufuse.softmax of float16: "
+          + ", ".join(f"{k >> 30} GiB {v * 1e3:.2f} ms" for k, v in direct.items()))
+    print(f"{'case':22s} {'scheduler':17s} {'GiB':>4s} {'chunk MiB':>9s} {'ms':>8s} {'direct/dask':>11s} {'of copy':>7s}")
+    for r in results["rows"]:
+        ratio = f"{r['direct_over_dask']:11.2f}" if "direct_over_dask" in r else " " * 11
+        of_copy = f"{r['of_copy']:7.2f}" if "of_copy" in r else ""
+        print(f"{r['case']:22s} {r['scheduler']:17s} {r['GiB']:4d} {r['chunk_MiB']:9d} {r['ms']:8.2f} {ratio} {of_copy}")
 
 
 if __name__ == "__main__":
