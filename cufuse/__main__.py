@@ -180,8 +180,8 @@ def _cupy_missing() -> str | None:
     try:
         from cupy_backends.cuda.libs import nvrtc  # noqa: F401
     except Exception as exc:  # cupy missing, or no NVRTC library
-        return (f"{program_name()}: this command needs CuPy with NVRTC (pip install \"cufuse[cuda13]\" or "
-                f"\"cufuse[cuda12]\"); {type(exc).__name__}: {exc}")
+        return (f"{program_name()}: this command needs CuPy with NVRTC (cufuse's extra 'cuda13' or 'cuda12', from a "
+                f"clone: pip install -e \".[cuda13]\"); {type(exc).__name__}: {exc}")
     return None
 
 

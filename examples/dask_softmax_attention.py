@@ -1,6 +1,6 @@
 """cufuse over Dask arrays on every GPU of this machine (dask-cuda: one worker a GPU).
 
-    pip install "cufuse[cuda13,dask]"
+    pip install -e ".[cuda13,dask]"      # from a clone of cufuse
     python examples/dask_softmax_attention.py
 
 Makes its data on the workers (CuPy chunks), runs a softmax whose rows span chunks and an

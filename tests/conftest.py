@@ -30,7 +30,7 @@ GPU = _gpu_available()
 requires_gpu = pytest.mark.skipif(not GPU, reason="no CUDA GPU present")
 # Compiling needs CuPy's NVRTC binding, not a GPU: a CPU-only install (no CuPy) skips these.
 NVRTC = _nvrtc_available()
-requires_nvrtc = pytest.mark.skipif(not NVRTC, reason="needs CuPy with NVRTC (pip install cufuse[cuda13])")
+requires_nvrtc = pytest.mark.skipif(not NVRTC, reason="needs CuPy with NVRTC (cufuse's extra cuda13 or cuda12)")
 
 
 @pytest.fixture

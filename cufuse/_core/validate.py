@@ -78,7 +78,7 @@ def as_arrays(fn: str, *, optional: tuple = (), **values):
         elif is_cuda_resident(value):
             if cp is None:
                 raise TypeError(f"{fn}: argument '{name}' is a GPU array ({type(value).__name__}), which needs CuPy: "
-                                f"pip install \"cufuse[cuda13]\" (or cuda12)")
+                                f"cufuse's extra 'cuda13' or 'cuda12' (from a clone: pip install -e \".[cuda13]\")")
             array, gpu = _from_cuda(cp, fn, name, value), True
         else:
             array, gpu = _from_host(fn, name, value), False

@@ -9,7 +9,7 @@ linear's K across chunks (partial products summed, then bias and ReLU once: that
 cannot fuse into the GEMM). With dask-cuda's ``LocalCUDACluster`` (one worker a GPU) the
 chunks run where they live.
 
-Needs the optional extra: ``pip install "cufuse[dask]"`` (dask[array], distributed, and
+Needs the optional extra ``dask`` (from a clone: ``pip install -e ".[dask]"``): dask[array], distributed, and
 dask-cuda on Linux GPU machines). The rest of cufuse never imports Dask.
 """
 from ._attention import attention

@@ -7,7 +7,7 @@ import numpy as np
 try:
     import dask.array as da
 except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise ImportError("cufuse.dask needs Dask: pip install \"cufuse[dask]\"") from exc
+    raise ImportError("cufuse.dask needs Dask: cufuse's extra 'dask' (from a clone: pip install -e \".[dask]\")") from exc
 
 
 def as_dask(fn: str, name: str, value):

@@ -37,3 +37,9 @@ def test_the_install_commands_name_existing_extras():
             assert re.search(rf"^{name} = \[", pyproject, re.M), name
     with pytest.raises(ValueError):
         text.index("bench/NOTES.md")
+
+
+def test_no_command_installs_the_unrelated_pypi_project():
+    """The PyPI name cufuse belongs to another project: every install is from a clone."""
+    text = README.read_text()
+    assert not re.search(r"pip install (-U )?\"?cufuse\b", text)
