@@ -1,6 +1,6 @@
 """The Dask path's cost on one GPU (issue 21's benchmarks), a table printed last.
 
-    python3 experiments/dask/measure_dask.py [OUT.json]
+    python3 experiments/dask/measure_dask.py [OUT.json] [threads|LocalCUDACluster ...]
 
 1. Rows whole in each chunk: ``cufuse.dask.softmax`` over 4 and 32 GiB of float16 in chunks of
    256 MiB and 2 GiB, data persisted first, with Dask's threaded scheduler in this process and
@@ -105,7 +105,7 @@ def _softmax_run(x, scheduler):
     return run
 
 
-def main(out_path=None):
+def main(out_path=None, *schedulers):
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
@@ -113,7 +113,7 @@ def main(out_path=None):
     direct = {size: direct_seconds((size // (2 * COLUMNS), COLUMNS)) for size in SIZES}
     results = {"copy_TBps": copy, "direct_ms": {str(k): v * 1e3 for k, v in direct.items()}, "rows": []}
     with LocalCUDACluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
-        for scheduler in ("threads", "LocalCUDACluster"):
+        for scheduler in schedulers or ("threads", "LocalCUDACluster"):
             for size in SIZES:
                 rows = size // (2 * COLUMNS)
                 for chunk_mib in CHUNKS_MIB:
@@ -144,4 +144,4 @@ def main(out_path=None):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2])
+    main(*sys.argv[1:])
