@@ -52,58 +52,53 @@ def test_compile_without_gpu_reports_resources(arch):
     assert usage["registers"] > 0 and usage["spill_stores"] == 0
 
 
-@requires_nvrtc
-def test_compile_error_names_kernel_and_shows_log(tmp_path, monkeypatch):
-    (tmp_path / "broken.cu").write_text("__global__ void broken() { undeclared_thing(); }\n")
+@pytest.fixture
+def kernels_dir(tmp_path, monkeypatch):
+    """An empty kernels/ folder for the loader (its source hashes forgotten before and after)."""
     monkeypatch.setattr(loader, "KERNELS_DIR", tmp_path)
     loader.source_hash.cache_clear()
-    try:
-        with pytest.raises(loader.KernelCompileError, match=r"(?s)broken.cu broken for sm_90a.*undeclared_thing"):
-            loader.compile_spec(KernelSpec("broken.cu", "broken"), "sm_90a")
-    finally:
-        loader.source_hash.cache_clear()
-
-
-@requires_nvrtc
-def test_sm_90a_unlocks_wgmma(tmp_path, monkeypatch):
-    (tmp_path / "fence.cu").write_text('__global__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }\n')
-    monkeypatch.setattr(loader, "KERNELS_DIR", tmp_path)
+    yield tmp_path
     loader.source_hash.cache_clear()
-    try:
-        loader.compile_spec(KernelSpec("fence.cu", "fence"), "sm_90a")
-        with pytest.raises(loader.KernelCompileError):
-            loader.compile_spec(KernelSpec("fence.cu", "fence"), "sm_90")
-    finally:
-        loader.source_hash.cache_clear()
 
 
 @requires_nvrtc
-def test_header_edit_recompiles_only_what_includes_it(tmp_path, monkeypatch):
+def test_compile_error_names_kernel_and_shows_log(kernels_dir):
+    (kernels_dir / "broken.cu").write_text("__global__ void broken() { undeclared_thing(); }\n")
+    with pytest.raises(loader.KernelCompileError, match=r"(?s)broken.cu broken for sm_90a.*undeclared_thing"):
+        loader.compile_spec(KernelSpec("broken.cu", "broken"), "sm_90a")
+
+
+@requires_nvrtc
+def test_sm_90a_unlocks_wgmma(kernels_dir):
+    (kernels_dir / "fence.cu").write_text('__global__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }\n')
+    loader.compile_spec(KernelSpec("fence.cu", "fence"), "sm_90a")
+    with pytest.raises(loader.KernelCompileError):
+        loader.compile_spec(KernelSpec("fence.cu", "fence"), "sm_90")
+
+
+@requires_nvrtc
+def test_header_edit_recompiles_only_what_includes_it(kernels_dir, monkeypatch):
     """The cache key hashes an entry file and the headers it includes, by their paths under
     kernels/: editing one op's header recompiles that op's kernels and no others."""
-    (tmp_path / "op_a").mkdir()
-    (tmp_path / "op_b").mkdir()
-    (tmp_path / "op_a" / "k.cu").write_text('#include "op_a/h.cuh"\n__global__ void k(float* x) { x[0] = VALUE; }\n')
-    (tmp_path / "op_a" / "h.cuh").write_text("#pragma once\n#define VALUE 1.0f\n")
-    (tmp_path / "op_b" / "j.cu").write_text("__global__ void j(float* x) { x[0] = 3.0f; }\n")
-    monkeypatch.setattr(loader, "KERNELS_DIR", tmp_path)
-    monkeypatch.setenv("CUFUSE_CACHE_DIR", str(tmp_path / "cache"))
+    (kernels_dir / "op_a").mkdir()
+    (kernels_dir / "op_b").mkdir()
+    (kernels_dir / "op_a" / "k.cu").write_text('#include "op_a/h.cuh"\n__global__ void k(float* x) { x[0] = VALUE; }\n')
+    (kernels_dir / "op_a" / "h.cuh").write_text("#pragma once\n#define VALUE 1.0f\n")
+    (kernels_dir / "op_b" / "j.cu").write_text("__global__ void j(float* x) { x[0] = 3.0f; }\n")
+    monkeypatch.setenv("CUFUSE_CACHE_DIR", str(kernels_dir / "cache"))
     a, b = KernelSpec("op_a/k.cu", "k"), KernelSpec("op_b/j.cu", "j")
+    assert loader.included_sources("op_a/k.cu") == ("op_a/h.cuh", "op_a/k.cu")
+    first_a = loader.ensure_compiled(a, "sm_80")
+    assert first_a.compiled_now and loader.ensure_compiled(b, "sm_80").compiled_now
+    assert not loader.ensure_compiled(a, "sm_80").compiled_now
+    hash_a, hash_b = loader.source_hash("op_a/k.cu"), loader.source_hash("op_b/j.cu")
+    (kernels_dir / "op_a" / "h.cuh").write_text("#pragma once\n#define VALUE 2.0f\n")
     loader.source_hash.cache_clear()
-    try:
-        assert loader.included_sources("op_a/k.cu") == ("op_a/h.cuh", "op_a/k.cu")
-        first_a, first_b = loader.ensure_compiled(a, "sm_80"), loader.ensure_compiled(b, "sm_80")
-        assert first_a.compiled_now and not loader.ensure_compiled(a, "sm_80").compiled_now
-        hash_a, hash_b = loader.source_hash("op_a/k.cu"), loader.source_hash("op_b/j.cu")
-        (tmp_path / "op_a" / "h.cuh").write_text("#pragma once\n#define VALUE 2.0f\n")
-        loader.source_hash.cache_clear()
-        assert loader.source_hash("op_a/k.cu") != hash_a and loader.source_hash("op_b/j.cu") == hash_b
-        second_a = loader.ensure_compiled(a, "sm_80")
-        assert second_a.compiled_now and second_a.path != first_a.path
-        assert not loader.ensure_compiled(b, "sm_80").compiled_now
-        assert loader.source_hash("op_a/k.cu") in loader._source_text(a)
-    finally:
-        loader.source_hash.cache_clear()
+    assert loader.source_hash("op_a/k.cu") != hash_a and loader.source_hash("op_b/j.cu") == hash_b
+    second_a = loader.ensure_compiled(a, "sm_80")
+    assert second_a.compiled_now and second_a.path != first_a.path
+    assert not loader.ensure_compiled(b, "sm_80").compiled_now
+    assert loader.source_hash("op_a/k.cu") in loader._source_text(a)
 
 
 def test_every_config_instantiation_names_an_existing_source():
