@@ -105,13 +105,43 @@ def _softmax_run(x, scheduler):
     return run
 
 
+def _identity_run(x, scheduler):
+    """The same graph shape with no GPU work (each task returns its block): Dask's own cost,
+    the floor under any function mapped over these chunks."""
+    from distributed import wait
+
+    def run():
+        y = x.map_blocks(_identity, dtype=x.dtype, meta=x._meta).persist()
+        if scheduler != "threads":
+            wait(y)
+
+    return run
+
+
+def _identity(block):
+    return block
+
+
+def call_overhead_us():
+    """Host time of one cufuse.softmax call on a small array (validation, plan lookup, launch)."""
+    x = cupy.ones((8, COLUMNS), dtype=np.float16)
+    cufuse.softmax(x, axis=1)
+    start = time.perf_counter()
+    for _ in range(1000):
+        cufuse.softmax(x, axis=1)
+    seconds = (time.perf_counter() - start) / 1000
+    cupy.cuda.runtime.deviceSynchronize()
+    return seconds * 1e6
+
+
 def main(out_path=None, *schedulers):
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
     copy = copy_tbps(4 << 30)
     direct = {size: direct_seconds((size // (2 * COLUMNS), COLUMNS)) for size in SIZES}
-    results = {"copy_TBps": copy, "direct_ms": {str(k): v * 1e3 for k, v in direct.items()}, "rows": []}
+    results = {"copy_TBps": copy, "direct_ms": {str(k): v * 1e3 for k, v in direct.items()},
+               "call_overhead_us": call_overhead_us(), "rows": []}
     with LocalCUDACluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
         for scheduler in schedulers or ("threads", "LocalCUDACluster"):
             for size in SIZES:
@@ -119,9 +149,11 @@ def main(out_path=None, *schedulers):
                 for chunk_mib in CHUNKS_MIB:
                     x = _persisted((rows, COLUMNS), (chunk_mib * 2**20 // (2 * COLUMNS), COLUMNS), scheduler)
                     seconds = _timed(_softmax_run(x, scheduler), scheduler)
+                    floor = _timed(_identity_run(x, scheduler), scheduler)
                     results["rows"].append({"case": "whole rows", "scheduler": scheduler, "GiB": size >> 30,
-                                            "chunk_MiB": chunk_mib, "ms": seconds * 1e3,
-                                            "direct_over_dask": direct[size] / seconds})
+                                            "chunk_MiB": chunk_mib, "ms": seconds * 1e3, "floor_ms": floor * 1e3,
+                                            "direct_over_dask": direct[size] / seconds,
+                                            "bound": direct[size] / max(direct[size], floor)})
                     del x
                 length = size // (2 * 2048)
                 x = _persisted((2048, length), (2048, length // 4), scheduler)
@@ -136,11 +168,17 @@ def main(out_path=None, *schedulers):
             json.dump(results, handle, indent=1)
     print(f"copy {copy:.2f} TB/s; direct cufuse.softmax of float16: "
           + ", ".join(f"{k >> 30} GiB {v * 1e3:.2f} ms" for k, v in direct.items()))
-    print(f"{'case':22s} {'scheduler':17s} {'GiB':>4s} {'chunk MiB':>9s} {'ms':>8s} {'direct/dask':>11s} {'of copy':>7s}")
+    print(f"one cufuse.softmax call costs the host {results['call_overhead_us']:.1f} us")
+    print("floor = the same graph mapping an identity (Dask's own cost); bound = direct / max(direct, floor)")
+    print(f"{'case':22s} {'scheduler':17s} {'GiB':>4s} {'chunk MiB':>9s} {'ms':>8s} {'floor ms':>8s} "
+          f"{'direct/dask':>11s} {'bound':>5s} {'of copy':>7s}")
     for r in results["rows"]:
         ratio = f"{r['direct_over_dask']:11.2f}" if "direct_over_dask" in r else " " * 11
+        floor = f"{r['floor_ms']:8.2f}" if "floor_ms" in r else " " * 8
+        bound = f"{r['bound']:5.2f}" if "bound" in r else " " * 5
         of_copy = f"{r['of_copy']:7.2f}" if "of_copy" in r else ""
-        print(f"{r['case']:22s} {r['scheduler']:17s} {r['GiB']:4d} {r['chunk_MiB']:9d} {r['ms']:8.2f} {ratio} {of_copy}")
+        print(f"{r['case']:22s} {r['scheduler']:17s} {r['GiB']:4d} {r['chunk_MiB']:9d} {r['ms']:8.2f} {floor} "
+              f"{ratio} {bound} {of_copy}")
 
 
 if __name__ == "__main__":
