@@ -15,6 +15,8 @@ _PUBLIC = {
     "log_softmax": "cufuse.ops.softmax",
     "fused_linear_relu": "cufuse.ops.linear",
     "attention": "cufuse.ops.attention",
+    "attention_paged": "cufuse.ops.paged_attention",
+    "kv_append": "cufuse.ops.paged_attention",
     "trace": "cufuse.tracing",
 }
 __all__ = sorted(_PUBLIC) + ["reference", "traffic", "__version__"]

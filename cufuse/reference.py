@@ -91,11 +91,34 @@ def fused_linear_relu(x, weight, bias=None, *, tile: int = 256) -> np.ndarray:
     return np.maximum(acc, 0.0).reshape(x.shape[:-1] + (n_dim,))
 
 
-def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = False, tile: int = 128):
+def visible_keys(keys: np.ndarray, n_q: int, n_k: int, causal: bool, window=None):
+    """Which of ``keys`` each of the n_q queries sees, ``(n_q, len(keys))`` bool, or None when
+    every query sees every key. Query i sits at ``p = i + n_k - n_q`` (bottom-right frame);
+    ``causal``: key j <= p; ``window`` (left, right), None on a side for unlimited:
+    ``p - left <= j <= p + right`` (causal caps right at 0)."""
+    left, right = window if window is not None else (None, None)
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    if left is None and right is None:
+        return None
+    position = np.arange(n_q)[:, None] + (n_k - n_q)
+    keys = keys[None, :]
+    visible = np.ones((n_q, keys.shape[1]), dtype=bool)
+    if left is not None:
+        visible &= keys >= position - left
+    if right is not None:
+        visible &= keys <= position + right
+    return visible
+
+
+def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap=None, return_lse: bool = False,
+              tile: int = 128):
     """float64 FlashAttention forward: ``softmax(q @ k^T * scale) @ v`` over key tiles.
 
     Leading dims broadcast. ``causal`` is bottom-right aligned: query i sees key j iff
-    ``j <= i + Nk - Nq``. A row that sees no key gives 0 and lse ``-inf``.
+    ``j <= i + Nk - Nq``; ``window`` (left, right) limits the keys around that position (see
+    ``visible_keys``); ``softcap`` c replaces each scaled score s by ``c * tanh(s / c)``.
+    A row that sees no key gives 0 and lse ``-inf``.
     Returns ``out`` or ``(out, lse)``; lse is float64 here (the public API casts it).
     """
     if tile < 1:
@@ -114,13 +137,14 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
     m = np.full(batch + (n_q,), -np.inf)
     l = np.zeros(batch + (n_q,))
     acc = np.zeros(batch + (n_q, head_dim_v))
-    query_index = np.arange(n_q)[:, None]
     with np.errstate(invalid="ignore", over="ignore"):
         for start in range(0, n_k, tile):
             stop = min(start + tile, n_k)
             scores = np.matmul(q, np.swapaxes(k[..., start:stop, :], -1, -2)) * scale
-            if causal:
-                visible = np.arange(start, stop)[None, :] <= query_index + (n_k - n_q)
+            if softcap is not None:
+                scores = softcap * np.tanh(scores / softcap)
+            visible = visible_keys(np.arange(start, stop), n_q, n_k, causal, window)
+            if visible is not None:
                 scores = np.where(visible, scores, -np.inf)
             m_new = np.maximum(m, scores.max(axis=-1))
             alpha = np.where(m == -np.inf, 0.0, np.exp(m - m_new))
@@ -156,3 +180,45 @@ def attention_dense(q, k, v, *, causal: bool = False, scale=None):
     total = weights.sum(axis=-1, keepdims=True)
     probs = np.where(total > 0, weights / np.where(total > 0, total, 1.0), 0.0)
     return np.matmul(probs, v)
+
+
+def gather_pages(pages, table_row, length: int) -> np.ndarray:
+    """The first ``length`` keys of one sequence from a page pool ``(P, H, S, D)`` through its
+    row of the block table: ``(H, length, D)``."""
+    n_pages, heads, page_size, dim = pages.shape
+    used = np.asarray(table_row[: -(-length // page_size)], dtype=np.int64)
+    gathered = np.moveaxis(np.asarray(pages)[used], 1, 0).reshape(heads, used.size * page_size, dim)
+    return gathered[:, :length]
+
+
+def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
+                    softcap=None, return_lse: bool = False, tile: int = 128):
+    """float64 PagedAttention: each sequence's keys gathered from its pages, then ``attention``
+    with the query heads grouped over the KV heads (q ``(B, Hq, Nq, D)``, pages ``(P, Hkv, S,
+    D)``, query head h uses KV head ``h // (Hq // Hkv)``). Page indices are not checked here
+    (the public function does that)."""
+    q = np.asarray(q, dtype=np.float64)
+    batch, heads_q, n_q, head_dim = q.shape
+    heads_kv, head_dim_v = k_pages.shape[1], v_pages.shape[-1]
+    out = np.zeros((batch, heads_q, n_q, head_dim_v))
+    lse = np.full((batch, heads_q, n_q), -np.inf)
+    for b in range(batch):
+        length = int(seq_lens[b])
+        k = gather_pages(k_pages, block_table[b], length).astype(np.float64)[:, None]
+        v = gather_pages(v_pages, block_table[b], length).astype(np.float64)[:, None]
+        grouped = q[b].reshape(heads_kv, heads_q // heads_kv, n_q, head_dim)
+        o, row_lse = attention(grouped, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
+                               return_lse=True, tile=tile)
+        out[b], lse[b] = o.reshape(heads_q, n_q, head_dim_v), row_lse.reshape(heads_q, n_q)
+    return (out, lse) if return_lse else out
+
+
+def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens) -> None:
+    """Write k_new / v_new ``(B, Hkv, Nnew, D)`` into the pages ``(P, Hkv, S, D)`` at positions
+    ``seq_lens[b] ..< seq_lens[b] + Nnew`` of each sequence, in place."""
+    page_size, n_new = k_pages.shape[2], k_new.shape[2]
+    positions = np.asarray(seq_lens, dtype=np.int64)[:, None] + np.arange(n_new)
+    pages = np.take_along_axis(np.asarray(block_table, dtype=np.int64), positions // page_size, axis=1)
+    slots = positions % page_size
+    k_pages[pages, :, slots] = np.swapaxes(k_new, 1, 2)  # advanced indices first: (B, Nnew, Hkv, D)
+    v_pages[pages, :, slots] = np.swapaxes(v_new, 1, 2)

@@ -1,0 +1,234 @@
+"""PagedAttention: ``attention_paged`` over K/V pages of a shared pool, and ``kv_append``.
+
+Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64
+oracle of ``cufuse.reference`` (pages gathered, then dense attention) and check every page
+index a sequence uses; CuPy inputs run the kernels of ``kernels/paged_attention/`` and never
+read block_table or seq_lens on the host (no synchronisation), except under CUFUSE_DEBUG=1,
+which checks the page indices first.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ... import reference
+from ..._core.device import device_info
+from ..._core.loader import _debug_enabled
+from ..._core.numpy_path import deliver
+from ..._core.plans import PLANS, BoundPlan
+from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_float, require_ndim,
+                               require_same_dtype)
+from .plan import plan_attention_paged, plan_kv_append
+from .problem import UNLIMITED
+from .select import VARIANTS
+
+_FN = "attention_paged"
+_APPEND = "kv_append"
+MAX_HEAD_DIM = 256
+
+
+def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, scale=None, window=None,
+                    softcap=None, return_lse=False, out=None, config=None):
+    """Attention of each sequence's newest queries over its keys and values in pages.
+
+    q ``(B, Hq, Nq, D)``; k_pages / v_pages the logical ``(P, Hkv, S, D)`` / ``(P, Hkv, S, Dv)``
+    (any strides whose last is 1: vLLM's ``(P, S, Hkv, D)`` storage passes as
+    ``.transpose(0, 2, 1, 3)``); block_table ``(B, max_pages)`` int32 lists each sequence's
+    pages in order; seq_lens ``(B,)`` int32 counts its keys, the Nq newest included. Query
+    head h uses KV head ``h // (Hq // Hkv)``. ``causal`` is bottom-right within each
+    sequence; ``window=(left, right)`` and ``softcap`` as in ``attention``. Returns ``(B, Hq,
+    Nq, Dv)`` and with ``return_lse`` also lse ``(B, Hq, Nq)`` float32; a row that sees no key
+    is 0 with lse -inf. ``config`` (GPU inputs only; checked and ignored on NumPy inputs)
+    forces a kernel variant (``PagedMmaTile``, ``PagedSimtRows``).
+    """
+    xp, arrays = as_arrays(_FN, q=q, k_pages=k_pages, v_pages=v_pages, block_table=block_table, seq_lens=seq_lens)
+    q, k_pages, v_pages = arrays["q"], arrays["k_pages"], arrays["v_pages"]
+    block_table, seq_lens = arrays["block_table"], arrays["seq_lens"]
+    for name, arr in (("q", q), ("k_pages", k_pages), ("v_pages", v_pages)):
+        require_float(_FN, name, arr)
+        require_ndim(_FN, name, arr, exactly=4)
+    require_same_dtype(_FN, "q", q, k_pages=k_pages, v_pages=v_pages)
+    batch, heads_q, n_q, head_dim = q.shape
+    heads_kv = _check_pages(_FN, k_pages, v_pages, head_dim, "q")
+    if n_q < 1:
+        raise ValueError(f"{_FN}: argument 'q' expected at least one query (axis 2), got shape {q.shape}")
+    if heads_q % heads_kv:
+        raise ValueError(f"{_FN}: argument 'k_pages' expected a head count on axis 1 that divides q's {heads_q}, "
+                         f"got shape {k_pages.shape}")
+    _check_table(_FN, block_table, seq_lens, batch, k_pages.shape[2])
+    causal = require_bool(_FN, "causal", causal)
+    return_lse = require_bool(_FN, "return_lse", return_lse)
+    check_config(_FN, config, VARIANTS)
+    scale = 1.0 / float(np.sqrt(head_dim)) if scale is None else _finite_real("scale", scale)
+    window = _window(window)
+    if softcap is not None:
+        softcap = _finite_real("softcap", softcap)
+        if softcap <= 0:
+            raise ValueError(f"{_FN}: argument 'softcap' expected None or a positive number, got {softcap!r}")
+    out_shape = (batch, heads_q, n_q, v_pages.shape[-1])
+    inputs = {"q": q, "k_pages": k_pages, "v_pages": v_pages, "block_table": block_table, "seq_lens": seq_lens}
+    out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs=inputs)
+    if xp is np or _debug_enabled():
+        _check_indices(_FN, xp, block_table, seq_lens, k_pages.shape[0], k_pages.shape[2])
+    if xp is np:
+        result, lse = reference.attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=causal,
+                                                scale=scale, window=window, softcap=softcap, return_lse=True)
+        result, lse = deliver(result, out, q.dtype), lse.astype(np.float32)
+    else:
+        result, lse = _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config)
+    return (result, lse) if return_lse else result
+
+
+def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
+    """Write k_new ``(B, Hkv, Nnew, D)`` and v_new ``(B, Hkv, Nnew, Dv)`` into the pages at
+    positions ``seq_lens[b] ..< seq_lens[b] + Nnew`` of each sequence, in place, in one launch
+    on the GPU (the caller then passes ``seq_lens + Nnew`` to attention_paged). Pages and
+    table as in ``attention_paged``; k_new / v_new any strides, the pages' dtype. Returns None."""
+    xp, arrays = as_arrays(_APPEND, k_pages=k_pages, v_pages=v_pages, k_new=k_new, v_new=v_new,
+                           block_table=block_table, seq_lens=seq_lens)
+    k_pages, v_pages, k_new, v_new = (arrays[n] for n in ("k_pages", "v_pages", "k_new", "v_new"))
+    block_table, seq_lens = arrays["block_table"], arrays["seq_lens"]
+    for name, arr in (("k_pages", k_pages), ("v_pages", v_pages), ("k_new", k_new), ("v_new", v_new)):
+        require_float(_APPEND, name, arr)
+        require_ndim(_APPEND, name, arr, exactly=4)
+    require_same_dtype(_APPEND, "k_pages", k_pages, v_pages=v_pages, k_new=k_new, v_new=v_new)
+    heads_kv = _check_pages(_APPEND, k_pages, v_pages, k_new.shape[-1], "k_new")
+    batch, _, n_new, _ = k_new.shape
+    for name, arr, dim in (("k_new", k_new, k_pages.shape[-1]), ("v_new", v_new, v_pages.shape[-1])):
+        if arr.shape != (batch, heads_kv, n_new, dim):
+            raise ValueError(f"{_APPEND}: argument '{name}' expected shape {(batch, heads_kv, n_new, dim)} "
+                             f"(B, the pages' Hkv, Nnew, their head dim), got {arr.shape}")
+    _check_table(_APPEND, block_table, seq_lens, batch, k_pages.shape[2])
+    if xp is np:
+        for name, arr in (("k_pages", k_pages), ("v_pages", v_pages)):
+            if not arr.flags.writeable:
+                raise ValueError(f"{_APPEND}: argument '{name}' expected a writeable array, got a read-only one")
+    if xp is np or _debug_enabled():
+        _check_indices(_APPEND, xp, block_table, seq_lens, k_pages.shape[0], k_pages.shape[2], n_new)
+    if xp is np:
+        reference.kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens)
+        return None
+    if k_new.size == 0 and v_new.size == 0 or batch * n_new == 0:
+        return None
+    names = ("k_pages", "v_pages", "k_new", "v_new", "block_table", "seq_lens")
+    strides = _element_strides(arrays, names)
+    flat = (*strides["k_pages"][:3], *strides["v_pages"][:3], *strides["k_new"], *strides["v_new"],
+            *strides["block_table"], *strides["seq_lens"])
+    key = (_APPEND, k_new.shape, v_pages.shape, flat, k_pages.dtype, k_pages.device.id)
+    with k_pages.device:
+        bound = PLANS.get(key)
+        if bound is None:
+            plan = plan_kv_append(k_new.shape, v_pages.shape[-1], k_pages.shape[2], block_table.shape[1],
+                                  k_pages.dtype, flat)
+            bound = PLANS.put(key, BoundPlan(plan, device_info(k_pages.device.id)))
+        bound(arrays)
+    return None
+
+
+def _check_pages(fn, k_pages, v_pages, head_dim, head_name) -> int:
+    """k_pages ``(P, Hkv, S, head_dim)`` and v_pages ``(P, Hkv, S, Dv)`` with unit last strides;
+    returns Hkv."""
+    n_pages, heads_kv, page_size, dim = k_pages.shape
+    if dim != head_dim:
+        raise ValueError(f"{fn}: argument 'k_pages' expected last axis {head_dim} ('{head_name}''s head dim), "
+                         f"got shape {k_pages.shape}")
+    if v_pages.shape[:3] != k_pages.shape[:3]:
+        raise ValueError(f"{fn}: argument 'v_pages' expected (P, Hkv, S) = {k_pages.shape[:3]} (k_pages'), "
+                         f"got shape {v_pages.shape}")
+    if heads_kv < 1 or page_size < 1:
+        raise ValueError(f"{fn}: argument 'k_pages' expected at least one head (axis 1) and a page size (axis 2) "
+                         f"of at least 1, got shape {k_pages.shape}")
+    for name, arr in (("k_pages", k_pages), ("v_pages", v_pages)):
+        if not 1 <= arr.shape[-1] <= MAX_HEAD_DIM:
+            raise ValueError(f"{fn}: argument '{name}' expected a head dim from 1 to {MAX_HEAD_DIM}, got {arr.shape[-1]}")
+        if arr.shape[-1] > 1 and arr.strides[-1] != arr.itemsize:
+            raise ValueError(f"{fn}: argument '{name}' expected a unit stride on the last axis, got strides "
+                             f"{arr.strides} (bytes)")
+    return heads_kv
+
+
+def _check_table(fn, block_table, seq_lens, batch, page_size) -> None:
+    for name, arr, ndim in (("block_table", block_table, 2), ("seq_lens", seq_lens, 1)):
+        if arr.dtype != np.int32:
+            raise TypeError(f"{fn}: argument '{name}' expected dtype int32, got {arr.dtype}")
+        require_ndim(fn, name, arr, exactly=ndim)
+        if arr.shape[0] != batch:
+            raise ValueError(f"{fn}: argument '{name}' expected {batch} rows (the batch), got shape {arr.shape}")
+    if block_table.shape[1] * page_size > UNLIMITED:
+        raise ValueError(f"{fn}: argument 'block_table' expected max_pages * S <= {UNLIMITED} keys, got "
+                         f"{block_table.shape[1]} pages of {page_size}")
+
+
+def _check_indices(fn, xp, block_table, seq_lens, n_pages, page_size, n_new=0) -> None:
+    """Every page a sequence uses (its first ceil((len + n_new) / S) table entries) in [0, P),
+    and 0 <= len, len + n_new <= max_pages * S. Synchronises on the GPU (CUFUSE_DEBUG=1 only)."""
+    max_keys = block_table.shape[1] * page_size
+    lengths = seq_lens.astype(np.int64)
+    if lengths.size and bool(xp.any((lengths < 0) | (lengths + n_new > max_keys))):
+        bad = int(xp.argmax((lengths < 0) | (lengths + n_new > max_keys)))
+        raise ValueError(f"{fn}: argument 'seq_lens' expected lengths from 0 to {max_keys - n_new} (max_pages * S"
+                         f"{' - Nnew' if n_new else ''}), got {int(lengths[bad])} at index {bad}")
+    pages_used = -(-(lengths + n_new) // page_size)
+    used = xp.arange(block_table.shape[1])[None, :] < pages_used[:, None]
+    bad = used & ((block_table < 0) | (block_table >= n_pages))
+    if bad.size and bool(xp.any(bad)):
+        b, slot = divmod(int(xp.argmax(bad.ravel())), block_table.shape[1])
+        raise ValueError(f"{fn}: argument 'block_table' expected page indices in [0, {n_pages}) for the pages a "
+                         f"sequence uses, got {int(block_table[b, slot])} at [{b}, {slot}]")
+
+
+def _finite_real(name, value) -> float:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not np.isfinite(value):
+        raise TypeError(f"{_FN}: argument '{name}' expected None or a finite real number, got {value!r}")
+    return float(value)
+
+
+def _window(window):
+    """``window`` as a (left, right) tuple of None or non-negative ints."""
+    if window is None:
+        return None
+    if not isinstance(window, (tuple, list)) or len(window) != 2:
+        raise TypeError(f"{_FN}: argument 'window' expected None or a (left, right) pair, got {window!r}")
+    sides = []
+    for side in window:
+        if side is not None and (not isinstance(side, numbers.Integral) or isinstance(side, bool) or side < 0):
+            raise ValueError(f"{_FN}: argument 'window' expected None or non-negative ints on each side, "
+                             f"got {window!r}")
+        sides.append(None if side is None else int(side))
+    return tuple(sides)
+
+
+def _element_strides(arrays, names) -> dict:
+    return {n: tuple(st // arrays[n].itemsize for st in arrays[n].strides) for n in names}
+
+
+def _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config):
+    """The forward launch, plus paged_attention_merge when a sequence may span several work
+    units; returns ``(out, lse or None)``. Workspace: with a possible split, float32 partials
+    of at most (target units / KV heads + B) units x the batch's rows x (Dv + 1), and 2 B ints
+    of unit ranges; freed when the call returns. Inputs are never copied."""
+    import cupy
+
+    q, k_pages, v_pages = inputs["q"], inputs["k_pages"], inputs["v_pages"]
+    with q.device:
+        out = cupy.empty(out_shape, dtype=q.dtype) if out is None else out
+        lse = cupy.empty(out_shape[:-1], dtype=np.float32) if return_lse else None
+        if out.size == 0:
+            return out, lse
+        names = ("q", "k_pages", "v_pages", "block_table", "seq_lens")
+        strides = _element_strides(inputs, names)
+        sides = (-1, -1) if window is None else tuple(-1 if s is None else min(s, UNLIMITED) for s in window)
+        aligned = (k_pages.data.ptr % 16 == 0, v_pages.data.ptr % 16 == 0)
+        shapes = tuple(inputs[n].shape for n in names)
+        key = (_FN, shapes, tuple(strides.values()), q.dtype, causal, scale, sides, softcap, return_lse, aligned,
+               q.device.id, config)
+        bound = PLANS.get(key)
+        if bound is None:
+            plan = plan_attention_paged(q.shape, strides["q"], k_pages.shape, strides["k_pages"], v_pages.shape,
+                                        strides["v_pages"], inputs["block_table"].shape, strides["block_table"],
+                                        strides["seq_lens"][0], q.dtype, causal, scale, sides, softcap or 0.0,
+                                        return_lse, aligned, device_info(q.device.id), config)
+            bound = PLANS.put(key, BoundPlan(plan, device_info(q.device.id)))
+        bound({**inputs, "out": out, "lse": lse})
+    return out, lse

@@ -1,0 +1,43 @@
+"""``paged_kv_append`` (kernels/paged_attention/kv_append.cu): kv_append's one launch, any
+dtype, one block per (sequence, KV head, new token)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..._core.dtypes import ctype
+from ..._core.loader import KernelSpec
+from ..._core.plans import Launch, Plan
+
+THREADS = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendRows:
+    """The append of k_new / v_new ``(batch, heads_kv, n_new, D / Dv)`` into pages of
+    ``page_size`` slots through a ``(batch, max_pages)`` table; strides in elements: pages
+    (page, head, row) of k and v, k_new and v_new (4 each), table (2), seq_lens (1)."""
+
+    batch: int
+    heads_kv: int
+    n_new: int
+    head_dim: int
+    head_dim_v: int
+    page_size: int
+    max_pages: int
+    dtype: np.dtype
+    strides: tuple
+
+
+    def plan(self) -> Plan:
+        shape = (self.heads_kv, self.n_new, self.head_dim, self.head_dim_v, self.page_size,
+                 self.max_pages * self.page_size)
+        launch = Launch(append_spec(ctype(self.dtype)), (self.batch * self.heads_kv * self.n_new,), (THREADS,),
+                        ("k_pages", "v_pages", "k_new", "v_new", "block_table", "seq_lens",
+                         *(np.int32(x) for x in shape), *(np.int64(st) for st in self.strides)))
+        return Plan((launch,))
+
+
+def append_spec(dtype_ctype: str) -> KernelSpec:
+    return KernelSpec("paged_attention/kv_append.cu", "paged_kv_append", (dtype_ctype,))

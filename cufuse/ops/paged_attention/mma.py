@@ -1,0 +1,97 @@
+"""``paged_attention_mma`` (kernels/paged_attention/mma.cu) and its merge
+``paged_attention_merge`` (merge.cu): float16 / bfloat16 PagedAttention on mma.sync, one
+block per (work unit, KV head, row block) with the KV head's G x Nq query rows packed into
+its MMA rows."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
+from ..._core.loader import KernelSpec
+from ..._core.plans import Launch, Plan, Temporary
+from .problem import FN, LOG2E
+
+MMA_CTYPES = ("__half", "__nv_bfloat16")
+THREADS = 128  # the kernels' __launch_bounds__ (4 warps)
+SMEM_PITCH_PAD = 8  # elements added to every shared-memory row (mma.cu kPitch)
+
+
+@dataclasses.dataclass(frozen=True)
+class PagedMmaTile:
+    """One ``paged_attention_mma`` instantiation: ``row_warps`` warps of 16 query rows (the
+    other 4 / row_warps warps a row warp's key warps), K/V tiles of ``block_n`` keys in a
+    ``stages`` deep cp.async ring; the schedule aims at ``target_units`` blocks and cuts no
+    sequence into chunks under ``min_chunk`` keys."""
+
+    head_dim: int  # padded head dim (64, 128 or 256) covering D and Dv
+    row_warps: int  # 1, 2 or 4
+    block_n: int
+    stages: int
+    target_units: int
+    min_chunk: int
+
+    @property
+    def block_rows(self) -> int:
+        return 16 * self.row_warps
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory: the Q rows and the K/V ring."""
+        return (self.block_rows + 2 * self.stages * self.block_n) * (self.head_dim + SMEM_PITCH_PAD) * 2
+
+    @property
+    def chunk_floor(self) -> int:
+        """The smallest chunk the schedule cuts (min_chunk rounded up to block_n)."""
+        return ceil_div(self.min_chunk, self.block_n) * self.block_n
+
+    def spec(self, dtype_ctype: str) -> KernelSpec:
+        args = (dtype_ctype, self.head_dim, self.row_warps, self.block_n, self.stages)
+        return KernelSpec("paged_attention/mma.cu", "paged_attention_mma", args)
+
+    def check(self, problem, dev) -> None:
+        if self.head_dim < problem.width:
+            raise ValueError(f"{FN}: argument 'config' expected a tile head dim >= {problem.width}, got {self.head_dim}")
+        if problem.ctype not in MMA_CTYPES:
+            raise ValueError(f"{FN}: argument 'config' asks for paged_attention_mma, which takes float16 or bfloat16, "
+                             f"got {problem.dtype}")
+        if self.smem_bytes > dev.max_smem_per_block:
+            raise ValueError(f"{FN}: argument 'config' needs {self.smem_bytes} B of shared memory, the device has "
+                             f"{dev.max_smem_per_block}")
+
+    def plan(self, problem, dev) -> Plan:
+        row_blocks = ceil_div(problem.rows, self.block_rows)
+        heads = problem.heads_kv * row_blocks
+        may_split = problem.max_visible_keys > self.chunk_floor
+        # the schedule makes at most target_units / heads + B units (paged.cuh find_unit)
+        units = ceil_div(self.target_units, heads) + problem.batch if may_split else problem.batch
+        if problem.softcap:
+            qk_scale, softcap_log2 = problem.scale / problem.softcap, problem.softcap * LOG2E
+        else:
+            qk_scale, softcap_log2 = problem.scale * LOG2E, 1.0
+        partials = (Temporary(0), Temporary(1)) if may_split else ("out", problem.lse_arg)
+        meta = Temporary(2) if may_split else Temporary(0)
+        forward = Launch(self.spec(problem.ctype), (units, heads), (THREADS,),
+                         (*problem.pointers, *partials, meta, *problem.shape_args, np.int32(row_blocks),
+                          np.int32(self.target_units), np.int32(self.min_chunk), np.float32(qk_scale),
+                          np.float32(softcap_log2), *problem.mask_args, *problem.stride_args),
+                         smem=self.smem_bytes)
+        meta_buffer = (np.int32, (problem.batch, 2))
+        if not may_split:
+            return Plan((forward,), temporaries=(meta_buffer,))
+        rows_per_batch = problem.heads_kv * problem.rows
+        merge = Launch(merge_spec(problem.ctype), (problem.batch * rows_per_batch,), (THREADS,),
+                       (Temporary(0), Temporary(1), Temporary(2), "out", problem.lse_arg, np.int32(rows_per_batch),
+                        np.int32(problem.head_dim_v), np.int32(problem.return_lse)))
+        return Plan((forward, merge), temporaries=((np.float32, (units, rows_per_batch, problem.head_dim_v)),
+                                                   (np.float32, (units, rows_per_batch)), meta_buffer))
+
+    def resident_blocks(self, dev) -> int:
+        """Blocks an SM holds by shared memory (the schedule's target counts on them), at most 4."""
+        static = 2 * (4 // self.row_warps) * self.block_rows * 4 + 256  # merge arrays, find_unit
+        return max(1, min(4, dev.smem_per_sm // (self.smem_bytes + static + SMEM_RESERVED_PER_BLOCK)))
+
+
+def merge_spec(dtype_ctype: str) -> KernelSpec:
+    return KernelSpec("paged_attention/merge.cu", "paged_attention_merge", (dtype_ctype,))

@@ -1,0 +1,33 @@
+"""``plan_attention_paged`` and ``plan_kv_append``: the pure chains of the GPU calls,
+problem -> config -> Plan."""
+from __future__ import annotations
+
+from ..._core.plans import Plan
+from .append import AppendRows
+from .problem import describe
+from .select import select_config
+
+
+def plan_attention_paged(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides,
+                         lens_stride, dtype, causal, scale, window, softcap, return_lse, aligned, dev,
+                         config=None) -> Plan:
+    """The launches of one call: strides in elements, ``window`` (left, right) with -1 for
+    unlimited, ``softcap`` 0 for none, ``aligned`` (k_pages, v_pages) 16-byte base pointers,
+    ``dev`` a DeviceInfo. ``config`` (``PagedMmaTile`` or ``PagedSimtRows``) replaces the
+    default selection and is checked first. The plan's arrays: "q", "k_pages", "v_pages",
+    "block_table", "seq_lens", "out" and, with ``return_lse``, "lse"."""
+    problem = describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides,
+                       lens_stride, dtype, causal, scale, window, softcap, return_lse, aligned)
+    if config is None:
+        config = select_config(problem, dev)
+    else:
+        config.check(problem, dev)
+    return config.plan(problem, dev)
+
+
+def plan_kv_append(new_shape, head_dim_v, page_size, max_pages, dtype, strides) -> Plan:
+    """kv_append's launch: ``new_shape`` (B, Hkv, Nnew, D), strides in elements as
+    ``AppendRows`` lists them. The plan's arrays: "k_pages", "v_pages", "k_new", "v_new",
+    "block_table", "seq_lens"."""
+    batch, heads_kv, n_new, head_dim = new_shape
+    return AppendRows(batch, heads_kv, n_new, head_dim, head_dim_v, page_size, max_pages, dtype, tuple(strides)).plan()

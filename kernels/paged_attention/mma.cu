@@ -1,0 +1,281 @@
+// paged_attention_mma: PagedAttention on tensor cores (mma.sync m16n8k16), float16 / bfloat16,
+// head dims up to 256 (buckets 64, 128, 256), any page size, pages with any strides.
+//
+// Picked (cufuse/ops/paged_attention/select.py) for every 16-bit call; the tile by the query
+// rows a KV head has (G x Nq): up to 16 rows one row warp and 4 key warps, up to 32 two and
+// two, beyond four row warps (row blocks of 64 rows). Sequences split over several units are
+// merged by paged_attention_merge (merge.cu).
+//
+// Pack GQA: one block serves one KV head, and its rows are the G query heads x Nq queries of
+// that head, so each K/V page is read once per KV head. The block's key range is one work
+// unit of the schedule (find_unit): long sequences are cut into chunks sized from the total
+// keys of the batch, computed on the GPU from seq_lens. K/V tiles of BN keys stream through
+// a STAGES-deep cp.async ring (16-byte copies where the pages allow, else element loads);
+// each key warp takes its BN / KEY_WARPS keys of a tile with its own online softmax (log2
+// domain), and the key warps merge through shared memory at the end. A unit that is its
+// sequence's only one writes out / lse; else float32 partials (O normalised, lse).
+#include "paged_attention/paged.cuh"
+
+namespace cufuse {
+namespace paged {
+
+template <typename T, int HD, int ROW_WARPS, int BN, int STAGES>
+__global__ void __launch_bounds__(128)
+    paged_attention_mma(const T* __restrict__ q, const T* __restrict__ k_pages, const T* __restrict__ v_pages,
+                        const int* __restrict__ block_table, const int* __restrict__ seq_lens, T* __restrict__ out,
+                        float* __restrict__ lse, float* __restrict__ partial_o, float* __restrict__ partial_lse,
+                        int* __restrict__ unit_meta, int batch_count, int heads_kv, int group, int nq, int d, int dv,
+                        int page_size, int max_keys, int row_blocks, int target_units, int min_chunk, float qk_scale,
+                        float softcap_log2, int left, int right, int flags, int64 q_batch, int64 q_head, int64 q_row,
+                        int64 q_col, int64 k_page, int64 k_head, int64 k_row, int64 v_page, int64 v_head,
+                        int64 v_row, int64 table_row, int64 table_col, int64 lens_stride) {
+    constexpr int kThreads = 128, kWarps = 4;
+    constexpr int kKeyWarps = kWarps / ROW_WARPS;
+    constexpr int kWarpKeys = BN / kKeyWarps;
+    constexpr int kBlockRows = 16 * ROW_WARPS;
+    constexpr int kPitch = HD + 8;  // 8-row ldmatrix phases hit 8 distinct bank groups
+    constexpr int kChunks = HD / 8;
+    constexpr bool kQInRegs = HD <= 128;
+    static_assert(HD % 32 == 0 && kWarpKeys % 16 == 0 && kWarps % ROW_WARPS == 0, "tile shape");
+    static_assert(2 * STAGES * BN * kPitch * sizeof(T) >= kWarps * 16 * HD * sizeof(float), "O staging fits");
+    const float kNegInf = neg_infinity<float>();
+
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T* q_s = reinterpret_cast<T*>(smem_raw);
+    T* k_s = q_s + kBlockRows * kPitch;
+    T* v_s = k_s + STAGES * BN * kPitch;
+    __shared__ float max_s[kKeyWarps][kBlockRows], sum_s[kKeyWarps][kBlockRows];
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row_warp = warp % ROW_WARPS, key_warp = warp / ROW_WARPS;
+    const int head = blockIdx.y / row_blocks;
+    const int row0 = (blockIdx.y % row_blocks) * kBlockRows;
+    const int rows = group * nq;  // query rows of one KV head
+    const bool causal = flags & kCausal;
+
+    Unit unit;
+    if (!find_unit<kThreads>(seq_lens, lens_stride, batch_count, max_keys, nq, left, gridDim.y, target_units,
+                             min_chunk, BN, blockIdx.x, unit))
+        return;
+    const int b = unit.batch;
+    if (threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.x == unit.first)
+        unit_meta[2 * b] = unit.first, unit_meta[2 * b + 1] = unit.count;
+    const int length = clamp_length(seq_lens, lens_stride, b, max_keys);
+    const Table table{block_table + b * table_row, table_col, page_size};
+    const Pages<T> kp{k_pages + head * k_head, k_page, k_row};
+    const Pages<T> vp{v_pages + head * v_head, v_page, v_row};
+    const int key_begin = unit.key_begin, key_end = unit.key_end;
+    const int n_tiles = (key_end - key_begin + BN - 1) / BN;
+    const T zero = from_accum<T>(0.f);
+
+    // Q rows of this block: row r is query head head * group + r / nq, query r % nq.
+    for (int idx = threadIdx.x; idx < kBlockRows * HD; idx += kThreads) {
+        const int r = row0 + idx / HD, c = idx % HD;
+        T x = zero;
+        if (r < rows && c < d) x = q[b * q_batch + (head * group + r / nq) * q_head + (r % nq) * q_row + c * q_col];
+        q_s[(idx / HD) * kPitch + c] = x;
+    }
+
+    auto load_stage = [&](int tile) {
+        if (tile < n_tiles) {
+            T* ks = k_s + (tile % STAGES) * BN * kPitch;
+            T* vs = v_s + (tile % STAGES) * BN * kPitch;
+            const int n0 = key_begin + tile * BN;
+            if (flags & kVecKV) {
+                for (int idx = threadIdx.x; idx < BN * kChunks; idx += kThreads) {
+                    const int r = idx / kChunks, c = (idx % kChunks) * 8, key = n0 + r;
+                    const bool in = key < key_end;
+                    int64 k_off = 0, v_off = 0;
+                    if (in) {
+                        const int page = table.page_of(key), slot = key % page_size;
+                        k_off = kp.offset(page, slot) + c, v_off = vp.offset(page, slot) + c;
+                    }
+                    cp_async_16(ks + r * kPitch + c, kp.base + k_off, in && c < d);
+                    cp_async_16(vs + r * kPitch + c, vp.base + v_off, in && c < dv);
+                }
+            } else {
+#pragma unroll 1
+                for (int idx = threadIdx.x; idx < BN * HD; idx += kThreads) {
+                    const int r = idx / HD, c = idx % HD, key = n0 + r;
+                    T kx = zero, vx = zero;
+                    if (key < key_end) {
+                        const int page = table.page_of(key), slot = key % page_size;
+                        if (c < d) kx = kp.base[kp.offset(page, slot) + c];
+                        if (c < dv) vx = vp.base[vp.offset(page, slot) + c];
+                    }
+                    ks[r * kPitch + c] = kx, vs[r * kPitch + c] = vx;
+                }
+            }
+        }
+        cp_async_commit();  // empty groups keep the wait counts uniform
+    };
+
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) load_stage(t);
+    __syncthreads();  // Q stored
+
+    const T* q_warp = q_s + row_warp * 16 * kPitch;
+    unsigned q_frag[kQInRegs ? HD / 16 : 1][4];
+    auto q_fragment = [&](int kk, unsigned (&a)[4]) {
+        ldmatrix_x4(a, q_warp + (lane % 16) * kPitch + kk * 16 + (lane / 16) * 8);
+    };
+    if constexpr (kQInRegs) {
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk) q_fragment(kk, q_frag[kk]);
+    }
+
+    // The windows of this thread's two rows (lane / 4 and lane / 4 + 8 of the warp's slice).
+    RowWindow window[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = row0 + row_warp * 16 + lane / 4 + h * 8;
+        window[h] = row_window(r % nq + length - nq, causal, left, right);
+    }
+
+    float o_acc[HD / 8][4];
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o_acc[j][e] = 0.f;
+    float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};  // log2 units; sum quad-partial
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // tile landed for all threads; the stage refilled below is free
+        load_stage(tile + STAGES - 1);
+        const T* k_tile = k_s + (tile % STAGES) * BN * kPitch + key_warp * kWarpKeys * kPitch;
+        const T* v_tile = v_s + (tile % STAGES) * BN * kPitch + key_warp * kWarpKeys * kPitch;
+        const int n0 = key_begin + tile * BN + key_warp * kWarpKeys;
+
+        float s[kWarpKeys / 8][4];
+#pragma unroll
+        for (int j = 0; j < kWarpKeys / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk) {
+            unsigned a[4];
+            if constexpr (kQInRegs) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a[e] = q_frag[kk][e];
+            } else {
+                q_fragment(kk, a);
+            }
+#pragma unroll
+            for (int j = 0; j < kWarpKeys / 8; j += 2) {
+                unsigned bf[4];
+                ldmatrix_x4(bf, k_tile + (j * 8 + (lane / 16) * 8 + lane % 8) * kPitch + kk * 16 + ((lane / 8) & 1) * 8);
+                const unsigned b_lo[2] = {bf[0], bf[1]}, b_hi[2] = {bf[2], bf[3]};
+                mma_16816<T>(s[j], a, b_lo);
+                mma_16816<T>(s[j + 1], a, b_hi);
+            }
+        }
+
+        // Scores into log2 units (softcap: c tanh(s / c) first), keys outside the unit or the
+        // row's window masked by select, so a NaN key never reaches a row that does not see it.
+#pragma unroll
+        for (int j = 0; j < kWarpKeys / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float x = s[j][e] * qk_scale;
+                if (flags & kSoftcap) x = tanhf(x) * softcap_log2;
+                const int key = n0 + j * 8 + (lane % 4) * 2 + (e % 2);
+                s[j][e] = key < key_end && window[e / 2].sees(key) ? x : kNegInf;
+            }
+
+        // Online softmax per row (one quad holds a row): S becomes P, O and sums rescaled.
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float tile_max = kNegInf;
+#pragma unroll
+            for (int j = 0; j < kWarpKeys / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+            const float new_max = fmaxf(row_max[h], tile_max);
+            const float base = new_max == kNegInf ? 0.f : new_max;  // all masked so far: p = 0
+            const float alpha = fast_exp2(row_max[h] - base);
+            row_max[h] = new_max;
+            float sum = 0.f;
+#pragma unroll
+            for (int j = 0; j < kWarpKeys / 8; ++j)
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; ++e) {
+                    s[j][e] = fast_exp2(s[j][e] - base);
+                    sum += s[j][e];
+                }
+            row_sum[h] = row_sum[h] * alpha + sum;
+#pragma unroll
+            for (int j = 0; j < HD / 8; ++j) o_acc[j][2 * h] *= alpha, o_acc[j][2 * h + 1] *= alpha;
+        }
+
+        // O += P V, P re-packed from the S accumulators: k16 step t is S tiles 2t and 2t + 1.
+#pragma unroll
+        for (int t = 0; t < kWarpKeys / 16; ++t) {
+            const unsigned p[4] = {pack2<T>(s[2 * t][0], s[2 * t][1]), pack2<T>(s[2 * t][2], s[2 * t][3]),
+                                   pack2<T>(s[2 * t + 1][0], s[2 * t + 1][1]),
+                                   pack2<T>(s[2 * t + 1][2], s[2 * t + 1][3])};
+#pragma unroll
+            for (int j = 0; j < HD / 8; j += 2) {
+                unsigned bf[4];
+                ldmatrix_x4_trans(bf, v_tile + (t * 16 + ((lane / 8) & 1) * 8 + lane % 8) * kPitch + (j + lane / 16) * 8);
+                const unsigned b_lo[2] = {bf[0], bf[1]}, b_hi[2] = {bf[2], bf[3]};
+                mma_16816<T>(o_acc[j], p, b_lo);
+                mma_16816<T>(o_acc[j + 1], p, b_hi);
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // every warp is done with the stages: they hold the key warps' O now
+
+    // The key warps' (max, sum, O) merge in a fixed order: O staged unscaled as float in the
+    // stage memory, [key warp][block row][HD].
+    float* o_stage = reinterpret_cast<float*>(k_s);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l = row_sum[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int r = row_warp * 16 + lane / 4 + h * 8;
+        if (lane % 4 == 0) max_s[key_warp][r] = row_max[h], sum_s[key_warp][r] = l;
+        float* dst = o_stage + (key_warp * kBlockRows + r) * HD + (lane % 4) * 2;
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j) dst[j * 8] = o_acc[j][2 * h], dst[j * 8 + 1] = o_acc[j][2 * h + 1];
+    }
+    __syncthreads();
+
+    const bool direct = unit.count == 1;
+    const int64 head_row0 = static_cast<int64>(direct ? b : blockIdx.x) * heads_kv * rows + head * rows + row0;
+    const int block_rows = min(kBlockRows, rows - row0);
+    auto merged = [&](int r, float& base, float& total) {
+        float m = kNegInf;
+#pragma unroll
+        for (int w = 0; w < kKeyWarps; ++w) m = fmaxf(m, max_s[w][r]);
+        base = m == kNegInf ? 0.f : m;
+        total = 0.f;
+#pragma unroll
+        for (int w = 0; w < kKeyWarps; ++w) total += sum_s[w][r] * fast_exp2(max_s[w][r] - base);
+    };
+    for (int idx = threadIdx.x; idx < block_rows * dv; idx += kThreads) {
+        const int r = idx / dv, c = idx % dv;
+        float base, total;
+        merged(r, base, total);
+        float x = 0.f;
+#pragma unroll
+        for (int w = 0; w < kKeyWarps; ++w) x += o_stage[(w * kBlockRows + r) * HD + c] * fast_exp2(max_s[w][r] - base);
+        x = total == 0.f ? 0.f : x / total;  // explicit 0 for a row that saw no key
+        if (direct) out[(head_row0 + r) * dv + c] = from_accum<T>(x);
+        else partial_o[(head_row0 + r) * dv + c] = x;
+    }
+    for (int r = threadIdx.x; r < block_rows; r += kThreads) {
+        float base, total;
+        merged(r, base, total);
+        const float row_lse = total == 0.f ? kNegInf : (base + __log2f(total)) * kLn2;
+        if (!direct) partial_lse[head_row0 + r] = row_lse;
+        else if (flags & kWriteLse) lse[head_row0 + r] = row_lse;
+    }
+}
+
+}  // namespace paged
+}  // namespace cufuse
+
+using cufuse::paged::paged_attention_mma;

@@ -1,0 +1,82 @@
+"""Inputs and the oracle comparison of the paged-attention tests and of ``sanitize.py``:
+page pools with shuffled tables (optionally a prefix shared by every sequence) in either
+layout, and the check against the float64 oracle (pages gathered, then dense attention)."""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from cufuse import attention_paged, reference
+
+from ..conftest import poisoned
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+# Max error against the float64 oracle, relative to max(1, max |oracle|): the 16-bit kernels
+# round P and the output to the dtype (2^-8 bf16, 2^-11 f16) and sum a few such terms.
+TOLERANCE = {BF16: 2.5e-2, F16: 4e-3, F32: 2e-5, F64: 1e-10}
+UNUSED_PAGE = -1  # table entries no sequence uses: a kernel reading one would fault
+
+
+def make_pool(rng, lengths, page_size, heads_kv, head_dim, head_dim_v, dtype, *, layout="phsd", shared_prefix=0,
+              spare_tokens=0, spare_pages=3):
+    """``(k_pages, v_pages, block_table, seq_lens)`` as NumPy arrays: each sequence's pages
+    drawn from a shuffled pool, the first ``shared_prefix`` pages shared by all sequences,
+    room for ``spare_tokens`` more tokens a sequence; ``layout`` "phsd" stores (P, Hkv, S, D),
+    "pshd" vLLM's (P, S, Hkv, D) passed as a transposed view."""
+    pages_needed = [max(shared_prefix, -(-(n + spare_tokens) // page_size)) for n in lengths]
+    max_pages = max(pages_needed + [1])
+    own = sum(n - shared_prefix for n in pages_needed)
+    n_pages = shared_prefix + own + spare_pages
+    pool = rng.permutation(n_pages)
+    table = np.full((len(lengths), max_pages + 1), UNUSED_PAGE, dtype=np.int32)
+    prefix, cursor = pool[:shared_prefix], shared_prefix
+    for b, needed in enumerate(pages_needed):
+        table[b, :shared_prefix] = prefix
+        table[b, shared_prefix:needed] = pool[cursor:cursor + needed - shared_prefix]
+        cursor += needed - shared_prefix
+
+    def pages(dim):
+        if layout == "phsd":
+            return rng.standard_normal((n_pages, heads_kv, page_size, dim)).astype(dtype)
+        return rng.standard_normal((n_pages, page_size, heads_kv, dim)).astype(dtype).transpose(0, 2, 1, 3)
+
+    return pages(head_dim), pages(head_dim_v), table, np.asarray(lengths, dtype=np.int32)
+
+
+def to_device(cp, arr):
+    """A device copy with the same strides (a transposed view stays a transposed view)."""
+    if arr.flags.c_contiguous:
+        return cp.asarray(arr)
+    base = arr.transpose(0, 2, 1, 3)
+    return cp.asarray(np.ascontiguousarray(base)).transpose(0, 2, 1, 3)
+
+
+def compare(cp, q, k_pages, v_pages, table, lens, *, use_out=True, config=None, **kwargs):
+    """Run the GPU path, compare out and lse with the float64 oracle; a list of failures."""
+    dtype = q.dtype
+    ref, ref_lse = reference.attention_paged(q, k_pages, v_pages, table, lens, return_lse=True, **kwargs)
+    out = poisoned(cp, ref.shape, dtype) if use_out else None
+    got, lse = attention_paged(cp.asarray(q), to_device(cp, k_pages), to_device(cp, v_pages), cp.asarray(table),
+                               cp.asarray(lens), return_lse=True, out=out, config=config, **kwargs)
+    failures = []
+    if use_out and got is not out:
+        failures.append("out was not returned")
+    got, lse = cp.asnumpy(got).astype(np.float64), cp.asnumpy(lse).astype(np.float64)
+    tol = TOLERANCE[dtype] * max(1.0, float(np.abs(ref).max(initial=0.0)))
+    err = float(np.abs(got - ref).max(initial=0.0)) if np.isfinite(got).all() else math.inf
+    if not err <= tol:
+        failures.append(f"out error {err:.3g} > {tol:.3g}")
+    finite = np.isfinite(ref_lse)
+    if not (np.array_equal(np.isfinite(lse), finite) and np.all(lse[~finite] == -np.inf)):
+        failures.append("lse -inf pattern differs")
+    elif finite.any():
+        lse_err = float(np.abs(lse[finite] - ref_lse[finite]).max())
+        # lse is float32 whatever the dtype: its rounding floor is 2^-24 of its magnitude
+        if lse_err > max(10 * TOLERANCE[dtype], 1e-6 * max(1.0, float(np.abs(ref_lse[finite]).max()))):
+            failures.append(f"lse error {lse_err:.3g}")
+    return failures
