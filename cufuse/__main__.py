@@ -197,7 +197,7 @@ def main(argv=None) -> int:
         command.add_argument("--jobs", type=int, default=None, help="parallel compile processes (default: CPU count)")
         if name == "check-compile":
             command.add_argument("--arch", action="append", default=None, help="sm_90a, sm_90 or sm_80 (repeatable)")
-            command.add_argument("--op", default=None, help="only this op's kernels: softmax, linear or attention")
+            command.add_argument("--op", default=None, help="only this op's kernels (a name of cufuse._core.registry.OPS)")
     args = parser.parse_args(argv)
     if args.command == "check-compile" and not args.arch:
         args.arch = ["sm_90a", "sm_80"]

@@ -42,12 +42,13 @@ KERNELS_DIR = next(
 _BASE_OPTIONS = ("--std=c++17", "-default-device", "-Xptxas=-v")
 
 
-def _debug_enabled() -> bool:
+def debug_enabled() -> bool:
+    """CUFUSE_DEBUG set (not "" or "0"): log kernel builds and check what the fast paths trust (page indices)."""
     return os.environ.get("CUFUSE_DEBUG", "") not in ("", "0")
 
 
 def _log(message: str) -> None:
-    if _debug_enabled():
+    if debug_enabled():
         if not logger.handlers:
             handler = logging.StreamHandler()
             handler.setFormatter(logging.Formatter("cufuse: %(message)s"))

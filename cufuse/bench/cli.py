@@ -1,6 +1,6 @@
 """``python -m cufuse.bench``: cufuse against its ceilings and peers, in one run.
 
-    python -m cufuse.bench [--op softmax|linear|attention|all] [--quick]
+    python -m cufuse.bench [--op OP|all] [--quick]
                            [--json FILE] [--plot FILE.png] [--trace]
 
 On a GPU: measures the copy and GEMM ceilings, times every case of the grids of issues

@@ -14,7 +14,7 @@ import numpy as np
 
 from ... import reference
 from ..._core.device import device_info
-from ..._core.loader import _debug_enabled
+from ..._core.loader import debug_enabled
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan
 from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_float, require_ndim,
@@ -69,7 +69,7 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     out_shape = (batch, heads_q, n_q, v_pages.shape[-1])
     inputs = {"q": q, "k_pages": k_pages, "v_pages": v_pages, "block_table": block_table, "seq_lens": seq_lens}
     out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs=inputs)
-    if xp is np or _debug_enabled():
+    if xp is np or debug_enabled():
         _check_indices(_FN, xp, block_table, seq_lens, k_pages.shape[0], k_pages.shape[2])
     if xp is np:
         result, lse = reference.attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=causal,
@@ -104,7 +104,7 @@ def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
         for name, arr in (("k_pages", k_pages), ("v_pages", v_pages)):
             if not arr.flags.writeable:
                 raise ValueError(f"{_APPEND}: argument '{name}' expected a writeable array, got a read-only one")
-    if xp is np or _debug_enabled():
+    if xp is np or debug_enabled():
         _check_indices(_APPEND, xp, block_table, seq_lens, k_pages.shape[0], k_pages.shape[2], n_new)
     if xp is np:
         reference.kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens)
