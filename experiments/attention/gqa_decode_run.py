@@ -34,7 +34,9 @@ def main(argv) -> None:
     ceilings, results = Ceilings(), []
     for case in gqa_decode_cases(quick):
         results.append(measure(case, ceilings, budget_ms=100.0))
-        print(case.label, {k: v for k, v in results[-1].ms.items()}, flush=True)
+        r = results[-1]
+        print(case.label, {k: v for k, v in r.ms.items()}, "of copy", r.fraction_of_ceiling(),
+              "vs FA2", r.speedup("sdpa flash"), "vs cuDNN", r.speedup("sdpa cudnn"), flush=True)
     print(format_table(results))
     print(f"{'class':18} {'of copy':>8} {'vs FA2':>7} {'vs cuDNN':>8} points")
     for name, copy, fa2, cudnn, n in class_minima(results):
