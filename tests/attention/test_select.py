@@ -196,7 +196,7 @@ def assert_decode_split(split, n_k, granule, max_splits):
 def test_decode_split_covers_the_keys(n_k, batch):
     for tile in (DecodeTile(128, 4, 8), DecodeTile(64, 8, 4)):
         split = select.split_decode_keys(tile, 1, n_k, batch, H200)
-        assert_decode_split(split, n_k, tile.group_keys, select.MAX_KEY_SPLITS)
+        assert_decode_split(split, n_k, tile.group_keys, select.DECODE_MAX_SPLITS)
         forced = select.split_decode_keys(tile, 1, n_k, batch, H200, splits=7)
         assert forced.splits <= 7 and (forced.splits == 1 or forced.keys_per_split * forced.splits >= n_k)
     # B*H = 256 with 8192 keys: thousands of blocks, not 256
@@ -208,7 +208,7 @@ def test_decode_split_covers_the_keys(n_k, batch):
 def test_packed_decode_split_fills_the_device(n_k, batch):
     tile = select.decode_tile(128, 32, H200)
     split = select.split_packed_decode_keys(tile, 32, n_k, batch, H200)
-    assert_decode_split(split, n_k, tile.stage_keys, select.PACKED_DECODE_MAX_SPLITS)
+    assert_decode_split(split, n_k, tile.stage_keys, select.DECODE_MAX_SPLITS)
     slots = H200.sm_count * select.blocks_per_sm(tile, H200)
     if n_k >= select.DECODE_MIN_KEYS_PER_SPLIT * 2 * slots:  # enough keys: ~2 blocks a resident slot
         assert split.splits * batch >= slots

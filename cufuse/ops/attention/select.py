@@ -36,9 +36,9 @@ DECODE_STREAM_TILE = (4, 8)  # (warps, unroll): 4.2-4.5 TB/s on the H200 (round-
 DECODE_MIN_KEYS_PER_SPLIT = 512
 DECODE_BLOCKS_PER_SLOT = 2  # blocks launched per resident-block slot (tail balance)
 MAX_KEY_SPLITS = 128
-# The packed decode tile runs 1-4 blocks an SM: one KV head (B x Hkv = 1) needs ~2 x 132 x 2
-# splits to fill the H200.
-PACKED_DECODE_MAX_SPLITS = 512
+# Decode splits: one KV head (B x Hkv = 1) needs ~2 x 132 x 2 splits of the packed decode tile
+# (1-4 blocks an SM) to fill the H200; attention_merge's warps take the splits in parallel.
+DECODE_MAX_SPLITS = 512
 PACKED_DECODE_WARPS, PACKED_DECODE_KEYS, PACKED_DECODE_STAGES = 4, 16, 3  # 64 keys a stage
 SPLIT_OVERHEAD_TILES = 2  # per-block fixed cost of the wave model, in K/V tiles (prologue, epilogue, merge)
 SPLIT_MIN_GAIN = 0.05  # modelled gain a key split needs over one split (run of round 4: merge not modelled)
@@ -187,7 +187,7 @@ def split_decode_keys(tile: DecodeTile, n_q: int, n_k: int, batch_count: int, de
                       splits: int | None = None) -> DecodeTile:
     """``tile`` (one query row a block) with its decode key split (``decode_key_split``)."""
     slots = dev.sm_count * min(BLOCKS_PER_SM, THREADS_PER_SM // tile.threads)
-    splits, keys = decode_key_split(n_k, n_q * batch_count, slots, tile.group_keys, MAX_KEY_SPLITS, splits)
+    splits, keys = decode_key_split(n_k, n_q * batch_count, slots, tile.group_keys, DECODE_MAX_SPLITS, splits)
     return dataclasses.replace(tile, splits=splits, keys_per_split=keys)
 
 
@@ -196,7 +196,7 @@ def split_packed_decode_keys(tile: FlashMmaTile, rows: int, n_k: int, batch_coun
     """A packed decode tile on ``rows`` rows per batch item with its decode key split."""
     slots = dev.sm_count * blocks_per_sm(tile, dev)
     base = math.ceil(rows / tile.block_m) * batch_count
-    splits, keys = decode_key_split(n_k, base, slots, tile.stage_keys, PACKED_DECODE_MAX_SPLITS, splits)
+    splits, keys = decode_key_split(n_k, base, slots, tile.stage_keys, DECODE_MAX_SPLITS, splits)
     return dataclasses.replace(tile, splits=splits, keys_per_split=keys)
 
 
