@@ -6,11 +6,16 @@
 //   than 9.0, a head-dim bucket other than 64 / 128, operands without 16-byte rows or a
 //   non-positive scale, or a grid so small that the wave model splits the keys;
 //   the tile by head-dim bucket and the keys a row sees (select.prefill_tile);
-// - decode (Nq <= 16) where attention_decode does not: 5 to 16 query rows, or k / v without
-//   16-byte rows: one warp a block, a 3-stage ring (select.decode_tile).
+// - decode (Nq <= 16) where attention_decode does not: grouped-query heads packed into the
+//   rows (k / v broadcast over q's innermost batch dim: each K/V tile read once per KV head),
+//   5 to 16 query rows, or k / v without 16-byte rows: KEY_WARPS tiles whose warps share
+//   the rows and split every K/V stage (select.decode_tile).
 // One block per (query tile, key split, batch); K/V tiles stream through a STAGES-deep
 // cp.async ring; S and P stay in registers; online softmax in the log2 domain. With
 // splits > 1 it writes normalised partial (O, lse) in float32, merged by attention_merge.
+// Packed rows (KEY_WARPS tiles only; the others take group_queries = nq): row r is query
+// r % group_queries of q's group r / group_queries (q address group * q_group + query * q_row;
+// out / lse rows contiguous); causal uses the query index.
 #include "attention/layout.cuh"
 
 namespace cufuse {
@@ -24,59 +29,61 @@ struct Operand {
     bool vec16;
 };
 
-// cp.async of rows [row0, row_end) x columns [0, cols) of g (unit column stride, 16-byte
-// aligned rows, row_stride elements apart) into a ROWS x HD shared tile whose element (r, c)
-// sits at smem + place(r, c); rows and columns outside are zero-filled.
-template <typename T, int ROWS, int HD, int THREADS, typename Place>
-__device__ __forceinline__ void load_rows_16b(T* smem, const T* g, int64 row_stride, int cols, int row0, int row_end,
-                                              Place place) {
-    constexpr int kChunks = HD / 8;
-    for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += THREADS) {
-        const int r = idx / kChunks, c = (idx % kChunks) * 8;
-        const bool pred = row0 + r < row_end && c < cols;
-        const T* src = pred ? g + (row0 + r) * row_stride + c : g;
-        cp_async_16(smem + place(r, c), src, pred);
-    }
-}
-
 // ROWS x HD tile of rows [row0, row_end) into shared memory (row pitch HD + 8 elements,
-// which makes every 8-row ldmatrix phase hit 8 distinct 16-byte bank groups). Columns at
-// or beyond op.cols and rows at or beyond row_end are zero: that is the head-dim padding.
-template <typename T, int ROWS, int HD, int THREADS>
-__device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op, int row0, int row_end) {
+// which makes every 8-row ldmatrix phase hit 8 distinct 16-byte bank groups); row n starts
+// at g + row_at(n). Columns at or beyond op.cols and rows at or beyond row_end are zero:
+// that is the head-dim padding. 16-byte cp.async where op.vec16, else scalar loads.
+template <typename T, int ROWS, int HD, int THREADS, typename RowAt>
+__device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op, int row0, int row_end,
+                                          RowAt row_at) {
     constexpr int kPitch = HD + 8;
     if (op.vec16) {
-        load_rows_16b<T, ROWS, HD, THREADS>(smem, g, op.row_stride, op.cols, row0, row_end,
-                                            [](int r, int c) { return r * kPitch + c; });
+        constexpr int kChunks = HD / 8;
+        for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += THREADS) {
+            const int r = idx / kChunks, c = (idx % kChunks) * 8;
+            const bool pred = row0 + r < row_end && c < op.cols;
+            const T* src = pred ? g + row_at(row0 + r) + c : g;
+            cp_async_16(smem + r * kPitch + c, src, pred);
+        }
     } else {
         const T zero = from_accum<T>(0.f);
 #pragma unroll 1
         for (int idx = threadIdx.x; idx < ROWS * HD; idx += THREADS) {
             const int r = idx / HD, c = idx % HD;
             const bool pred = row0 + r < row_end && c < op.cols;
-            smem[r * kPitch + c] = pred ? g[(row0 + r) * op.row_stride + c * op.col_stride] : zero;
+            smem[r * kPitch + c] = pred ? g[row_at(row0 + r) + c * op.col_stride] : zero;
         }
     }
 }
+// The sum over the 4 lanes of a quad (an MMA fragment row's partial row sums).
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
 // Each warp owns MT 16-row slices of the BLOCK_M = 16 * WARPS * MT query rows of a block
 // and keeps its O accumulator (MT x 16 x HD) in registers; the BN keys of a K/V tile are
-// shared by all warps. With Q_IN_REGS the Q fragments stay in registers for the whole key
+// shared by all warps. KEY_WARPS instead: the warps share the block's 16 * MT rows, a stage
+// holds WARPS * BN keys, warp w computes on its BN of them (its own online softmax), and the
+// warps' (max, sum, O) merge through shared memory at the end (decode: few rows, many keys). With Q_IN_REGS the Q fragments stay in registers for the whole key
 // loop, else they are re-read from shared memory per tile (ldmatrix: fewer registers).
 // MIN_BLOCKS (__launch_bounds__) caps registers so that that many blocks share an SM.
 // SKIP_PAD_COLS skips the MMA steps wholly beyond d / dv at run time; without it the loops
 // are branch-free (the padded columns are zero in shared memory, so the result is the same)
 // and the scheduler can overlap ldmatrix of one step with the MMAs of the previous one.
 template <typename T, int HD, int WARPS, int MT, int BN, int STAGES, int MIN_BLOCKS, bool Q_IN_REGS,
-          bool SKIP_PAD_COLS>
+          bool SKIP_PAD_COLS, bool KEY_WARPS>
 __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     attention_fwd_mma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                       T* __restrict__ out, float* __restrict__ lse, float* __restrict__ partial_o,
-                      float* __restrict__ partial_lse, int nq, int nk, int d, int dv, int q_tiles, int splits,
-                      int keys_per_split, float scale_log2, int flags, int64 q_row, int64 q_col,
-                      int64 k_row, int64 k_col, int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
+                      float* __restrict__ partial_lse, int nq, int nk, int d, int dv, int q_tiles,
+                      int group_queries, int64 q_group, int splits, int keys_per_split, float scale_log2, int flags,
+                      int64 q_row, int64 q_col, int64 k_row, int64 k_col, int64 v_row, int64 v_col,
+                      BATCH_LAYOUT_PARAMS) {
     static_assert(HD % 32 == 0 && BN % 16 == 0 && STAGES >= 2, "tile shape");
     constexpr int kThreads = WARPS * 32;
-    constexpr int kBlockM = 16 * WARPS * MT;
+    constexpr int kBlockM = 16 * (KEY_WARPS ? 1 : WARPS) * MT;
+    constexpr int kStageKeys = KEY_WARPS ? WARPS * BN : BN;  // keys a K/V stage holds
     constexpr int kPitch = HD + 8;
     constexpr bool kQInRegs = Q_IN_REGS;
     const float kNegInf = neg_infinity<float>();
@@ -84,7 +91,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* q_s = reinterpret_cast<T*>(smem_raw);
     T* k_s = q_s + kBlockM * kPitch;
-    T* v_s = k_s + STAGES * BN * kPitch;
+    T* v_s = k_s + STAGES * kStageKeys * kPitch;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const bool causal = flags & kCausal;
@@ -109,31 +116,45 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     const T* k_g = k + k_off;
     const T* v_g = v + v_off;
 
-    // Keys this block visits: its split's range, cut at the causal frontier of its last row
-    // (query i sees key j iff j <= i + nk - nq).
+    // Causal frontier: query i (row r: i = r % group_queries) sees key j iff
+    // j <= i + nk - group_queries. Rows [r0, r1) hold queries from first_query(r0, r1) up to
+    // last_query(r0, r1) (all of a group's where they cross a group boundary). Without
+    // KEY_WARPS the rows are the queries (no integer division: the prefill tiles' registers).
+    const int causal_shift = nk - group_queries;
+    auto query_of = [&](int r) { return KEY_WARPS ? r % group_queries : r; };
+    auto one_group = [&](int r0, int r1) { return !KEY_WARPS || r0 / group_queries == (r1 - 1) / group_queries; };
+    auto first_query = [&](int r0, int r1) { return one_group(r0, r1) ? query_of(r0) : 0; };
+    auto last_query = [&](int r0, int r1) { return one_group(r0, r1) ? query_of(r1 - 1) : group_queries - 1; };
+
+    // Keys this block visits: its split's range, cut at the causal frontier of its last query.
     const int key_begin = split * keys_per_split;
     int key_end = min(nk, key_begin + keys_per_split);
-    if (causal) key_end = min(key_end, min(m0 + kBlockM, nq) + nk - nq);
-    const int n_tiles = key_end > key_begin ? (key_end - key_begin + BN - 1) / BN : 0;
+    if (causal) key_end = min(key_end, last_query(m0, min(m0 + kBlockM, nq)) + causal_shift + 1);
+    const int n_tiles = key_end > key_begin ? (key_end - key_begin + kStageKeys - 1) / kStageKeys : 0;
 
+    const auto k_row_at = [=](int n) { return n * k_row; };
+    const auto v_row_at = [=](int n) { return n * v_row; };
     auto load_kv = [&](int tile) {
         if (tile < n_tiles) {
             const int stage = tile % STAGES;
-            const int n0 = key_begin + tile * BN;
-            load_tile<T, BN, HD, kThreads>(k_s + stage * BN * kPitch, k_g, k_op, n0, nk);
-            load_tile<T, BN, HD, kThreads>(v_s + stage * BN * kPitch, v_g, v_op, n0, nk);
+            const int n0 = key_begin + tile * kStageKeys;
+            load_tile<T, kStageKeys, HD, kThreads>(k_s + stage * kStageKeys * kPitch, k_g, k_op, n0, nk, k_row_at);
+            load_tile<T, kStageKeys, HD, kThreads>(v_s + stage * kStageKeys * kPitch, v_g, v_op, n0, nk, v_row_at);
         }
         cp_async_commit();  // empty groups keep the wait counts uniform
     };
 
-    load_tile<T, kBlockM, HD, kThreads>(q_s, q_g, q_op, m0, nq);
+    load_tile<T, kBlockM, HD, kThreads>(q_s, q_g, q_op, m0, nq, [=](int r) {
+        return KEY_WARPS ? r / group_queries * q_group + r % group_queries * q_row : r * q_row;
+    });
     cp_async_commit();
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) load_kv(t);
     cp_async_wait<STAGES - 1>();  // Q
     __syncthreads();
 
-    const int warp_row0 = warp * 16 * MT;
+    const int warp_row0 = KEY_WARPS ? 0 : warp * 16 * MT;
+    const int warp_key0 = KEY_WARPS ? warp * BN : 0;  // this warp's keys within a stage
     unsigned q_frag[kQInRegs ? MT : 1][kQInRegs ? HD / 16 : 1][4];
     auto q_fragment = [&](int mt, int kk, unsigned (&a)[4]) {
         ldmatrix_x4(a, q_s + (warp_row0 + mt * 16 + lane % 16) * kPitch + kk * 16 + (lane / 16) * 8);
@@ -196,9 +217,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 
     // Scale into log2 units; mask (select, so a NaN key never reaches a row that does not
     // see it) only in tiles that cross the split end, nk, or the causal diagonal.
+    const int first_row = m0 + warp_row0;
+    const int warp_first_query = first_query(first_row, min(first_row + 16 * MT, max(nq, first_row + 1)));
     auto scale_and_mask = [&](Scores& s, int n0) {
-        const int first_row = m0 + warp_row0;
-        const bool need_mask = n0 + BN > key_end || (causal && n0 + BN - 1 > first_row + nk - nq);
+        const bool need_mask = n0 + BN > key_end || (causal && n0 + BN - 1 > warp_first_query + causal_shift);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -209,7 +231,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                     if (need_mask) {
                         const int row = first_row + mt * 16 + lane / 4 + (e / 2) * 8;
                         const int col = n0 + j * 8 + (lane % 4) * 2 + (e % 2);
-                        const bool visible = col < key_end && (!causal || col <= row + nk - nq);
+                        const bool visible = col < key_end && (!causal || col <= query_of(row) + causal_shift);
                         x = visible ? x : kNegInf;
                     }
                     s[mt][j][e] = x;
@@ -275,20 +297,81 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         }
     };
 
-    auto k_stage = [&](int tile) { return k_s + (tile % STAGES) * BN * kPitch; };
-    auto v_stage = [&](int tile) { return v_s + (tile % STAGES) * BN * kPitch; };
+    auto k_stage = [&](int tile) { return k_s + ((tile % STAGES) * kStageKeys + warp_key0) * kPitch; };
+    auto v_stage = [&](int tile) { return v_s + ((tile % STAGES) * kStageKeys + warp_key0) * kPitch; };
 
     for (int tile = 0; tile < n_tiles; ++tile) {
         cp_async_wait<STAGES - 2>();
         __syncthreads();  // tile landed for all threads; the stage refilled below is free
         load_kv(tile + STAGES - 1);
+        const int n0 = key_begin + tile * kStageKeys + warp_key0;
+        if (KEY_WARPS && n0 >= key_end) continue;  // this warp's keys of the last stage are all out
         Scores s;
         compute_scores(s, k_stage(tile));
-        scale_and_mask(s, key_begin + tile * BN);
+        scale_and_mask(s, n0);
         online_softmax(s);
         accumulate_pv(s, v_stage(tile));
     }
     cp_async_wait<0>();  // no copy may outlive the block
+    if constexpr (KEY_WARPS) {
+        // Merge the warps' (max, sum, O) into warp 0 through the (now idle) K/V ring: every
+        // warp publishes its row maxima and sums, rescales to the common max, and warps 1..
+        // add their O fragments (stored by fragment index: conflict-free) into warp 0's.
+        static_assert((WARPS - 1) * MT * HD / 8 * 4 * 32 + 2 * WARPS * 16 * MT <= 2 * STAGES * kStageKeys * kPitch / 2,
+                      "the warp merge fits the K/V ring");
+        float* row_max_s = reinterpret_cast<float*>(k_s);
+        float* row_sum_s = row_max_s + WARPS * 16 * MT;
+        float* o_s = row_sum_s + WARPS * 16 * MT;
+        __syncthreads();  // every warp is done reading the ring
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float l = row_sum[mt][h] = quad_sum(row_sum[mt][h]);
+                const int r = mt * 16 + lane / 4 + h * 8;
+                if (lane % 4 == 0) row_max_s[warp * 16 * MT + r] = row_max[mt][h], row_sum_s[warp * 16 * MT + r] = l;
+            }
+        __syncthreads();
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = mt * 16 + lane / 4 + h * 8;
+                float m = kNegInf;
+#pragma unroll
+                for (int w = 0; w < WARPS; ++w) m = fmaxf(m, row_max_s[w * 16 * MT + r]);
+                const float base = m == kNegInf ? 0.f : m;
+                const float alpha = fast_exp2(row_max[mt][h] - base);
+#pragma unroll
+                for (int j = 0; j < HD / 8; ++j) o_acc[mt][j][2 * h] *= alpha, o_acc[mt][j][2 * h + 1] *= alpha;
+                if (warp == 0) {
+                    float l = 0.f;
+#pragma unroll
+                    for (int w = 0; w < WARPS; ++w) l += row_sum_s[w * 16 * MT + r] * fast_exp2(row_max_s[w * 16 * MT + r] - base);
+                    row_max[mt][h] = m;
+                    row_sum[mt][h] = lane % 4 == 0 ? l : 0.f;  // the epilogue sums the quad
+                }
+            }
+        auto o_slot = [&](int w, int mt, int j, int e) { return o_s + ((((w - 1) * MT + mt) * (HD / 8) + j) * 4 + e) * 32 + lane; };
+        if (warp > 0) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) *o_slot(warp, mt, j, e) = o_acc[mt][j][e];
+        }
+        __syncthreads();
+        if (warp > 0) return;  // warp 0 writes the block's rows
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+#pragma unroll
+                    for (int w = 1; w < WARPS; ++w) o_acc[mt][j][e] += *o_slot(w, mt, j, e);
+    }
 
     // Epilogue: O / l written once (0 for a row that saw no key), lse = (m + log2 l) ln 2.
     // The final O goes through shared memory: each warp stages its rows in its own Q rows
@@ -301,9 +384,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float l = row_sum[mt][h];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float l = quad_sum(row_sum[mt][h]);
             const int stage_row = mt * 16 + lane / 4 + h * 8;
             const int row = m0 + warp_row0 + stage_row;
             const bool empty = l == 0.f;

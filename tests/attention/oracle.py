@@ -62,22 +62,33 @@ def naive_in_dtype(q, k, v, causal, scale, dtype):
     return rnd(np.matmul(p, v32))
 
 
-def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None, config=None, to_device=None):
+def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None, config=None, to_device=None,
+                         enable_gqa=False):
     """Run the kernel on (q, k, v), compare with the float64 oracle by FlashAttention's rule.
     ``to_device`` maps each operand to the device array the kernel gets (default
-    ``cp.asarray``; e.g. a strided view). Returns a list of failure messages (empty when it passes)."""
+    ``cp.asarray``; e.g. a strided view). ``enable_gqa``: q ``(..., Hkv, G, Nq, D)`` and k / v
+    ``(..., Hkv, 1, Nk, D)`` run as the 4-D grouped-query form ``(..., Hkv * G, Nq, D)`` over
+    ``(..., Hkv, Nk, D)``. Returns a list of failure messages (empty when it passes)."""
     to_device = to_device or cp.asarray
     dtype = q.dtype
     scale_value = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     ref, ref_lse = reference.attention(q, k, v, causal=causal, scale=scale_value, return_lse=True)
     kwargs = dict(causal=causal, scale=scale, return_lse=return_lse, config=config)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    out = poisoned(cp, batch + (q.shape[-2], v.shape[-1]), dtype) if use_out else None
-    result = attention(to_device(q), to_device(k), to_device(v), out=out, **kwargs)
+    operands = [to_device(x) for x in (q, k, v)]
+    out_shape = batch + (q.shape[-2], v.shape[-1])
+    if enable_gqa:
+        operands = [operands[0].reshape(q.shape[:-4] + (-1,) + q.shape[-2:])] + [x[..., 0, :, :] for x in operands[1:]]
+        out_shape = operands[0].shape[:-1] + (v.shape[-1],)
+        kwargs["enable_gqa"] = True
+    out = poisoned(cp, out_shape, dtype) if use_out else None
+    result = attention(*operands, out=out, **kwargs)
     got, lse = result if return_lse else (result, None)
     if use_out and got is not out:
         return ["out was not returned"]
-    got = cp.asnumpy(got).astype(np.float64)
+    got = cp.asnumpy(got).astype(np.float64).reshape(ref.shape)
+    if lse is not None:
+        lse = lse.reshape(ref_lse.shape)
     failures = []
     if not np.isfinite(got).all():
         failures.append(f"{np.count_nonzero(~np.isfinite(got))} non-finite outputs")

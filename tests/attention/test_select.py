@@ -31,23 +31,28 @@ F32 = np.dtype(np.float32)
 @pytest.mark.parametrize("dev", [H200, A100], ids=["H200", "A100"])
 def test_every_selected_tile_fits_and_is_instantiated(dev):
     specs = set(select.instantiations(dev))
-    for n_q, n_k, d, dv, batch, kv_rows_16b in itertools.product(
-            (1, 4, 5, 16, 17, 4096), (1, 100, 65536), (1, 64, 128, 200, 256), (8, 128, 256), (1, 256), (False, True)):
+    for n_q, n_k, d, dv, batch, kv_rows_16b, group in itertools.product(
+            (1, 4, 5, 16, 17, 4096), (1, 100, 65536), (1, 64, 128, 200, 256), (8, 128, 256), (1, 256), (False, True),
+            (1, 8)):
         for dtype, causal, wgmma_operands in itertools.product((F16, BF16), (False, True), (False, True)):
-            config = select.select_config(n_q, n_k, d, dv, batch, dtype, dev, kv_rows_16b, causal,
-                                          wgmma_operands and kv_rows_16b)
+            config = select.select_config(n_q, n_k, d, dv, batch * group, dtype, dev, kv_rows_16b, causal,
+                                          wgmma_operands and kv_rows_16b, group)
             assert config.head_dim >= max(d, dv)
             assert config.spec(ctype(dtype)) in specs
-            streamed = kv_rows_16b and n_q <= select.DECODE_STREAM_MAX_QUERIES
+            streamed = group == 1 and kv_rows_16b and n_q <= select.DECODE_STREAM_MAX_QUERIES
             assert isinstance(config, DecodeTile) == streamed
             splits = getattr(config, "splits", 1)
             if streamed:
                 step = config.group_keys
             else:
                 assert config.smem_bytes <= dev.max_smem_per_block
-                assert (config.block_m == 16) == (n_q <= select.DECODE_MAX_QUERIES)
+                packed = n_q <= select.DECODE_MAX_QUERIES
+                assert getattr(config, "key_warps", False) == packed
+                if packed:  # the group's rows in as few 16-row slices as the tile holds
+                    assert config.block_m >= min(16 * math.ceil(n_q * group / 16),
+                                                 16 * select.max_decode_m_tiles(config.head_dim))
                 assert isinstance(config, FlashWgmmaTile) <= dev.has_wgmma
-                step = config.block_n
+                step = config.stage_keys
             if splits > 1:
                 assert config.keys_per_split % step == 0
                 # every split holds keys, none is left over
@@ -86,9 +91,11 @@ def test_key_split_model():
     for kv_rows_16b in (False, True):
         config = select.select_config(1, 65536, 128, 128, 8, BF16, H200, kv_rows_16b)
         assert config.splits * 8 >= H200.sm_count
-    # Nk = 0 on the mma tiles: the wave model divides by zero (today's behaviour)
+    # Nk = 0 (the API launches nothing): the prefill wave model divides by zero (today's
+    # behaviour), the packed decode split keeps one split
     with pytest.raises(ZeroDivisionError):
-        select.select_config(5, 0, 64, 64, 8, F16, H200, True)
+        select.select_config(17, 0, 64, 64, 8, F16, H200, True)
+    assert select.select_config(5, 0, 64, 64, 8, F16, H200, True).splits == 1
 
 
 def test_default_mma_tiles_are_the_measured_best():
@@ -175,20 +182,46 @@ def test_wgmma_default_only_where_it_applies():
     assert isinstance(small, FlashMmaTile) and small.splits > 1
 
 
+def assert_decode_split(split, n_k, granule, max_splits):
+    """A decode key split: within the cap, splits of whole granules and of at least
+    DECODE_MIN_KEYS_PER_SPLIT keys, every split holding keys."""
+    assert 1 <= split.splits <= max_splits
+    if split.splits > 1:
+        assert split.keys_per_split % granule == 0
+        assert split.keys_per_split >= select.DECODE_MIN_KEYS_PER_SPLIT
+        assert (split.splits - 1) * split.keys_per_split < n_k <= split.splits * split.keys_per_split
+
+
 @pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (8192, 256), (65536, 256), (65536, 1)])
 def test_decode_split_covers_the_keys(n_k, batch):
     for tile in (DecodeTile(128, 4, 8), DecodeTile(64, 8, 4)):
         split = select.split_decode_keys(tile, 1, n_k, batch, H200)
-        assert 1 <= split.splits <= select.MAX_KEY_SPLITS
-        if split.splits > 1:
-            assert split.keys_per_split % tile.group_keys == 0
-            assert split.keys_per_split >= select.DECODE_MIN_KEYS_PER_SPLIT
-            assert (split.splits - 1) * split.keys_per_split < n_k <= split.splits * split.keys_per_split
+        assert_decode_split(split, n_k, tile.group_keys, select.DECODE_MAX_SPLITS)
         forced = select.split_decode_keys(tile, 1, n_k, batch, H200, splits=7)
         assert forced.splits <= 7 and (forced.splits == 1 or forced.keys_per_split * forced.splits >= n_k)
     # B*H = 256 with 8192 keys: thousands of blocks, not 256
     assert select.split_decode_keys(DecodeTile(128, 4, 8), 1, 8192, 256, H200).splits >= 8
     assert DecodeTile(128, 4, 8).spec("__half").template_args == ("__half", 128, 4, 8)
+
+
+@pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (1 << 20, 1), (8192, 256), (65536, 1024)])
+def test_packed_decode_split_fills_the_device(n_k, batch):
+    tile = select.decode_tile(128, 32, H200)
+    split = select.split_packed_decode_keys(tile, 32, n_k, batch, H200)
+    assert_decode_split(split, n_k, tile.stage_keys, select.DECODE_MAX_SPLITS)
+    slots = H200.sm_count * select.blocks_per_sm(tile, H200)
+    if n_k >= select.DECODE_MIN_KEYS_PER_SPLIT * 2 * slots:  # enough keys: ~2 blocks a resident slot
+        assert split.splits * batch >= slots
+
+
+def test_decode_tiles_by_rows():
+    # rows = G x Nq: one 16-row slice up to 16 rows, then 2 or 4 slices as the O registers allow
+    assert [select.decode_tile(64, rows, H200).m_tiles for rows in (1, 16, 17, 32, 33, 64, 128)] == [1, 1, 2, 2, 4, 4, 4]
+    assert [select.decode_tile(128, rows, H200).m_tiles for rows in (1, 16, 17, 128)] == [1, 1, 2, 2]
+    assert [select.decode_tile(256, rows, H200).m_tiles for rows in (1, 64)] == [1, 1]
+    tile = select.decode_tile(128, 8, H200)
+    assert tile.key_warps and tile.block_m == 16 and tile.stage_keys == 64 and tile.q_in_regs
+    assert tile.spec("__half").template_args[-1] is True  # KEY_WARPS
 
 
 def test_batch_layout_broadcast_and_collapse():
@@ -245,6 +278,24 @@ def test_plan_without_split_or_lse():
     (launch,) = _plan((64, 16, 2048, 64), (64, 16, 2048, 64), (64, 16, 2048, 64)).launches
     assert launch.spec == D64_LONG.spec("__nv_bfloat16") and launch.grid == (64 * 16 * 11,)  # 11 tiles of 192 rows
     assert launch.args[:5] == ("q", "k", "v", "out", "out")
+
+
+def test_grouped_query_decode_packs_the_group_into_rows():
+    # q (B, Hkv, G, Nq, D) over k / v (B, Hkv, 1, Nk, D): the G x Nq rows of a KV head in one tile
+    b, hkv, g, nq, nk, d = 2, 4, 8, 2, 8192, 128
+    # q contiguous, then stored (B, Nq, Hkv, G, D): group stride d, row stride Hkv * G * d
+    for strides in (None, {"q": (nq * hkv * g * d, g * d, d, hkv * g * d, 1)}):
+        forward, merge = _plan((b, hkv, g, nq, d), (b, hkv, 1, nk, d), (b, hkv, 1, nk, d), causal=True,
+                               strides=strides).launches
+        assert forward.spec.name == "attention_fwd_mma" and forward.spec.template_args[-1] is True
+        n_q, q_tiles, queries, group_stride = forward.args[7], forward.args[11], forward.args[12], forward.args[13]
+        assert (n_q, q_tiles, queries) == (g * nq, 1, nq)
+        assert group_stride == (strides["q"][2] if strides else nq * d)
+        splits = forward.args[14]
+        assert forward.grid == (b * hkv * splits,) and merge.grid == (b * hkv * g * nq,)
+    # enable_gqa's view of (B, Hq, Nq, D): the same packing; and no packing where k has its heads
+    (forward,) = _plan((2, 4, 8, 1, 64), (2, 4, 8, 100, 64), (2, 4, 8, 100, 64)).launches[:1]
+    assert forward.spec.name == "attention_decode"
 
 
 def test_forced_variants_are_checked():

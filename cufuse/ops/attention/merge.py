@@ -9,11 +9,11 @@ import numpy as np
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, Temporary
 
-MERGE_THREADS = 128  # the kernel's __launch_bounds__
+MERGE_THREADS = 256  # a block per row; its warps take interleaved splits (hundreds for one KV head)
 
 
 def merge_spec(dtype_ctype: str) -> KernelSpec:
-    return KernelSpec("attention/merge.cu", "attention_merge", (dtype_ctype,))
+    return KernelSpec("attention/merge.cu", "attention_merge", (dtype_ctype, MERGE_THREADS))
 
 
 def partial_pointers(problem, splits: int) -> tuple:

@@ -16,7 +16,8 @@ def plan_attention(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, d
                        aligned)
     if config is None:
         config = select_config(problem.n_q, problem.n_k, problem.head_dim, problem.head_dim_v, problem.batch_count,
-                               problem.dtype, dev, problem.kv_rows_16b, problem.causal, problem.wgmma_operands)
+                               problem.dtype, dev, problem.kv_rows_16b, problem.causal, problem.wgmma_operands,
+                               problem.packed().group)
     else:
         config.check(problem, dev)
     return config.plan(problem, dev)

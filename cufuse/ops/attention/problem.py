@@ -21,7 +21,12 @@ class AttentionProblem:
     """q ``(batch, n_q, head_dim)``, k ``(batch, n_k, head_dim)``, v ``(batch, n_k,
     head_dim_v)`` with element strides ``operand_strides`` (q, k, v), the broadcast batch
     collapsed into ``batch_sizes`` and per-operand ``batch_strides``; ``vec16`` (q, k, v):
-    16-byte loads apply."""
+    16-byte loads apply.
+
+    A packed problem (``packed()``: k and v broadcast over q's innermost batch dim, G query
+    heads of one KV head) has ``n_q = G * queries`` rows: row r is query ``r % queries`` of
+    group ``r // queries``, q's address ``(r // queries) * q_group_stride + (r % queries) *
+    q row stride``; out and lse rows stay contiguous (that dim is next to Nq in them)."""
 
     n_q: int
     n_k: int
@@ -36,6 +41,36 @@ class AttentionProblem:
     batch_sizes: tuple
     batch_strides: tuple
     vec16: tuple
+    queries: int = 0  # query rows of one group (0: n_q, not packed)
+    q_group_stride: int = 0
+
+    @property
+    def queries_per_group(self) -> int:
+        return self.queries or self.n_q
+
+    @property
+    def group(self) -> int:
+        """Query heads packed into the rows (1: not packed)."""
+        return self.n_q // self.queries_per_group if self.n_q else 1
+
+    def packed(self) -> "AttentionProblem":
+        """The problem with q's innermost batch dim folded into the rows where k and v
+        broadcast over it (stride 0) and q does not, so one tile of rows reads each K/V tile
+        once for the whole group; else ``self``. Only kernels taking ``group_args`` run it."""
+        size = self.batch_sizes[-1]
+        q_stride, k_stride, v_stride = (strides[-1] for strides in self.batch_strides)
+        if self.queries or size == 1 or k_stride or v_stride or not q_stride:
+            return self
+        batch_sizes = (1,) + self.batch_sizes[:-1]
+        batch_strides = tuple((0,) + strides[:-1] for strides in self.batch_strides)
+        return dataclasses.replace(self, n_q=self.n_q * size, batch=(self.batch_count // size,),
+                                   batch_sizes=batch_sizes, batch_strides=batch_strides, queries=self.n_q,
+                                   q_group_stride=q_stride)
+
+    @property
+    def group_args(self) -> tuple:
+        """(queries a group, q's group stride) of the kernels that take packed rows."""
+        return (np.int32(self.queries_per_group), np.int64(self.q_group_stride))
 
     @property
     def batch_count(self) -> int:

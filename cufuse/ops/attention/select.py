@@ -3,10 +3,12 @@ layout and dtype and the device's facts to one variant, and ``instantiations(dev
 kernel it can reach. Why each rule and table entry: docs/attention.md.
 
 - float32 / float64: ``SimtRows`` (no tensor-core kernel takes them).
-- at most DECODE_STREAM_MAX_QUERIES query rows with k / v rows of 16 bytes: ``DecodeTile``
-  with the keys split to fill the device (``split_decode_keys``).
-- other decode shapes (Nq <= DECODE_MAX_QUERIES): the one-warp ``FlashMmaTile`` of
-  ``decode_tile``.
+- one query head per KV head (``group`` 1), at most DECODE_STREAM_MAX_QUERIES query rows,
+  k / v rows of 16 bytes: ``DecodeTile`` with the keys split to fill the device
+  (``split_decode_keys``).
+- other decode shapes (Nq <= DECODE_MAX_QUERIES), in particular grouped-query heads: the
+  ``key_warps`` ``FlashMmaTile`` of ``decode_tile`` on the packed rows (G heads x Nq queries
+  of one KV head: each K/V tile read once per KV head), keys split the same way.
 - prefill: on compute capability 9.0 the ``FlashWgmmaTile`` of WGMMA_PREFILL where its
   preconditions hold and the grid needs no key split, else the ``FlashMmaTile`` of
   ``prefill_tile``; mma tiles split their keys by the wave model (``split_keys``).
@@ -34,6 +36,10 @@ DECODE_STREAM_TILE = (4, 8)  # (warps, unroll): 4.2-4.5 TB/s on the H200 (round-
 DECODE_MIN_KEYS_PER_SPLIT = 512
 DECODE_BLOCKS_PER_SLOT = 2  # blocks launched per resident-block slot (tail balance)
 MAX_KEY_SPLITS = 128
+# Decode splits: one KV head (B x Hkv = 1) needs ~2 x 132 x 2 splits of the packed decode tile
+# (1-4 blocks an SM) to fill the H200; attention_merge's warps take the splits in parallel.
+DECODE_MAX_SPLITS = 512
+PACKED_DECODE_WARPS, PACKED_DECODE_KEYS, PACKED_DECODE_STAGES = 4, 16, 3  # 64 keys a stage
 SPLIT_OVERHEAD_TILES = 2  # per-block fixed cost of the wave model, in K/V tiles (prologue, epilogue, merge)
 SPLIT_MIN_GAIN = 0.05  # modelled gain a key split needs over one split (run of round 4: merge not modelled)
 SHORT_KEYS_MAX = 512  # mean keys a query row sees up to which the 2-blocks-per-SM D96-128 mma tile runs
@@ -98,10 +104,29 @@ def prefill_tile(head_dim: int, dev: DeviceInfo, n_q: int, n_k: int, causal: boo
     return tiles[0]
 
 
-def decode_tile(head_dim: int) -> FlashMmaTile:
-    """Nq <= 16: one warp per block (one row slice), as many blocks per SM as shared memory
-    allows, each streaming K/V through a 3-stage ring, so every SM keeps >100 KB in flight."""
-    return FlashMmaTile(head_dim, 1, 1, 64 if head_dim <= 128 else 32, 3)
+def max_decode_m_tiles(head_dim: int) -> int:
+    """16-row slices the packed decode tile holds (its O accumulator: 16 x m_tiles x head_dim
+    floats a warp): 4 up to D64, 2 up to D128, else 1."""
+    return 4 if head_dim <= 64 else 2 if head_dim <= 128 else 1
+
+
+def decode_tile(head_dim: int, rows: int, dev: DeviceInfo) -> FlashMmaTile:
+    """Nq <= 16 on ``rows`` packed rows (G x Nq): 4 warps share the rows (1, 2 or 4 slices of
+    16, up to max_decode_m_tiles; more rows take more blocks) and split each 64-key stage of a
+    3-stage cp.async ring (2 where shared memory is short: A100 D256), then merge. Q in
+    registers up to D128."""
+    slices = math.ceil(max(rows, 1) / 16)
+    m_tiles = min(max_decode_m_tiles(head_dim), 1 << (slices - 1).bit_length())
+    tile = FlashMmaTile(head_dim, PACKED_DECODE_WARPS, m_tiles, PACKED_DECODE_KEYS, PACKED_DECODE_STAGES,
+                        q_in_regs=m_tiles * head_dim <= 128, key_warps=True)
+    while tile.smem_bytes > dev.max_smem_per_block and tile.stages > 2:
+        tile = dataclasses.replace(tile, stages=tile.stages - 1)
+    return tile
+
+
+def decode_tiles(head_dim: int, dev: DeviceInfo) -> tuple:
+    """Every decode_tile of a head-dim bucket."""
+    return tuple(dict.fromkeys(decode_tile(head_dim, 16 * m, dev) for m in (1, 2, 4)))
 
 
 def blocks_per_sm(tile, dev: DeviceInfo) -> int:
@@ -130,12 +155,12 @@ def choose_key_splits(base_blocks: int, n_tiles: int, slots: int) -> int:
 def key_splits(tile, n_q: int, n_k: int, batch_count: int, dev: DeviceInfo) -> tuple:
     """``(splits, keys_per_split)`` of the wave model for an mma or wgmma tile, no split
     left empty (keys_per_split 0 with one split). Nk = 0 raises ZeroDivisionError."""
-    n_tiles = math.ceil(n_k / tile.block_n)
+    n_tiles = math.ceil(n_k / tile.stage_keys)
     base_blocks = math.ceil(n_q / tile.block_m) * batch_count
     splits = choose_key_splits(base_blocks, n_tiles, dev.sm_count * blocks_per_sm(tile, dev))
     tiles_per_split = math.ceil(n_tiles / splits)
     splits = math.ceil(n_tiles / tiles_per_split)  # no empty trailing split
-    return (1, 0) if splits == 1 else (splits, tiles_per_split * tile.block_n)
+    return (1, 0) if splits == 1 else (splits, tiles_per_split * tile.stage_keys)
 
 
 def split_keys(tile: FlashMmaTile, n_q: int, n_k: int, batch_count: int, dev: DeviceInfo) -> FlashMmaTile:
@@ -144,19 +169,35 @@ def split_keys(tile: FlashMmaTile, n_q: int, n_k: int, batch_count: int, dev: De
     return dataclasses.replace(tile, splits=splits, keys_per_split=keys_per_split)
 
 
+def decode_key_split(n_k: int, base_blocks: int, slots: int, granule: int, max_splits: int,
+                     splits: int | None = None) -> tuple:
+    """``(splits, keys_per_split)`` of a decode tile: by default enough blocks for
+    DECODE_BLOCKS_PER_SLOT per resident slot, but no split under DECODE_MIN_KEYS_PER_SPLIT
+    keys; ``splits`` forces a count. Splits are multiples of ``granule`` keys, none empty."""
+    if splits is None:
+        splits = min(max_splits, math.ceil(DECODE_BLOCKS_PER_SLOT * slots / max(1, base_blocks)),
+                     max(1, n_k // DECODE_MIN_KEYS_PER_SPLIT))
+    splits = max(1, min(splits, max_splits, math.ceil(n_k / granule)))
+    keys_per_split = max(1, math.ceil(math.ceil(n_k / splits) / granule)) * granule
+    splits = max(1, math.ceil(n_k / keys_per_split))  # no empty trailing split
+    return splits, keys_per_split if splits > 1 else 0
+
+
 def split_decode_keys(tile: DecodeTile, n_q: int, n_k: int, batch_count: int, dev: DeviceInfo,
                       splits: int | None = None) -> DecodeTile:
-    """``tile`` with a key split: by default enough blocks for DECODE_BLOCKS_PER_SLOT per
-    resident slot, but no split under DECODE_MIN_KEYS_PER_SPLIT keys; ``splits`` forces a count."""
-    if splits is None:
-        slots = dev.sm_count * min(BLOCKS_PER_SM, THREADS_PER_SM // tile.threads)
-        base = max(1, n_q * batch_count)
-        splits = min(MAX_KEY_SPLITS, math.ceil(DECODE_BLOCKS_PER_SLOT * slots / base),
-                     max(1, n_k // DECODE_MIN_KEYS_PER_SPLIT))
-    splits = max(1, min(splits, MAX_KEY_SPLITS, math.ceil(n_k / tile.group_keys)))
-    keys_per_split = max(1, math.ceil(math.ceil(n_k / splits) / tile.group_keys)) * tile.group_keys
-    splits = max(1, math.ceil(n_k / keys_per_split))  # no empty trailing split
-    return dataclasses.replace(tile, splits=splits, keys_per_split=keys_per_split if splits > 1 else 0)
+    """``tile`` (one query row a block) with its decode key split (``decode_key_split``)."""
+    slots = dev.sm_count * min(BLOCKS_PER_SM, THREADS_PER_SM // tile.threads)
+    splits, keys = decode_key_split(n_k, n_q * batch_count, slots, tile.group_keys, DECODE_MAX_SPLITS, splits)
+    return dataclasses.replace(tile, splits=splits, keys_per_split=keys)
+
+
+def split_packed_decode_keys(tile: FlashMmaTile, rows: int, n_k: int, batch_count: int, dev: DeviceInfo,
+                             splits: int | None = None) -> FlashMmaTile:
+    """A packed decode tile on ``rows`` rows per batch item with its decode key split."""
+    slots = dev.sm_count * blocks_per_sm(tile, dev)
+    base = math.ceil(rows / tile.block_m) * batch_count
+    splits, keys = decode_key_split(n_k, base, slots, tile.stage_keys, DECODE_MAX_SPLITS, splits)
+    return dataclasses.replace(tile, splits=splits, keys_per_split=keys)
 
 
 def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dev: DeviceInfo,
@@ -174,24 +215,25 @@ def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch
 
 
 def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev: DeviceInfo,
-                  kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False):
+                  kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False, group: int = 1):
     """The default variant of a call. ``kv_rows_16b``: k and v have unit column stride and
     16-byte aligned rows (attention_decode's precondition). ``wgmma_operands``: q, k and v
-    all have such rows and the scale is positive (attention_fwd_wgmma's)."""
+    all have such rows and the scale is positive (attention_fwd_wgmma's). ``group``: query
+    heads (of the ``batch_count``) sharing each K/V head, which a decode tile packs into rows
+    (``AttentionProblem.packed``)."""
     if ctype(dtype) in SIMT_CTYPES:
         return SimtRows()
     width = max(head_dim, head_dim_v)
-    if n_q <= DECODE_STREAM_MAX_QUERIES and kv_rows_16b:
+    if group == 1 and n_q <= DECODE_STREAM_MAX_QUERIES and kv_rows_16b:
         return split_decode_keys(DecodeTile(decode_head_dim(width), *DECODE_STREAM_TILE), n_q, n_k, batch_count, dev)
     bucket = head_dim_bucket(width)
     if n_q <= DECODE_MAX_QUERIES:
-        tile = decode_tile(bucket)
-    else:
-        wgmma = wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev, wgmma_operands, causal)
-        if wgmma is not None:
-            return wgmma
-        tile = prefill_tile(bucket, dev, n_q, n_k, causal)
-    return split_keys(tile, n_q, n_k, batch_count, dev)
+        rows = n_q * group
+        return split_packed_decode_keys(decode_tile(bucket, rows, dev), rows, n_k, batch_count // group, dev)
+    wgmma = wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev, wgmma_operands, causal)
+    if wgmma is not None:
+        return wgmma
+    return split_keys(prefill_tile(bucket, dev, n_q, n_k, causal), n_q, n_k, batch_count, dev)
 
 
 def instantiations(dev: DeviceInfo) -> list:
@@ -200,7 +242,7 @@ def instantiations(dev: DeviceInfo) -> list:
     for name in MMA_CTYPES:
         for bucket in HEAD_DIM_BUCKETS:
             specs.extend(tile.spec(name) for tile in prefill_tiles(bucket, dev))
-            specs.append(decode_tile(bucket).spec(name))
+            specs.extend(tile.spec(name) for tile in decode_tiles(bucket, dev))
         specs.extend(DecodeTile(bucket, *DECODE_STREAM_TILE).spec(name) for bucket in DECODE_HEAD_DIMS)
         specs.append(merge_spec(name))
         if dev.has_wgmma:

@@ -34,6 +34,11 @@ class FlashWgmmaTile:
         return 64 * self.warpgroups
 
     @property
+    def stage_keys(self) -> int:
+        """Keys of one K/V stage (the unit of a key split)."""
+        return self.block_n
+
+    @property
     def threads(self) -> int:
         return 128 * self.warpgroups
 
