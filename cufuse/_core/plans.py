@@ -182,6 +182,43 @@ class BoundPlan:
             launch(arrays, scratch, temps, stream)
 
 
+def gpu_signature(*arrays):
+    """What a call's arrays contribute to its prepared-call key (``PreparedCall``): shape,
+    strides, dtype, 16-byte alignment and device of each; None unless every one is a CuPy
+    ndarray (other inputs take the op's full path, which converts and validates them)."""
+    signature = []
+    for array in arrays:
+        kind = type(array)
+        if kind.__name__ != "ndarray" or not kind.__module__.startswith("cupy"):
+            return None
+        signature.append((array.shape, array.strides, array.dtype, array.data.ptr % 16 == 0, array.device.id))
+    return tuple(signature)
+
+
+class PreparedCall:
+    """A validated call signature, ready to run again: the op's full path (validation,
+    selection, binding) ran once for it, and every fact it checked is in the key (the
+    arrays' ``gpu_signature`` and the other arguments with their types), so a later call of
+    the same key only allocates its outputs and launches. Outputs are fresh C-contiguous
+    arrays of ``outputs`` ((name, shape, dtype) each), returned in that order (one alone as
+    itself)."""
+
+    __slots__ = ("bound", "device", "inputs", "outputs")
+
+    def __init__(self, bound: BoundPlan, device: int, inputs: tuple, outputs: tuple):
+        self.bound, self.device, self.inputs, self.outputs = bound, device, inputs, outputs
+
+    def __call__(self, *arrays):
+        import cupy
+
+        with cupy.cuda.Device(self.device):
+            results = tuple(cupy.empty(shape, dtype=dtype) for _, shape, dtype in self.outputs)
+            named = dict(zip(self.inputs, arrays))
+            named.update((name, result) for (name, _, _), result in zip(self.outputs, results))
+            self.bound(named)
+        return results if len(results) > 1 else results[0]
+
+
 class PlanCache:
     """Bound plans by call signature, for every op (each op prefixes its keys with its
     name). Bounded: emptied when full, so a program cycling through shapes cannot grow it
@@ -193,6 +230,14 @@ class PlanCache:
 
     def get(self, key):
         return self._plans.get(key)
+
+    def prepared(self, key):
+        """The ``PreparedCall`` under ``key``, or None (also for an unhashable key: a bad
+        argument the full path will reject)."""
+        try:
+            return self._plans.get(key)
+        except TypeError:
+            return None
 
     def put(self, key, value):
         if len(self._plans) >= self.capacity:
