@@ -8,7 +8,7 @@ import importlib
 from .device import DeviceInfo
 from .loader import KernelSpec
 
-OPS = ("softmax", "linear", "attention")
+OPS = ("softmax", "logsumexp", "linear", "attention")
 
 
 def selftest_instantiations() -> list:
