@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "softmax": "cufuse.ops.softmax",
     "log_softmax": "cufuse.ops.softmax",
+    "logsumexp": "cufuse.ops.logsumexp",
     "fused_linear_relu": "cufuse.ops.linear",
     "attention": "cufuse.ops.attention",
     "attention_paged": "cufuse.ops.paged_attention",

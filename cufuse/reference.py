@@ -222,3 +222,53 @@ def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens) -> None:
     slots = positions % page_size
     k_pages[pages, :, slots] = np.swapaxes(k_new, 1, 2)  # advanced indices first: (B, Nnew, Hkv, D)
     v_pages[pages, :, slots] = np.swapaxes(v_new, 1, 2)
+
+
+def logsumexp(a, axis=None, b=None, *, tile: int = 1024):
+    """float64 ``(log|S|, sign(S))`` with S the sum over ``axis`` of ``b * exp(a)``, kept
+    dims, walked in tiles by the online rule; SciPy's rules (``scipy.special.logsumexp``): an
+    entry with a zero weight is dropped, NaN anywhere kept is NaN, +inf entries give the infinity
+    of their weights' sign (NaN where signs differ), an empty or all -inf sum is -inf with sign 0; a non-finite
+    result of a row in which a dropped entry was +inf or NaN is NaN (SciPy's direct fallback).
+    ``a`` and ``b`` broadcast together; a 0-d a is one element."""
+    if tile < 1:
+        raise ValueError(f"reference: argument 'tile' expected a positive int, got {tile}")
+    a = np.asarray(a, dtype=np.float64)
+    w = np.ones_like(a) if b is None else np.asarray(b, dtype=np.float64)
+    a, w = np.broadcast_arrays(np.atleast_1d(a), np.atleast_1d(w))
+    axes = tuple(range(a.ndim)) if axis is None else tuple(np.atleast_1d(axis) % a.ndim)
+    kept_shape = tuple(1 if d in axes else n for d, n in enumerate(a.shape))
+    trailing = tuple(range(a.ndim - len(axes), a.ndim))
+    rows_of = lambda v: np.moveaxis(v, axes, trailing).reshape(-1, int(np.prod([a.shape[d] for d in axes], dtype=np.int64)))  # noqa: E731
+    x, w = rows_of(a), rows_of(w)
+    m = np.full(x.shape[0], -np.inf)
+    s = np.zeros(x.shape[0])
+    dropped = np.zeros(x.shape[0], dtype=bool)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for start in range(0, x.shape[1], tile):
+            xt, wt = x[:, start : start + tile], w[:, start : start + tile]
+            drop = wt == 0
+            dropped |= (drop & ~(xt < np.inf)).any(axis=1)
+            xt = np.where(drop, -np.inf, xt)
+            m_new = np.maximum(m, xt.max(axis=1))  # NaN propagates
+            shift = np.where(m_new == -np.inf, 0.0, m_new)
+            terms = np.where(np.isinf(wt) & (xt > -np.inf), wt, wt * _exp_rel(xt, shift[:, None]))
+            s = _rescaled(s, _exp_rel(m, shift)) + terms.sum(axis=1)
+            m = m_new
+        value = np.where(m == -np.inf, 0.0, m) + np.log(np.abs(s))
+        sign = np.where(np.isnan(value), np.nan, np.sign(s))
+    poisoned = dropped & ~np.isfinite(value)
+    value[poisoned] = sign[poisoned] = np.nan
+    return value.reshape(kept_shape), sign.reshape(kept_shape)
+
+
+def _rescaled(s, factor):
+    """s * factor, except an infinite s (from infinite weights) stays as it is: the factor
+    may underflow to 0 where the true product is still infinite."""
+    return np.where(np.isinf(s), s, s * factor)
+
+
+def _exp_rel(x, shift):
+    """exp(x - shift), exactly 1 where x == shift, and +inf for the +inf entries under a +inf
+    max (so that their weights of both signs sum to NaN, of one sign to that infinity)."""
+    return np.where(x == shift, np.where(np.isinf(shift), shift, 1.0), np.exp(x - shift))

@@ -8,7 +8,7 @@ import importlib
 from .device import DeviceInfo
 from .loader import KernelSpec
 
-OPS = ("softmax", "linear", "attention", "paged_attention")
+OPS = ("softmax", "logsumexp", "linear", "attention", "paged_attention")
 
 
 def selftest_instantiations() -> list:

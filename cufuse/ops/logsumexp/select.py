@@ -1,0 +1,69 @@
+"""The default logsumexp selection: pure rules from the problem and the DeviceInfo
+(docs/logsumexp.md, "Dispatch"), and every instantiation they can reach."""
+from __future__ import annotations
+
+from ..._core.device import ceil_div
+from ..._core.dtypes import FLOAT_DTYPES
+from .problem import LseProblem
+from .variants import ColsConfig, RowsConfig
+
+VARIANTS = (RowsConfig, ColsConfig)
+THREADS = 256
+TILE_VECS = 4  # 16-byte vectors a thread a tile: 64 bytes in flight a thread
+NARROW_GROUPS = (1, 2, 4, 8, 16, 32)
+WAVES = 4  # blocks of split rows or strips: about this many waves of resident blocks
+
+
+def _resident_blocks(dev, threads: int) -> int:
+    return dev.sm_count * (2048 // threads)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def choose_rows(problem: LseProblem, dev) -> RowsConfig:
+    """Up to 128 slots: the smallest sub-warp group holding the row in one tile (4 vectors a
+    lane; 1-4 slots: one lane, 1, 2 or 4 vectors). Longer rows: a warp a row where the rows
+    fill two waves of warps and a warp takes at most 32 tiles; else a block a part, the parts
+    putting about WAVES waves of blocks on the GPU, each at least a tile."""
+    nv = problem.vectors
+    if nv <= TILE_VECS:
+        return RowsConfig(THREADS, 1, _pow2_at_least(nv))
+    if nv <= 32 * TILE_VECS:
+        return RowsConfig(THREADS, _pow2_at_least(ceil_div(nv, TILE_VECS)), TILE_VECS)
+    warps = dev.sm_count * 2048 // 32
+    if problem.rows >= 2 * warps and nv <= 32 * 32 * TILE_VECS:
+        return RowsConfig(THREADS, 32, TILE_VECS)
+    tiles = ceil_div(nv, THREADS * TILE_VECS)
+    parts = max(1, min(tiles, ceil_div(WAVES * _resident_blocks(dev, THREADS), problem.rows), 4096))
+    return RowsConfig(THREADS, THREADS, TILE_VECS, parts)
+
+
+def choose_cols(problem: LseProblem, dev) -> ColsConfig:
+    """8 warps a strip of 32 rows, 16 / 8 / 4 loads in flight a lane by itemsize; parts of the
+    reduced axis where the strips alone fill fewer than WAVES waves, each at least two runs a
+    warp, at most 64."""
+    unroll = {2: 16, 4: 8, 8: 4}[problem.dtype.itemsize]
+    slices = 8
+    strips = ceil_div(problem.rows, 32)
+    parts = max(1, min(64, ceil_div(WAVES * _resident_blocks(dev, 32 * slices), strips),
+                       ceil_div(problem.length, 2 * slices * unroll)))
+    return ColsConfig(slices, unroll, parts)
+
+
+def choose(problem: LseProblem, dev):
+    return choose_cols(problem, dev) if problem.column_layout else choose_rows(problem, dev)
+
+
+def instantiations(dev) -> list:
+    """Every kernel ``choose`` can reach, for each dtype, with and without weights."""
+    specs = []
+    rows_configs = [RowsConfig(THREADS, 1, v) for v in (1, 2, 4)]
+    rows_configs += [RowsConfig(THREADS, g, TILE_VECS) for g in NARROW_GROUPS[1:]]
+    rows_configs.append(RowsConfig(THREADS, THREADS, TILE_VECS))
+    for dtype in FLOAT_DTYPES:
+        for weighted in (False, True):
+            specs += [c.spec(dtype, weighted) for c in rows_configs]
+            specs.append(ColsConfig(8, {2: 16, 4: 8, 8: 4}[dtype.itemsize]).spec(dtype, weighted))
+    return specs
