@@ -115,9 +115,9 @@ def _softmax_gpu(x, axis, axes, out, dtype, config, *, log):
         return cupy.empty(x.shape, dtype=dtype) if out is None else out
     order = _memory_order(x) if out is None else None
     bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log, order)
-    if bound is None and order is not None:  # x's own order does not collapse: C order
-        order = None
-        bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log, order)
+    if bound is None and order is not None:  # x's own order does not collapse: C order, if that does
+        bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log, None)
+        order = None if bound is not None else order
     if out is None:
         out = _new_out(x.shape, dtype, order)
     if bound is not None:
