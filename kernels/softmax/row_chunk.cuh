@@ -14,6 +14,9 @@ template <typename T> struct RowView {
     T* out;
     int64 in_stride, out_stride;
     bool in_vec, out_vec;  // 16-byte vector access allowed (unit stride, aligned base)
+    // The row's first element (< VS) where align_row_origin moved its origin back to a vector
+    // boundary; the elements before it are another row's (masked on load, never stored).
+    int64 lo;
 };
 
 template <typename T>
@@ -27,13 +30,35 @@ __device__ __forceinline__ RowView<T> make_row(const T* x, T* y, int64 r, int64 
     row.out_stride = inner;
     row.in_vec = sl == 1 && aligned16(row.in);
     row.out_vec = inner == 1 && aligned16(row.out);
+    row.lo = 0;
     return row;
+}
+
+// A unit-stride row whose input and output start equally far (lo elements) past a 16-byte
+// boundary gets its origin moved back to that boundary: every slot is then an aligned vector,
+// only the first and last masked -- a scalar head and tail instead of scalar slots for the
+// whole row (671088 x 100 float16, every other row misaligned, ran at 0.24 of the copy).
+// Returns the row's end in the new origin (length + lo). A row it cannot align (strided,
+// input and output misaligned differently, or lo + length over the `capacity` that holds it)
+// keeps its origin. Whoever calls it holds the whole row (begin 0).
+template <typename T> __device__ __forceinline__ int64 align_row_origin(RowView<T>& row, int64 length, int64 capacity) {
+    const unsigned in_offset = reinterpret_cast<unsigned long long>(row.in) & 15;
+    const unsigned out_offset = reinterpret_cast<unsigned long long>(row.out) & 15;
+    const int64 lo = in_offset / sizeof(T);
+    if (row.in_stride != 1 || row.out_stride != 1 || in_offset != out_offset || lo == 0 || lo + length > capacity) return length;
+    row.in -= lo;
+    row.out -= lo;
+    row.in_vec = row.out_vec = true;
+    row.lo = lo;
+    return lo + length;
 }
 
 // Elements [begin, end) of a row spread over Group threads, Vecs 16-byte vectors each:
 // thread `lane` holds elements begin + (k*Group + lane)*VS + j. begin is a multiple of VS.
-// Padding is -inf: it changes neither the max nor the sum.
-template <typename T, int Group, int Vecs> struct Chunk {
+// Padding is -inf: it changes neither the max nor the sum. MaskedEdges: an aligned row's partial
+// first and last slots take masked vector accesses and rows may carry lo (align_row_origin);
+// without, they take the scalar path (the split kernel: the masked paths made float32 spill).
+template <typename T, int Group, int Vecs, bool MaskedEdges = true> struct Chunk {
     using A = accum_t<T>;
     static constexpr int VS = Vec16<T>::size;
     static constexpr int capacity = Group * Vecs * VS;
@@ -43,29 +68,47 @@ template <typename T, int Group, int Vecs> struct Chunk {
         return begin + (static_cast<int64>(k) * Group + lane) * VS;
     }
     __device__ __forceinline__ static bool full_vector(const RowView<T>& row, int64 e0, int64 end) {
-        return row.in_vec && e0 + VS <= end;
+        return row.in_vec && (!MaskedEdges || e0 >= row.lo) && e0 + VS <= end;
     }
     // Every slot of [begin, end) is a full vector: one test a tile, not a 64-bit bounds test
     // a slot (the ragged and strided cases keep the per-slot tests).
-    __device__ __forceinline__ static bool full_tile(bool vec, int64 begin, int64 end) { return vec && end - begin >= capacity; }
+    __device__ __forceinline__ static bool full_tile(bool vec, const RowView<T>& row, int64 begin, int64 end) {
+        return vec && (!MaskedEdges || begin >= row.lo) && end - begin >= capacity;
+    }
     // Slot k as one 128-bit value: whole-slot copies and selects stay 4 registers (written
     // element by element, 16-bit slots were merged with a PRMT an element).
     __device__ __forceinline__ uint4& bits(int k) { return *reinterpret_cast<uint4*>(&v[k]); }
     __device__ __forceinline__ static uint4 bits_of(const Vec16<T>& r) { return *reinterpret_cast<const uint4*>(&r); }
+    // Elements j of the slot from e0 that lie in [lo, end): from <= j < count.
+    __device__ __forceinline__ static void slot_window(const RowView<T>& row, int64 e0, int64 end, int& from, int& count) {
+        from = e0 < row.lo ? static_cast<int>(row.lo - e0) : 0;  // (max() here is the member)
+        count = end - e0 < VS ? static_cast<int>(end - e0) : VS;
+    }
     // Slot k of elements from e0 that is not a full aligned vector: a padding slot of a
-    // short row, or the slow path.
+    // short row; an aligned row's head or tail, one vector load with the elements outside
+    // [lo, end) masked (the aligned 16 bytes around a row element never leave its page); or
+    // the slow path of a strided or misaligned row.
     __device__ __forceinline__ void load_partial_slot(int k, const RowView<T>& row, int64 e0, int64 end) {
         if (e0 >= end) {
             Vec16<T> padding;
 #pragma unroll
             for (int j = 0; j < VS; ++j) padding.v[j] = neg_inf_value<T>();
             bits(k) = bits_of(padding);
+        } else if (MaskedEdges && row.in_vec) {
+            Vec16<T> r = load_vec16(row.in + e0);
+            int from, count;
+            slot_window(row, e0, end, from, count);
+#pragma unroll
+            for (int j = 0; j < VS; ++j)
+                if (j < from || j >= count) r.v[j] = neg_inf_value<T>();
+            bits(k) = bits_of(r);
         } else {
             bits(k) = bits_of(load_scalars(row.in + e0 * row.in_stride, row.in_stride, end - e0));
         }
     }
     __device__ __forceinline__ void load(const RowView<T>& row, int64 begin, int64 end, int lane) {
-        const bool full = full_vector(row, slot_begin(begin, Vecs - 1, lane), end);  // so is every slot
+        // The last slot full, so is every slot (the first starting at lo or later)
+        const bool full = full_vector(row, slot_begin(begin, Vecs - 1, lane), end) && (!MaskedEdges || slot_begin(begin, 0, lane) >= row.lo);
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
             const int64 e0 = slot_begin(begin, k, lane);
@@ -89,7 +132,7 @@ template <typename T, int Group, int Vecs> struct Chunk {
     // From a tile written by stash (all slots) or stash_async (full vectors only).
     __device__ __forceinline__ void load_from_stash(const Vec16<T>* tile, bool all_slots, const RowView<T>& row, int64 begin,
                                                     int64 end, int lane) {
-        all_slots = all_slots || full_tile(row.in_vec, begin, end);
+        all_slots = all_slots || full_tile(row.in_vec, row, begin, end);
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
             const int64 e0 = slot_begin(begin, k, lane);
@@ -151,12 +194,21 @@ template <typename T, int Group, int Vecs> struct Chunk {
     // The sum of exp(x - m) keeping every exp for store_scaled: one exp an element instead of
     // two (for 16-bit types the multi-function unit, not memory, limits the two-exp kernel).
     __device__ __forceinline__ A sum_exp_kept(A m, A (&e)[Vecs][VS]) const { return sum_exp_impl<true>(m, e); }
-    // full: the caller knows the slot is a full vector (no bounds test).
+    // full: the caller knows the slot is a full vector (no bounds test). An aligned row's head
+    // or tail stores the elements of [lo, end) at constant offsets from one address.
     __device__ __forceinline__ static void store_vector(const RowView<T>& row, int64 e0, int64 end, Vec16<T> r, bool full = false) {
-        if (full || (row.out_vec && e0 + VS <= end)) {
+        if (full || (row.out_vec && (!MaskedEdges || e0 >= row.lo) && e0 + VS <= end)) {
             store_vec16(row.out + e0, r);
         } else if (e0 < end) {
-            store_scalars(row.out + e0 * row.out_stride, row.out_stride, end - e0, r);
+            if (MaskedEdges && row.out_vec) {
+                int from, count;
+                slot_window(row, e0, end, from, count);
+#pragma unroll
+                for (int j = 0; j < VS; ++j)
+                    if (j >= from && j < count) row.out[e0 + j] = r.v[j];
+            } else {
+                store_scalars(row.out + e0 * row.out_stride, row.out_stride, end - e0, r);
+            }
         }
     }
     // Vector by vector, 16-bit types converted in pairs (converting all before the first
@@ -183,7 +235,7 @@ template <typename T, int Group, int Vecs> struct Chunk {
             for (int j = 0; j < VS; ++j) e[k][j] *= scale;
             r[k] = vector_from_accum<T>(e[k]);
         }
-        const bool full = full_tile(row.out_vec, begin, end);
+        const bool full = full_tile(row.out_vec, row, begin, end);
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) store_vector(row, slot_begin(begin, k, lane), end, r[k], full);
     }
@@ -215,8 +267,8 @@ template <typename A, int Threads> struct BlockSlots {
 };
 
 // Exact (max, sum of exp(x - max)) of a chunk held by a group.
-template <int Group, int Threads, typename T, int Vecs, typename A = accum_t<T>>
-__device__ __forceinline__ void chunk_stats(const Chunk<T, Group, Vecs>& c, BlockSlots<A, Threads>& slots, A& m, A& s) {
+template <int Group, int Threads, typename T, int Vecs, bool MaskedEdges, typename A = accum_t<T>>
+__device__ __forceinline__ void chunk_stats(const Chunk<T, Group, Vecs, MaskedEdges>& c, BlockSlots<A, Threads>& slots, A& m, A& s) {
     m = group_reduce<true, Group, Threads>(c.max(), slots.max);
     s = group_reduce<false, Group, Threads>(c.sum_exp(m), slots.sum);
 }

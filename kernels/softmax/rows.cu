@@ -4,7 +4,9 @@
 // Picked (RowsConfig, cufuse/ops/softmax/rows.py) for rows of up to 4096 16-byte vectors
 // (32768 float16 / 16384 float32 / 8192 float64 elements) whose reduced axis is contiguous, or
 // whose reduced and inner axes are both strided: the capacity ladder of
-// cufuse/ops/softmax/select.py, one rung per doubling (docs/softmax.md, "Rows").
+// cufuse/ops/softmax/select.py, one rung per doubling (docs/softmax.md, "Rows"). A contiguous
+// row that starts off a 16-byte boundary is read and written in aligned vectors from the
+// boundary below it (align_row_origin), so the rung holds one vector more than the row.
 #include "softmax/row_chunk.cuh"
 
 // Group threads per row, Threads/Group rows per block; rows of length <= Group*Vecs*VS.
@@ -18,9 +20,9 @@ __global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x,
     const int lane = threadIdx.x % Group;
     const int64 r = static_cast<int64>(blockIdx.x) * RowsPerBlock + threadIdx.x / Group;
     const bool active = r < rows;  // inactive groups still join the shuffles, with an empty row
-    const RowView<T> row = make_row(x, y, active ? r : 0, length, inner, so, si, sl);
-    const int64 end = active ? length : 0;
     using ChunkT = Chunk<T, Group, Vecs>;
+    RowView<T> row = make_row(x, y, active ? r : 0, length, inner, so, si, sl);
+    const int64 end = active ? align_row_origin(row, length, ChunkT::capacity) : 0;
     ChunkT c;
     c.load(row, 0, end, lane);
     finish_row<Log, Group, Threads, ExpOnce>(c, slots, row, 0, end, lane);

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
                        int64 sl, int64 chunk_len, int blocks_per_row, int smem_tiles, cufuse::accum_t<T>* partials,
                        unsigned* arrivals) {
     using A = cufuse::accum_t<T>;
-    using ChunkT = Chunk<T, Threads, Vecs>;
+    using ChunkT = Chunk<T, Threads, Vecs, false>;  // (no masked edges: they made float32 spill)
     using cufuse::Vec16;
     __shared__ BlockSlots<A, Threads> slots;
     extern __shared__ uint4 stash_bytes[];

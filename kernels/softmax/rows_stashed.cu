@@ -26,10 +26,12 @@ __device__ __forceinline__ void softmax_rows_stashed_body(const T* __restrict__ 
     __shared__ BlockSlots<A, Threads> slots;
     extern __shared__ uint4 stash_bytes[];
     cufuse::Vec16<T>* stash = reinterpret_cast<cufuse::Vec16<T>*>(stash_bytes);
-    const RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
+    RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
     // (One block: the whole row, chunk_len unread -- kept as a run-time bound, the extra
-    // registers made the 2-byte kernels spill.)
-    const int64 begin = Cluster == 1 ? 0 : min(length, rank * chunk_len), end = Cluster == 1 ? length : min(length, begin + chunk_len);
+    // registers made the 2-byte kernels spill. It aligns the row's origin, the cluster's
+    // blocks share one row and keep theirs.)
+    const int64 begin = Cluster == 1 ? 0 : min(length, rank * chunk_len);
+    const int64 end = Cluster == 1 ? align_row_origin(row, length, (StashTiles + 1) * ChunkT::capacity) : min(length, begin + chunk_len);
     auto tile_begin = [&](int t) { return min(end, begin + static_cast<int64>(t) * ChunkT::capacity); };
     auto tile_end = [&](int t) { return min(end, tile_begin(t) + ChunkT::capacity); };
     auto stash_tile = [&](int t) { return stash + t * Vecs * Threads; };

@@ -52,7 +52,8 @@ def test_bad_option_is_refused(tmp_path):
 
 
 def test_grids_are_the_issues():
-    assert len(bench_cases.softmax_cases()) == 9 * 2 + 2 + 2
+    classes = sum(len(members) for members in bench_cases.SOFTMAX_CLASSES.values()) * len(bench_cases.SOFTMAX_CLASS_DTYPES)
+    assert len(bench_cases.softmax_cases()) == 9 * 2 + 2 + 2 + classes
     # both weight layouts, plus fp32 and fp64 at 4096^3 and at 16 and 64 x 8192^2 (both layouts)
     assert len(bench_cases.linear_cases()) == 7 * 2 * 2 + 2 + 2 * 2 * 2
     # the prefill grid, two decode points, and issue 18's grouped-query decode classes

@@ -131,3 +131,28 @@ def test_more_than_2_31_elements(cp, rng):
     np.testing.assert_allclose(first, reference.softmax(cp.asnumpy(x[0]).astype(np.float64), (0,)), **tol)
     assert not bool(cp.isnan(out).any())
     del x, out
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("log", [False, True])
+def test_new_out_in_the_memory_order_of_x(cp, rng, dtype, log):
+    """Without out, the result is laid out as x is (NumPy's order 'K'): a transposed view
+    reduced over its last axis runs the column kernels, permuted 3-D views whose groups of axes
+    collapse only in memory order run without a copy; a given out stays C-contiguous;
+    broadcast views and non-dense slices give C order. Repeated calls take the fast path."""
+    a = random(cp, rng, (300, 1030), dtype)
+    t = a.T
+    for _ in range(2):
+        result = check(cp, t, 1, log)
+        assert result.strides == t.strides and result.flags.f_contiguous
+    check(cp, t, 1, log, out=poisoned(cp, t.shape, t.dtype))
+    check(cp, t, 0, log)
+    b = random(cp, rng, (5, 67, 33), dtype)
+    for perm in ((1, 0, 2), (0, 2, 1), (2, 1, 0), (1, 2, 0)):
+        view = b.transpose(perm)
+        for axis in ((0,), (1,), (2,), (1, 2), (0, 1), None):
+            result = check(cp, view, axis, log)
+            assert result.strides == view.strides
+    wide = cp.broadcast_to(random(cp, rng, (1, 129), dtype), (40, 129))
+    assert check(cp, wide, 1, log).flags.c_contiguous
+    assert check(cp, a.T[::2], 1, log).shape == (515, 300)

@@ -158,3 +158,22 @@ def test_cols_split_scratch_is_reused_and_left_armed(cp, rng, forced_kernels):
         for s in (cp.cuda.get_current_stream(), stream):
             _, counters = SCRATCH.get(request, s)
             assert not bool(counters.any())
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+def test_short_columns(cp, rng, dtype, log):
+    """Columns of 1 to 16 elements (softmax_cols_short, a thread a column): axis=0 of
+    matrices with many columns (a ragged last block), a short middle axis, a strided view;
+    non-finite columns; out poisoned."""
+    assert select.choose_cols(16, 1000, dtype, device()) == select._COLS_SHORT
+    assert not isinstance(select.choose_cols(17, 1000, dtype, device()), type(select._COLS_SHORT))
+    for length in (1, 2, 3, 7, 16):
+        x = random(cp, rng, (length, 5003), dtype)
+        check(cp, x, 0, log, out=poisoned(cp, x.shape, x.dtype))
+    x = random(cp, rng, (5, 9, 301), dtype)
+    check(cp, x, 1, log, out=poisoned(cp, x.shape, x.dtype))
+    view = random(cp, rng, (12, 2002), dtype)[:, ::2]
+    check(cp, view, 0, log, out=poisoned(cp, view.shape, view.dtype))
+    x = cp.ascontiguousarray(cp.asarray(rows_with_non_finite(rng, 13, dtype)).T)
+    check(cp, x, 0, log, out=poisoned(cp, x.shape, x.dtype))

@@ -223,3 +223,48 @@ def test_split_online_merge_and_full_tiles(cp, rng, forced_kernels, log):
         for length in lengths:
             x = cp.asarray(rows_for_online_merge(rng, length, dtype))
             check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+
+
+# Narrow and medium rows whose length is not a whole number of 16-byte vectors: consecutive
+# rows start off a vector boundary, and the register and stashed rungs align each row's origin
+# (a masked head and tail). Lengths at and around each rung's capacity less one vector.
+MISALIGNED_LENGTHS = (1, 3, 7, 9, 13, 100, 127, 255, 257, 1000, 3001, 4095, 32767, 50001)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+def test_misaligned_rows(cp, rng, dtype, log):
+    """Contiguous rows of lengths that are not multiples of the vector (every row but some
+    starts misaligned), several rows a warp and one block a row, the default rungs; out
+    poisoned; non-finite rows in the head and tail slots."""
+    for length in MISALIGNED_LENGTHS:
+        x = random(cp, rng, (rows_for(length, 67), length), dtype)
+        check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+    for length in (5, 100, 3001):
+        x = cp.asarray(rows_with_non_finite(rng, length, dtype))
+        check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+
+
+def _check_inside_poisoned_buffer(cp, rng, rows, length, dtype, log, config=None):
+    """x and out one element past a vector boundary inside poisoned buffers: nothing is
+    written outside out's rows."""
+    n, pad = rows * length, vector_size(dtype) * 2
+    xb = random(cp, rng, (n + pad,), dtype)
+    ob = poisoned(cp, (n + pad,), dtype)
+    check(cp, xb[1 : 1 + n].reshape(rows, length), -1, log, out=ob[1 : 1 + n].reshape(rows, length), config=config)
+    assert bool(cp.isnan(ob[:1]).all()) and bool(cp.isnan(ob[1 + n :]).all())
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("log", [False, True])
+def test_misaligned_rows_keep_their_neighbours(cp, rng, dtype, log):
+    """The masked head and tail stores write nothing outside the rows; rows whose input and
+    output are misaligned differently (the scalar path); rows that fill their rung exactly
+    from a misaligned start (the origin kept, the scalar path)."""
+    vs = vector_size(dtype)
+    for rows, length in ((301, 100), (37, 13), (9, 3001), (5, 33 * vs - 3)):
+        _check_inside_poisoned_buffer(cp, rng, rows, length, dtype, log)
+        xb = random(cp, rng, (rows * length + 2,), dtype)
+        check(cp, xb[2:].reshape(rows, length), -1, log, out=poisoned(cp, (rows, length), dtype))
+    for config in (select.rows_ladder(dtype)[3], select.rows_ladder(dtype)[-1]):
+        _check_inside_poisoned_buffer(cp, rng, 7, config.capacity_vectors * vs, dtype, log, config=config)

@@ -3,6 +3,7 @@ kernel, the column kernels, and instantiations(dev) = exactly what the rules rea
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from cufuse._core.device import A100, H200
 from cufuse.ops.softmax import partials, select
 from cufuse.ops.softmax.cols import ColsConfig, ColsSplitConfig, ColsVecConfig
-from cufuse.ops.softmax.layout import cols_vectorizable, row_share, vector_size
+from cufuse.ops.softmax.layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
 
@@ -33,6 +34,29 @@ def test_ladder_picks_the_smallest_config_that_holds_the_row(dtype):
     past = select.choose_rows(ladder(dtype)[-1] * vs + 1, 4, dtype, H200)
     stashed = select.stashed_rungs(dtype, H200)
     assert past == stashed[0] if stashed else isinstance(past, (ClusterConfig, SplitConfig))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_misaligned_rows_count_from_the_vector_boundary_below(dtype):
+    """Contiguous rows that may start off a 16-byte boundary take the rung that holds them
+    from the boundary below: row o starts at o * so, at most VS - gcd(so, VS) elements past
+    one. Strided rows, columns and single rows (where the array starts) count none."""
+    vs = vector_size(dtype)
+    for capacity in (c.capacity_vectors for c in select.rows_ladder(dtype)):
+        aligned = select.choose_rows(capacity * vs, 1000, dtype, H200)
+        assert aligned.capacity_vectors == capacity
+        assert select.choose_rows(capacity * vs, 1000, dtype, H200, misalignment=1).capacity_vectors > capacity
+        assert select.choose_rows(capacity * vs - vs + 1, 1000, dtype, H200, misalignment=vs - 1) == aligned
+    problem = partial(SoftmaxProblem, dtype=np.dtype(dtype), log=False)
+    assert problem(1000, 100 * vs + 1, 1, 100 * vs + 1, 1, 0).max_row_misalignment == vs - 1
+    assert problem(1000, 100 * vs, 1, 100 * vs + 1, 1, 0).max_row_misalignment == vs - 1  # x[:, 1:]
+    assert problem(1000, 2, 1, 2, 1, 0).max_row_misalignment == max(vs - 2, 0)
+    assert problem(1000, 101, 1, 100 * vs, 1, 0).max_row_misalignment == 0  # padded rows
+    assert problem(1, 100 * vs + 1, 1, 0, 1, 0).max_row_misalignment == 0  # one row: where the array starts
+    assert problem(1000, 101, 1, 202, 2, 0).max_row_misalignment == 0  # strided rows: scalar slots
+    assert problem(10, 101, 7, 707, 7, 1).max_row_misalignment == 0  # columns
+    if vs == 8:  # 671088 x 100 float16: rows start 0 or 4 elements past a boundary, 13 vectors
+        assert select.choose(problem(671088, 100, 1, 100, 1, 0), H200) == RowsConfig(256, 8, 2, exp_once=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

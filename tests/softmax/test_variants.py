@@ -237,5 +237,7 @@ def test_host_path_copy_path_is_not_a_fast_signature(fake_gpu, monkeypatch):
     """Scattered axes run the explicit copy: never remembered as a call signature."""
     api, make_array, _, _ = fake_gpu
     x = make_array((6, 7, 300), np.float32)
-    assert api._bound_plan(x.shape, x.strides, x.dtype, (0, 2), 0, None, False) is None
-    assert api._bound_plan(x.shape, x.strides, x.dtype, (2,), 0, None, False) is not None
+    assert api._bound_plan(x.shape, x.strides, x.dtype, (0, 2), 0, None, False, None) is None
+    assert api._bound_plan(x.shape, x.strides, x.dtype, (2,), 0, None, False, None) is not None
+    # In the memory order (2, 1, 0) of a transposed x, axes 0 and 2 are no closer.
+    assert api._bound_plan(x.shape, x.strides, x.dtype, (0, 2), 0, None, False, (2, 1, 0)) is None

@@ -6,8 +6,10 @@ oracle of ``cufuse.reference``; CuPy inputs run the kernels of ``kernels/softmax
 GPU path. x is viewed as (outer, length, inner) (``layout.collapse``): the reduced axes must
 form one run of consecutive axes (size-1 axes ignored), and each of the three groups of axes
 must collapse to a single stride; out is C-contiguous. Any strides work in place (negative,
-transposed, sliced), with 64-bit offsets. Which kernel runs which layout: ``select`` and
-docs/softmax.md. Documented exceptions:
+transposed, sliced), with 64-bit offsets. A new out (none given) is laid out as x is, its
+axes in x's memory order (NumPy's ``np.exp`` gives such results too): the reduced axis of a
+transposed view is then strided over a contiguous one, the column kernels' layout. Which
+kernel runs which layout: ``select`` and docs/softmax.md. Documented exceptions:
 
 - explicit copies: when the reduced axes are not consecutive (``axis=(0, 2)`` of a 3-D
   array) or a group of axes of a view does not collapse to one stride, x is first copied
@@ -75,10 +77,11 @@ def _softmax(fn, x, axis, out, config, *, log):
     # A signature seen before (it passed validation and has a plan): only what differs
     # between calls with one signature is checked -- the current device, out's overlap.
     signature = _signature(x, axis, out, config, log)
-    bound = PLANS.get(signature) if signature is not None else None
-    if bound is not None and _launchable(x, out):
+    entry = PLANS.get(signature) if signature is not None else None
+    if entry is not None and _launchable(x, out):
+        bound, order = entry
         if out is None:
-            out = _cupy.empty(x.shape, dtype=x.dtype)
+            out = _new_out(x.shape, x.dtype, order)
         bound({"x": x, "out": out})
         return out
     xp, arrays = as_arrays(fn, x=x)
@@ -108,31 +111,58 @@ def _softmax_gpu(x, axis, axes, out, dtype, config, *, log):
     original, out_given = x, out
     if x.dtype != dtype:  # integers: computed in np.exp's float dtype, as SciPy does
         x = x.astype(dtype)
-    if out is None:
-        out = cupy.empty(x.shape, dtype=dtype)
     if x.size == 0:
-        return out
-    bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log)
+        return cupy.empty(x.shape, dtype=dtype) if out is None else out
+    order = _memory_order(x) if out is None else None
+    bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log, order)
+    if bound is None and order is not None:  # x's own order does not collapse: C order, if that does
+        bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log, None)
+        order = None if bound is not None else order
+    if out is None:
+        out = _new_out(x.shape, dtype, order)
     if bound is not None:
         bound({"x": x, "out": out})
         signature = _signature(x, axis, out_given, config, log)
         if x is original and signature is not None:  # no float64 copy made: later calls take the fast path
-            PLANS.put(signature, bound)
+            PLANS.put(signature, (bound, order))
         return out
     # Scattered reduced axes or a view that does not collapse: explicit copy (see above).
     trailing = tuple(range(x.ndim - len(axes), x.ndim))
     moved = cupy.ascontiguousarray(cupy.moveaxis(x, axes, trailing))
     result = cupy.empty(moved.shape, dtype=dtype)
-    _bound_plan(moved.shape, moved.strides, dtype, trailing, device_id, config, log)({"x": moved, "out": result})
+    _bound_plan(moved.shape, moved.strides, dtype, trailing, device_id, config, log, None)({"x": moved, "out": result})
     out[...] = cupy.moveaxis(result, trailing, axes)
     return out
 
 
-def _bound_plan(shape, strides, dtype, axes, device_id, config, log):
-    """The bound plan of x's layout on a device (strides in bytes), or None: the copy path."""
-    key = ("softmax-layout", shape, strides, dtype, axes, device_id, config, log)
+def _memory_order(x):
+    """The axes of x by decreasing stride where that is not C order, else None: the order of
+    a new out, laid out as x is (NumPy's ``np.exp`` gives order 'K' results too), so that a
+    transposed view reduced over its last axis is the column kernels' layout (a strided axis
+    over a contiguous one) instead of strided rows. Broadcast views (a stride 0) keep C order."""
+    if x.flags.c_contiguous or any(stride == 0 and size > 1 for size, stride in zip(x.shape, x.strides)):
+        return None
+    order = tuple(sorted(range(x.ndim), key=lambda d: (-abs(x.strides[d]), d)))
+    return None if order == tuple(range(x.ndim)) else order
+
+
+def _new_out(shape, dtype, order):
+    """A new out of ``shape``: C-contiguous, or dense in ``order`` (``_memory_order``)."""
+    if order is None:
+        return _cupy.empty(shape, dtype=dtype)
+    return _cupy.empty(tuple(shape[d] for d in order), dtype=dtype).transpose(tuple(np.argsort(order)))
+
+
+def _bound_plan(shape, strides, dtype, axes, device_id, config, log, order):
+    """The bound plan of x's layout on a device (strides in bytes) into an out dense in
+    ``order`` (None: C order), or None: the copy path. The plan sees x and out with their axes
+    in ``order``, out then C-contiguous (the kernels take the same pointers)."""
+    key = ("softmax-layout", shape, strides, dtype, axes, device_id, config, log, order)
     bound = PLANS.get(key)
     if bound is None:
+        if order is not None:
+            shape, strides = tuple(shape[d] for d in order), tuple(strides[d] for d in order)
+            axes = tuple(sorted(order.index(a) for a in axes))
         dev = device_info(device_id)
         plan = plan_softmax(shape, tuple(s // dtype.itemsize for s in strides), dtype, axes, log, dev, config)
         bound = PLANS.put(key, _COPY if plan is None else BoundPlan(plan, dev))

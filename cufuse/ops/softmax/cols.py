@@ -81,6 +81,27 @@ class ColsVecConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ColsShortConfig:
+    """``softmax_cols_short``: a thread a column of at most ``max_length`` elements, held in
+    registers (one read), ``threads`` columns a block. Any layout; picked for short columns."""
+
+    threads: int
+    max_length: int
+
+    def spec(self, dtype, log: bool) -> KernelSpec:
+        return KernelSpec("softmax/cols_short.cu", "softmax_cols_short", (ctype(dtype), log, self.threads, self.max_length))
+
+    def check(self, problem: SoftmaxProblem, dev) -> None:
+        if problem.length > self.max_length:
+            refuse(self, f"holds columns of up to {self.max_length} elements, got {problem.length}")
+
+    def plan(self, problem: SoftmaxProblem, dev) -> Plan:
+        args = ("x", "out", np.int64(problem.outer)) + problem.geometry()
+        grid = ceil_div(problem.rows, self.threads)
+        return Plan((Launch(self.spec(problem.dtype, problem.log), (grid,), (self.threads,), args),))
+
+
+@dataclasses.dataclass(frozen=True)
 class ColsSplitConfig:
     """``softmax_cols_split``: a persistent grid of ``strips_per_wave`` x ``blocks_per_strip``
     co-resident blocks (``blocks_per_sm`` an SM: the kernel's launch bound). A strip of

@@ -85,6 +85,17 @@ class SoftmaxProblem:
         return ceil_div(self.length, vector_size(self.dtype))
 
     @property
+    def max_row_misalignment(self) -> int:
+        """The most elements past a 16-byte boundary that one of several contiguous rows
+        (input and output) starts, where the array starts on one: row o starts at o * so,
+        a multiple of gcd(so, VS). The one-block-a-row kernels hold such a row from the
+        boundary below (``align_row_origin``)."""
+        if self.sl != 1 or self.inner != 1 or self.outer == 1:
+            return 0
+        vs = vector_size(self.dtype)
+        return vs - math.gcd(self.so, vs)
+
+    @property
     def column_layout(self) -> bool:
         """The reduced axis strided over a contiguous inner axis (axis=0 of a C-contiguous
         matrix): the column kernels' layout. Everything else runs the row kernels."""

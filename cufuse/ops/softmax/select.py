@@ -2,7 +2,9 @@
 and the ``DeviceInfo`` to one variant, and ``instantiations(dev)``, every kernel it can pick.
 
 Rows (the reduced axis contiguous, or it and the inner axis both strided), capacities in
-16-byte vectors (``VS = 16 // itemsize`` elements), the first rung that holds the row wins:
+16-byte vectors (``VS = 16 // itemsize`` elements), the first rung that holds the row wins
+(contiguous rows that may start off a vector boundary count from the boundary below on the
+register and one-block stashed rungs: ``SoftmaxProblem.max_row_misalignment`` elements more):
 
     vectors per row   kernel                                     config
     1 .. 32           softmax_rows, Group lanes per row          RowsConfig(256, Group, Vecs)
@@ -16,7 +18,8 @@ Rows (the reduced axis contiguous, or it and the inner axis both strided), capac
 
 The stashed rungs need their blocks an SM in shared memory (none fits the A100) and the
 clusters sm_90, so the A100 takes the split kernel from 4097 vectors. Columns (the reduced
-axis strided over a contiguous inner axis): ``choose_cols``. Every entry's measurement is in
+axis strided over a contiguous inner axis): ``choose_cols``, columns of up to 16 elements
+``softmax_cols_short``. Every entry's measurement is in
 docs/softmax.md.
 """
 from __future__ import annotations
@@ -27,14 +30,15 @@ import numpy as np
 
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.dtypes import BFLOAT16, FLOAT_DTYPES
-from .cols import ColsConfig, ColsSplitConfig, ColsVecConfig
+from .cols import ColsConfig, ColsShortConfig, ColsSplitConfig, ColsVecConfig
 from .layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
 from .rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from .split import SplitConfig
 from . import partials
 
 # Every variant a ``config=`` may be (the api checks the type).
-VARIANTS = (RowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig)
+VARIANTS = (RowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig,
+            ColsShortConfig)
 
 # (Threads, Vecs) of the block-per-row rungs, by capacity; every step doubles it (run 7).
 _BLOCK_LADDER = ((128, 4), (128, 8), (256, 8), (512, 8))
@@ -87,6 +91,9 @@ _COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 4, 2048
 # against 0.46 scalar c4); float16 lost, float64 spills.
 _COLS_VEC = {4: dict(threads=256, col_lanes=8, unroll=4)}
 _COLS_VEC_CLUSTER = 8
+# Columns of up to 16 elements: a thread a column in registers, 256 threads a block (one
+# read; the two-read kernels' 16 slices would sit mostly idle). Not measured yet.
+_COLS_SHORT = ColsShortConfig(256, 16)
 # The persistent column split (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM) by dtype,
 # 128-byte rows (run S6-7, 16384 x 4096 axis=0: float16 0.59, float32 0.69x copy).
 _COLS_SPLIT = {
@@ -169,14 +176,19 @@ def choose_rows_split(length: int, rows: int, dtype, dev) -> SplitConfig:
                        chunk, smem_tiles, tiles_per_block - 1 > smem_tiles, np.dtype(dtype).itemsize in _SPLIT_PIPELINED)
 
 
-def choose_rows(length: int, rows: int, dtype, dev):
-    """Config for ``rows`` rows of ``length`` elements on the row kernels (the ladder above)."""
-    vectors = ceil_div(length, vector_size(dtype))
+def choose_rows(length: int, rows: int, dtype, dev, misalignment: int = 0):
+    """Config for ``rows`` rows of ``length`` elements on the row kernels (the ladder above).
+    ``misalignment``: the most elements past a 16-byte boundary a row starts
+    (``SoftmaxProblem.max_row_misalignment``); the register and one-block stashed rungs hold
+    their rows from the boundary below, that many elements more."""
+    vs = vector_size(dtype)
+    vectors = ceil_div(length, vs)
+    aligned_vectors = ceil_div(length + misalignment, vs)
     for config in rows_ladder(dtype):
-        if vectors <= config.capacity_vectors:
+        if aligned_vectors <= config.capacity_vectors:
             return with_exp_once(config, dtype)
     for config in stashed_rungs(dtype, dev):
-        if vectors <= config.capacity_vectors:
+        if aligned_vectors <= config.capacity_vectors:
             return config
     for config in stashed_cluster_rungs(dtype, dev):
         if _STASHED_CLUSTER_MIN_FILL * config.capacity_vectors <= vectors <= config.capacity_vectors:
@@ -236,6 +248,8 @@ def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = Fals
     def cluster(size):
         return size if dev.max_cluster_size >= size and length >= _COLS_CLUSTER_MIN_LENGTH else 1
 
+    if length <= _COLS_SHORT.max_length:
+        return _COLS_SHORT
     split = choose_cols_split(length, columns, dtype, dev) if vectorizable else None
     if split is not None:
         return split
@@ -249,7 +263,7 @@ def choose(problem: SoftmaxProblem, dev):
     """The default variant of a problem: the column kernels for column layouts, else the rows."""
     if problem.column_layout:
         return choose_cols(problem.length, problem.rows, problem.dtype, dev, problem.vectorizable)
-    return choose_rows(problem.length, problem.rows, problem.dtype, dev)
+    return choose_rows(problem.length, problem.rows, problem.dtype, dev, problem.max_row_misalignment)
 
 
 def instantiations(dev) -> list:
@@ -261,11 +275,12 @@ def instantiations(dev) -> list:
         rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype)]
         rungs += stashed_rungs(dtype, dev) + stashed_cluster_rungs(dtype, dev) + row_cluster_rungs(dtype, dev)
         rungs.append(choose_rows_split(1 << 30, 1, dtype, dev))
-        for length in (1, 1 << 30):  # short columns run one block, long ones a cluster where there is one
+        for length in (_COLS_SHORT.max_length + 1, 1 << 30):  # shorter columns one block, long ones a cluster where there is one
             rungs.append(choose_cols(length, 1, dtype, dev, vectorizable=False))
             if cols_vectorizable(1, vector_size(dtype), 0, vector_size(dtype), dtype):
                 rungs.append(choose_cols(length, 1, dtype, dev, vectorizable=True))
         rungs += [ColsSplitConfig(*geometry, 1, 1, 0, 0) for geometry in _COLS_SPLIT.get(dtype, ())]
+        rungs.append(_COLS_SHORT)
         specs += [c.spec(dtype, log) for log in (False, True) for c in rungs]
     specs += partials.instantiations(dev)  # cufuse.dask's rows that span chunks
     return list(dict.fromkeys(specs))
