@@ -198,25 +198,47 @@ def gpu_signature(*arrays):
 class PreparedCall:
     """A validated call signature, ready to run again: the op's full path (validation,
     selection, binding) ran once for it, and every fact it checked is in the key (the
-    arrays' ``gpu_signature`` and the other arguments with their types), so a later call of
-    the same key only allocates its outputs and launches. Outputs are fresh C-contiguous
-    arrays of ``outputs`` ((name, shape, dtype) each), returned in that order (one alone as
-    itself)."""
+    arrays' ``gpu_signature``, a given ``out``'s too, and the other arguments with their
+    types), so a later call of the same key only checks that a given ``out`` does not
+    overlap an input, allocates the other outputs and launches. ``outputs`` are the results
+    in order, (name, shape, dtype) each; the one named "out" is the caller's when given."""
 
-    __slots__ = ("bound", "device", "inputs", "outputs")
+    __slots__ = ("bound", "device", "inputs", "extents", "outputs")
 
-    def __init__(self, bound: BoundPlan, device: int, inputs: tuple, outputs: tuple):
-        self.bound, self.device, self.inputs, self.outputs = bound, device, inputs, outputs
+    def __init__(self, bound: BoundPlan, arrays: dict, outputs: tuple):
+        self.bound, self.inputs, self.outputs = bound, tuple(arrays), outputs
+        self.device = next(iter(arrays.values())).device.id
+        self.extents = tuple(_byte_extent(array) for array in arrays.values())
 
-    def __call__(self, *arrays):
+    def __call__(self, *arrays, out=None):
+        """The results, or None when ``out`` overlaps an input's byte range (the full path
+        then decides, and raises where it must)."""
         import cupy
 
+        if out is not None:
+            start = out.data.ptr
+            end = start + out.nbytes
+            for array, (low, high) in zip(arrays, self.extents):
+                base = array.data.ptr
+                if base + low < end and start < base + high:
+                    return None
         with cupy.cuda.Device(self.device):
-            results = tuple(cupy.empty(shape, dtype=dtype) for _, shape, dtype in self.outputs)
+            results = tuple(out if name == "out" and out is not None else cupy.empty(shape, dtype=dtype)
+                            for name, shape, dtype in self.outputs)
             named = dict(zip(self.inputs, arrays))
-            named.update((name, result) for (name, _, _), result in zip(self.outputs, results))
+            named.update(zip((name for name, _, _ in self.outputs), results))
             self.bound(named)
         return results if len(results) > 1 else results[0]
+
+
+def _byte_extent(array) -> tuple:
+    """(low, high): the byte range an array's elements span, relative to its data pointer
+    (empty for an empty array)."""
+    if array.size == 0:
+        return 0, 0
+    low = sum(min(0, stride * (n - 1)) for n, stride in zip(array.shape, array.strides))
+    high = sum(max(0, stride * (n - 1)) for n, stride in zip(array.shape, array.strides))
+    return low, high + array.itemsize
 
 
 class PlanCache:

@@ -70,3 +70,17 @@ def test_an_unaligned_pointer_after_an_aligned_call(cp, rng):
     assert shifted_k.strides == cp.asarray(k).strides and shifted_k.data.ptr % 16 == 2
     out = attention(q_gpu, shifted_k, v_gpu)
     assert np.abs(cp.asnumpy(out).astype(np.float64) - _oracle(q, k, v, False)).max() < 0.05
+
+
+def test_a_prepared_call_with_out_writes_it_and_still_rejects_an_overlapping_out(cp, rng):
+    q, k, v = map(cp.asarray, make_inputs(rng, 4, 900, 64, 64, "mha", BF16))
+    expected = _oracle(*map(cp.asnumpy, (q, k, v)), False)
+    for _ in range(2):
+        out = cp.full(q.shape, cp.nan, dtype=q.dtype)
+        assert attention(q, k, v, out=out) is out
+        assert np.abs(cp.asnumpy(out).astype(np.float64) - expected).max() < 0.05
+    with pytest.raises(ValueError, match="argument 'out' must not overlap input 'q'"):
+        attention(q, k, v, out=q)
+    attention(q, k, v, out=cp.empty_like(q))
+    with pytest.raises(ValueError, match="argument 'out' must not overlap input 'q'"):
+        attention(q, k, v, out=q)

@@ -42,15 +42,17 @@ def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse
     (``FlashMmaTile``, ``FlashWgmmaTile``, ``DecodeTile``, ``SimtRows``) instead of the
     default selection.
     """
+    # a CuPy call whose signature ran before goes straight to its launches
+    signature = gpu_signature(q, k, v) if out is None else gpu_signature(q, k, v, out)
     prepared_key = None
-    if out is None:  # a CuPy call whose signature ran before skips straight to its launches
-        signature = gpu_signature(q, k, v)
-        if signature is not None:
-            prepared_key = (_FN, signature, causal, type(causal), scale, type(scale), enable_gqa, type(enable_gqa),
-                            return_lse, type(return_lse), config)
-            prepared = PLANS.prepared(prepared_key)
-            if prepared is not None:
-                return prepared(q, k, v)
+    if signature is not None:
+        prepared_key = (_FN, signature, causal, type(causal), scale, type(scale), enable_gqa, type(enable_gqa),
+                        return_lse, type(return_lse), config)
+        prepared = PLANS.prepared(prepared_key)
+        if prepared is not None:
+            results = prepared(q, k, v, out=out)
+            if results is not None:
+                return results
     xp, arrays = as_arrays(_FN, q=q, k=k, v=v)
     q, k, v = arrays["q"], arrays["k"], arrays["v"]
     for name, arr in (("q", q), ("k", k), ("v", v)):
@@ -101,7 +103,7 @@ def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse
         lse = None if lse is None else lse.reshape(grouped(lse.shape + (1,))[:-1])
     if prepared_key is not None and bound is not None:
         outputs = (("out", result.shape, result.dtype),) + ((("lse", lse.shape, lse.dtype),) if return_lse else ())
-        PLANS.put(prepared_key, PreparedCall(bound, result.device.id, ("q", "k", "v"), outputs))
+        PLANS.put(prepared_key, PreparedCall(bound, {"q": q, "k": k, "v": v}, outputs))
     return (result, lse) if return_lse else result
 
 
