@@ -14,6 +14,8 @@ _PUBLIC = {
     "softmax": "cufuse.ops.softmax",
     "log_softmax": "cufuse.ops.softmax",
     "fused_linear_relu": "cufuse.ops.linear",
+    "fused_linear": "cufuse.ops.linear",
+    "fused_gated_linear": "cufuse.ops.linear",
     "attention": "cufuse.ops.attention",
     "trace": "cufuse.tracing",
 }
