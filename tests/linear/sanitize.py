@@ -23,7 +23,7 @@ from cufuse.ops.linear.dmma import DMMA_M16_TILE, DMMA_M32_TILE, DMMA_M64_TILE, 
     PipelinedDmmaConfig  # noqa: E402
 from cufuse.ops.linear.mma import LARGE_TILE, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE  # noqa: E402
 from cufuse.ops.linear.mma import GatedMmaConfig  # noqa: E402
-from cufuse.ops.linear.simt import SIMT_LARGE, GatedSimtConfig, SimtConfig  # noqa: E402
+from cufuse.ops.linear.simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig  # noqa: E402
 from cufuse.ops.linear.wgmma import TMA_64x64, TMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x64, WGMMA_TILE, \
     TmaConfig, WgmmaConfig  # noqa: E402
 from cufuse.ops.linear.wide import DMMA_TILE, TF32_M16_TILE, TF32_M32_TILE, TF32_M64_TILE, TF32_TILE, DmmaConfig, \
@@ -95,7 +95,7 @@ GATED_CASES = [
     Case((150,), 136, 264, F16, "kn"),  # the 64x128 GEMM tile
     Case((70,), 1024, 136, F16, "nk_t", config=GatedMmaConfig(SMALL_TILE, 2)),
     Case((9,), 33, 17, F32, "kn"),  # SIMT
-    Case((130,), 65, 130, F32, "nk_t", config=GatedSimtConfig(SIMT_LARGE)),
+    Case((130,), 65, 130, F32, "nk_t", config=GatedSimtConfig(SIMT_SMALL)),
     Case((7,), 64, 40, BF16, "odd_column"),
     Case((20,), 36, 24, F64, "every_other_k"),
 ]

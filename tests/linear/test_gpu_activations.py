@@ -9,7 +9,7 @@ import pytest
 from cufuse import reference
 from cufuse.ops.linear import fused_gated_linear, fused_linear, fused_linear_relu
 from cufuse.ops.linear.mma import SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig
-from cufuse.ops.linear.simt import SIMT_LARGE, GatedSimtConfig
+from cufuse.ops.linear.simt import SIMT_SMALL, GatedSimtConfig
 
 from ..conftest import poisoned
 from .cases import BF16, F16, F32, F64, Case, check_case, check_gated_case, gated_inputs, make_inputs, random, \
@@ -90,7 +90,7 @@ GATED_CASES = [
     Case((65,), 100, 40, F32, "kn"),  # SIMT from here
     Case((7,), 64, 40, BF16, "odd_column"),
     Case((33,), 300, 72, F64, "nk_t"),
-    Case((3, 7), 256, 300, F32, "every_other_k", config=GatedSimtConfig(SIMT_LARGE)),
+    Case((3, 7), 256, 300, F32, "every_other_k", config=GatedSimtConfig(SIMT_SMALL)),
     Case((4097,), 256, 300, F32, "nk_t"),
 ]
 

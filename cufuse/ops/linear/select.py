@@ -21,7 +21,7 @@ The gated form (``choose_gated_config``): 16-bit weights of one layout the tenso
 load on ``gated_linear_mma`` over its 2N columns (every device): the stream tiles for M <= 16
 and M <= 64, the 64x128 tile beyond (the 128-row tiles hold two accumulator sets in 255
 registers and spill with a row-major weight), K split where the tiles leave SMs idle;
-everything else on ``gated_linear_simt``.
+everything else on ``gated_linear_simt``'s 64x64 tile.
 """
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ def choose_gated_config(problem, dev):
 
 @functools.lru_cache(maxsize=1024)
 def _choose_gated(m: int, columns: int, k: int, dtype, tensor_ok: bool, dev):
-    if not tensor_ok:
-        return GatedSimtConfig(choose_simt_tile(m, columns, dtype, dev))
+    if not tensor_ok:  # the 64x64 tile: two float32 accumulator sets of 128x128 spill on sm_80
+        return GatedSimtConfig(SIMT_SMALL)
     if m <= STREAM_TILE.bm:
         return GatedMmaConfig(STREAM_TILE, stream_splits(m, columns, k, STREAM_TILE, dev))
     tile = STREAM64_TILE if m <= SMALL_M else SMALL_TILE
@@ -211,7 +211,7 @@ def reachable_configs(dev) -> list:
 def reachable_gated_configs(dev) -> list:
     """(variant, dtypes) of every configuration ``choose_gated_config`` can reach on ``dev``."""
     half, every = (np.dtype(np.float16), BFLOAT16), (np.dtype(np.float16), BFLOAT16, F32, F64)
-    reached = [(GatedSimtConfig(SIMT_SMALL), every), (GatedSimtConfig(SIMT_LARGE), (F32,))]
+    reached = [(GatedSimtConfig(SIMT_SMALL), every)]
     if dev.cc >= MMA_MIN_CC:
         reached += [(GatedMmaConfig(t), half) for t in (SMALL_TILE, STREAM_TILE, STREAM64_TILE)]
     return reached
