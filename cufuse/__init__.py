@@ -15,6 +15,8 @@ _PUBLIC = {
     "log_softmax": "cufuse.ops.softmax",
     "logsumexp": "cufuse.ops.logsumexp",
     "fused_linear_relu": "cufuse.ops.linear",
+    "fused_linear": "cufuse.ops.linear",
+    "fused_gated_linear": "cufuse.ops.linear",
     "attention": "cufuse.ops.attention",
     "attention_paged": "cufuse.ops.paged_attention",
     "kv_append": "cufuse.ops.paged_attention",

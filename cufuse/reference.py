@@ -10,6 +10,8 @@ here, the public functions do that.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -77,8 +79,40 @@ def log_softmax(x, axis=None, *, tile: int = 1024) -> np.ndarray:
     return restore(out)
 
 
-def fused_linear_relu(x, weight, bias=None, *, tile: int = 256) -> np.ndarray:
-    """float64 ``max(x @ weight + bias, 0)``, accumulating over K in tiles of ``tile``."""
+ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
+
+_erf = np.frompyfunc(math.erf, 1, 1)  # NumPy has no erf; math.erf is exact to double rounding
+
+
+def apply_activation(name, v: np.ndarray) -> np.ndarray:
+    """float64 ``name(v)`` for the epilogues of fused_linear: None (identity), "relu"
+    (np.maximum(v, 0), NaN kept), "gelu" (0.5 v (1 + erf(v / sqrt 2))), "gelu_tanh"
+    (0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3)))), "silu" (v / (1 + exp(-v))). NaN gives
+    NaN; -inf gives each function's limit 0 (the formulas' -inf * 0 would be NaN)."""
+    return activation_formula(name, np.asarray(v, dtype=np.float64), lambda a: _erf(a).astype(np.float64))
+
+
+def activation_formula(name, v, erf):
+    """``apply_activation``'s formulas on any array whose ufuncs NumPy dispatches (NumPy, CuPy),
+    in its dtype, with ``erf`` the array module's error function."""
+    if name is None:
+        return v
+    if name == "relu":
+        return np.maximum(v, 0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if name == "gelu":
+            out = 0.5 * v * (1.0 + erf(v * math.sqrt(0.5)))
+        elif name == "gelu_tanh":
+            out = 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
+        elif name == "silu":
+            out = v / (1.0 + np.exp(-v))
+        else:
+            raise ValueError(f"reference.apply_activation: argument 'name' expected one of {ACTIVATIONS}, got {name!r}")
+    return np.where(v == -np.inf, 0, out).astype(v.dtype, copy=False)
+
+
+def _linear_rows(x, weight, tile: int) -> np.ndarray:
+    """float64 ``x @ weight`` as (rows, N), accumulated over K in tiles of ``tile``."""
     x = np.asarray(x, dtype=np.float64)
     weight = np.asarray(weight, dtype=np.float64)
     k_dim, n_dim = weight.shape
@@ -86,9 +120,27 @@ def fused_linear_relu(x, weight, bias=None, *, tile: int = 256) -> np.ndarray:
     acc = np.zeros((rows.shape[0], n_dim))
     for start in range(0, k_dim, tile):
         acc += rows[:, start : start + tile] @ weight[start : start + tile]
+    return acc
+
+
+def fused_linear(x, weight, bias=None, *, activation: str | None = "relu", tile: int = 256) -> np.ndarray:
+    """float64 ``activation(x @ weight + bias)``, accumulating over K in tiles of ``tile``."""
+    acc = _linear_rows(x, weight, tile)
     if bias is not None:
         acc += np.asarray(bias, dtype=np.float64)
-    return np.maximum(acc, 0.0).reshape(x.shape[:-1] + (n_dim,))
+    return apply_activation(activation, acc).reshape(np.shape(x)[:-1] + (acc.shape[1],))
+
+
+def fused_linear_relu(x, weight, bias=None, *, tile: int = 256) -> np.ndarray:
+    """float64 ``max(x @ weight + bias, 0)``, accumulating over K in tiles of ``tile``."""
+    return fused_linear(x, weight, bias, activation="relu", tile=tile)
+
+
+def fused_gated_linear(x, w_gate, w_up, *, activation: str | None = "silu", tile: int = 256) -> np.ndarray:
+    """float64 ``activation(x @ w_gate) * (x @ w_up)`` (SwiGLU with "silu", GeGLU with "gelu")."""
+    gate = _linear_rows(x, w_gate, tile)
+    up = _linear_rows(x, w_up, tile)
+    return (apply_activation(activation, gate) * up).reshape(np.shape(x)[:-1] + (up.shape[1],))
 
 
 def visible_keys(keys: np.ndarray, n_q: int, n_k: int, causal: bool, window=None):

@@ -135,6 +135,20 @@ def linear_relu_unfused(x, weight, bias):
     return xp.maximum(x @ weight + bias, 0)
 
 
+def activation_unfused(activation, v):
+    """The activations of fused_linear one array operation at a time (the oracle's formulas;
+    erf from cupyx on CuPy)."""
+    if _xp(v) is np:
+        return cufuse.reference.apply_activation(activation, v).astype(v.dtype)
+    from cupyx.scipy.special import erf
+
+    return cufuse.reference.activation_formula(activation, v, erf)
+
+
+def gated_unfused(x, w_gate, w_up, activation):
+    return activation_unfused(activation, x @ w_gate) * (x @ w_up)
+
+
 def attention_unfused(q, k, v, *, causal=False, scale=None):
     """Scores and probabilities materialised; causal is bottom-right aligned."""
     xp = _xp(q)
@@ -362,6 +376,88 @@ def linear_case(m, k, n, dtype, layout="kn") -> Case:
             Impl("torch unfused", torch_unfused, prepare=_torch_inputs, needs=TORCH),
         ),
     )
+
+
+# ---------------------------------------------------------------- fused_linear's activations and
+# fused_gated_linear (issue 23), on the projection shapes of current models
+
+MODEL_PROJECTIONS = (  # (K, N): Llama-3 8B / Mistral 7B, Llama-3 70B, Qwen2 7B, Gemma 7B, Llama-2 7B
+    (4096, 4096), (4096, 14336), (14336, 4096), (8192, 28672), (3584, 18944), (3072, 24576), (4096, 11008),
+)
+MODEL_ROWS = (1, 8, 32, 128, 512, 4096, 16384)
+MODEL_GATED = ((4096, 14336), (4096, 11008), (8192, 28672))  # (K, N) of each of w_gate, w_up
+EPILOGUES = "linear_epilogues"  # the op name of these cases (bench/bench_linear_epilogues.py)
+
+
+def linear_act_case(m, k, n, dtype, activation, layout="kn") -> Case:
+    """fused_linear with ``activation``; peers: cuBLASLt's epilogue (torch._addmm_activation,
+    relu or its tanh GELU), the unfused CuPy composition."""
+    base = linear_case(m, k, n, dtype, layout)
+
+    def addmm(x, weight, bias):
+        return torch_module()._addmm_activation(bias, x, weight, use_gelu=activation != "relu")
+
+    impls = [Impl("cufuse", lambda x, w, b, out: cufuse.fused_linear(x, w, b, activation=activation, out=out)),
+             Impl(UNFUSED, lambda x, w, b, out: activation_unfused(activation, x @ w + b))]
+    if activation in ("relu", "gelu", "gelu_tanh"):
+        impls.append(Impl(f"torch addmm_{'relu' if activation == 'relu' else 'gelu'}", addmm, prepare=_torch_inputs,
+                          needs=TORCH))
+    return dataclasses.replace(base, op=EPILOGUES, label=f"{base.label} {activation}", impls=tuple(impls))
+
+
+def gated_case(m, k, n, dtype, activation="silu", layout="kn") -> Case:
+    """fused_gated_linear; peers: one cuBLASLt GEMM on the concatenated [w_gate | w_up] then
+    torch's activation and multiply, the unfused CuPy composition."""
+    size = resolve_dtype(dtype).itemsize
+
+    def make_inputs(xp, rng):
+        x = _random(rng, (m, k), dtype)
+        weights = [_random(rng, (k, n) if layout == "kn" else (n, k), dtype, scale=1 / math.sqrt(k)) for _ in range(2)]
+        w_gate, w_up = weights if layout == "kn" else (w.T for w in weights)
+        return x, w_gate, w_up, xp.empty((m, n), dtype=resolve_dtype(dtype))
+
+    def torch_concat(inputs):  # the concatenated weight is built once, outside the timing
+        x, w_gate, w_up = _torch_inputs(inputs)
+        return x, torch_module().cat((w_gate, w_up), dim=1)
+
+    def torch_gated(x, w_both):
+        torch = torch_module()
+        h = x @ w_both
+        act = {"silu": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu,
+               "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh")}[activation]
+        return act(h[:, :n]) * h[:, n:]
+
+    min_bytes = (m * k + 2 * k * n + m * n) * size
+    return Case(
+        op=EPILOGUES,
+        label=f"gated {m}x{k}x{n}" + ("" if layout == "kn" else " w=(N,K).T") + f" {activation}",
+        dtype=dtype,
+        traffic=traffic.Traffic(flops=4 * m * n * k, min_bytes=min_bytes, unfused_bytes=min_bytes + 6 * m * n * size),
+        metric="TB/s" if m <= SMALL_M else "TFLOP/s",
+        make_inputs=make_inputs,
+        impls=(
+            Impl("cufuse", lambda x, wg, wu, out: cufuse.fused_gated_linear(x, wg, wu, activation=activation, out=out)),
+            Impl(UNFUSED, lambda x, wg, wu, out: gated_unfused(x, wg, wu, activation)),
+            Impl("torch concat gemm + act*mul", torch_gated, prepare=torch_concat, needs=TORCH),
+        ),
+    )
+
+
+def epilogue_cases(quick: bool = False) -> list:
+    """Issue 23's grid: every activation on one streaming and one GEMM shape (within 3 % of
+    relu's time); the class grid, bf16 fused_linear (relu, gelu) on the model projections at
+    every M of MODEL_ROWS, both layouts; the gated form on the MLP shapes."""
+    if quick:
+        return [linear_act_case(512, 4096, 11008, "bfloat16", "gelu", "nk"),
+                linear_act_case(16, 4096, 11008, "bfloat16", "silu", "nk"),
+                gated_case(16, 4096, 11008, "bfloat16"), gated_case(512, 4096, 11008, "bfloat16")]
+    cases = [linear_act_case(m, 4096, 11008, "bfloat16", activation, "nk") for m in (16, 4096)
+             for activation in ("gelu_tanh", "silu")]
+    cases += [linear_act_case(m, k, n, "bfloat16", activation, layout) for k, n in MODEL_PROJECTIONS
+              for m in MODEL_ROWS for layout in LINEAR_LAYOUTS for activation in ("relu", "gelu")]
+    cases += [gated_case(m, k, n, "bfloat16", "silu", layout) for k, n in MODEL_GATED for m in MODEL_ROWS
+              for layout in LINEAR_LAYOUTS]
+    return cases
 
 
 def linear_cases(quick: bool = False) -> list:
@@ -600,8 +696,8 @@ def paged_cases(quick: bool = False) -> list:
                     for s in page_sizes]
 
 
-OPS = {"softmax": softmax_cases, "logsumexp": logsumexp_cases, "linear": linear_cases, "attention": attention_cases,
-       "paged_attention": paged_cases}
+OPS = {"softmax": softmax_cases, "logsumexp": logsumexp_cases, "linear": linear_cases, EPILOGUES: epilogue_cases,
+       "attention": attention_cases, "paged_attention": paged_cases}
 
 
 def cases_for(op: str = "all", quick: bool = False) -> list:

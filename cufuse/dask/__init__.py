@@ -5,7 +5,7 @@ Where a function's reduction lies inside each chunk it runs one cufuse call a ch
 spans chunks, each chunk contributes partials that merge by the online rule (a running max
 ``m`` and the sums rescaled by ``exp(m - m')``): softmax rows across chunks (partial
 logsumexps, then a second pass), attention keys across chunks (each chunk's output and lse),
-linear's K across chunks (partial products summed, then bias and ReLU once: that epilogue
+linear's K across chunks (partial products summed, then bias and activation once: that epilogue
 cannot fuse into the GEMM). With dask-cuda's ``LocalCUDACluster`` (one worker a GPU) the
 chunks run where they live.
 
@@ -13,7 +13,7 @@ Needs the optional extra ``dask`` (from a clone: ``pip install -e ".[dask]"``): 
 dask-cuda on Linux GPU machines). The rest of cufuse never imports Dask.
 """
 from ._attention import attention
-from ._linear import fused_linear_relu
+from ._linear import fused_linear, fused_linear_relu
 from ._softmax import log_softmax, softmax
 
-__all__ = ["attention", "fused_linear_relu", "log_softmax", "softmax"]
+__all__ = ["attention", "fused_linear", "fused_linear_relu", "log_softmax", "softmax"]

@@ -1,20 +1,34 @@
 // Split-K through slots: the blocks of one output tile (grid z = its splits, blockIdx.x the
 // tile) each hold a partial tile in registers; every split stores its partial to its own
-// slot of the workspace, and the block that arrives last adds the others to its registers
-// and goes on as an unsplit block would (bias, activation, the only store). No atomics on
-// the output cells, vector stores and loads, nothing to re-zero but the tile's counter.
+// slot of the workspace, and the block that arrives last sums the slots in split order (its
+// own re-read too) and goes on as an unsplit block would (bias, activation, the only store).
+// The sum's order is fixed, so the result's bits do not depend on which block arrives last
+// (bitwise reproducible, as cuBLAS is). No atomics on the output cells, vector stores and
+// loads, nothing to re-zero but the tile's counter.
 // Used by the GEMM kernels (linear/*.cu) for any m16n8-style accumulator array.
 #pragma once
 #include "common/common.cuh"
 
 namespace cufuse {
 
+// Zeroes m16n8-style accumulator tiles (a warp's, or a split's partial sum).
+template <typename A, int MI, int NI>
+__device__ __forceinline__ void zero_accumulators(A (&acc)[MI][NI][4]) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[i][j][r] = A(0);
+}
+
 // Partial tiles are stored in accumulator order, 16 bytes per thread and unit (one float4 of
 // float accumulators, two double2 of double ones, per (i, j)): each warp writes 512
 // contiguous bytes a unit. Workspace (of the accumulator type A): gridDim.x x gridDim.z slots
 // of MI x NI x 4 x THREADS values; `counters` one zero int per tile, zero again on exit. The
 // whole block calls it, or with `sync_threads` > 0 only its first THREADS = sync_threads
-// threads (last_to_arrive). Returns true in the last block, with acc the tile's full sum.
+// threads (last_to_arrive). Returns true in the last block, with acc the tile's full sum
+// (((0 + slot 0) + slot 1) + slot 2 ...).
 template <int THREADS, typename A, int MI, int NI>
 __device__ __forceinline__ bool reduce_split_slots(A (&acc)[MI][NI][4], A* __restrict__ workspace,
                                                    int* __restrict__ counters, int sync_threads = 0) {
@@ -36,8 +50,8 @@ __device__ __forceinline__ bool reduce_split_slots(A (&acc)[MI][NI][4], A* __res
         store_vec16(own + e * THREADS * per_unit, values);
     }
     if (!last_to_arrive(counters + blockIdx.x, splits, sync_threads)) return false;
+    zero_accumulators(acc);  // then 0 + slot 0 + slot 1 ...: every last block's order, its own slot re-read
     for (int z = 0; z < splits; ++z) {
-        if (z == split) continue;
         const A* part = mine + int64(z) * slot_values;
 #pragma unroll
         for (int e = 0; e < MI * NI * units; ++e) {

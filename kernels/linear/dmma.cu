@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4
 linear_relu_dmma(const double* __restrict__ x, const double* __restrict__ w, const double* __restrict__ bias,
                  double* __restrict__ out, double* __restrict__ workspace, int* __restrict__ counters, int64 M,
                  int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride, int k_tiles_per_split,
-                 int raster_group) {
+                 int raster_group, int activation) {
     begin_dependent_grid();
 #if __CUDA_ARCH__ >= 900
     using Tile = DmmaTile<BM, BN, WARPS_M, WARPS_N, MMA_K, B_KMAJOR>;
@@ -233,8 +233,8 @@ linear_relu_dmma(const double* __restrict__ x, const double* __restrict__ w, con
     cp_async_wait<0>();
 
     if (gridDim.z > 1 && !reduce_split_slots<Tile::threads>(acc, workspace, counters)) return;
-    store_bias_relu<double>(acc, out, bias, bias_stride, m0 + warp_row + (lane >> 2), n0 + warp_col + 2 * (lane & 3),
-                            M, N, /*paired_store=*/0);
+    store_bias_act<double>(acc, out, bias, bias_stride, m0 + warp_row + (lane >> 2), n0 + warp_col + 2 * (lane & 3),
+                           M, N, /*paired_store=*/0, activation);
 #else
     __trap();  // DMMA m16n8k8 / m16n8k16 need sm_90
 #endif

@@ -14,9 +14,10 @@
 //  * row-major (w + k * ldw + n): lane l owns VEC consecutive columns of the block's 32 VEC;
 //    the 8 warps take turns at runs of consecutive rows of the block's k range (x read as
 //    16-byte vectors along k) and meet in shared memory, one x row at a time. With splits > 1
-//    (gridDim.y; float32 only: float64 sums would be rounded by the float32 workspace) the k
-//    ranges meet in the float32 workspace through atomics and the last block of a column range
-//    finishes, as in linear_relu_mma. Grid: ceil(N / (32 VEC)), splits.
+//    (gridDim.y; float32 only: float64 sums would be rounded by the float32 workspace) each
+//    split stores its M x 32 VEC sums to its own slot of the float32 workspace (splits x M x N
+//    cells) and the last block of a column range to arrive adds the slots in split order
+//    (bitwise reproducible) and finishes. Grid: ceil(N / (32 VEC)), splits.
 #include "linear/epilogue.cuh"
 
 using namespace cufuse;
@@ -46,7 +47,7 @@ template <typename T, int ROWS, bool B_KMAJOR>
 __global__ void __launch_bounds__(GEMV_THREADS, ROWS * sizeof(accum_t<T>) >= 16 ? 1 : 2)  // many rows: 255 registers
 linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                  float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
-                 int64 ldw, int64 bias_stride, int64 k_rows_per_split) {
+                 int64 ldw, int64 bias_stride, int64 k_rows_per_split, int activation) {
     begin_dependent_grid();
     using A = accum_t<T>;
     constexpr int VEC = 16 / sizeof(T);
@@ -95,7 +96,7 @@ linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __re
             A v = 0;
 #pragma unroll
             for (int p = 0; p < GEMV_KPARTS; ++p) v += partial[p][g][r][j];
-            out[r * N + n] = bias_relu<T>(v, bias, bias_stride, n);
+            out[r * N + n] = bias_act<T>(v, bias, bias_stride, n, activation);
         }
     } else {
         constexpr int COLS = 32 * VEC;  // columns per block
@@ -154,19 +155,20 @@ linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __re
                 A v = 0;
 #pragma unroll
                 for (int q = 0; q < GEMV_WARPS; ++q) v += partial[q][c];
-                if (splits == 1) out[r * N + n0 + c] = bias_relu<T>(v, bias, bias_stride, n0 + c);
-                else atomicAdd(workspace + r * N + n0 + c, float(v));
+                if (splits == 1) out[r * N + n0 + c] = bias_act<T>(v, bias, bias_stride, n0 + c, activation);
+                else workspace[(int64(blockIdx.y) * M + r) * N + n0 + c] = float(v);
             }
         }
         if (splits == 1) return;
-        // Split-K: the last block of this column range to arrive finishes it (see linear_relu_mma).
+        // Split-K: the last block of this column range to arrive sums the slots in split order.
         if (!last_to_arrive(counters + blockIdx.x, splits)) return;
         for (int e = threadIdx.x; e < rows * COLS; e += GEMV_THREADS) {
             const int r = e / COLS, c = e % COLS;
             if (n0 + c >= N) continue;
-            float* cell = workspace + r * N + n0 + c;
-            out[r * N + n0 + c] = bias_relu<T>(__ldcg(cell), bias, bias_stride, n0 + c);
-            *cell = 0.f;
+            const float* cell = workspace + int64(r) * N + n0 + c;
+            float v = __ldcg(cell);
+            for (int z = 1; z < splits; ++z) v += __ldcg(cell + int64(z) * M * N);
+            out[r * N + n0 + c] = bias_act<T>(v, bias, bias_stride, n0 + c, activation);
         }
         if (threadIdx.x == 0) counters[blockIdx.x] = 0;
     }

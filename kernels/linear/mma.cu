@@ -1,12 +1,14 @@
-// fused_linear_relu on float16 / bfloat16 tensor cores with mma.sync (sm_80 and later):
-// `linear_relu_mma`, a cp.async multi-stage pipeline into XOR-swizzled shared memory,
-// ldmatrix, mma.sync m16n8k16, bias + ReLU on the accumulators before the only store.
+// fused_linear on float16 / bfloat16 tensor cores with mma.sync (sm_80 and later):
+// `linear_relu_mma` (and fused_gated_linear's `gated_linear_mma`), a cp.async multi-stage pipeline into XOR-swizzled shared memory,
+// ldmatrix, mma.sync m16n8k16, bias + activation on the accumulators before the only store.
 //
 // Picked when (cufuse/ops/linear/select.py) the operands' rows are 16-byte aligned: on
 // compute capability 8.x for every 16-bit problem (128x256 / 128x128 / 64x128 GEMM tiles by
 // wave fill, 16x128 for M <= 16, 64x64 for M = 17..64, split-K where tiles leave SMs idle);
 // on 9.0 only where the Hopper kernels lose (M > 64 shapes whose 128x256 wgmma tiles fill
-// the SMs badly) or cannot run (M <= 16 with operands no tensor map describes).
+// the SMs badly) or cannot run (M <= 16 with operands no tensor map describes). The gated
+// kernel: every 16-bit gated problem whose weights share a layout the tensor cores can load
+// (on 2N columns: the stream tile for M <= 16, 64x64 for M <= 64, the GEMM tiles beyond).
 #include "common/cp_async_pipeline.cuh"
 #include "common/split_k.cuh"
 #include "linear/epilogue.cuh"
@@ -29,11 +31,42 @@ __device__ __forceinline__ int swizzled(int row, int col) {  // element offset, 
     return row * RowChunks * 8 + (phys << 3) + (col & 7);
 }
 
+// The weight columns of a block tile: tile column v is column n0 + v of w (k stride 1 and
+// column stride ldw when K-major, else the reverse).
+template <typename T, bool B_KMAJOR>
+struct WeightColumns {
+    const T* w;
+    int64 ldw, n0, N;
+    __device__ __forceinline__ bool has(int v) const { return n0 + v < N; }
+    __device__ __forceinline__ const T* at(int v, int64 k) const {
+        return B_KMAJOR ? w + (n0 + v) * ldw + k : w + k * ldw + n0 + v;
+    }
+};
+
+// fused_gated_linear's tile columns: each warp's WARP_N columns are WARP_N / 2 output columns
+// of w_gate, then the same of w_up (so a thread holds both values of its outputs; the halves
+// are multiples of 8: a 16-byte chunk of an N-major row never straddles them). n0: the tile's
+// first output column.
+template <typename T, bool B_KMAJOR, int WARP_N>
+struct GatedColumns {
+    const T *w_gate, *w_up;
+    int64 ld_gate, ld_up, n0, N;
+    static constexpr int half = WARP_N / 2;
+    static_assert(half % 8 == 0, "whole 16-byte chunks of one weight");
+    __device__ __forceinline__ int64 column(int v) const { return n0 + v / WARP_N * half + v % half; }
+    __device__ __forceinline__ bool has(int v) const { return column(v) < N; }
+    __device__ __forceinline__ const T* at(int v, int64 k) const {
+        const bool up = v % WARP_N >= half;
+        const T* w = up ? w_up : w_gate;
+        const int64 ldw = up ? ld_up : ld_gate, n = column(v);
+        return B_KMAJOR ? w + n * ldw + k : w + k * ldw + n;
+    }
+};
+
 // The x tile [BM][BK] and the weight tile of one stage (zero-filled outside M, N and k_end).
-template <typename Tile, bool B_KMAJOR, typename T>
-__device__ __forceinline__ void mma_load_stage(T* sa, T* sb, const T* __restrict__ x, const T* __restrict__ w,
-                                               int64 m0, int64 n0, int64 k0, int64 M, int64 N, int64 k_end,
-                                               int64 ldx, int64 ldw) {
+template <typename Tile, bool B_KMAJOR, typename T, typename Columns>
+__device__ __forceinline__ void mma_load_stage(T* sa, T* sb, const T* __restrict__ x, const Columns& cols, int64 m0,
+                                               int64 k0, int64 M, int64 k_end, int64 ldx) {
     const int tid = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < (Tile::a_elems / 8 + Tile::threads - 1) / Tile::threads; ++i) {
@@ -48,16 +81,11 @@ __device__ __forceinline__ void mma_load_stage(T* sa, T* sb, const T* __restrict
     for (int i = 0; i < Tile::b_elems / 8 / Tile::threads; ++i) {
         const int c = tid + i * Tile::threads;
         const int row = c / Tile::b_row_chunks, col = (c % Tile::b_row_chunks) * 8;
-        bool ok;
-        const T* src;
-        if constexpr (B_KMAJOR) {  // row = n, col = k
-            ok = n0 + row < N && k0 + col < k_end;
-            src = w + (n0 + row) * ldw + k0 + col;
-        } else {  // row = k, col = n
-            ok = k0 + row < k_end && n0 + col < N;
-            src = w + (k0 + row) * ldw + n0 + col;
-        }
-        cp_async_16(sb + swizzled<Tile::b_row_chunks>(row, col), ok ? src : w, ok);
+        // K-major: row = tile column, col = k; N-major: row = k, col = tile column.
+        const int v = B_KMAJOR ? row : col;
+        const int64 k = k0 + (B_KMAJOR ? col : row);
+        const bool ok = cols.has(v) && k < k_end;
+        cp_async_16(sb + swizzled<Tile::b_row_chunks>(row, col), ok ? cols.at(v, k) : x, ok);
     }
 }
 
@@ -120,6 +148,29 @@ __device__ __forceinline__ void mma_compute_stage(const T* sa, const T* sb, int 
     }
 }
 
+// A block's partial tile over its k range (pipeline, MMAs) and, with splits > 1, the split
+// reduction; false in the blocks that leave (not the last of their tile to arrive).
+template <typename Tile, bool B_KMAJOR, int BK, int STAGES, typename T, typename Columns>
+__device__ __forceinline__ bool mma_tile_sum(float (&acc)[Tile::mi][Tile::ni][4], const T* __restrict__ x,
+                                             const Columns& cols, int64 m0, int64 M, int64 K, int64 ldx,
+                                             int k_tiles_per_split, float* __restrict__ workspace,
+                                             int* __restrict__ counters, int warp_row, int warp_col, int lane) {
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T* smem = reinterpret_cast<T*>(smem_raw);
+    const KRange ks = split_k_range<BK>(K, k_tiles_per_split);
+    zero_accumulators(acc);
+    cp_async_pipeline<STAGES, Tile::stage_elems>(
+        smem, ks.k_tiles,
+        [&](T* stage, int kt) {
+            mma_load_stage<Tile, B_KMAJOR>(stage, stage + Tile::a_elems, x, cols, m0, ks.k_begin + int64(kt) * BK, M,
+                                           ks.k_end, ldx);
+        },
+        [&](const T* stage) {
+            mma_compute_stage<Tile, B_KMAJOR, BK>(stage, stage + Tile::a_elems, warp_row, warp_col, lane, acc);
+        });
+    return gridDim.z == 1 || reduce_split_slots<Tile::threads>(acc, workspace, counters);
+}
+
 }  // namespace cufuse::linear
 
 // Grid: (tiles_m * tiles_n, 1, splits). Block tile BM x BN; split z covers k tiles
@@ -128,65 +179,51 @@ __device__ __forceinline__ void mma_compute_stage(const T* sa, const T* sb, int 
 // 16-byte aligned and a multiple of 8 long. B_KMAJOR picks the weight layout: true for
 // w[k, n] at w + n * ldw + k (a transposed (N, K) array, PyTorch's Linear weight), false for
 // w + k * ldw + n (row-major (K, N)). With splits > 1, `counters` (one int per output tile)
-// must be zero on entry and are zero on exit; `workspace` is, by `slot_reduce`, either M x N
-// float32 zero on entry and on exit (atomics: each split adds its partial tile, the last
-// block to arrive finishes and re-zeroes), or one BM x BN float32 slot per block, tiles x
-// splits of them, any contents (common/split_k.cuh). Blocks of 4 warps run two per SM.
+// must be zero on entry and are zero on exit; `workspace` holds one BM x BN float32 slot per
+// block, tiles x splits of them, any contents (common/split_k.cuh: summed in split order, so
+// the result's bits do not depend on which block finishes last). `activation`: epilogue.cuh's
+// Activation. Blocks of 4 warps run two per SM.
 template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
 linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                 float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                 int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store,
-                int slot_reduce) {
+                int activation) {
     begin_dependent_grid();
     using Tile = GemmTile<T, BM, BN, BK, WARPS_M, WARPS_N, STAGES, B_KMAJOR>;
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    T* smem = reinterpret_cast<T*>(smem_raw);
-
     const TileCorner corner = tile_corner<BM, BN>(M, N, raster_group);
-    const int64 m0 = corner.m0, n0 = corner.n0;
-    const int splits = gridDim.z;
-    const KRange ks = split_k_range<BK>(K, k_tiles_per_split);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int warp_row = (warp / WARPS_N) * Tile::warp_m, warp_col = (warp % WARPS_N) * Tile::warp_n;
-
     float acc[Tile::mi][Tile::ni][4];
-    zero_accumulators(acc);
-    cp_async_pipeline<STAGES, Tile::stage_elems>(
-        smem, ks.k_tiles,
-        [&](T* stage, int kt) {
-            mma_load_stage<Tile, B_KMAJOR>(stage, stage + Tile::a_elems, x, w, m0, n0, ks.k_begin + int64(kt) * BK,
-                                           M, N, ks.k_end, ldx, ldw);
-        },
-        [&](const T* stage) {
-            mma_compute_stage<Tile, B_KMAJOR, BK>(stage, stage + Tile::a_elems, warp_row, warp_col, lane, acc);
-        });
-
-    // Accumulator (i, j, r) sits at row warp_row + 16i + lane/4 + 8(r/2), column warp_col + 8j + 2(lane%4) + r%2.
-    const int64 row_base = m0 + warp_row + (lane >> 2), col_base = n0 + warp_col + 2 * (lane & 3);
-    if (splits > 1 && !slot_reduce) {
-        // Split-K through atomics: add the partial tile into the float32 M x N workspace
-        // (L2 atomics); the last block of this tile to arrive finishes it.
-#pragma unroll
-        for (int i = 0; i < Tile::mi; ++i)
-#pragma unroll
-            for (int j = 0; j < Tile::ni; ++j)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const int64 m = row_base + i * 16 + (r >> 1) * 8, n = col_base + j * 8 + (r & 1);
-                    if (m < M && n < N) atomicAdd(workspace + m * N + n, acc[i][j][r]);
-                }
-        if (!last_to_arrive(counters + blockIdx.x, splits)) return;
-        const int rows = int(min(int64(BM), M - m0)), cols = int(min(int64(BN), N - n0));
-        for (int e = threadIdx.x; e < rows * cols; e += Tile::threads) {
-            const int64 m = m0 + e / cols, n = n0 + e % cols;
-            float* cell = workspace + m * N + n;
-            out[m * N + n] = bias_relu<T>(__ldcg(cell), bias, bias_stride, n);
-            *cell = 0.f;
-        }
-        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+    const WeightColumns<T, B_KMAJOR> cols{w, ldw, corner.n0, N};
+    if (!mma_tile_sum<Tile, B_KMAJOR, BK, STAGES>(acc, x, cols, corner.m0, M, K, ldx, k_tiles_per_split, workspace,
+                                                  counters, warp_row, warp_col, lane))
         return;
-    }
-    if (splits > 1 && !reduce_split_slots<Tile::threads>(acc, workspace, counters)) return;
-    store_bias_relu<T>(acc, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
+    // Accumulator (i, j, r) sits at row warp_row + 16i + lane/4 + 8(r/2), column warp_col + 8j + 2(lane%4) + r%2.
+    store_bias_act<T>(acc, out, bias, bias_stride, corner.m0 + warp_row + (lane >> 2),
+                      corner.n0 + warp_col + 2 * (lane & 3), M, N, paired_store, activation);
+}
+
+// fused_gated_linear: act(x @ w_gate) * (x @ w_up) on the same tiles, each warp's columns
+// half gate, half up (GatedColumns): a block covers BN / 2 output columns; x's tile is loaded
+// once for both products. Weights as linear_relu_mma's (one layout, B_KMAJOR, for both; row
+// strides ld_gate, ld_up), no bias.
+template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
+gated_linear_mma(const T* __restrict__ x, const T* __restrict__ w_gate, const T* __restrict__ w_up,
+                 T* __restrict__ out, float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N,
+                 int64 K, int64 ldx, int64 ld_gate, int64 ld_up, int k_tiles_per_split, int raster_group,
+                 int paired_store, int activation) {
+    begin_dependent_grid();
+    using Tile = GemmTile<T, BM, BN, BK, WARPS_M, WARPS_N, STAGES, B_KMAJOR>;
+    const TileCorner corner = tile_corner<BM, BN / 2>(M, N, raster_group);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int warp_row = (warp / WARPS_N) * Tile::warp_m, warp_col = (warp % WARPS_N) * Tile::warp_n;
+    float acc[Tile::mi][Tile::ni][4];
+    const GatedColumns<T, B_KMAJOR, Tile::warp_n> cols{w_gate, w_up, ld_gate, ld_up, corner.n0, N};
+    if (!mma_tile_sum<Tile, B_KMAJOR, BK, STAGES>(acc, x, cols, corner.m0, M, K, ldx, k_tiles_per_split, workspace,
+                                                  counters, warp_row, warp_col, lane))
+        return;
+    store_gated<T>(acc, out, corner.m0 + warp_row + (lane >> 2), corner.n0 + warp_col / 2 + 2 * (lane & 3), M, N,
+                   paired_store, activation);
 }

@@ -36,7 +36,7 @@ __device__ __forceinline__ void swap_wgmma_stage(float (&acc)[MX / 2], const T* 
     wgmma_commit();
 }
 
-// Bias + ReLU and the transposed store of the swapped kernel's accumulators: d[4j + r] of
+// Bias + activation and the transposed store of the swapped kernel's accumulators: d[4j + r] of
 // warp q of warpgroup g is out^T row n = 64g + 16q + lane/4 + 8(r/2), column m = 8j +
 // 2(lane%4) + r%2 (the m64nMX fragment), i.e. out[m, n]. Split-K through slots first, as
 // wgmma_store (THREADS consumer threads, which meet on their own named barrier). Staging the
@@ -44,18 +44,22 @@ __device__ __forceinline__ void swap_wgmma_stage(float (&acc)[MX / 2], const T* 
 template <typename T, int MX, int THREADS>
 __device__ __forceinline__ void swap_store(float (&acc)[MX / 2], T* __restrict__ out, const T* __restrict__ bias,
                                            int64 bias_stride, float* __restrict__ workspace,
-                                           int* __restrict__ counters, const TileWork& work, int64 M, int64 N) {
+                                           int* __restrict__ counters, const TileWork& work, int64 M, int64 N,
+                                           int activation) {
     const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float(&tiles)[1][MX / 8][4] = reinterpret_cast<float(&)[1][MX / 8][4]>(acc);
     if (gridDim.z > 1 && !reduce_split_slots<THREADS>(tiles, workspace, counters, THREADS)) return;
     const int64 n_base = work.n0 + warpgroup * 64 + warp * 16 + (lane >> 2);
+    with_activation(activation, [&](auto act) {
 #pragma unroll
-    for (int j = 0; j < MX / 8; ++j)
+        for (int j = 0; j < MX / 8; ++j)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int64 m = 8 * j + 2 * (lane & 3) + (r & 1), n = n_base + 8 * (r >> 1);
-            if (m < M && n < N) out[m * N + n] = bias_relu<T>(tiles[0][j][r], bias, bias_stride, n);
-        }
+            for (int r = 0; r < 4; ++r) {
+                const int64 m = 8 * j + 2 * (lane & 3) + (r & 1), n = n_base + 8 * (r >> 1);
+                if (m < M && n < N)
+                    out[m * N + n] = bias_act<decltype(act)::value, T>(tiles[0][j][r], bias, bias_stride, n);
+            }
+    });
 }
 
 }  // namespace cufuse::linear
@@ -73,7 +77,7 @@ __global__ void __launch_bounds__(2 * BN + 32, 1)
 linear_relu_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
                      const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
                      int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
-                     int raster_group) {
+                     int raster_group, int activation) {
     begin_dependent_grid();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int CONSUMERS = 2 * BN;
@@ -90,7 +94,7 @@ linear_relu_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_c
         x_map, w_map, work, smem, acc,
         [&](float(&a)[MX / 2], const T* stage) { swap_wgmma_stage<T, MX, BN, BK, B_KMAJOR>(a, stage, warpgroup); });
     if (!consumer) return;
-    swap_store<T, MX, CONSUMERS>(acc, out, bias, bias_stride, workspace, counters, work, M, N);
+    swap_store<T, MX, CONSUMERS>(acc, out, bias, bias_stride, workspace, counters, work, M, N, activation);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif

@@ -47,7 +47,8 @@ template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_B
 __global__ void __launch_bounds__(2 * BM, MIN_BLOCKS)
 linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                   float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
-                  int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store) {
+                  int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store,
+                  int activation) {
     begin_dependent_grid();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ACC = BN / 2;
@@ -100,7 +101,8 @@ linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __r
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < ACC; ++i) pin(acc[i]);
-    wgmma_store<T, BN, Tile::threads>(acc, out, bias, bias_stride, workspace, counters, work, M, N, paired_store, 0);
+    wgmma_store<T, BN, Tile::threads>(acc, out, bias, bias_stride, workspace, counters, work, M, N, paired_store, 0,
+                             activation);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif

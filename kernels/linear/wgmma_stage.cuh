@@ -43,19 +43,19 @@ __device__ __forceinline__ void wgmma_stage(float (&acc)[BN / 2], const T* stage
 
 // The epilogue of both straight wgmma kernels, called by the THREADS consumer threads (the
 // first of the block): split-K through slots when gridDim.z > 1 (`sync_threads` as
-// reduce_split_slots), then bias + ReLU and the only store. wgmma accumulator layout: warp q
+// reduce_split_slots), then bias + activation and the only store. wgmma accumulator layout: warp q
 // of a warpgroup owns rows 16q..16q+15 of its 64, as mma.sync m16n8 tiles along N: d[4j + r]
 // at row lane/4 + 8(r/2), column 8j + 2(lane%4) + r%2.
 template <typename T, int BN, int THREADS>
 __device__ __forceinline__ void wgmma_store(float (&acc)[BN / 2], T* __restrict__ out, const T* __restrict__ bias,
                                             int64 bias_stride, float* __restrict__ workspace,
                                             int* __restrict__ counters, const TileWork& work, int64 M, int64 N,
-                                            int paired_store, int sync_threads) {
+                                            int paired_store, int sync_threads, int activation) {
     const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
     if (gridDim.z > 1 && !reduce_split_slots<THREADS>(tiles, workspace, counters, sync_threads)) return;
     const int64 row_base = work.m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = work.n0 + 2 * (lane & 3);
-    store_bias_relu<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store);
+    store_bias_act<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store, activation);
 }
 
 }  // namespace cufuse::linear

@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(2 * BM + 32, MIN_BLOCKS)
 linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
                       const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
                       int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
-                      int raster_group, int paired_store) {
+                      int raster_group, int paired_store, int activation) {
     begin_dependent_grid();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ACC = BN / 2, CONSUMERS = 2 * BM;
@@ -41,7 +41,7 @@ linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_
         [&](float(&a)[ACC], const T* stage) { wgmma_stage<T, BM, BN, BK, B_KMAJOR>(a, stage, warpgroup); });
     if (!consumer) return;
     wgmma_store<T, BN, CONSUMERS>(acc, out, bias, bias_stride, workspace, counters, work, M, N, paired_store,
-                                  CONSUMERS);
+                                  CONSUMERS, activation);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif

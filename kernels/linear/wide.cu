@@ -128,7 +128,7 @@ __device__ __forceinline__ void wide_compute_stage(const float* sa, const float*
 }
 
 // One BK slab of a warp's float64 MMAs from one pipeline stage: m16n8k16 on sm_90 (Hopper's
-// float64 shapes), m8n8k4 before. acc keeps the m16n8 layout of store_bias_relu; an m8n8k4
+// float64 shapes), m8n8k4 before. acc keeps the m16n8 layout of store_bias_act; an m8n8k4
 // tile 2i + h of the warp is acc[i][j][2h], acc[i][j][2h + 1] (rows 16i + 8h + g,
 // columns 8j + 2t, 8j + 2t + 1).
 template <typename Tile, int BK, bool B_KMAJOR>
@@ -197,7 +197,8 @@ template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAG
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
 linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                  accum_t<T>* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K,
-                 int64 ldx, int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group) {
+                 int64 ldx, int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group,
+                 int activation) {
     begin_dependent_grid();
     using Tile = WideTile<T, BM, BN, BK, WARPS_M, WARPS_N, B_KMAJOR>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -230,6 +231,6 @@ linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __re
 
     if (gridDim.z > 1 && !reduce_split_slots<Tile::threads>(acc, workspace, counters)) return;
     // Accumulator (i, j, r) sits at row warp_row + 16i + lane/4 + 8(r/2), column warp_col + 8j + 2(lane%4) + r%2.
-    store_bias_relu<T>(acc, out, bias, bias_stride, m0 + warp_row + (lane >> 2), n0 + warp_col + 2 * (lane & 3), M, N,
-                       /*paired_store=*/0);
+    store_bias_act<T>(acc, out, bias, bias_stride, m0 + warp_row + (lane >> 2), n0 + warp_col + 2 * (lane & 3), M, N,
+                      /*paired_store=*/0, activation);
 }

@@ -95,6 +95,30 @@ def test_linear_checks_its_inputs(rng):
         cd.fused_linear_relu(x, da.ones((8, 3)), da.ones((4, 3)))
 
 
+@pytest.mark.parametrize("activation", [None, "gelu", "gelu_tanh", "silu", "relu"])
+def test_linear_activation_once_after_the_k_sum(rng, activation):
+    x = rng.standard_normal((30, 40)) * 3
+    w, b = rng.standard_normal((40, 24)), rng.standard_normal(24)
+    expected = reference.fused_linear(x, w, b, activation=activation)
+    for x_chunks, w_chunks in (((7, 40), (40, 24)), ((11, (9, 31)), ((9, 31), (10, 14)))):
+        got = cd.fused_linear(da.from_array(x, chunks=x_chunks), da.from_array(w, chunks=w_chunks), b,
+                              activation=activation)
+        np.testing.assert_allclose(got.compute(), expected, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="cufuse.dask.fused_linear: argument 'activation'"):
+        cd.fused_linear(da.from_array(x), w, activation="elu")
+
+
+def test_linear_activation_on_cupy_chunks(cp, rng):
+    x = rng.standard_normal((30, 40)).astype(np.float32) * 3
+    w = rng.standard_normal((40, 24)).astype(np.float32)
+    for chunks in ((7, 40), (11, (9, 31))):
+        got = cd.fused_linear(da.from_array(cp.asarray(x), chunks=chunks, asarray=False), cp.asarray(w),
+                              activation="gelu").compute()
+        assert isinstance(got, cp.ndarray)
+        np.testing.assert_allclose(cp.asnumpy(got), reference.fused_linear(x, w, activation="gelu"), rtol=1e-4,
+                                   atol=1e-4)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("key_chunks, query_chunks", [((50,), (30,)), ((13, 20, 17), (30,)), ((5, 45), (7, 23)),
                                                       ((20, 30), (10, 11, 9))])

@@ -2,10 +2,12 @@
 float64 oracle and the check of one call into a poisoned ``out``.
 
 The oracle is the float64 product computed by CuPy (the arithmetic of
-``cufuse.reference.fused_linear_relu``, which the small cases also check directly), so the
+``cufuse.reference.fused_linear``, which the small cases also check directly), so the
 large shapes stay fast. Tolerance per element, relative to the problem:
 ``2 ulp(dtype) * |ref| + 8 * eps(accumulator) * K * rms(x) * rms(w)``; the second term is
-about 100x below TF32's error at K = 4096, so a float32 case run on TF32 would fail.
+about 100x below TF32's error at K = 4096, so a float32 case run on TF32 would fail. With an
+activation other than ReLU the product's error passes through it (slopes below 1.2) and the
+activation's own rounding adds ``4 eps(accumulator) |pre-activation|``.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 import pytest
 
 from cufuse._core.dtypes import BFLOAT16
-from cufuse.ops.linear import fused_linear_relu
+from cufuse.ops.linear import fused_linear, fused_linear_relu
 from cufuse.ops.linear.gemv import GemvConfig, GemvTile
 from cufuse.ops.linear.mma import MmaConfig
 from cufuse.ops.linear.swap_tma import SWAP_DEFAULT_TILES, SwapConfig
@@ -49,12 +51,12 @@ class Case:
         if self.config is not None:
             c, t = self.config, self.config.tile
             shape = f"{t.rows}rows" if isinstance(c, GemvConfig) else f"{t.bm}x{t.bn}k{t.bk}s{getattr(t, 'stages', 0)}"
-            parts.append(f"{c.kind}{shape}s{getattr(c, 'splits', 1)}{getattr(c, 'reduction', 'slots')[0]}")
+            parts.append(f"{c.kind}{shape}s{getattr(c, 'splits', 1)}")
         return "-".join(parts)
 
 
-def mma(tile, splits=1, reduction="atomic"):
-    return MmaConfig(tile, splits, reduction=reduction)
+def mma(tile, splits=1):
+    return MmaConfig(tile, splits)
 
 
 def gemv(splits=1, rows=1):
@@ -106,42 +108,103 @@ def to_float64(cp, a):
     return a.astype(cp.float64)
 
 
-def oracle(cp, x, w, b):
-    """float64 max(x @ w + b, 0) on the GPU, and the per-element tolerance."""
-    x64, w64 = to_float64(cp, x), to_float64(cp, w)
-    ref = cp.matmul(x64, w64)
-    if b is not None:
-        ref += to_float64(cp, b)
-    ref = cp.maximum(ref, 0.0)
+def activate(cp, activation, v):
+    """float64 activation of a CuPy array: cufuse.reference's formulas (erf from cupyx)."""
+    from cupyx.scipy.special import erf
+
+    from cufuse import reference
+
+    return reference.activation_formula(activation, v, erf)
+
+
+def _tolerances(cp, x, w, pre, ref, activation):
+    """Per-element tolerance of ``ref`` = activation(``pre``) (module docstring)."""
     k = w.shape[0]
     dtype = np.dtype(x.dtype)
     ulp = {F16: 2.0**-10, BFLOAT16: 2.0**-7, F32: 2.0**-23, F64: 2.0**-52}[dtype]
     eps_acc = 2.0**-52 if dtype == F64 else 2.0**-23
 
     def rms(a):
-        return float(cp.sqrt(cp.mean(a**2))) if a.size else 0.0
+        return float(cp.sqrt(cp.mean(to_float64(cp, a) ** 2))) if a.size else 0.0
 
-    tol = 2 * ulp * cp.abs(ref) + 8 * eps_acc * max(k, 1) * rms(x64) * rms(w64) + 1e-30
-    return ref, tol
+    product = 8 * eps_acc * max(k, 1) * rms(x) * rms(w)
+    if activation in (None, "relu"):
+        return 2 * ulp * cp.abs(ref) + product + 1e-30
+    return 2 * ulp * cp.abs(ref) + 1.2 * product + 4 * eps_acc * cp.abs(pre) + 1e-30
 
 
-def check_case(cp, rng, case: Case) -> str | None:
-    """Run one case into a poisoned out; returns a failure description or None."""
+def oracle(cp, x, w, b, activation="relu"):
+    """float64 activation(x @ w + b) on the GPU, and the per-element tolerance."""
+    pre = cp.matmul(to_float64(cp, x), to_float64(cp, w))
+    if b is not None:
+        pre += to_float64(cp, b)
+    ref = activate(cp, activation, pre)
+    return ref, _tolerances(cp, x, w, pre, ref, activation)
+
+
+def gated_oracle(cp, x, w_gate, w_up, activation="silu"):
+    """float64 activation(x @ w_gate) * (x @ w_up) on the GPU, and the per-element tolerance:
+    the gate's (``oracle``'s, its 2 ulp standing for the output's rounding) times |up|, plus
+    the up product's error times |act(gate)|."""
+    x64 = to_float64(cp, x)
+    gate, up = cp.matmul(x64, to_float64(cp, w_gate)), cp.matmul(x64, to_float64(cp, w_up))
+    act = activate(cp, activation, gate)
+    ref = act * up
+    up_tol = _tolerances(cp, x, w_up, up, up, None)
+    gate_tol = _tolerances(cp, x, w_gate, gate, act, activation)
+    return ref, gate_tol * cp.abs(up) + up_tol * cp.abs(act) + gate_tol * up_tol
+
+
+def check_case(cp, rng, case: Case, activation="relu", scale=1.0) -> str | None:
+    """Run one case into a poisoned out (x scaled by ``scale``: large values reach the
+    activation's tails); returns a failure description or None."""
     x, w, b = make_inputs(cp, rng, case)
+    if scale != 1.0:
+        x = (x.astype(cp.float32) * scale).astype(x.dtype)
     out = poisoned(cp, case.lead + (case.n,), case.dtype)
-    result = fused_linear_relu(x, w, b, out=out, config=case.config)
+    if activation == "relu":
+        result = fused_linear_relu(x, w, b, out=out, config=case.config)
+    else:
+        result = fused_linear(x, w, b, activation=activation, out=out, config=case.config)
     if result is not out:
         return "did not return out"
-    return compare(cp, case, x, w, b, out)
+    return compare(cp, case, x, w, b, out, activation)
 
 
-def compare(cp, case, x, w, b, out) -> str | None:
-    ref, tol = oracle(cp, x, w, b)
+def gated_inputs(cp, rng, case: Case, up_layout=None):
+    """x and w_gate as ``make_inputs`` builds x and the weight, w_up of ``up_layout`` (default:
+    the case's)."""
+    x, w_gate, _ = make_inputs(cp, rng, case)
+    _, w_up, _ = make_inputs(cp, rng, dataclasses.replace(case, layout=up_layout or case.layout))
+    return x, w_gate, w_up
+
+
+def check_gated_case(cp, rng, case: Case, activation="silu", up_layout=None, scale=2.0) -> str | None:
+    """fused_gated_linear on one case (x scaled by ``scale``) into a poisoned out; a failure
+    description or None."""
+    from cufuse.ops.linear import fused_gated_linear
+
+    x, w_gate, w_up = gated_inputs(cp, rng, case, up_layout)
+    x = (x.astype(cp.float32) * scale).astype(x.dtype)
+    out = poisoned(cp, case.lead + (case.n,), case.dtype)
+    if fused_gated_linear(x, w_gate, w_up, activation=activation, out=out, config=case.config) is not out:
+        return "did not return out"
+    ref, tol = gated_oracle(cp, x, w_gate, w_up, activation)
+    return within(cp, f"{case} gated {activation} up {up_layout or case.layout}", out, ref, tol)
+
+
+def compare(cp, case, x, w, b, out, activation="relu") -> str | None:
+    ref, tol = oracle(cp, x, w, b, activation)
+    return within(cp, f"{case} {activation}", out, ref, tol)
+
+
+def within(cp, name, out, ref, tol) -> str | None:
+    """None, or which elements of ``out`` are off ``ref`` by more than ``tol``."""
     err = cp.abs(to_float64(cp, out) - ref)
     bad = ~(err <= tol)  # NaN (an unwritten element) counts as bad
     if bool(bad.any()):
         idx = tuple(int(i[0]) for i in cp.nonzero(bad))
-        return (f"{case}: {int(bad.sum())} of {out.size} elements off, e.g. at {idx}: got "
+        return (f"{name}: {int(bad.sum())} of {out.size} elements off, e.g. at {idx}: got "
                 f"{float(to_float64(cp, out)[idx])}, want {float(ref[idx])} (tol {float(tol[idx]):.3g})")
     return None
 

@@ -1,5 +1,5 @@
-"""fused_linear_relu over a reduced grid that still reaches every kernel branch, for
-compute-sanitizer (a script, not collected by pytest):
+"""fused_linear (its activations in turn) and fused_gated_linear over a reduced grid that
+still reaches every kernel branch, for compute-sanitizer (a script, not collected by pytest):
 
     compute-sanitizer --tool memcheck python tests/linear/sanitize.py
     compute-sanitizer --tool racecheck python tests/linear/sanitize.py wgmma
@@ -8,7 +8,7 @@ compute-sanitizer (a script, not collected by pytest):
 Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks as
 the GPU tests. An argument keeps the cases whose name contains it ("wgmma": the Hopper
 kernels' cases; "swap_tma": the swapped stream's; "dmma_pipelined": linear_relu_dmma's;
-"gemv"). Exits 1 on any mismatch, 0 when all agree.
+"gemv"; "gated": the gated kernels'). Exits 1 on any mismatch, 0 when all agree.
 """
 from __future__ import annotations
 
@@ -22,12 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from cufuse.ops.linear.dmma import DMMA_M16_TILE, DMMA_M32_TILE, DMMA_M64_TILE, DMMA_PIPELINED_TILE, \
     PipelinedDmmaConfig  # noqa: E402
 from cufuse.ops.linear.mma import LARGE_TILE, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE  # noqa: E402
-from cufuse.ops.linear.simt import SIMT_LARGE, SimtConfig  # noqa: E402
+from cufuse.ops.linear.mma import GatedMmaConfig  # noqa: E402
+from cufuse.ops.linear.simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig  # noqa: E402
 from cufuse.ops.linear.wgmma import TMA_64x64, TMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x64, WGMMA_TILE, \
     TmaConfig, WgmmaConfig  # noqa: E402
 from cufuse.ops.linear.wide import DMMA_TILE, TF32_M16_TILE, TF32_M32_TILE, TF32_M64_TILE, TF32_TILE, DmmaConfig, \
     Tf32x3Config  # noqa: E402
-from tests.linear.cases import BF16, F16, F32, F64, Case, check_case, gemv, mma, swap  # noqa: E402
+from tests.linear.cases import BF16, F16, F32, F64, Case, check_case, check_gated_case, gemv, mma, swap  # noqa: E402
+
+ACTIVATIONS = ("relu", "gelu", "silu", "gelu_tanh", None)  # case i runs ACTIVATIONS[i % 5]
 
 CASES = [
     Case((1,), 512, 256, BF16, "nk_t"),  # the default stream, split-K, K-major
@@ -37,10 +40,10 @@ CASES = [
     Case((40,), 2048, 24, BF16, "kn", bias="strided"),  # 64x64 tiles, split-K through slots
     Case((65,), 136, 72, F16, "nk_t_padded"),  # GEMM path, ragged M
     Case((130,), 200, 136, BF16, "kn", config=mma(SMALL_TILE, 2)),  # split-K over several M tiles
-    Case((130,), 200, 136, BF16, "kn", config=mma(SMALL_TILE, 2, "slots")),  # split-K through slots
-    Case((7,), 1032, 40, F16, "nk_t", config=mma(STREAM_TILE, 3, "slots")),
-    Case((40,), 1032, 40, BF16, "kn", config=mma(STREAM64_TILE, 2, "slots")),
-    Case((70,), 1024, 136, F16, "kn", config=mma(MEDIUM_TILE, 2, "slots")),
+    Case((130,), 200, 136, BF16, "kn", config=mma(SMALL_TILE, 2)),  # split-K through slots
+    Case((7,), 1032, 40, F16, "nk_t", config=mma(STREAM_TILE, 3)),
+    Case((40,), 1032, 40, BF16, "kn", config=mma(STREAM64_TILE, 2)),
+    Case((70,), 1024, 136, F16, "kn", config=mma(MEDIUM_TILE, 2)),
     Case((150,), 136, 264, BF16, "nk_t", config=mma(MEDIUM_TILE)),
     Case((150,), 136, 264, F16, "kn", config=mma(LARGE_TILE)),
     Case((300,), 520, 264, BF16, "nk_t", config=WgmmaConfig(WGMMA_TILE)),  # Hopper kernel
@@ -84,6 +87,18 @@ CASES = [
     Case((1,), 200, 66, F64, "kn", bias="strided", config=gemv()),  # float64 gemv, row-major
     Case((1,), 264, 24, F64, "nk_t", config=gemv()),
 ]
+GATED_CASES = [
+    Case((1,), 520, 256, BF16, "nk_t"),  # the gated stream, split-K
+    Case((7,), 1032, 40, F16, "kn", config=GatedMmaConfig(STREAM_TILE, 3)),
+    Case((40,), 1032, 40, BF16, "kn", config=GatedMmaConfig(STREAM64_TILE, 2)),
+    Case((130,), 200, 136, BF16, "nk_t", config=GatedMmaConfig(SMALL_TILE, 2)),
+    Case((150,), 136, 264, F16, "kn"),  # the 64x128 GEMM tile
+    Case((70,), 1024, 136, F16, "nk_t", config=GatedMmaConfig(SMALL_TILE, 2)),
+    Case((9,), 33, 17, F32, "kn"),  # SIMT
+    Case((130,), 65, 130, F32, "nk_t", config=GatedSimtConfig(SIMT_SMALL)),
+    Case((7,), 64, 40, BF16, "odd_column"),
+    Case((20,), 36, 24, F64, "every_other_k"),
+]
 
 
 def main() -> int:
@@ -94,7 +109,11 @@ def main() -> int:
     cases = [case for case in CASES if len(sys.argv) < 2 or sys.argv[1] in str(case)]
     cases = [case for case in cases if hopper or not (
         isinstance(case.config, (WgmmaConfig, TmaConfig, PipelinedDmmaConfig)) or "swap_tma" in str(case))]
-    failures = [f for f in (check_case(cupy, rng, case) for case in cases) if f]
+    gated = [case for case in GATED_CASES if len(sys.argv) < 2 or sys.argv[1] in f"gated {case}"]
+    failures = [f for f in (check_case(cupy, rng, case, ACTIVATIONS[i % 5]) for i, case in enumerate(cases)) if f]
+    failures += [f for f in (check_gated_case(cupy, rng, case, ACTIVATIONS[i % 5]) for i, case in enumerate(gated))
+                 if f]
+    cases += gated
     cupy.cuda.Device().synchronize()
     for failure in failures:
         print("MISMATCH", failure)

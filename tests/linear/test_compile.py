@@ -39,7 +39,7 @@ def _blocks_counted_on(tile, dev):
 @pytest.mark.parametrize("arch", DEVICES)
 def test_reachable_kernels_compile_without_spills_in_their_register_budget(compiled, arch):
     dev = DEVICES[arch]
-    for config, dtypes in select.reachable_configs(dev):
+    for config, dtypes in select.reachable_configs(dev) + select.reachable_gated_configs(dev):
         for dtype in dtypes:
             for kmajor in (True, False):
                 usage = compiled[arch, config.spec(dtype, kmajor)].usage

@@ -22,15 +22,15 @@ from ..conftest import allocations, poisoned
 from .cases import BF16, F16, F32, F64, Case, compare, current_plan, make_inputs, mma, oracle, random, \
     require_kernel, require_sm90, swap, to_float64
 
-# One case per kernel and split-K reduction.
+# One case per kernel and split-K case.
 LAUNCH_CASES = [
     Case((1,), 4096, 4096, BF16, "nk_t"),
     Case((16,), 4096, 4096, BF16, "kn"),
-    Case((16,), 4096, 4096, BF16, "kn", config=mma(STREAM_TILE, 2, "slots")),
-    Case((1,), 4096, 4096, F16, "kn", config=mma(STREAM_TILE, 2)),  # split-K through atomics
+    Case((16,), 4096, 4096, BF16, "kn", config=mma(STREAM_TILE, 2)),
+    Case((1,), 4096, 4096, F16, "kn", config=mma(STREAM_TILE, 2)),  # one row, split-K
     Case((300,), 520, 264, BF16, "kn", config=mma(MEDIUM_TILE)),
     Case((65,), 256, 264, F32, "kn"),
-    Case((1,), 4096, 4096, F32, "kn"),  # the float32 weight stream, split through atomics
+    Case((1,), 4096, 4096, F32, "kn"),  # the float32 weight stream, split through slots
     Case((7,), 33, 17, F16, "kn"),  # SIMT
     Case((64,), 4096, 520, BF16, "kn", config=WgmmaConfig(WGMMA_64x256, 4)),  # wgmma, split-K through slots
     Case((64,), 4096, 520, BF16, "nk_t", config=TmaConfig(TMA_64x64, 2)),  # TMA maps, split-K through slots
@@ -98,8 +98,8 @@ def test_repeated_signature_fast_path(cp, rng):
 
 CHAIN_CONFIGS = [
     None,  # the default for M = 16
-    mma(STREAM_TILE, 2, "slots"),
-    mma(STREAM_TILE, 4, "atomic"),
+    mma(STREAM_TILE, 2),
+    mma(STREAM_TILE, 4),
     TmaConfig(TMA_64x64, 2),
     WgmmaConfig(WGMMA_64x64, 2),
     swap(16, 2),

@@ -38,19 +38,19 @@ CASES = [
     Case((4097,), 4096, 4096, BF16, "kn"),
     Case((4097,), 4096, 4096, F16, "nk_t", bias="none"),
     Case((65,), 1024, 4104, F16, "kn"),  # few tiles: wgmma 64x64 split-K on 9.0, else mma 128x128 split-K
-    Case((65,), 1024, 4104, F16, "kn", config=mma(MEDIUM_TILE, 2, "slots")),  # the latter on any GPU
+    Case((65,), 1024, 4104, F16, "kn", config=mma(MEDIUM_TILE, 2)),  # the latter on any GPU
     Case((300,), 520, 264, BF16, "nk_t", config=mma(MEDIUM_TILE)),
     Case((300,), 520, 264, F16, "kn", config=mma(MEDIUM_TILE)),
     Case((200,), 264, 520, F16, "nk_t", config=mma(LARGE_TILE)),
     Case((200,), 264, 520, BF16, "kn", config=mma(LARGE_TILE)),
     Case((130,), 1024, 136, BF16, "kn", config=mma(SMALL_TILE, 3)),
-    # split-K through atomics and through per-split slots, ragged tiles
-    Case((7,), 4096, 4100, BF16, "nk_t", config=mma(STREAM_TILE, 4, "slots")),
-    Case((3, 5), 1032, 136, F16, "kn", bias="none", config=mma(STREAM_TILE, 3, "slots")),
+    # split-K through per-split slots, ragged tiles
+    Case((7,), 4096, 4100, BF16, "nk_t", config=mma(STREAM_TILE, 4)),
+    Case((3, 5), 1032, 136, F16, "kn", bias="none", config=mma(STREAM_TILE, 3)),
     Case((1,), 4104, 520, F16, "kn", config=mma(STREAM_TILE, 5)),
-    Case((64,), 4096, 264, BF16, "kn", config=mma(SMALL_TILE, 4, "slots")),
-    Case((130,), 1024, 136, F16, "nk_t", bias="strided", config=mma(SMALL_TILE, 3, "slots")),
-    Case((64,), 2048, 200, BF16, "kn", config=mma(STREAM64_TILE, 2, "slots")),  # the sm_80 M = 17..64 tile
+    Case((64,), 4096, 264, BF16, "kn", config=mma(SMALL_TILE, 4)),
+    Case((130,), 1024, 136, F16, "nk_t", bias="strided", config=mma(SMALL_TILE, 3)),
+    Case((64,), 2048, 200, BF16, "kn", config=mma(STREAM64_TILE, 2)),  # the sm_80 M = 17..64 tile
     Case((40,), 2048, 264, BF16, "nk_t", config=mma(STREAM64_TILE, 3)),
     Case((65,), 64, 64, F16, "every_other_k", bias="strided"),
     Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows"),

@@ -92,19 +92,19 @@ def test_wgmma_candidate_splits_stay_bounded(m, n, k):
 
 def test_row_major_few_tiles_split_k_through_slots_without_wgmma():
     config = choose(256, 4096, 4096, BF16, True, A100, False, False)  # 64 tiles of 128x128 < 108 SMs
-    assert config == MmaConfig(MEDIUM_TILE, config.splits, reduction="slots") and config.splits > 1
+    assert config == MmaConfig(MEDIUM_TILE, config.splits) and config.splits > 1
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
-@pytest.mark.parametrize("dev,m,tma_ok,expected,reduction", [
-    (H200, 1, False, MmaConfig, "atomic"), (H200, 16, False, MmaConfig, "slots"),
-    (H200, 17, False, WgmmaConfig, None), (H200, 64, False, WgmmaConfig, None),
-    (A100, 64, False, MmaConfig, "slots"),
-    (H200, 1, True, SwapConfig, None), (H200, 16, True, SwapConfig, None), (H200, 64, True, SwapConfig, None)],
+@pytest.mark.parametrize("dev,m,tma_ok,expected", [
+    (H200, 1, False, MmaConfig), (H200, 16, False, MmaConfig),
+    (H200, 17, False, WgmmaConfig), (H200, 64, False, WgmmaConfig),
+    (A100, 64, False, MmaConfig),
+    (H200, 1, True, SwapConfig), (H200, 16, True, SwapConfig), (H200, 64, True, SwapConfig)],
     ids=["h200-1", "h200-16", "h200-17", "h200-64", "a100-64", "swap-1", "swap-16", "swap-64"])
-def test_small_m_streams_the_weight(dev, m, tma_ok, expected, reduction, kmajor):
+def test_small_m_streams_the_weight(dev, m, tma_ok, expected, kmajor):
     config = choose(m, 8192, 8192, F16, True, dev, kmajor, tma_ok)
-    assert type(config) is expected and getattr(config, "reduction", None) == reduction
+    assert type(config) is expected
     tile = config.tile
     if expected is MmaConfig:
         assert tile == (STREAM_TILE if m <= 16 else STREAM64_TILE)
@@ -245,7 +245,8 @@ def test_few_row_wide_tiles_split_k_to_fill_the_sms():
 
 
 def _reached_specs(dev):
-    """The kernels the selection picks over a grid that crosses every rule's boundaries."""
+    """The kernels the selections (fused_linear's, the gated form's) pick over a grid that
+    crosses every rule's boundaries."""
     ms = (1, 2, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 100, 128, 130, 200, 385, 512, 770, 1000, 4096, 4097, 8192)
     ns = (1, 8, 33, 64, 264, 520, 1000, 4096, 4672, 8192, 8512, 16384, 16960, 17152, 20000)
     specs = set()
@@ -253,6 +254,7 @@ def _reached_specs(dev):
                                                             (True, False)):
         for tma_ok in ((False, True) if tensor_ok and dev.has_wgmma and dtype.itemsize == 2 else (False,)):
             specs.add(choose(m, n, 4096, dtype, tensor_ok, dev, kmajor, tma_ok).spec(dtype, kmajor))
+        specs.add(select._choose_gated(m, 2 * n, 4096, dtype, tensor_ok and dtype.itemsize == 2, dev).spec(dtype, kmajor))
     return specs
 
 

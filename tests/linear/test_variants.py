@@ -150,7 +150,8 @@ def test_spec_names_and_sources():
     assert {name: s.source for name, s in specs.items()} == {
         "linear_relu_simt": "linear/simt.cu", "linear_relu_gemv": "linear/gemv.cu", "linear_relu_wide": "linear/wide.cu",
         "linear_relu_dmma": "linear/dmma.cu", "linear_relu_mma": "linear/mma.cu", "linear_relu_wgmma": "linear/wgmma.cu",
-        "linear_relu_wgmma_tma": "linear/wgmma_tma.cu", "linear_relu_swap_tma": "linear/swap_tma.cu"}
+        "linear_relu_wgmma_tma": "linear/wgmma_tma.cu", "linear_relu_swap_tma": "linear/swap_tma.cu",
+        "gated_linear_mma": "linear/mma.cu", "gated_linear_simt": "linear/simt.cu"}
     spec = SwapConfig(SWAP_DEFAULT_TILES[16]).spec(BF16, False)
     assert spec.template_args == ("__nv_bfloat16", 64, 16, 256, 5, False, True)
     assert all(s.name not in ("linear_relu_swap_tma", "linear_relu_dmma") for s in select.instantiations(A100))
@@ -188,7 +189,7 @@ def test_operands_without_aligned_rows_refuse_the_16_byte_kernels():
 
 
 def test_uncollapsible_x_and_empty_outputs():
-    with pytest.raises(ValueError, match="fused_linear_relu: argument 'x' expected leading axes"):
+    with pytest.raises(ValueError, match="fused_linear: argument 'x' expected leading axes"):
         plan_linear((4, 3, 16), (100, 32, 1), BASE, (16, 8), (8, 1), BASE, 1, None, F16, H200)
     assert rows_view((2, 1, 5, 16), (80, 80, 16, 1)) == (10, 16, 1)
     assert rows_view((16,), (2,)) == (1, 16, 2)
@@ -206,14 +207,15 @@ def test_plan_arguments_follow_the_kernels_order():
     assert split.scratch.purpose == "linear-split-slots" and split.scratch.buffers[1][0] == np.int32
     tma = plan(16, 8192, 8192, BF16).launches[0]  # the swapped TMA stream: maps, no strides
     assert isinstance(tma.args[0], TensorMap) and tma.args[0].name == "x" and tma.args[1].name == "weight"
-    assert tma.args[2:6] == ("bias", "out", NULL, NULL) and len(tma.args) == 6 + 6 and tma.pdl
+    assert tma.args[2:6] == ("bias", "out", NULL, NULL) and len(tma.args) == 6 + 7 and tma.pdl
     simt = plan(7, 33, 17, F16).launches[0]  # no workspace arguments at all
-    assert simt.args[:4] == ("x", "weight", "bias", "out") and len(simt.args) == 4 + 9
+    assert simt.args[:4] == ("x", "weight", "bias", "out") and len(simt.args) == 4 + 10
     assert plan(7, 33, 17, F16, bias_stride=None).launches[0].args[4 + 7] == np.int64(0)
     dmma = plan(16, 8192, 8192, F64, config=PipelinedDmmaConfig(DMMA_M16_TILE, 3))
     assert dmma.scratch.buffers[0][1] == 2 * 128 * 3 * 16 * 64  # two float32 cells a double
-    gemv = plan(1, 8192, 8192, F32)  # row-major float32 gemv: split through atomics into M x N cells
-    assert gemv.scratch.purpose == "linear-split-atomic" and gemv.scratch.buffers[0][1] == 8192
+    gemv = plan(1, 8192, 8192, F32)  # row-major float32 gemv: split through slots of M x N cells
+    splits = gemv.launches[0].grid[1]
+    assert gemv.scratch.purpose == "linear-split-slots" and gemv.scratch.buffers[0][1] == splits * 8192 > 8192
 
 
 def test_pdl_only_for_weight_streams_on_hopper():

@@ -1,16 +1,17 @@
-"""fused_linear_relu: ``max(x @ weight + bias, 0)`` in one GEMM with the bias and the ReLU in
-its epilogue.
+"""fused_linear: ``activation(x @ weight + bias)`` in one GEMM with the bias and the
+activation in its epilogue (``fused_linear_relu``: the ReLU one); fused_gated_linear:
+``activation(x @ w_gate) * (x @ w_up)`` in one GEMM over both weights.
 
-Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64 oracle
+Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64 oracles
 of ``cufuse.reference``; CuPy inputs run the kernels of ``kernels/linear/`` (which one runs
 which shape and layout: ``select`` and docs/linear.md).
 
 Host path. A call's validation and launch depend only on its arrays' shapes, strides,
-dtypes, devices and pointer alignments (and ``config``), never on the pointers' values: the
-first call of a signature validates in full and keeps its bound plan in ``PLANS``; a later
-call of the same signature is one dict lookup, then the launch. Only the overlap of ``out``
-with an input depends on the pointers: the entry keeps each input's byte extent, and a call
-whose ``out`` range meets one takes the full path (the exact check).
+dtypes, devices and pointer alignments (and ``activation``, ``config``), never on the
+pointers' values: the first call of a signature validates in full and keeps its bound plan in
+``PLANS``; a later call of the same signature is one dict lookup, then the launch. Only the
+overlap of ``out`` with an input depends on the pointers: the entry keeps each input's byte
+extent, and a call whose ``out`` range meets one takes the full path (the exact check).
 """
 from __future__ import annotations
 
@@ -23,21 +24,25 @@ from ..._core.device import device_info
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan
 from ..._core.validate import as_arrays, check_config, check_out, require_float, require_ndim, require_same_dtype
-from .operands import FN
-from .plan import plan_linear
-from .select import VARIANTS
+from .operands import FN, activation_code, check_bias_shape
+from .plan import plan_gated, plan_linear
+from .select import GATED_VARIANTS, VARIANTS
+
+GATED_FN = "fused_gated_linear"
 
 
-def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
-    """``np.maximum(x @ weight + bias, 0)`` for x ``(..., K)`` (or ``(K,)``), weight
-    ``(K, N)`` with any strides (a transposed ``(N, K)`` array works without a copy)
-    and bias None or what broadcasts the same to every row: ``(N,)``, ``(1, N)``, or one
-    value (``()``, ``(1,)``, a Python number, taken in x's dtype); a bias that differs from
-    row to row is refused (ValueError): it is not a bias of the GEMM's epilogue. Arrays and
-    array-likes run the NumPy path; GPU arrays (CuPy, PyTorch, JAX, ...) the kernels. All
-    arrays share one float dtype; accumulation is float32 (float64 for float64). ``config``
-    overrides the chosen kernel configuration (GPU only: one of the variant classes of
-    ``cufuse.ops.linear``, e.g. ``MmaConfig``; checked and ignored on NumPy inputs).
+def fused_linear(x, weight, bias=None, *, activation="relu", out=None, config=None):
+    """``activation(x @ weight + bias)`` for x ``(..., K)`` (or ``(K,)``), weight ``(K, N)``
+    with any strides (a transposed ``(N, K)`` array works without a copy) and bias None or
+    what broadcasts the same to every row: ``(N,)``, ``(1, N)``, or one value (``()``,
+    ``(1,)``, a Python number, taken in x's dtype); a bias that differs from row to row is
+    refused (ValueError): it is not a bias of the GEMM's epilogue. ``activation``: None,
+    "relu", "gelu" (exact, erf), "gelu_tanh" or "silu" (``cufuse.reference.apply_activation``
+    gives the formulas; NaN stays NaN, -inf gives 0). Arrays and array-likes run the NumPy
+    path; GPU arrays (CuPy, PyTorch, JAX, ...) the kernels. All arrays share one float dtype;
+    accumulation is float32 (float64 for float64). ``config`` overrides the chosen kernel
+    configuration (GPU only: one of the variant classes of ``cufuse.ops.linear``, e.g.
+    ``MmaConfig``; checked and ignored on NumPy inputs).
 
     On CuPy arrays nothing is copied. x's leading axes must collapse into one row stride
     (a C-ordered stack of rows, its last axis sliced or strided included); any other x
@@ -51,37 +56,96 @@ def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
     stream the weight through a kernel of true float32 / float64 FMAs instead. Everything
     else runs on a SIMT kernel with arbitrary strides (true float32 / float64 arithmetic).
     Where fewer output tiles than the GPU has block slots would leave SMs idle, K is split
-    over blocks that meet in a float32 workspace (M x N cells through atomics, or one tile of
-    accumulators a block through slots) plus one int per output tile, allocated once per
-    device, stream and reduction kind and reused.
+    over blocks that meet in a float32 workspace (one slot of partial sums a split, summed in
+    split order: the same call gives the same bits) plus one int per output tile, allocated
+    once per device and stream and reused.
     """
+    return _linear(FN, x, weight, bias, activation, out, config)
+
+
+def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
+    """``np.maximum(x @ weight + bias, 0)``: ``fused_linear(x, weight, bias, activation="relu",
+    out=out, config=config)``, errors naming fused_linear_relu."""
+    return _linear("fused_linear_relu", x, weight, bias, "relu", out, config)
+
+
+def fused_gated_linear(x, w_gate, w_up, *, activation="silu", out=None, config=None):
+    """``activation(x @ w_gate) * (x @ w_up)`` in one kernel (SwiGLU with "silu", GeGLU with
+    "gelu" or "gelu_tanh"; the activations of ``fused_linear``): x ``(..., K)`` is read once
+    for both products, neither product is written. w_gate and w_up are ``(K, N)`` with any
+    strides, one dtype with x. float16 / bfloat16 weights of one layout with 16-byte aligned
+    rows (as ``fused_linear``'s tensor-core rule) run on mma.sync tensor cores, both products'
+    accumulators in one block sharing each tile of x, split-K through slots summed in split
+    order; everything else (float32, float64, other strides) on a SIMT kernel of true float32
+    / float64 arithmetic. ``config``: a variant of ``select.GATED_VARIANTS``."""
+    code = activation_code(GATED_FN, activation)
+    if _on_gpu(x, w_gate, w_up, out):
+        entry = PLANS.get(_signature("gated", x, w_gate, w_up, out, code, config))
+        if entry is not None and (out is None or not entry.may_overlap(x, w_gate, w_up, out)):
+            return entry.run(x, w_gate, w_up, out)
+    fn = GATED_FN
+    xp, arrays = as_arrays(fn, x=x, w_gate=w_gate, w_up=w_up)
+    x, w_gate, w_up = arrays["x"], arrays["w_gate"], arrays["w_up"]
+    require_float(fn, "x", x)
+    require_same_dtype(fn, "x", x, w_gate=w_gate, w_up=w_up)
+    require_ndim(fn, "x", x, at_least=1)
+    require_ndim(fn, "w_gate", w_gate, exactly=2)
+    require_ndim(fn, "w_up", w_up, exactly=2)
+    check_config(fn, config, GATED_VARIANTS)
+    _check_weight_shape(fn, "w_gate", x, w_gate)
+    if w_up.shape != w_gate.shape:
+        raise ValueError(f"{fn}: argument 'w_up' expected the shape of w_gate {w_gate.shape}, got {w_up.shape}")
+    out_shape = x.shape[:-1] + (w_gate.shape[1],)
+    out = check_out(fn, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs={"x": x, "w_gate": w_gate, "w_up": w_up})
+    if xp is np:
+        return deliver(reference.fused_gated_linear(x, w_gate, w_up, activation=activation), out, x.dtype)
+    dev = device_info(x.device.id)
+    plan = plan_gated(x.shape, _elements(x), x.data.ptr, w_gate.shape, _elements(w_gate), w_gate.data.ptr,
+                      _elements(w_up), w_up.data.ptr, None if out is None else out.data.ptr, x.dtype, dev, config,
+                      activation=code, fn=fn)
+    return _bind(("gated", x, w_gate, w_up, out, code, config), plan, dev, out_shape, (x, w_gate, w_up), out)
+
+
+def _linear(fn, x, weight, bias, activation, out, config):
+    code = activation_code(fn, activation)
     if _on_gpu(x, weight, bias, out):
-        entry = PLANS.get(_signature(x, weight, bias, out, config))
+        entry = PLANS.get(_signature("linear", x, weight, bias, out, code, config))
         if entry is not None and (out is None or not entry.may_overlap(x, weight, bias, out)):
             return entry.run(x, weight, bias, out)
     bias_number = bias if isinstance(bias, numbers.Real) and not isinstance(bias, bool) else None
-    xp, arrays = as_arrays(FN, optional=("bias",), x=x, weight=weight, bias=None if bias_number is not None else bias)
+    xp, arrays = as_arrays(fn, optional=("bias",), x=x, weight=weight, bias=None if bias_number is not None else bias)
     x, weight, bias = arrays["x"], arrays["weight"], arrays["bias"]
-    require_float(FN, "x", x)
+    require_float(fn, "x", x)
     if bias_number is not None:  # a Python number takes x's dtype, as NumPy's weak scalars do
         bias = xp.asarray(_plain_number(bias_number), dtype=x.dtype)
-    require_same_dtype(FN, "x", x, weight=weight, bias=bias)
-    require_ndim(FN, "x", x, at_least=1)
-    require_ndim(FN, "weight", weight, exactly=2)
-    check_config(FN, config, VARIANTS)
-    k_dim, n_dim = weight.shape
-    if x.shape[-1] != k_dim:
-        raise ValueError(
-            f"{FN}: argument 'weight' expected shape ({x.shape[-1]}, N) to match x's last axis "
-            f"of {x.shape[-1]}, got {weight.shape}"
-        )
+    require_same_dtype(fn, "x", x, weight=weight, bias=bias)
+    require_ndim(fn, "x", x, at_least=1)
+    require_ndim(fn, "weight", weight, exactly=2)
+    check_config(fn, config, VARIANTS)
+    _check_weight_shape(fn, "weight", x, weight)
+    n_dim = weight.shape[1]
     if bias is not None:
-        bias = _bias_vector(xp, bias, n_dim)
+        bias = _bias_vector(fn, xp, bias, n_dim)
     out_shape = x.shape[:-1] + (n_dim,)
-    out = check_out(FN, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs={"x": x, "weight": weight, "bias": bias})
+    out = check_out(fn, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs={"x": x, "weight": weight, "bias": bias})
     if xp is np:
-        return deliver(reference.fused_linear_relu(x, weight, bias), out, x.dtype)
-    return _gpu(x, weight, bias, out, out_shape, config)
+        return deliver(reference.fused_linear(x, weight, bias, activation=activation), out, x.dtype)
+    dev = device_info(x.device.id)
+    plan = plan_linear(x.shape, _elements(x), x.data.ptr, weight.shape, _elements(weight), weight.data.ptr,
+                       None if bias is None else bias.strides[0] // x.dtype.itemsize,
+                       None if out is None else out.data.ptr, x.dtype, dev, config, activation=code, fn=fn)
+    return _bind(("linear", x, weight, bias, out, code, config), plan, dev, out_shape, (x, weight, bias), out)
+
+
+def _check_weight_shape(fn, name, x, weight):
+    if x.shape[-1] != weight.shape[0]:
+        raise ValueError(f"{fn}: argument '{name}' expected shape ({x.shape[-1]}, N) to match x's last axis of "
+                         f"{x.shape[-1]}, got {weight.shape}")
+
+
+def _elements(a) -> tuple:
+    """a's strides in elements."""
+    return tuple(s // a.itemsize for s in a.strides)
 
 
 def _plain_number(value):
@@ -89,14 +153,10 @@ def _plain_number(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _bias_vector(xp, bias, n: int):
-    """The bias as an (N,) view without a copy: (N,) as it is, (1, N) reshaped, one value
-    ((), (1,), (1, 1)) broadcast with stride 0. Anything else is refused."""
-    shape = bias.shape
-    if any(d != 1 for d in shape[:-1]) or (shape and shape[-1] not in (1, n)):
-        raise ValueError(f"{FN}: argument 'bias' expected shape ({n},), (1, {n}) or one value broadcast to every "
-                         f"row ((), (1,)), got {shape}")
-    if shape and shape[-1] == n:
+def _bias_vector(fn, xp, bias, n: int):
+    """The bias as an (N,) view without a copy (``operands.check_bias_shape``'s rule): a row
+    as it is, one value broadcast with stride 0."""
+    if check_bias_shape(fn, bias.shape, n):
         return bias.reshape(n)
     return xp.lib.stride_tricks.as_strided(bias.reshape(()), shape=(n,), strides=(0,))
 
@@ -117,13 +177,14 @@ def _on_gpu(x, weight, bias, out) -> bool:
             and (out is None or type(out) is nd))
 
 
-def _signature(x, weight, bias, out, config):
-    xd, wd = x.data, weight.data
-    return ("linear", x.shape, x.strides, x.dtype, xd.ptr & 15, xd.device_id,
-            weight.shape, weight.strides, weight.dtype, wd.ptr & 15, wd.device_id,
-            None if bias is None else (bias.shape, bias.strides, bias.dtype, bias.data.device_id),
+def _signature(kind, x, a, b, out, activation, config):
+    """The cache key of a call: ``kind`` "linear" (a, b: weight, bias) or "gated" (w_gate, w_up)."""
+    xd, ad = x.data, a.data
+    return (kind, x.shape, x.strides, x.dtype, xd.ptr & 15, xd.device_id,
+            a.shape, a.strides, a.dtype, ad.ptr & 15, ad.device_id,
+            None if b is None else (b.shape, b.strides, b.dtype, b.data.ptr & 15, b.data.device_id),
             None if out is None else (out.shape, out.strides, out.dtype, out.data.ptr & 15, out.data.device_id),
-            config)
+            activation, config)
 
 
 def _byte_extent(a) -> tuple[int, int]:
@@ -134,42 +195,39 @@ def _byte_extent(a) -> tuple[int, int]:
 
 
 class _Entry:
-    """One signature's bound plan (None: an empty output) and what its calls share."""
+    """One signature's bound plan (None: an empty output) and what its calls share: the
+    arrays ``a``, ``b`` are (weight, bias) of a linear call, (w_gate, w_up) of a gated one."""
 
-    __slots__ = ("bound", "out_shape", "dtype", "extents")
+    __slots__ = ("bound", "out_shape", "dtype", "extents", "names")
 
-    def __init__(self, bound, out_shape, dtype, extents):
-        self.bound, self.out_shape, self.dtype, self.extents = bound, out_shape, dtype, extents
+    def __init__(self, bound, out_shape, dtype, extents, names):
+        self.bound, self.out_shape, self.dtype, self.extents, self.names = bound, out_shape, dtype, extents, names
 
-    def may_overlap(self, x, weight, bias, out) -> bool:
+    def may_overlap(self, x, a, b, out) -> bool:
         out_lo, out_hi = out.data.ptr, out.data.ptr + out.nbytes
-        for a, extent in zip((x, weight, bias), self.extents):
-            if a is not None and a.data.ptr + extent[0] < out_hi and out_lo < a.data.ptr + extent[1]:
+        for arr, extent in zip((x, a, b), self.extents):
+            if arr is not None and arr.data.ptr + extent[0] < out_hi and out_lo < arr.data.ptr + extent[1]:
                 return True
         return False
 
-    def run(self, x, weight, bias, out):
+    def run(self, x, a, b, out):
         import cupy
 
         with x.device:
             if out is None:
                 out = cupy.empty(self.out_shape, dtype=self.dtype)
             if self.bound is not None:
-                self.bound({"x": x, "weight": weight, "bias": bias, "out": out})
+                self.bound({"x": x, self.names[0]: a, self.names[1]: b, "out": out})
         return out
 
 
-def _gpu(x, weight, bias, out, out_shape, config):
-    itemsize = x.dtype.itemsize
-    dev = device_info(x.device.id)
-    plan = plan_linear(x.shape, tuple(s // itemsize for s in x.strides), x.data.ptr, weight.shape,
-                       tuple(s // itemsize for s in weight.strides), weight.data.ptr,
-                       None if bias is None else bias.strides[0] // itemsize,
-                       None if out is None else out.data.ptr, x.dtype, dev, config)
+def _bind(key, plan, dev, out_shape, inputs, out):
+    """Bind ``plan``, keep it under the call's signature ``key`` (``_signature``'s arguments)
+    and run it."""
+    x = inputs[0]
     with x.device:
         bound = BoundPlan(plan, dev) if plan.launches else None
-    extents = tuple(None if a is None else _byte_extent(a) for a in (x, weight, bias))
-    entry = PLANS.put(_signature(x, weight, bias, out, config), _Entry(bound, out_shape, x.dtype, extents))
-    return entry.run(x, weight, bias, out)
-
-
+    extents = tuple(None if a is None else _byte_extent(a) for a in inputs)
+    names = ("w_gate", "w_up") if key[0] == "gated" else ("weight", "bias")
+    entry = PLANS.put(_signature(*key), _Entry(bound, out_shape, x.dtype, extents, names))
+    return entry.run(*inputs, out)

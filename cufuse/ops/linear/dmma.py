@@ -11,7 +11,6 @@ import numpy as np
 from ..._core.dtypes import dtype_name
 from ..._core.loader import KernelSpec
 from .launches import tiled_plan
-from .operands import FN
 from .tiling import TiledConfig
 from .wide import WideTile
 
@@ -55,11 +54,11 @@ class PipelinedDmmaConfig(TiledConfig):
 
     def check(self, problem, dev) -> None:
         if not (problem.tensor_ok and problem.dtype == np.float64 and dev.cc >= DMMA_MIN_CC):
-            raise ValueError(f"{FN}: argument 'config' asks for the pipelined float64 kernel (linear_relu_dmma), which "
+            raise ValueError(f"{problem.fn}: argument 'config' asks for the pipelined float64 kernel (linear_relu_dmma), which "
                              f"needs float64 operands with 16-byte aligned rows on compute capability 9.0, got "
                              f"{dtype_name(problem.dtype)} operands on compute capability {dev.cc}")
         if not isinstance(self.tile, DmmaTile):
-            raise ValueError(f"{FN}: argument 'config' expected a DmmaTile, got {self.tile}")
+            raise ValueError(f"{problem.fn}: argument 'config' expected a DmmaTile, got {self.tile}")
 
     def plan(self, problem, dev):
         return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor), value_cells=2)

@@ -1,6 +1,6 @@
 """``linear_relu_gemv`` (kernels/linear/gemv.cu): the weight streamed straight to registers
 for a few rows of x, float32 / float64 FMAs (no tensor-core rounding). K-major weights need
-no split; row-major float32 ones split K through float32 atomics."""
+no split; row-major float32 ones split K through float32 slots (splits x M x N cells)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +12,7 @@ import numpy as np
 from ..._core.dtypes import ctype, dtype_name
 from ..._core.loader import KernelSpec
 from .launches import single_launch, workspace
-from .operands import FN, config_error
+from .operands import config_error
 
 GEMV_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 GEMV_SPLIT_ROWS = 64  # k rows a split is a multiple of: kernels/linear/gemv.cu GEMV_WARPS x GEMV_ROW_LOADS
@@ -59,18 +59,18 @@ class GemvConfig:
 
     def check(self, problem, dev) -> None:
         if problem.dtype not in GEMV_DTYPES:
-            raise config_error(self.kind, f"takes float32 or float64 operands, got {dtype_name(problem.dtype)}")
+            raise config_error(problem, self.kind, f"takes float32 or float64 operands, got {dtype_name(problem.dtype)}")
         if not problem.tensor_ok:
-            raise config_error(self.kind, "needs 16-byte aligned rows on compute capability 8.0 or later")
+            raise config_error(problem, self.kind, "needs 16-byte aligned rows on compute capability 8.0 or later")
         if problem.itemsize == 8 and not problem.kmajor and self.splits > 1:
-            raise ValueError(f"{FN}: argument 'config' expected splits=1 for the float64 gemv kernel on a row-major "
+            raise ValueError(f"{problem.fn}: argument 'config' expected splits=1 for the float64 gemv kernel on a row-major "
                              f"weight (its split sums would meet in float32), got {self.splits}")
         if problem.m > self.tile.rows:
-            raise ValueError(f"{FN}: argument 'config' expected a gemv tile of at least M = {problem.m} rows, "
+            raise ValueError(f"{problem.fn}: argument 'config' expected a gemv tile of at least M = {problem.m} rows, "
                              f"got {self.tile.rows}")
 
     def plan(self, problem, dev):
-        """K = 0: one block, bias and ReLU only. Splits are whole runs of 64 k rows, so that a
+        """K = 0: one block, bias and activation only. Splits are whole runs of 64 k rows, so that a
         warp's x vectors never straddle two splits."""
         p = problem
         col_blocks = math.ceil(p.n / self.tile.columns_per_block(p.kmajor, p.itemsize))
@@ -80,4 +80,4 @@ class GemvConfig:
         i64 = np.int64
         scalars = (i64(p.m), i64(p.n), i64(p.k), i64(p.ldx), i64(p.ldw), p.bias_scalar, i64(k_rows_per_split))
         return single_launch(p, dev, self.spec(p.dtype, p.kmajor), (col_blocks, splits, 1), (self.tile.threads, 1, 1),
-                             0, ("x", "weight"), workspace(splits, p.m * p.n, col_blocks, "atomic"), scalars)
+                             0, ("x", "weight"), workspace(splits, splits * p.m * p.n, col_blocks), scalars)

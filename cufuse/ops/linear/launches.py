@@ -2,10 +2,11 @@
 shares, the split-K workspace, programmatic dependent launch.
 
 Every linear kernel takes ``(x | x's tensor map, weight | its tensor map, bias, out,
-workspace, counters, scalars...)``; without split-K the workspace and counters are null
-pointers. The split-K workspace (float32 cells and one int counter per output tile) is
-reusable scratch held per (device, stream, reduction kind): the kernels leave it as they
-found it (counters zero; with atomics the cells too).
+workspace, counters, scalars..., activation)`` (the gated kernels ``(x, w_gate, w_up, out,
+...)``); without split-K the workspace and counters are null pointers. The split-K workspace
+(float32 cells: one slot of partial sums per split, and one int counter per output tile) is
+reusable scratch held per (device, stream): the kernels leave the counters zero, and sum the
+slots in split order (bitwise reproducible results).
 """
 from __future__ import annotations
 
@@ -28,46 +29,51 @@ def uses_pdl(m: int, dev) -> bool:
     return dev.cc >= PDL_MIN_CC and m <= PDL_MAX_M
 
 
-def workspace(splits: int, cells: int, tiles: int, reduction: str) -> tuple:
+def workspace(splits: int, cells: int, tiles: int) -> tuple:
     """(workspace and counters arguments, ScratchRequest or None) of a kernel split ``splits``
-    ways: ``cells`` float32 cells, ``tiles`` counters."""
+    ways: ``cells`` float32 cells (the splits' slots), ``tiles`` counters."""
     if splits == 1:
         return (NULL, NULL), None
-    request = ScratchRequest(f"linear-split-{reduction}", ((np.float32, cells, True), (np.int32, tiles, True)))
+    request = ScratchRequest("linear-split-slots", ((np.float32, cells, True), (np.int32, tiles, True)))
     return (Scratch(0), Scratch(1)), request
 
 
 def single_launch(problem, dev, spec, grid, block, smem, operands, splits_args, scalars) -> Plan:
     """The one launch of a linear call: ``operands`` (x and the weight, or their maps), then
-    bias, out, the workspace arguments of ``splits_args`` (``workspace``'s result), scalars."""
+    bias, out (a gated problem: out alone), the workspace arguments of ``splits_args``
+    (``workspace``'s result), scalars, the activation."""
     (workspace_args, scratch) = splits_args
-    launch = Launch(spec, grid, block, operands + ("bias", "out") + workspace_args + tuple(scalars), smem,
-                    pdl=uses_pdl(problem.m, dev))
+    arrays = operands + (("out",) if problem.gated else ("bias", "out"))
+    launch = Launch(spec, grid, block, arrays + workspace_args + tuple(scalars) + (np.int32(problem.activation),),
+                    smem, pdl=uses_pdl(problem.m, dev))
     return Plan((launch,), scratch)
 
 
-def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), reduction="slots", value_cells=1) -> Plan:
+def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), value_cells=1) -> Plan:
     """The plan of a tiled tensor-core kernel (mma, wgmma, the TMA kernels, 3xTF32, DMMA):
     grid (tiles, 1, splits), arguments ``(m, n, k[, ldx, ldw], bias stride, k tiles per split,
-    raster group, *flags)``. The TMA kernels (``tma_x_rows``: the rows of their x boxes) take
-    tensor maps of x and the weight in place of the operands and their strides (weight boxes
-    of BN rows K-major, BK N-major). Split-K through slots needs ``value_cells`` float32 cells
-    per accumulator (2 for float64), through atomics M x N cells."""
+    raster group, *flags, activation)`` (gated: ``ldx, ldw of w_gate, ldw of w_up`` and no
+    bias stride; its tiles hold BN / 2 output columns). The TMA kernels (``tma_x_rows``: the
+    rows of their x boxes) take tensor maps of x and the weight in place of the operands and
+    their strides (weight boxes of BN rows K-major, BK N-major). Split-K through slots needs
+    ``value_cells`` float32 cells per accumulator (2 for float64)."""
     tile, m, n, k = config.tile, problem.m, problem.n, problem.k
-    tiles = tile_count(m, n, tile)
+    tiles = tile_count(m, problem.tile_columns, tile)
     k_tiles = math.ceil(k / tile.bk)
     splits = effective_splits(max(k_tiles, 1), config.splits)
     i64 = np.int64
-    if not tma_x_rows:
+    if problem.gated:
+        operands, strides = ("x", "w_gate", "w_up"), (i64(problem.ldx), i64(problem.ldw), i64(problem.ldw_up))
+    elif not tma_x_rows:
         operands, strides = ("x", "weight"), (i64(problem.ldx), i64(problem.ldw))
     else:
         p = problem
         maps = operand_maps(p.dtype, m, n, k, p.ldx, p.ldw, p.kmajor, tma_x_rows, tile.bn if p.kmajor else tile.bk,
                             l2_promotion(m))
         operands, strides = (TensorMap("x", maps[0]), TensorMap("weight", maps[1])), ()
-    scalars = (i64(m), i64(n), i64(k)) + strides + (problem.bias_scalar, np.int32(math.ceil(k_tiles / splits)),
-                                                    np.int32(config.raster_group)) + tuple(flags)
-    cells = tiles * splits * tile.bm * tile.bn * value_cells if reduction == "slots" else m * n
+    bias_stride = () if problem.gated else (problem.bias_scalar,)
+    scalars = (i64(m), i64(n), i64(k)) + strides + bias_stride + (np.int32(math.ceil(k_tiles / splits)),
+                                                                  np.int32(config.raster_group)) + tuple(flags)
+    cells = tiles * splits * tile.bm * tile.bn * value_cells
     return single_launch(problem, dev, spec, (tiles, 1, splits), (tile.threads, 1, 1),
-                         tile.smem_bytes(problem.itemsize), operands, workspace(splits, cells, tiles, reduction),
-                         scalars)
+                         tile.smem_bytes(problem.itemsize), operands, workspace(splits, cells, tiles), scalars)

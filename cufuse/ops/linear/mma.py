@@ -1,6 +1,6 @@
 """``linear_relu_mma`` (kernels/linear/mma.cu): float16 / bfloat16 on mma.sync tensor cores,
 sm_80 and later. One template serves the GEMM tiles and the weight-streaming tiles of M <=
-64; split-K through atomics into an M x N float32 workspace or through per-split slots."""
+64; split-K through per-split slots summed in split order."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +12,7 @@ from ..._core.device import SMEM_RESERVED_PER_BLOCK
 from ..._core.dtypes import ctype
 from ..._core.loader import KernelSpec
 from .launches import tiled_plan
-from .operands import MMA_MIN_CC, require_16bit_tensor_operands
+from .operands import MMA_MIN_CC, require_16bit_tensor_operands, require_problem_kind
 from .tiling import TiledConfig
 
 
@@ -60,27 +60,35 @@ STREAM64_TILE = GemmTile(64, 64, 64, 2, 2, 6, max_blocks_per_sm=2, relative_spee
 
 @dataclasses.dataclass(frozen=True)
 class MmaConfig(TiledConfig):
-    """``linear_relu_mma`` on a ``GemmTile``, K split ``splits`` ways (1: no workspace) and the
-    partial tiles summed by ``reduction``: "atomic" (float32 atomics into an M x N workspace)
-    or "slots" (each split stores its partial tile to its own slot, the last block adds them:
-    tiles x splits x BM x BN floats)."""
+    """``linear_relu_mma`` on a ``GemmTile``, K split ``splits`` ways (1: no workspace): each
+    split stores its partial tile to its own slot, the last block sums them in split order
+    (tiles x splits x BM x BN floats)."""
 
     kind: ClassVar[str] = "mma"
-    reduction: str = "atomic"
-
-    def __post_init__(self):
-        if self.reduction not in ("atomic", "slots"):
-            raise ValueError(f"MmaConfig: reduction 'atomic' or 'slots', got {self.reduction!r}")
+    kernel: ClassVar[str] = "linear_relu_mma"
+    gated: ClassVar[bool] = False
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
         t = self.tile
         args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, kmajor)
-        return KernelSpec("linear/mma.cu", "linear_relu_mma", args, min_cc=MMA_MIN_CC)
+        return KernelSpec("linear/mma.cu", self.kernel, args, min_cc=MMA_MIN_CC)
 
     def check(self, problem, dev) -> None:
         require_16bit_tensor_operands(self.kind, problem)
+        require_problem_kind(self, problem)
 
     def plan(self, problem, dev):
-        flags = (np.int32(problem.paired_store), np.int32(self.reduction == "slots"))
-        return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor), flags=flags,
-                          reduction=self.reduction)
+        return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor),
+                          flags=(np.int32(problem.paired_store),))
+
+
+@dataclasses.dataclass(frozen=True)
+class GatedMmaConfig(TiledConfig):
+    """``gated_linear_mma`` (fused_gated_linear's config) on a ``GemmTile``: the tile's BN
+    columns are BN / 2 output columns of w_gate and of w_up (each warp half and half), K split
+    ``splits`` ways through slots."""
+
+    kind: ClassVar[str] = "gated_mma"
+    kernel: ClassVar[str] = "gated_linear_mma"
+    gated: ClassVar[bool] = True
+    spec, check, plan = MmaConfig.spec, MmaConfig.check, MmaConfig.plan

@@ -1,4 +1,4 @@
-"""The operands of a fused_linear_relu call as the kernels see them (pure; no GPU needed).
+"""The operands of a fused_linear call as the kernels see them (pure; no GPU needed).
 
 x is read as an (M, K) matrix (``rows_view``), the weight as (K, N) with any strides. Which
 kernels can load them is a matter of layout and alignment: the tensor-core kernels copy
@@ -16,7 +16,9 @@ import numpy as np
 
 from ..._core import tma
 
-FN = "fused_linear_relu"
+FN = "fused_linear"
+# The epilogue's activation as the kernels number it (kernels/linear/epilogue.cuh Activation).
+ACTIVATION_CODES = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 MMA_MIN_CC = 80  # cp.async, ldmatrix and bfloat16 mma.sync
 SMALL_M = 64  # at or below: the weight-streaming regime (the weight's bytes bound the time)
 WGMMA_ATOM = 64  # 16-bit elements per 128-byte swizzle row (kernels/common/wgmma.cuh WGMMA_ATOM_N)
@@ -25,7 +27,27 @@ WGMMA_ATOM = 64  # 16-bit elements per 128-byte swizzle row (kernels/common/wgmm
 STREAM_L2_PROMOTION, GEMM_L2_PROMOTION = 128, 256
 
 
-def rows_view(shape, strides) -> tuple[int, int, int]:
+def activation_code(fn: str, activation) -> int:
+    """The kernels' number of ``activation``; ValueError naming ``fn`` for anything else."""
+    try:
+        return ACTIVATION_CODES[activation]
+    except (KeyError, TypeError):
+        raise ValueError(f"{fn}: argument 'activation' expected one of None, 'relu', 'gelu', 'gelu_tanh' or "
+                         f"'silu', got {activation!r}") from None
+
+
+def check_bias_shape(fn: str, shape: tuple, n: int) -> bool:
+    """Whether a bias of ``shape`` is a whole (N,) row (True: ``(N,)`` or ``(1, N)``) or one
+    value broadcast to every element (False: ``()``, ``(1,)``, ``(1, 1)``). Anything else,
+    a bias that would differ from row to row included, is a ValueError naming ``fn``: it is
+    not a bias of the GEMM's epilogue."""
+    if any(d != 1 for d in shape[:-1]) or (shape and shape[-1] not in (1, n)):
+        raise ValueError(f"{fn}: argument 'bias' expected shape ({n},), (1, {n}) or one value broadcast to every "
+                         f"row ((), (1,)), got {tuple(shape)}")
+    return bool(shape) and shape[-1] == n
+
+
+def rows_view(shape, strides, fn: str = FN) -> tuple[int, int, int]:
     """(M, row stride, k stride) of an x of ``shape`` and ``strides`` (elements) seen as an
     (M, K) matrix, without a copy.
 
@@ -38,7 +60,7 @@ def rows_view(shape, strides) -> tuple[int, int, int]:
     for (_, outer), (inner_dim, inner) in zip(lead, lead[1:]):
         if outer != inner * inner_dim:
             raise ValueError(
-                f"{FN}: argument 'x' expected leading axes that collapse into one row stride "
+                f"{fn}: argument 'x' expected leading axes that collapse into one row stride "
                 f"(e.g. a C-contiguous array or a slice of its last axis), got shape {tuple(shape)} with "
                 f"strides {tuple(strides)} (elements); pass cupy.ascontiguousarray(x)"
             )
@@ -102,7 +124,8 @@ class LinearProblem:
     cores, gemv) can run (eligible and compute capability 8.0+). ``tma_ok``: tensor maps
     describe both operands on a device with the TMA kernels. ``kmajor``: the weight layout
     the kernel is compiled for (the SIMT kernel's: the weight's unit stride runs along k).
-    ``out_ptr``: None for a fresh (256-byte aligned) output.
+    ``out_ptr``: None for a fresh (256-byte aligned) output. ``activation``: the epilogue's
+    (``ACTIVATION_CODES``). ``fn``: the public function, for error messages.
     """
 
     m: int
@@ -119,10 +142,19 @@ class LinearProblem:
     tensor_ok: bool
     tma_ok: bool
     kmajor: bool
+    activation: int = 1
+    fn: str = FN
+
+    gated: bool = dataclasses.field(default=False, init=False)
 
     @property
     def itemsize(self) -> int:
         return self.dtype.itemsize
+
+    @property
+    def tile_columns(self) -> int:
+        """The columns the kernels tile: N (a gated problem: its 2N of gate and up)."""
+        return self.n
 
     @property
     def ldw(self) -> int:
@@ -141,7 +173,7 @@ class LinearProblem:
 
 
 def linear_problem(m: int, ldx: int, x_k_stride: int, x_ptr: int, k: int, n: int, w_strides, w_ptr: int,
-                   bias_stride, out_ptr, dtype, dev) -> LinearProblem:
+                   bias_stride, out_ptr, dtype, dev, activation: int = 1, fn: str = FN) -> LinearProblem:
     dtype = np.dtype(dtype)
     w_k_stride, w_n_stride = w_strides
     layout = mma_eligible(dtype, k, n, x_ptr, ldx, x_k_stride, m, w_ptr, w_k_stride, w_n_stride)
@@ -151,15 +183,51 @@ def linear_problem(m: int, ldx: int, x_k_stride: int, x_ptr: int, k: int, n: int
     # The SIMT kernel coalesces along k when the weight's k stride is the unit one.
     kmajor = layout if tensor_ok else (abs(w_k_stride) == 1 and abs(w_n_stride) != 1)
     return LinearProblem(m, n, k, dtype, ldx, x_k_stride, w_k_stride, w_n_stride, bias_stride, out_ptr, layout,
-                         tensor_ok, tma_ok, bool(kmajor))
+                         tensor_ok, tma_ok, bool(kmajor), activation, fn)
 
 
-def config_error(kind: str, why: str) -> ValueError:
+@dataclasses.dataclass(frozen=True)
+class GatedProblem(LinearProblem):
+    """One fused_gated_linear call: the gate weight's facts as a ``LinearProblem``'s (no
+    bias) plus w_up's strides. ``tensor_ok``: both weights ``mma_eligible`` with one layout;
+    no tensor maps (the gated kernels are cp.async ones)."""
+
+    up_k_stride: int = 0
+    up_n_stride: int = 0
+    gated: bool = dataclasses.field(default=True, init=False)
+
+    @property
+    def tile_columns(self) -> int:
+        return 2 * self.n
+
+    @property
+    def ldw_up(self) -> int:
+        return self.up_n_stride if self.kmajor else self.up_k_stride
+
+
+def gated_problem(m: int, ldx: int, x_k_stride: int, x_ptr: int, k: int, n: int, gate_strides, gate_ptr: int,
+                  up_strides, up_ptr: int, out_ptr, dtype, dev, activation: int, fn: str) -> GatedProblem:
+    gate = linear_problem(m, ldx, x_k_stride, x_ptr, k, n, gate_strides, gate_ptr, None, out_ptr, dtype, dev,
+                          activation, fn)
+    up_layout = mma_eligible(gate.dtype, k, n, x_ptr, ldx, x_k_stride, m, up_ptr, *up_strides)
+    tensor_ok = gate.tensor_ok and up_layout == gate.layout
+    fields = {f.name: getattr(gate, f.name) for f in dataclasses.fields(gate) if f.init}
+    fields.update(tensor_ok=tensor_ok, tma_ok=False, up_k_stride=up_strides[0], up_n_stride=up_strides[1])
+    return GatedProblem(**fields)
+
+
+def config_error(problem: LinearProblem, kind: str, why: str) -> ValueError:
     """The ValueError of a ``config=`` that cannot run the call: ``kind`` names its kernel."""
-    return ValueError(f"{FN}: argument 'config' asks for the {kind} kernel, which {why}")
+    return ValueError(f"{problem.fn}: argument 'config' asks for the {kind} kernel, which {why}")
+
+
+def require_problem_kind(config, problem: LinearProblem) -> None:
+    """A gated variant (``config.gated``) runs fused_gated_linear only, the others fused_linear."""
+    if problem.gated != config.gated:
+        raise config_error(problem, config.kind, f"runs {'fused_gated_linear' if config.gated else 'fused_linear'} only")
 
 
 def require_16bit_tensor_operands(kind: str, problem: LinearProblem) -> None:
     """The 16-bit tensor-core kernels' rule: float16 / bfloat16 operands ``mma_eligible``."""
     if not (problem.tensor_ok and problem.itemsize == 2):
-        raise config_error(kind, "these operands' dtype or alignment rule out")
+        raise config_error(problem, kind, "these operands' dtype or alignment rule out")

@@ -16,6 +16,12 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
 * float16 / bfloat16 elsewhere (and the 9.0 cases not above): mma.sync: M <= 16 the stream
   tile, M = 17..64 the 64x64 one, beyond the best-scoring GEMM tile, split K where the tiles
   leave block slots idle.
+
+The gated form (``choose_gated_config``): 16-bit weights of one layout the tensor cores can
+load on ``gated_linear_mma`` over its 2N columns (every device): the stream tiles for M <= 16
+and M <= 64, the 64x128 tile beyond (the 128-row tiles hold two accumulator sets in 255
+registers and spill with a row-major weight), K split where the tiles leave SMs idle;
+everything else on ``gated_linear_simt``'s 64x64 tile.
 """
 from __future__ import annotations
 
@@ -27,9 +33,9 @@ from ..._core.device import ceil_div
 from ..._core.dtypes import BFLOAT16
 from .dmma import DMMA_FEW_ROW_TILES, DMMA_MIN_CC, DMMA_PIPELINED_TILE, PipelinedDmmaConfig
 from .gemv import GEMV_MAX_ROWS, GEMV_MIN_SPLIT_ROWS, GEMV_TILES, GEMV_WAVES, GemvConfig
-from .mma import GEMM_TILES, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE, MmaConfig
+from .mma import GEMM_TILES, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig, MmaConfig
 from .operands import MMA_MIN_CC, SMALL_M
-from .simt import SIMT_LARGE, SIMT_SMALL, SimtConfig
+from .simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig
 from .swap_tma import SWAP_DEFAULT_TILES, SWAP_MAX_M, SwapConfig
 from .tiling import choose_k_splits, gemm_score, stream_splits, tile_count
 from .wgmma import TMA_TILES_BY_SHAPE, WGMMA_STREAM_TILE, WGMMA_TILE, WGMMA_TILES, TmaConfig, WgmmaConfig
@@ -38,6 +44,8 @@ from .wide import DMMA_TILE, TF32_FEW_ROW_TILES, TF32_TILE, DmmaConfig, Tf32x3Co
 # What ``config=`` takes: every variant class of the op.
 VARIANTS = (MmaConfig, WgmmaConfig, TmaConfig, SwapConfig, GemvConfig, Tf32x3Config, DmmaConfig, PipelinedDmmaConfig,
             SimtConfig)
+# What fused_gated_linear's ``config=`` takes.
+GATED_VARIANTS = (GatedMmaConfig, GatedSimtConfig)
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
@@ -61,22 +69,38 @@ def _choose(m: int, n: int, k: int, dtype, tensor_ok: bool, dev, kmajor: bool, t
     if m > STREAM_TILE.bm and dev.has_wgmma and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
         return with_tma(choose_wgmma_config(m, n, k, dev), tma_ok)
     if m <= STREAM_TILE.bm:
-        # One row: atomics add only N floats per split; more rows: slots (docs/linear.md, v4).
-        return MmaConfig(STREAM_TILE, stream_splits(m, n, k, STREAM_TILE, dev), reduction="atomic" if m == 1 else "slots")
+        return MmaConfig(STREAM_TILE, stream_splits(m, n, k, STREAM_TILE, dev))
     if m <= SMALL_M:
-        return MmaConfig(STREAM64_TILE, choose_k_splits(m, n, k, STREAM64_TILE, dev), reduction="slots")
+        return MmaConfig(STREAM64_TILE, choose_k_splits(m, n, k, STREAM64_TILE, dev))
     if prefers_wgmma(m, n, dev):
         return with_tma(WgmmaConfig(WGMMA_TILE), tma_ok)
     tile = choose_gemm_tile(m, n, dev)
     if not kmajor and tile_count(m, n, MEDIUM_TILE) < dev.sm_count * MEDIUM_TILE.blocks_per_sm(dev):
-        # A row-major weight and at most one wave of 128x128 tiles: split K through slots.
-        splits = choose_k_splits(m, n, k, MEDIUM_TILE, dev)
-        return MmaConfig(MEDIUM_TILE, splits, reduction="slots" if splits > 1 else "atomic")
+        # A row-major weight and at most one wave of 128x128 tiles: split K.
+        return MmaConfig(MEDIUM_TILE, choose_k_splits(m, n, k, MEDIUM_TILE, dev))
     if tile_count(m, n, tile) < dev.sm_count * tile.blocks_per_sm(dev):
         # Fewer tiles than block slots: split K too (the workspace then stays below slots x
         # tile area floats, 17 MB on the H200).
         return MmaConfig(tile, choose_k_splits(m, n, k, tile, dev))
     return MmaConfig(tile)
+
+
+def choose_gated_config(problem, dev):
+    """The default variant of a gated problem (``operands.GatedProblem``) on its 2N columns."""
+    p = problem
+    return _choose_gated(p.m, p.tile_columns, p.k, p.dtype, p.tensor_ok and p.itemsize == 2, dev)
+
+
+@functools.lru_cache(maxsize=1024)
+def _choose_gated(m: int, columns: int, k: int, dtype, tensor_ok: bool, dev):
+    if not tensor_ok:  # the 64x64 tile: two float32 accumulator sets of 128x128 spill on sm_80
+        return GatedSimtConfig(SIMT_SMALL)
+    if m <= STREAM_TILE.bm:
+        return GatedMmaConfig(STREAM_TILE, stream_splits(m, columns, k, STREAM_TILE, dev))
+    tile = STREAM64_TILE if m <= SMALL_M else SMALL_TILE
+    if tile_count(m, columns, tile) < dev.sm_count * tile.blocks_per_sm(dev):
+        return GatedMmaConfig(tile, choose_k_splits(m, columns, k, tile, dev))
+    return GatedMmaConfig(tile)
 
 
 def choose_gemv_config(m: int, n: int, k: int, dtype, kmajor: bool, dev) -> GemvConfig:
@@ -184,8 +208,17 @@ def reachable_configs(dev) -> list:
     return reached
 
 
+def reachable_gated_configs(dev) -> list:
+    """(variant, dtypes) of every configuration ``choose_gated_config`` can reach on ``dev``."""
+    half, every = (np.dtype(np.float16), BFLOAT16), (np.dtype(np.float16), BFLOAT16, F32, F64)
+    reached = [(GatedSimtConfig(SIMT_SMALL), every)]
+    if dev.cc >= MMA_MIN_CC:
+        reached += [(GatedMmaConfig(t), half) for t in (SMALL_TILE, STREAM_TILE, STREAM64_TILE)]
+    return reached
+
+
 def instantiations(dev) -> list:
-    """Every kernel instantiation the default selection can reach on ``dev`` (both weight
-    layouts of every reachable configuration)."""
-    return [config.spec(dtype, kmajor) for config, dtypes in reachable_configs(dev) for dtype in dtypes
-            for kmajor in (True, False)]
+    """Every kernel instantiation the default selections can reach on ``dev`` (both weight
+    layouts of every reachable configuration, gated ones included)."""
+    return [config.spec(dtype, kmajor) for config, dtypes in reachable_configs(dev) + reachable_gated_configs(dev)
+            for dtype in dtypes for kmajor in (True, False)]

@@ -11,6 +11,7 @@ import numpy as np
 from ..._core.dtypes import ctype
 from ..._core.loader import KernelSpec
 from .launches import single_launch
+from .operands import require_problem_kind
 from .tiling import RASTER_GROUP, tile_count
 
 
@@ -40,19 +41,39 @@ class SimtConfig:
     """``linear_relu_simt`` on ``tile`` (no split-K); runs any operands."""
 
     kind: ClassVar[str] = "simt"
+    kernel: ClassVar[str] = "linear_relu_simt"
+    gated: ClassVar[bool] = False
     tile: SimtTile
     raster_group: int = RASTER_GROUP
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
         t = self.tile
-        return KernelSpec("linear/simt.cu", "linear_relu_simt", (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, kmajor))
+        return KernelSpec("linear/simt.cu", self.kernel, (ctype(dtype), t.bm, t.bn, t.bk, t.tm, t.tn, kmajor))
 
     def check(self, problem, dev) -> None:
-        """Any operands, any device."""
+        """Any operands, any device (of its function: fused_linear, or the gated form)."""
+        require_problem_kind(self, problem)
 
     def plan(self, problem, dev):
+        """Arguments ``(x, weight, bias, out, m, n, k, x strides, weight strides, bias stride,
+        raster group, activation)``; gated ``(x, w_gate, w_up, out, m, n, k, x strides, w_gate
+        strides, w_up strides, raster group, activation)``."""
         p, i64 = problem, np.int64
+        if p.gated:
+            operands, rest = ("x", "w_gate", "w_up"), (i64(p.up_k_stride), i64(p.up_n_stride))
+        else:
+            operands, rest = ("x", "weight"), (p.bias_scalar,)
         scalars = (i64(p.m), i64(p.n), i64(p.k), i64(p.ldx), i64(p.x_k_stride), i64(p.w_k_stride),
-                   i64(p.w_n_stride), p.bias_scalar, np.int32(self.raster_group))
-        return single_launch(p, dev, self.spec(p.dtype, p.kmajor), (tile_count(p.m, p.n, self.tile), 1, 1),
-                             (self.tile.threads, 1, 1), 0, ("x", "weight"), ((), None), scalars)
+                   i64(p.w_n_stride)) + rest + (np.int32(self.raster_group),)
+        return single_launch(p, dev, self.spec(p.dtype, p.kmajor), (tile_count(p.m, p.tile_columns, self.tile), 1, 1),
+                             (self.tile.threads, 1, 1), 0, operands, ((), None), scalars)
+
+
+@dataclasses.dataclass(frozen=True)
+class GatedSimtConfig(SimtConfig):
+    """``gated_linear_simt`` (fused_gated_linear's config) on ``tile``: BN / 2 output columns of
+    w_gate and of w_up a block; runs any operands."""
+
+    kind: ClassVar[str] = "gated_simt"
+    kernel: ClassVar[str] = "gated_linear_simt"
+    gated: ClassVar[bool] = True

@@ -10,7 +10,7 @@ from ..._core.device import SMEM_RESERVED_PER_BLOCK
 from ..._core.dtypes import ctype
 from ..._core.loader import KernelSpec
 from .launches import tiled_plan
-from .operands import FN, require_16bit_tensor_operands
+from .operands import require_16bit_tensor_operands
 from .tiling import TiledConfig
 from .wgmma import WGMMA_MIN_CC, WGMMA_STATIC_SMEM, require_hopper, require_tensor_maps
 
@@ -76,11 +76,11 @@ class SwapConfig(TiledConfig):
 
     def check(self, problem, dev) -> None:
         require_16bit_tensor_operands(self.kind, problem)
-        require_hopper(self.kind, dev)
+        require_hopper(self.kind, problem, dev)
         require_tensor_maps(self.kind, problem)
         mx = self.tile.mx
         if problem.m > mx:
-            raise ValueError(f"{FN}: argument 'config' asks for the swap_tma kernel with x rows padded to {mx}, "
+            raise ValueError(f"{problem.fn}: argument 'config' asks for the swap_tma kernel with x rows padded to {mx}, "
                              f"which takes at most M = {mx} rows, got M = {problem.m}")
 
     def plan(self, problem, dev):

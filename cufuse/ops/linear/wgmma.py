@@ -87,14 +87,14 @@ TMA_TILES = (TMA_TILE, TMA_128x128, TMA_64x256, TMA_64x128, TMA_64x64)
 TMA_TILES_BY_SHAPE = {(t.bm, t.bn): t for t in TMA_TILES}
 
 
-def require_hopper(kind: str, dev) -> None:
+def require_hopper(kind: str, problem, dev) -> None:
     if not dev.has_wgmma:
-        raise config_error(kind, f"needs compute capability 9.0, got {dev.cc}")
+        raise config_error(problem, kind, f"needs compute capability 9.0, got {dev.cc}")
 
 
 def require_tensor_maps(kind: str, problem) -> None:
     if not problem.tma_ok:
-        raise config_error(kind, "needs operands a TMA tensor map can describe (K > 0, rows 16-byte aligned and not "
+        raise config_error(problem, kind, "needs operands a TMA tensor map can describe (K > 0, rows 16-byte aligned and not "
                                  "overlapping)")
 
 
@@ -115,7 +115,7 @@ class WgmmaConfig(TiledConfig):
 
     def check(self, problem, dev) -> None:
         require_16bit_tensor_operands(self.kind, problem)
-        require_hopper(self.kind, dev)
+        require_hopper(self.kind, problem, dev)
 
     def plan(self, problem, dev):
         return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor),
@@ -134,7 +134,7 @@ class TmaConfig(TiledConfig):
 
     def check(self, problem, dev) -> None:
         require_16bit_tensor_operands(self.kind, problem)
-        require_hopper(self.kind, dev)
+        require_hopper(self.kind, problem, dev)
         require_tensor_maps(self.kind, problem)
 
     def plan(self, problem, dev):

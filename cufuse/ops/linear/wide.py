@@ -12,7 +12,7 @@ from ..._core.dtypes import ctype, dtype_name
 from ..._core.loader import KernelSpec
 from .launches import tiled_plan
 from .mma import GemmTile
-from .operands import FN, MMA_MIN_CC, config_error
+from .operands import MMA_MIN_CC, config_error
 from .tiling import TiledConfig
 
 
@@ -63,10 +63,10 @@ class _WideConfig(TiledConfig):
         if not (problem.tensor_ok and problem.dtype == self.dtype):
             came = (f"{dtype_name(problem.dtype)} operands" if problem.dtype != self.dtype
                     else f"rows or a device (compute capability {dev.cc}) that do not qualify")
-            raise config_error(self.kind, f"needs {dtype_name(self.dtype)} operands with 16-byte aligned rows on "
+            raise config_error(problem, self.kind, f"needs {dtype_name(self.dtype)} operands with 16-byte aligned rows on "
                                           f"compute capability 8.0 or later, got {came}")
         if type(self.tile) is not WideTile or self.tile.itemsize != self.dtype.itemsize:
-            raise ValueError(f"{FN}: argument 'config' expected a {self.kind} config on a {dtype_name(self.dtype)} "
+            raise ValueError(f"{problem.fn}: argument 'config' expected a {self.kind} config on a {dtype_name(self.dtype)} "
                              f"WideTile (itemsize {self.dtype.itemsize}), got {self.tile}")
 
     def plan(self, problem, dev):
