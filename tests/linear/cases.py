@@ -186,6 +186,9 @@ def check_gated_case(cp, rng, case: Case, activation="silu", up_layout=None, sca
 
     x, w_gate, w_up = gated_inputs(cp, rng, case, up_layout)
     x = (x.astype(cp.float32) * scale).astype(x.dtype)
+    # up / 16 (exact): the gate's tails still matter, but gate x up stays inside float16's
+    # range (a product of two K = 4096 dot products of scaled inputs reached 85 000)
+    w_up[...] = (w_up.astype(cp.float32) / 16).astype(w_up.dtype)
     out = poisoned(cp, case.lead + (case.n,), case.dtype)
     if fused_gated_linear(x, w_gate, w_up, activation=activation, out=out, config=case.config) is not out:
         return "did not return out"
