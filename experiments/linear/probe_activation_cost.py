@@ -2,9 +2,15 @@
 (weight as PyTorch's (N, K).T) with each activation, milliseconds and the ratio to ReLU, and
 the kernel each call launches. Run M2 measured GELU at 0.49x cuBLASLt where ReLU ran 0.88x.
 
-    python experiments/linear/probe_activation_cost.py
+    python experiments/linear/probe_activation_cost.py [--once]
+
+``--once``: one call per activation at 4096 x 4096 x 11008 and nothing else, for a profiler
+(``ncu --kernel-name regex:wgmma --section WarpStateStats python ... --once``: the stall
+reasons of each activation's kernel).
 """
 from __future__ import annotations
+
+import sys
 
 import cupy
 import ml_dtypes
@@ -15,6 +21,18 @@ from cufuse.bench.timing import time_cuda
 
 ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
 BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def once() -> None:
+    rng = cupy.random.default_rng(0)
+    m, k, n = 4096, 4096, 11008
+    x = rng.standard_normal((m, k), dtype=np.float32).astype(BF16)
+    w = rng.standard_normal((n, k), dtype=np.float32).astype(BF16).T
+    b = rng.standard_normal(n, dtype=np.float32).astype(BF16)
+    out = cupy.empty((m, n), dtype=BF16)
+    for act in ACTIVATIONS:
+        cufuse.fused_linear(x, w, b, activation=act, out=out)
+    cupy.cuda.runtime.deviceSynchronize()
 
 
 def main() -> None:
@@ -35,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    once() if "--once" in sys.argv[1:] else main()

@@ -44,12 +44,6 @@ struct BatchLayout {
 // Run-time flags of the forward kernels (cufuse/ops/attention/problem.py writes them).
 enum Flags : int { kCausal = 1, kWriteLse = 2, kVecQ = 4, kVecK = 8, kVecV = 16 };
 
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // `threads` threads (this one is `tid`) copy `rows` x `cols` elements from shared memory
 // (element (r, c) at src + place(r, c), a Chunk's elements contiguous) to the contiguous rows
 // of dst, Chunk (sizeof(Chunk) / sizeof(T) elements, dividing cols) per thread and step:

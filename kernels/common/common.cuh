@@ -28,6 +28,19 @@ template <typename A> __device__ __forceinline__ A neg_infinity();
 template <> __device__ __forceinline__ float neg_infinity<float>() { return -__int_as_float(0x7f800000); }
 template <> __device__ __forceinline__ double neg_infinity<double>() { return -__longlong_as_double(0x7ff0000000000000LL); }
 
+// 2^x and 1/x by the MUFU approximations (relative error about 2^-22; subnormal results flush
+// to 0), for callers whose results are far coarser than that.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float fast_rcp(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // NaN-propagating maximum (fmaxf drops NaN; SciPy's np.max keeps it).
 template <typename A> __device__ __forceinline__ A nan_max(A a, A b) { return (a != a || a > b) ? a : b; }
 
