@@ -12,7 +12,6 @@
 namespace cufuse {
 namespace paged {
 
-using attention::fast_exp2;
 using attention::kLn2;
 
 // Run-time flags (cufuse/ops/paged_attention/problem.py writes them).
