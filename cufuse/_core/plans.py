@@ -184,14 +184,14 @@ class BoundPlan:
 
 def gpu_signature(*arrays):
     """What a call's arrays contribute to its prepared-call key (``PreparedCall``): shape,
-    strides, dtype, 16-byte alignment and device of each; None unless every one is a CuPy
+    strides, dtype, address modulo 16 (every alignment a plan can depend on) and device of each; None unless every one is a CuPy
     ndarray (other inputs take the op's full path, which converts and validates them)."""
     signature = []
     for array in arrays:
         kind = type(array)
         if kind.__name__ != "ndarray" or not kind.__module__.startswith("cupy"):
             return None
-        signature.append((array.shape, array.strides, array.dtype, array.data.ptr % 16 == 0, array.device.id))
+        signature.append((array.shape, array.strides, array.dtype, array.data.ptr & 15, array.device.id))
     return tuple(signature)
 
 

@@ -96,6 +96,33 @@ def test_repeated_signature_fast_path(cp, rng):
         fused_linear_relu(x, w, b, out=overlapping)
 
 
+def test_prepared_calls_keep_bias_forms_activations_and_out_alignment_apart(cp, rng):
+    """Each repeated signature (bias absent, a (1, N) row, a 0-d value; fused_linear's
+    activations; the gated form) runs its own prepared plan on fresh data, and an out whose
+    address is 2 bytes off a 4-byte boundary after calls with an aligned out (same shape and
+    strides: only the address modulo 16 differs) stores element by element, not in pairs."""
+    from cufuse.ops.linear import fused_gated_linear, fused_linear
+
+    from .cases import gated_oracle, within
+
+    case = Case((16,), 256, 264, BF16, "kn")
+    for _ in range(2):
+        x, w, b = make_inputs(cp, rng, case)
+        for bias in (None, b.reshape(1, -1), b[3]):
+            for activation in (None, "gelu", "silu"):
+                out = fused_linear(x, w, bias, activation=activation)
+                ref, tol = oracle(cp, x, w, bias, activation)
+                assert within(cp, f"bias {getattr(bias, 'shape', None)} {activation}", out, ref, tol) is None
+        w_up = random(cp, rng, w.shape, BF16)
+        ref, tol = gated_oracle(cp, x, w, w_up, "silu")
+        assert within(cp, "gated", fused_gated_linear(x, w, w_up), ref, tol) is None
+    x, w, b = make_inputs(cp, rng, case)
+    for offset in (0, 0, 1, 1):  # elements: 0 keeps the pairs' 4-byte alignment, 1 breaks it
+        out = poisoned(cp, (16 * 264 + 8,), BF16)[offset : offset + 16 * 264].reshape(16, 264)
+        assert fused_linear_relu(x, w, b, out=out) is out
+        assert compare(cp, case, x, w, b, out) is None
+
+
 CHAIN_CONFIGS = [
     None,  # the default for M = 16
     mma(STREAM_TILE, 2),

@@ -8,10 +8,10 @@ which shape and layout: ``select`` and docs/linear.md).
 
 Host path. A call's validation and launch depend only on its arrays' shapes, strides,
 dtypes, devices and pointer alignments (and ``activation``, ``config``), never on the
-pointers' values: the first call of a signature validates in full and keeps its bound plan in
-``PLANS``; a later call of the same signature is one dict lookup, then the launch. Only the
-overlap of ``out`` with an input depends on the pointers: the entry keeps each input's byte
-extent, and a call whose ``out`` range meets one takes the full path (the exact check).
+pointers' values: the first call of a CuPy signature validates in full and keeps a
+``PreparedCall`` in ``PLANS``; a later call of the same signature is one dict lookup, then the
+launch (``cufuse._core.plans``: a given ``out`` that meets an input's bytes takes the full
+path and its error).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 from ... import reference
 from ..._core.device import device_info
 from ..._core.numpy_path import deliver
-from ..._core.plans import PLANS, BoundPlan
+from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
 from ..._core.validate import as_arrays, check_config, check_out, require_float, require_ndim, require_same_dtype
 from .operands import FN, activation_code, check_bias_shape
 from .plan import plan_gated, plan_linear
@@ -79,10 +79,10 @@ def fused_gated_linear(x, w_gate, w_up, *, activation="silu", out=None, config=N
     order; everything else (float32, float64, other strides) on a SIMT kernel of true float32
     / float64 arithmetic. ``config``: a variant of ``select.GATED_VARIANTS``."""
     code = activation_code(GATED_FN, activation)
-    if _on_gpu(x, w_gate, w_up, out):
-        entry = PLANS.get(_signature("gated", x, w_gate, w_up, out, code, config))
-        if entry is not None and (out is None or not entry.may_overlap(x, w_gate, w_up, out)):
-            return entry.run(x, w_gate, w_up, out)
+    key = _prepared_key(GATED_FN, (x, w_gate, w_up), out, code, config)
+    result = _run_prepared(key, (x, w_gate, w_up), out)
+    if result is not None:
+        return result
     fn = GATED_FN
     xp, arrays = as_arrays(fn, x=x, w_gate=w_gate, w_up=w_up)
     x, w_gate, w_up = arrays["x"], arrays["w_gate"], arrays["w_up"]
@@ -103,15 +103,15 @@ def fused_gated_linear(x, w_gate, w_up, *, activation="silu", out=None, config=N
     plan = plan_gated(x.shape, _elements(x), x.data.ptr, w_gate.shape, _elements(w_gate), w_gate.data.ptr,
                       _elements(w_up), w_up.data.ptr, None if out is None else out.data.ptr, x.dtype, dev, config,
                       activation=code, fn=fn)
-    return _bind(("gated", x, w_gate, w_up, out, code, config), plan, dev, out_shape, (x, w_gate, w_up), out)
+    return _launch(key, plan, dev, {"x": x, "w_gate": w_gate, "w_up": w_up}, out_shape, out)
 
 
 def _linear(fn, x, weight, bias, activation, out, config):
     code = activation_code(fn, activation)
-    if _on_gpu(x, weight, bias, out):
-        entry = PLANS.get(_signature("linear", x, weight, bias, out, code, config))
-        if entry is not None and (out is None or not entry.may_overlap(x, weight, bias, out)):
-            return entry.run(x, weight, bias, out)
+    key = _prepared_key(fn, (x, weight, bias), out, code, config)
+    result = _run_prepared(key, (x, weight, bias), out)
+    if result is not None:
+        return result
     bias_number = bias if isinstance(bias, numbers.Real) and not isinstance(bias, bool) else None
     xp, arrays = as_arrays(fn, optional=("bias",), x=x, weight=weight, bias=None if bias_number is not None else bias)
     x, weight, bias = arrays["x"], arrays["weight"], arrays["bias"]
@@ -134,7 +134,7 @@ def _linear(fn, x, weight, bias, activation, out, config):
     plan = plan_linear(x.shape, _elements(x), x.data.ptr, weight.shape, _elements(weight), weight.data.ptr,
                        None if bias is None else bias.strides[0] // x.dtype.itemsize,
                        None if out is None else out.data.ptr, x.dtype, dev, config, activation=code, fn=fn)
-    return _bind(("linear", x, weight, bias, out, code, config), plan, dev, out_shape, (x, weight, bias), out)
+    return _launch(key, plan, dev, {"x": x, "weight": weight, "bias": bias}, out_shape, out)
 
 
 def _check_weight_shape(fn, name, x, weight):
@@ -161,73 +161,40 @@ def _bias_vector(fn, xp, bias, n: int):
     return xp.lib.stride_tricks.as_strided(bias.reshape(()), shape=(n,), strides=(0,))
 
 
-_ndarray = None  # cupy.ndarray, once cupy is imported
+def _prepared_key(fn, arrays, out, activation, config):
+    """The ``PreparedCall`` key of a call whose arrays (and ``out``) are all CuPy arrays (a
+    missing bias: None), else None. ``fn`` tells fused_linear_relu's fixed activation from
+    fused_linear's and the gated form's."""
+    present = tuple(a for a in arrays if a is not None) + (() if out is None else (out,))
+    signature = gpu_signature(*present)
+    if signature is None:
+        return None
+    return fn, signature, tuple(a is None for a in arrays), out is None, activation, config
 
 
-def _on_gpu(x, weight, bias, out) -> bool:
-    global _ndarray
-    if _ndarray is None:
-        try:
-            import cupy
-        except ImportError:
-            return False
-        _ndarray = cupy.ndarray
-    nd = _ndarray
-    return (type(x) is nd and type(weight) is nd and (bias is None or type(bias) is nd)
-            and (out is None or type(out) is nd))
+def _run_prepared(key, arrays, out):
+    """The result of the call prepared under ``key``, or None (not prepared, or its ``out``
+    meets an input: the full path decides)."""
+    prepared = PLANS.prepared(key) if key is not None else None
+    if prepared is None:
+        return None
+    return prepared(*(a for a in arrays if a is not None), out=out)
 
 
-def _signature(kind, x, a, b, out, activation, config):
-    """The cache key of a call: ``kind`` "linear" (a, b: weight, bias) or "gated" (w_gate, w_up)."""
-    xd, ad = x.data, a.data
-    return (kind, x.shape, x.strides, x.dtype, xd.ptr & 15, xd.device_id,
-            a.shape, a.strides, a.dtype, ad.ptr & 15, ad.device_id,
-            None if b is None else (b.shape, b.strides, b.dtype, b.data.ptr & 15, b.data.device_id),
-            None if out is None else (out.shape, out.strides, out.dtype, out.data.ptr & 15, out.data.device_id),
-            activation, config)
-
-
-def _byte_extent(a) -> tuple[int, int]:
-    """[lo, hi) bytes around a.data.ptr that the array can touch."""
-    lo = sum((d - 1) * st for d, st in zip(a.shape, a.strides) if st < 0)
-    hi = sum((d - 1) * st for d, st in zip(a.shape, a.strides) if st > 0) + a.itemsize
-    return lo, hi
-
-
-class _Entry:
-    """One signature's bound plan (None: an empty output) and what its calls share: the
-    arrays ``a``, ``b`` are (weight, bias) of a linear call, (w_gate, w_up) of a gated one."""
-
-    __slots__ = ("bound", "out_shape", "dtype", "extents", "names")
-
-    def __init__(self, bound, out_shape, dtype, extents, names):
-        self.bound, self.out_shape, self.dtype, self.extents, self.names = bound, out_shape, dtype, extents, names
-
-    def may_overlap(self, x, a, b, out) -> bool:
-        out_lo, out_hi = out.data.ptr, out.data.ptr + out.nbytes
-        for arr, extent in zip((x, a, b), self.extents):
-            if arr is not None and arr.data.ptr + extent[0] < out_hi and out_lo < arr.data.ptr + extent[1]:
-                return True
-        return False
-
-    def run(self, x, a, b, out):
-        import cupy
-
-        with x.device:
-            if out is None:
-                out = cupy.empty(self.out_shape, dtype=self.dtype)
-            if self.bound is not None:
-                self.bound({"x": x, self.names[0]: a, self.names[1]: b, "out": out})
-        return out
-
-
-def _bind(key, plan, dev, out_shape, inputs, out):
-    """Bind ``plan``, keep it under the call's signature ``key`` (``_signature``'s arguments)
-    and run it."""
-    x = inputs[0]
+def _launch(key, plan, dev, arrays, out_shape, out):
+    """Run ``plan`` on ``arrays`` (by kernel argument name; None: absent) into ``out`` (None:
+    a new array) and keep it as the ``PreparedCall`` of ``key``."""
+    x = arrays["x"]
     with x.device:
-        bound = BoundPlan(plan, dev) if plan.launches else None
-    extents = tuple(None if a is None else _byte_extent(a) for a in inputs)
-    names = ("w_gate", "w_up") if key[0] == "gated" else ("weight", "bias")
-    entry = PLANS.put(_signature(*key), _Entry(bound, out_shape, x.dtype, extents, names))
-    return entry.run(*inputs, out)
+        if out is None:
+            import cupy
+
+            out = cupy.empty(out_shape, dtype=x.dtype)
+        if not plan.launches:  # an empty output
+            return out
+        bound = BoundPlan(plan, dev)
+        bound({**arrays, "out": out})
+    if key is not None:
+        present = {name: a for name, a in arrays.items() if a is not None}
+        PLANS.put(key, PreparedCall(bound, present, (("out", out_shape, x.dtype),)))
+    return out
