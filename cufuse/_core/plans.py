@@ -201,14 +201,19 @@ class PreparedCall:
     arrays' ``gpu_signature``, a given ``out``'s too, and the other arguments with their
     types), so a later call of the same key only checks that a given ``out`` does not
     overlap an input, allocates the other outputs and launches. ``outputs`` are the results
-    in order, (name, shape, dtype) each; the one named "out" is the caller's when given."""
+    in order, (name, shape, dtype, order) each (``order``: as ``new_array``'s); the one named
+    "out" is the caller's when given. An
+    input given as None (an absent optional argument, e.g. no bias) is passed to the kernels
+    as None on every call; the call then takes only the others."""
 
-    __slots__ = ("bound", "device", "inputs", "extents", "outputs")
+    __slots__ = ("bound", "device", "inputs", "absent", "extents", "outputs")
 
     def __init__(self, bound: BoundPlan, arrays: dict, outputs: tuple):
-        self.bound, self.inputs, self.outputs = bound, tuple(arrays), outputs
-        self.device = next(iter(arrays.values())).device.id
-        self.extents = tuple(_byte_extent(array) for array in arrays.values())
+        present = {name: array for name, array in arrays.items() if array is not None}
+        self.bound, self.inputs, self.outputs = bound, tuple(present), outputs
+        self.absent = {name: None for name, array in arrays.items() if array is None}
+        self.device = next(iter(present.values())).device.id
+        self.extents = tuple(_byte_extent(array) for array in present.values())
 
     def __call__(self, *arrays, out=None):
         """The results, or None when ``out`` overlaps an input's byte range (the full path
@@ -222,13 +227,28 @@ class PreparedCall:
                 base = array.data.ptr
                 if base + low < end and start < base + high:
                     return None
-        with cupy.cuda.Device(self.device):
-            results = tuple(out if name == "out" and out is not None else cupy.empty(shape, dtype=dtype)
-                            for name, shape, dtype in self.outputs)
-            named = dict(zip(self.inputs, arrays))
-            named.update(zip((name for name, _, _ in self.outputs), results))
-            self.bound(named)
+        if cupy.cuda.runtime.getDevice() != self.device:
+            with cupy.cuda.Device(self.device):
+                return self._launch(arrays, out)
+        return self._launch(arrays, out)
+
+    def _launch(self, arrays, out):
+        results = tuple(out if name == "out" and out is not None else new_array(shape, dtype, order)
+                        for name, shape, dtype, order in self.outputs)
+        named = dict(zip(self.inputs, arrays), **self.absent)
+        named.update(zip((output[0] for output in self.outputs), results))
+        self.bound(named)
         return results if len(results) > 1 else results[0]
+
+
+def new_array(shape, dtype, order=None):
+    """A new CuPy array of ``shape``: C-contiguous (``order`` None), or dense with its axes in
+    memory in ``order`` (slowest first), as a transposed view."""
+    import cupy
+
+    if order is None:
+        return cupy.empty(shape, dtype=dtype)
+    return cupy.empty(tuple(shape[d] for d in order), dtype=dtype).transpose(tuple(np.argsort(order)))
 
 
 def _byte_extent(array) -> tuple:

@@ -190,7 +190,6 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(plans, "get_kernel", lambda spec, dynamic_smem=0: kernels.setdefault(spec, _RecordingKernel()))
     monkeypatch.setattr(plans.SCRATCH, "get", scratch)
     monkeypatch.setattr(api, "device_info", lambda device_id: H200)
-    monkeypatch.setattr(api, "_cupy", None)
     monkeypatch.setattr(api, "PLANS", plans.PlanCache())
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
     monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: Stream())

@@ -102,7 +102,8 @@ def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse
         result = given_out if given_out is not None else result.reshape(grouped(result.shape))
         lse = None if lse is None else lse.reshape(grouped(lse.shape + (1,))[:-1])
     if prepared_key is not None and bound is not None:
-        outputs = (("out", result.shape, result.dtype),) + ((("lse", lse.shape, lse.dtype),) if return_lse else ())
+        outputs = (("out", result.shape, result.dtype, None),) + (
+            (("lse", lse.shape, lse.dtype, None),) if return_lse else ())
         PLANS.put(prepared_key, PreparedCall(bound, {"q": q, "k": k, "v": v}, outputs))
     return (result, lse) if return_lse else result
 

@@ -25,9 +25,10 @@ kernel runs which layout: ``select`` and docs/softmax.md. Documented exceptions:
   larger one is needed (``split.split_scratch``); they leave its counters at zero, so later
   calls on that stream reuse it without a memset.
 
-Host path: a call's signature (x's shape, strides, dtype and device, axis as given, out's
-layout, config, log) maps to its bound plan in ``PLANS``; a repeated call is one dict lookup,
-the device and overlap checks, ``out`` if none was given, and the launch.
+Host path: a CuPy call's signature (x's and out's ``gpu_signature``, axis as given, config,
+log) maps to its ``PreparedCall`` in ``PLANS``; a repeated call is one dict lookup, the
+overlap check of a given ``out``, a new ``out`` (in x's memory order) if none was given, and
+the launch.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from ... import reference
 from ..._core.device import device_info
 from ..._core.dtypes import is_supported_float
 from ..._core.numpy_path import deliver
-from ..._core.plans import PLANS, BoundPlan
+from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature, new_array
 from ..._core.validate import as_arrays, check_config, check_out, describe, normalize_axis
 from .plan import plan_softmax
 from .select import VARIANTS
@@ -74,16 +75,12 @@ def result_dtype(fn: str, x) -> np.dtype:
 
 
 def _softmax(fn, x, axis, out, config, *, log):
-    # A signature seen before (it passed validation and has a plan): only what differs
-    # between calls with one signature is checked -- the current device, out's overlap.
-    signature = _signature(x, axis, out, config, log)
-    entry = PLANS.get(signature) if signature is not None else None
-    if entry is not None and _launchable(x, out):
-        bound, order = entry
-        if out is None:
-            out = _new_out(x.shape, x.dtype, order)
-        bound({"x": x, "out": out})
-        return out
+    key = _prepared_key(fn, x, axis, out, config)
+    prepared = PLANS.prepared(key) if key is not None else None
+    if prepared is not None:
+        result = prepared(x, out=out)
+        if result is not None:
+            return result
     xp, arrays = as_arrays(fn, x=x)
     x = arrays["x"]
     dtype = result_dtype(fn, x)
@@ -94,23 +91,22 @@ def _softmax(fn, x, axis, out, config, *, log):
         oracle = reference.log_softmax if log else reference.softmax
         return deliver(oracle(x, axes), out, dtype)
     if x.ndim == 0:  # SciPy's 0-d case: the one element is the whole reduction
-        result = _softmax_gpu(x.reshape(1), None, (0,), None if out is None else out.reshape(1), dtype, config, log=log)
+        result = _softmax_gpu(x.reshape(1), (0,), None if out is None else out.reshape(1), dtype, config, None, log=log)
         return result.reshape(()) if out is None else out
-    return _softmax_gpu(x, axis, axes, out, dtype, config, log=log)
+    return _softmax_gpu(x, axes, out, dtype, config, key, log=log)
 
 
-def _softmax_gpu(x, axis, axes, out, dtype, config, *, log):
-    global _cupy
+def _softmax_gpu(x, axes, out, dtype, config, key, *, log):
+    """The GPU path; a launched plan becomes the ``PreparedCall`` of ``key`` (None: none)."""
     import cupy
 
-    _cupy = cupy
     device_id = x.data.device_id
     if cupy.cuda.runtime.getDevice() != device_id:
         with cupy.cuda.Device(device_id):
-            return _softmax_gpu(x, axis, axes, out, dtype, config, log=log)
-    original, out_given = x, out
-    if x.dtype != dtype:  # integers: computed in np.exp's float dtype, as SciPy does
-        x = x.astype(dtype)
+            return _softmax_gpu(x, axes, out, dtype, config, key, log=log)
+    out_given = out
+    if x.dtype != dtype:  # integers: computed in np.exp's float dtype, as SciPy does (no prepared call:
+        x, key = x.astype(dtype), None  # the conversion is part of every call)
     if x.size == 0:
         return cupy.empty(x.shape, dtype=dtype) if out is None else out
     order = _memory_order(x) if out is None else None
@@ -119,12 +115,11 @@ def _softmax_gpu(x, axis, axes, out, dtype, config, *, log):
         bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log, None)
         order = None if bound is not None else order
     if out is None:
-        out = _new_out(x.shape, dtype, order)
+        out = new_array(x.shape, dtype, order)
     if bound is not None:
         bound({"x": x, "out": out})
-        signature = _signature(x, axis, out_given, config, log)
-        if x is original and signature is not None:  # no float64 copy made: later calls take the fast path
-            PLANS.put(signature, (bound, order))
+        if key is not None:
+            PLANS.put(key, PreparedCall(bound, {"x": x}, (("out", x.shape, dtype, order if out_given is None else None),)))
         return out
     # Scattered reduced axes or a view that does not collapse: explicit copy (see above).
     trailing = tuple(range(x.ndim - len(axes), x.ndim))
@@ -146,13 +141,6 @@ def _memory_order(x):
     return None if order == tuple(range(x.ndim)) else order
 
 
-def _new_out(shape, dtype, order):
-    """A new out of ``shape``: C-contiguous, or dense in ``order`` (``_memory_order``)."""
-    if order is None:
-        return _cupy.empty(shape, dtype=dtype)
-    return _cupy.empty(tuple(shape[d] for d in order), dtype=dtype).transpose(tuple(np.argsort(order)))
-
-
 def _bound_plan(shape, strides, dtype, axes, device_id, config, log, order):
     """The bound plan of x's layout on a device (strides in bytes) into an out dense in
     ``order`` (None: C order), or None: the copy path. The plan sees x and out with their axes
@@ -172,27 +160,10 @@ def _bound_plan(shape, strides, dtype, axes, device_id, config, log, order):
 _COPY = "copy"  # a layout that does not collapse: the explicit-copy path
 
 
-_cupy = None  # the cupy module, once a GPU call has imported it
-
-
-def _signature(x, axis, out, config, log):
-    """What a call's validation and plan depend on, or None where no GPU call was made yet,
-    x is not a cupy array, axis is not None, an int or a tuple of ints (anything else, e.g.
-    1.0 == 1, is left to the full validation), or config is not a variant."""
-    if _cupy is None or type(x) is not _cupy.ndarray:
-        return None
+def _prepared_key(fn, x, axis, out, config):
+    """The ``PreparedCall`` key of a call on CuPy arrays with axis None, an int or a tuple of
+    ints (anything else, e.g. True == 1, is left to the full validation), else None."""
     if not (axis is None or type(axis) is int or (type(axis) is tuple and all(type(a) is int for a in axis))):
         return None
-    if config is not None and type(config) not in VARIANTS:
-        return None
-    if out is None:
-        out_key = None
-    elif type(out) is _cupy.ndarray:
-        out_key = (out.shape, out.strides, out.dtype, out.data.device_id)
-    else:
-        return None
-    return "softmax", x.shape, x.strides, x.dtype, x.data.device_id, axis, out_key, config, log
-
-
-def _launchable(x, out):
-    return _cupy.cuda.runtime.getDevice() == x.data.device_id and (out is None or not _cupy.may_share_memory(out, x))
+    signature = gpu_signature(x) if out is None else gpu_signature(x, out)
+    return None if signature is None else (fn, signature, axis, config)
