@@ -140,11 +140,15 @@ struct TileCorner {
     int64 m0, n0;
 };
 template <int BM, int BN>
-__device__ __forceinline__ TileCorner tile_corner(int64 M, int64 N, int raster_group) {
+__device__ __forceinline__ TileCorner tile_corner(int64 tile, int64 M, int64 N, int raster_group) {
     const int64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     int64 tile_m, tile_n;
-    raster_tile(blockIdx.x, tiles_m, tiles_n, raster_group, tile_m, tile_n);
+    raster_tile(tile, tiles_m, tiles_n, raster_group, tile_m, tile_n);
     return {tile_m * BM, tile_n * BN};
+}
+template <int BM, int BN>
+__device__ __forceinline__ TileCorner tile_corner(int64 M, int64 N, int raster_group) {
+    return tile_corner<BM, BN>(blockIdx.x, M, N, raster_group);
 }
 
 // The block's k range: split z = blockIdx.z covers k tiles [z * k_tiles_per_split, (z + 1) *
