@@ -1,5 +1,5 @@
 """The data behind the tile / split-K / wave model of the Hopper GEMM path (issue 23, item 1):
-every TMA tile at several K splits, and the persistent kernel's tiles, on projection shapes from 128 to 4096 rows, bf16, weight as
+every TMA tile at several K splits on projection shapes from 128 to 4096 rows, bf16, weight as
 PyTorch's (N, K).T, against cuBLASLt's fused epilogue (``torch._addmm_activation``) and the
 default selection, in one run.
 
@@ -23,7 +23,7 @@ from cufuse._core.dtypes import BFLOAT16
 from cufuse.bench.cases import to_torch
 from cufuse.bench.timing import rotation_count, time_cuda
 from cufuse.ops.linear import select
-from cufuse.ops.linear.wgmma import TMA_TILES, PersistentTmaConfig, TmaConfig
+from cufuse.ops.linear.wgmma import TMA_TILES, TmaConfig
 
 ROWS = (128, 256, 384, 512, 768, 1024, 2048, 4096)
 PROJECTIONS = ((4096, 4096), (4096, 11008), (11008, 4096), (4096, 14336), (14336, 4096), (8192, 28672), (5120, 13824))
@@ -31,16 +31,7 @@ SPLITS = (1, 2, 3, 4, 6)
 
 
 def label(config) -> str:
-    if not hasattr(config, "tile"):
-        return type(config).__name__
-    kind = "P" if isinstance(config, PersistentTmaConfig) else ""
-    return f"{kind}{config.tile.bm}x{config.tile.bn} s{config.splits}"
-
-
-def configs():
-    """Every TMA tile at every split, and the persistent form of the one-block-an-SM tiles."""
-    yield from (TmaConfig(tile, splits) for tile in TMA_TILES for splits in SPLITS)
-    yield from (PersistentTmaConfig(tile) for tile in TMA_TILES if tile.max_blocks_per_sm == 1)
+    return f"{config.tile.bm}x{config.tile.bn} s{config.splits}" if hasattr(config, "tile") else type(config).__name__
 
 
 def main(path: str) -> None:
@@ -61,13 +52,15 @@ def main(path: str) -> None:
             out = cupy.empty((m, n), dtype=BFLOAT16)
             args = [(x, w) for x, w in zip(xs, ws)]
             times = {}
-            for config in configs():
-                try:
-                    cufuse.fused_linear_relu(xs[0], ws[0], bias, out=out, config=config)
-                except ValueError:
-                    continue
-                times[label(config)] = time_cuda(
-                    lambda x, w: cufuse.fused_linear_relu(x, w, bias, out=out, config=config), args, repeat=15)
+            for tile in TMA_TILES:
+                for splits in SPLITS:
+                    config = TmaConfig(tile, splits)
+                    try:
+                        cufuse.fused_linear_relu(xs[0], ws[0], bias, out=out, config=config)
+                    except ValueError:
+                        continue
+                    times[label(config)] = time_cuda(
+                        lambda x, w: cufuse.fused_linear_relu(x, w, bias, out=out, config=config), args, repeat=15)
             default = select._choose(m, n, k, np.dtype(BFLOAT16), True, dev, True, True)
             default_ms = time_cuda(lambda x, w: cufuse.fused_linear_relu(x, w, bias, out=out), args, repeat=15)
             tx, tw, tb = [to_torch(x) for x in xs], [to_torch(w) for w in ws], to_torch(bias)

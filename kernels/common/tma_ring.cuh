@@ -14,9 +14,9 @@ namespace cufuse {
 // 128-byte swizzled by the tensor maps, which is the layout the wgmma descriptors read
 // (kmajor_atom_offset / nmajor_atom_offset), zero-filled past the tensors' ends. A `work`
 // names a tile's k range and corner (k_begin, k_tiles, m0, n0). The ring counts the k tiles
-// that passed through it (`passed`, kept by each side), so one block can run several tiles
-// through it (the persistent kernels): k tile number `passed` uses stage passed % STAGES in
-// round passed / STAGES. One producer thread waits for the stage's "empty" mbarrier, announces
+// that passed through it (`passed`, kept by each side), so that one block can run several works
+// through it (a persistent GEMM on it measured no faster: docs/linear.md, run M6): k tile number
+// `passed` uses stage passed % STAGES in round passed / STAGES. One producer thread waits for the stage's "empty" mbarrier, announces
 // its bytes on its "full" mbarrier and issues the boxes. Consumers wait for "full", issue the
 // stage's wgmmas (`stage_mma(acc, stage)`: one commit group), and once wgmma.wait_group says a
 // tile's MMAs PENDING tiles back are done, lane 0 of each consumer warp arrives on that

@@ -187,17 +187,3 @@ namespace cufuse {
 // pin for 32-bit packed operands (the register A fragments of wgmma).
 __device__ __forceinline__ void pin(unsigned& v) { asm volatile("" : "+r"(v)::"memory"); }
 }  // namespace cufuse
-
-namespace cufuse {
-// Register reallocation between warpgroups (sm_90a): every warp of the calling warpgroup runs
-// it with the same count (a multiple of 8, 24..256); the freed registers of `dec` go to the
-// warpgroups that run `inc`.
-template <int REGS>
-__device__ __forceinline__ void warpgroup_release_registers() {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
-}
-template <int REGS>
-__device__ __forceinline__ void warpgroup_claim_registers() {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
-}
-}  // namespace cufuse

@@ -1,14 +1,13 @@
 """The Hopper kernels of fused_linear_relu on the GPU (compute capability 9.0): the cp.async
 wgmma kernel (every tile, and the default path for operands no tensor map can describe), the
-TMA-fed wgmma kernel, its persistent form and the swapped TMA stream, against the float64
-oracle."""
+TMA-fed wgmma kernel and the swapped TMA stream, against the float64 oracle."""
 from __future__ import annotations
 
 import pytest
 
 from cufuse.ops.linear import fused_linear_relu
 from cufuse.ops.linear.wgmma import TMA_128x128, TMA_64x128, TMA_64x256, TMA_64x64, TMA_TILE, WGMMA_128x128, \
-    WGMMA_64x128, WGMMA_64x256, WGMMA_64x64, WGMMA_TILE, PersistentTmaConfig, TmaConfig, WgmmaConfig
+    WGMMA_64x128, WGMMA_64x256, WGMMA_64x64, WGMMA_TILE, TmaConfig, WgmmaConfig
 
 from .cases import BF16, F16, Case, check_case, current_plan, make_inputs, require_sm90, swap
 
@@ -50,16 +49,6 @@ TMA_CASES = [  # ragged M, N and K (zero-filled boxes), both layouts, split-K
     Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows", config=TmaConfig(TMA_64x64)),
 ]
 
-PERSISTENT_CASES = [  # blocks walking several tiles: uneven last wave, ring phases across tiles
-    Case((4097,), 520, 4100, BF16, "nk_t", config=PersistentTmaConfig(TMA_TILE)),  # 561 tiles, K tail of 8
-    Case((2000,), 8192, 2056, BF16, "nk_t", bias="none", config=PersistentTmaConfig(TMA_TILE)),  # 144 tiles x 128 k
-    Case((1000,), 8, 8000, F16, "kn", config=PersistentTmaConfig(TMA_TILE)),  # one k tile a tile
-    Case((4097,), 1032, 264, F16, "kn", config=PersistentTmaConfig(TMA_TILE)),  # fewer tiles than SMs
-    Case((3000,), 1000, 1032, F16, "kn", bias="strided", config=PersistentTmaConfig(TMA_128x128)),
-    Case((1500,), 264, 2000, BF16, "every_other_k", bias="none", config=PersistentTmaConfig(TMA_64x256)),
-    Case((3, 700), 520, 3000, BF16, "nk_t_padded", config=PersistentTmaConfig(TMA_64x256)),
-]
-
 SWAP_CASES = [  # the swapped stream's tiles (256 / 128 k a stage, L2 hints): M = 1..64, ragged N and K
     Case((1,), 8192, 4100, BF16, "nk_t", config=swap(1)),  # 32 k tiles over 5 stages, N tail of 4
     Case((7,), 4104, 33, F16, "nk_t", bias="none", config=swap(7, 2)),  # K tail of 8, N = 33, split 2
@@ -84,7 +73,7 @@ SWAP_CASES = [  # the swapped stream's tiles (256 / 128 k a stage, L2 hints): M 
 ]
 
 
-@pytest.mark.parametrize("case", WGMMA_CASES + TMA_CASES + PERSISTENT_CASES + SWAP_CASES, ids=str)
+@pytest.mark.parametrize("case", WGMMA_CASES + TMA_CASES + SWAP_CASES, ids=str)
 def test_hopper_kernels_match_float64_oracle(cp, rng, case):
     require_sm90(cp)
     failure = check_case(cp, rng, case)
@@ -100,8 +89,7 @@ DEFAULT_CASES = [
     (Case((16,), 1032, 520, F16, "kn"), "linear_relu_swap_tma"),
     (Case((64,), 1032, 520, BF16, "kn"), "linear_relu_swap_tma"),
     (Case((65,), 1024, 64, BF16, "nk_t"), "linear_relu_wgmma_tma"),
-    (Case((4097,), 264, 4096, F16, "kn"), "linear_relu_wgmma_persistent"),  # 528 tiles of 128x256
-    (Case((300,), 4096, 4096, BF16, "nk_t"), "linear_relu_wgmma_tma"),  # 48 tiles: split K
+    (Case((4097,), 264, 4096, F16, "kn"), "linear_relu_wgmma_tma"),
     (Case((16,), 33, 64, BF16, "kn"), "linear_relu_simt"),  # K = 33: no 16-byte rows
     (Case((16,), 4096, 520, BF16, "kn", x_layout="broadcast_rows"), "linear_relu_mma"),
     (Case((64,), 4096, 4096, BF16, "kn", x_layout="broadcast_rows"), "linear_relu_wgmma"),
@@ -126,8 +114,6 @@ def test_hopper_defaults_run_their_kernel(cp, rng, case, kernel):
     (Case((8,), 64, 40, BF16, "odd_column"), TmaConfig(TMA_64x64), "asks for the wgmma_tma kernel"),
     (Case((3,), 0, 8, F16, "kn"), TmaConfig(TMA_64x64), "asks for the wgmma_tma kernel"),
     (Case((17,), 64, 64, BF16, "nk_t"), swap(16), "takes at most M = 16 rows, got M = 17"),
-    (Case((300,), 4096, 4096, BF16, "nk_t"), PersistentTmaConfig(TMA_TILE, 2), "does not split K, got splits=2"),
-    (Case((300,), 4096, 4096, BF16, "nk_t"), PersistentTmaConfig(TMA_64x128), "takes tiles of one block an SM"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_hopper_kernels_refuse_operands_they_cannot_load(cp, rng, case, config, message):
     require_sm90(cp)

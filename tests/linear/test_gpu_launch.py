@@ -15,8 +15,7 @@ from cufuse._core.plans import BoundPlan, Plan
 from cufuse.ops.linear import fused_linear_relu
 from cufuse.ops.linear.dmma import DMMA_M16_TILE, PipelinedDmmaConfig
 from cufuse.ops.linear.mma import MEDIUM_TILE, STREAM_TILE
-from cufuse.ops.linear.wgmma import TMA_64x64, TMA_TILE, WGMMA_64x256, WGMMA_64x64, PersistentTmaConfig, TmaConfig, \
-    WgmmaConfig
+from cufuse.ops.linear.wgmma import TMA_64x64, TMA_TILE, WGMMA_64x256, WGMMA_64x64, TmaConfig, WgmmaConfig
 from cufuse.ops.linear.wide import DMMA_TILE, TF32_M64_TILE, TF32_TILE, DmmaConfig, Tf32x3Config
 
 from ..conftest import allocations, poisoned
@@ -36,7 +35,6 @@ LAUNCH_CASES = [
     Case((64,), 4096, 520, BF16, "kn", config=WgmmaConfig(WGMMA_64x256, 4)),  # wgmma, split-K through slots
     Case((64,), 4096, 520, BF16, "nk_t", config=TmaConfig(TMA_64x64, 2)),  # TMA maps, split-K through slots
     Case((300,), 520, 264, F16, "kn", config=TmaConfig(TMA_TILE)),
-    Case((1100,), 1000, 4200, BF16, "nk_t", config=PersistentTmaConfig(TMA_TILE)),  # 153 tiles over 132 blocks
     Case((16,), 4096, 520, BF16, "nk_t", config=swap(16, 2)),  # swapped TMA kernel, split-K through slots
     Case((130,), 256, 264, F32, "nk_t", config=Tf32x3Config(TF32_TILE)),
     Case((130,), 256, 264, F64, "kn", config=DmmaConfig(DMMA_TILE)),

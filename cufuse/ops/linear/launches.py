@@ -49,16 +49,14 @@ def single_launch(problem, dev, spec, grid, block, smem, operands, splits_args, 
     return Plan((launch,), scratch)
 
 
-def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), value_cells=1, persistent=False) -> Plan:
+def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), value_cells=1) -> Plan:
     """The plan of a tiled tensor-core kernel (mma, wgmma, the TMA kernels, 3xTF32, DMMA):
     grid (tiles, 1, splits), arguments ``(m, n, k[, ldx, ldw], bias stride, k tiles per split,
     raster group, *flags, activation)`` (gated: ``ldx, ldw of w_gate, ldw of w_up`` and no
     bias stride; its tiles hold BN / 2 output columns). The TMA kernels (``tma_x_rows``: the
     rows of their x boxes) take tensor maps of x and the weight in place of the operands and
     their strides (weight boxes of BN rows K-major, BK N-major). Split-K through slots needs
-    ``value_cells`` float32 cells per accumulator (2 for float64). ``persistent``: at most one
-    block an SM slot (grid (min(tiles, slots), 1, 1)), each walking tiles gridDim.x apart, with a
-    producer warpgroup (``2 bm + 128`` threads)."""
+    ``value_cells`` float32 cells per accumulator (2 for float64)."""
     tile, m, n, k = config.tile, problem.m, problem.n, problem.k
     tiles = tile_count(m, problem.tile_columns, tile)
     k_tiles = math.ceil(k / tile.bk)
@@ -77,7 +75,5 @@ def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), value_cell
     scalars = (i64(m), i64(n), i64(k)) + strides + bias_stride + (np.int32(math.ceil(k_tiles / splits)),
                                                                   np.int32(config.raster_group)) + tuple(flags)
     cells = tiles * splits * tile.bm * tile.bn * value_cells
-    grid = (min(tiles, dev.sm_count * tile.blocks_per_sm(dev)), 1, 1) if persistent else (tiles, 1, splits)
-    threads = 2 * tile.bm + 128 if persistent else tile.threads
-    return single_launch(problem, dev, spec, grid, (threads, 1, 1),
+    return single_launch(problem, dev, spec, (tiles, 1, splits), (tile.threads, 1, 1),
                          tile.smem_bytes(problem.itemsize), operands, workspace(splits, cells, tiles), scalars)

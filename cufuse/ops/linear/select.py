@@ -38,13 +38,12 @@ from .operands import MMA_MIN_CC, SMALL_M
 from .simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig
 from .swap_tma import SWAP_DEFAULT_TILES, SWAP_MAX_M, SwapConfig
 from .tiling import choose_k_splits, gemm_score, stream_splits, tile_count
-from .wgmma import (TMA_TILES_BY_SHAPE, WGMMA_STREAM_TILE, WGMMA_TILE, WGMMA_TILES, PersistentTmaConfig, TmaConfig,
-                    WgmmaConfig)
+from .wgmma import TMA_TILES_BY_SHAPE, WGMMA_STREAM_TILE, WGMMA_TILE, WGMMA_TILES, TmaConfig, WgmmaConfig
 from .wide import DMMA_TILE, TF32_FEW_ROW_TILES, TF32_TILE, DmmaConfig, Tf32x3Config
 
 # What ``config=`` takes: every variant class of the op.
-VARIANTS = (MmaConfig, WgmmaConfig, TmaConfig, PersistentTmaConfig, SwapConfig, GemvConfig, Tf32x3Config, DmmaConfig,
-            PipelinedDmmaConfig, SimtConfig)
+VARIANTS = (MmaConfig, WgmmaConfig, TmaConfig, SwapConfig, GemvConfig, Tf32x3Config, DmmaConfig, PipelinedDmmaConfig,
+            SimtConfig)
 # What fused_gated_linear's ``config=`` takes.
 GATED_VARIANTS = (GatedMmaConfig, GatedSimtConfig)
 
@@ -68,13 +67,13 @@ def _choose(m: int, n: int, k: int, dtype, tensor_ok: bool, dev, kmajor: bool, t
     if m <= SWAP_MAX_M and tma_ok:  # tma_ok holds on compute capability 9.0 only
         return choose_swap_config(m, n, k, dev)
     if m > STREAM_TILE.bm and dev.has_wgmma and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
-        return with_tma(choose_wgmma_config(m, n, k, dev), tma_ok, m, n, dev)
+        return with_tma(choose_wgmma_config(m, n, k, dev), tma_ok)
     if m <= STREAM_TILE.bm:
         return MmaConfig(STREAM_TILE, stream_splits(m, n, k, STREAM_TILE, dev))
     if m <= SMALL_M:
         return MmaConfig(STREAM64_TILE, choose_k_splits(m, n, k, STREAM64_TILE, dev))
     if prefers_wgmma(m, n, dev):
-        return with_tma(WgmmaConfig(WGMMA_TILE), tma_ok, m, n, dev)
+        return with_tma(WgmmaConfig(choose_wave_tile(m, n, dev)), tma_ok)
     tile = choose_gemm_tile(m, n, dev)
     if not kmajor and tile_count(m, n, MEDIUM_TILE) < dev.sm_count * MEDIUM_TILE.blocks_per_sm(dev):
         # A row-major weight and at most one wave of 128x128 tiles: split K.
@@ -147,12 +146,21 @@ def choose_gemm_tile(m: int, n: int, dev):
 
 
 def prefers_wgmma(m: int, n: int, dev) -> bool:
-    """The wgmma 128x256 tile when its tiles fill every SM at least once and it scores above
+    """The wgmma tiles when the 128x256 tiles fill every SM at least once and it scores above
     the best mma tile (fewer tiles: ``choose_wgmma_config``)."""
     if not dev.has_wgmma or tile_count(m, n, WGMMA_TILE) < dev.sm_count:
         return False
     mma_tile = choose_gemm_tile(m, n, dev)
     return gemm_score(m, n, WGMMA_TILE, 1, dev) >= gemm_score(m, n, mma_tile, mma_tile.blocks_per_sm(dev), dev)
+
+
+def choose_wave_tile(m: int, n: int, dev):
+    """Where the 128x256 tiles fill the SMs: the one-block-an-SM wgmma tile (128x256, 128x128,
+    64x256) with the best ``gemm_score``, so that a last wave left mostly idle by the large tile
+    takes the smaller one (run M5 / M6 sweeps, docs/linear.md: 512 x 4096 x 11008 0.60x -> 0.70x
+    cuBLASLt; geometric mean of the 30 shapes it covers +2 %)."""
+    tiles = [t for t in WGMMA_TILES if t.max_blocks_per_sm == 1]
+    return max(tiles, key=lambda t: gemm_score(m, n, t, 1, dev))
 
 
 def choose_wgmma_config(m: int, n: int, k: int, dev) -> WgmmaConfig:
@@ -167,17 +175,13 @@ def choose_wgmma_config(m: int, n: int, k: int, dev) -> WgmmaConfig:
     return WgmmaConfig(tile, choose_k_splits(m, n, k, tile, dev))
 
 
-def with_tma(config: WgmmaConfig, tma_ok: bool, m: int, n: int, dev):
+def with_tma(config: WgmmaConfig, tma_ok: bool):
     """``config`` on the TMA kernel (the TMA tile of the same block shape, the same splits and
     raster group) where tensor maps describe the operands (run S4-3: 8192^3 711 TFLOP/s against
-    522; 512 x 4096^2 519 against 353); its persistent form where K is not split, the tile
-    takes a whole SM and the tiles fill more than one wave (run M6)."""
+    522; 512 x 4096^2 519 against 353)."""
     if not tma_ok:
         return config
-    tile = TMA_TILES_BY_SHAPE[(config.tile.bm, config.tile.bn)]
-    if config.splits == 1 and tile.max_blocks_per_sm == 1 and tile_count(m, n, tile) > dev.sm_count:
-        return PersistentTmaConfig(tile, 1, config.raster_group)
-    return TmaConfig(tile, config.splits, config.raster_group)
+    return TmaConfig(TMA_TILES_BY_SHAPE[(config.tile.bm, config.tile.bn)], config.splits, config.raster_group)
 
 
 def choose_swap_config(m: int, n: int, k: int, dev) -> SwapConfig:
@@ -207,7 +211,6 @@ def reachable_configs(dev) -> list:
         reached += [(MmaConfig(t), half) for t in (MEDIUM_TILE, SMALL_TILE, STREAM_TILE)]
         reached += [(WgmmaConfig(t), half) for t in WGMMA_TILES]
         reached += [(TmaConfig(t), half) for t in TMA_TILES_BY_SHAPE.values()]
-        reached += [(PersistentTmaConfig(t), half) for t in TMA_TILES_BY_SHAPE.values() if t.max_blocks_per_sm == 1]
         reached += [(SwapConfig(t), half) for t in SWAP_DEFAULT_TILES.values()]
     else:
         reached += [(MmaConfig(t), half) for t in GEMM_TILES + (STREAM_TILE, STREAM64_TILE)]

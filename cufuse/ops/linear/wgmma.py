@@ -141,28 +141,3 @@ class TmaConfig(TiledConfig):
         return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor), tma_x_rows=self.tile.bm,
                           flags=(np.int32(problem.paired_store),))
 
-
-@dataclasses.dataclass(frozen=True)
-class PersistentTmaConfig(TiledConfig):
-    """``linear_relu_wgmma_persistent`` on a one-block-an-SM ``TmaGemmTile``: at most one wave
-    of blocks walking the tiles through one TMA ring; no split-K."""
-
-    kind: ClassVar[str] = "wgmma_persistent"
-
-    def spec(self, dtype, kmajor: bool) -> KernelSpec:
-        t = self.tile
-        args = (ctype(dtype), t.bm, t.bn, t.bk, t.stages, t.pending, kmajor)
-        return KernelSpec("linear/wgmma_persistent.cu", "linear_relu_wgmma_persistent", args, min_cc=WGMMA_MIN_CC)
-
-    def check(self, problem, dev) -> None:
-        require_16bit_tensor_operands(self.kind, problem)
-        require_hopper(self.kind, problem, dev)
-        require_tensor_maps(self.kind, problem)
-        if self.splits != 1:
-            raise config_error(problem, self.kind, f"does not split K, got splits={self.splits}")
-        if self.tile.max_blocks_per_sm != 1:
-            raise config_error(problem, self.kind, f"takes tiles of one block an SM, got {self.tile}")
-
-    def plan(self, problem, dev):
-        return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor), tma_x_rows=self.tile.bm,
-                          flags=(np.int32(problem.paired_store),), persistent=True)
