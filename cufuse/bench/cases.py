@@ -180,7 +180,8 @@ SOFTMAX_DTYPES = ("float16", "float32")
 # view). A view is taken of an input of ``shape``: "T" its transpose, "::2" every other
 # element of its last axis. The reduced length of each class: narrow 1-256, medium 257-64K,
 # long 64K-1M, very long 1M-16M elements; misaligned: lengths that are not a multiple of the
-# 16-byte vector; leading and middle axes; whole array (axis=None).
+# 16-byte vector; leading and middle axes; short columns: reduced axes of 2-16 elements strided
+# over millions of columns (the last one's rows off the 16-byte vector); whole array (axis=None).
 SOFTMAX_CLASSES = {
     "narrow": (((671088, 100), -1, None), ((2097152, 7), -1, None), ((1048576, 32), -1, None), ((262144, 255), -1, None)),
     "medium": (((65536, 1000), -1, None), ((16384, 3000), -1, None), ((5461, 12288), -1, None), ((1342, 50000), -1, None)),
@@ -190,6 +191,8 @@ SOFTMAX_CLASSES = {
     "strided views": (((8192, 8192), -1, "::2"), ((16384, 4096), -1, "T"), ((4096, 8192), 0, "T")),
     "leading and middle axes": (((4096, 8192), 0, None), ((64, 4096, 256), 1, None), ((6, 3000000), 0, None),
                                 ((12, 1000, 2000), 1, None)),
+    "short columns": (((6, 3000000), 0, None), ((2, 4194304), 0, None), ((16, 1000000), 0, None),
+                      ((6, 3000001), 0, None)),
     "whole array": (((8192, 8192), None, None), ((3000, 3001), None, None)),
 }
 SOFTMAX_CLASS_DTYPES = ("float16", "bfloat16", "float32")
@@ -276,12 +279,15 @@ def softmax_cases(quick: bool = False) -> list:
 # ---------------------------------------------------------------- logsumexp (issue 24)
 
 # Classes of reductions (rows x length, the reduced axis; lengths not powers of two in each):
-# narrow, medium, long and very long last-axis rows, leading and middle axes, a transposed view.
+# narrow, medium, long and very long last-axis rows, leading and middle axes, short columns
+# (the last one's rows off the 16-byte vector), a transposed view.
 LOGSUMEXP_SHAPES = (
     ((1048576, 32), -1), ((671088, 100), -1), ((262144, 250), -1),
     ((65536, 1000), -1), ((5461, 12288), -1), ((1342, 50000), -1),
     ((335, 200000), -1), ((128, 262144), -1), ((22, 3000000), -1), ((4, 4194304), -1),
-    ((4096, 8192), 0), ((64, 4096, 256), 1), ((8192, 3000), None),
+    ((4096, 8192), 0), ((64, 4096, 256), 1),
+    ((2, 4194304), 0), ((6, 3000000), 0), ((16, 1000000), 0), ((6, 3000001), 0),
+    ((8192, 3000), None),
 )
 LOGSUMEXP_DTYPES = ("float16", "float32")
 

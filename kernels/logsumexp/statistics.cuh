@@ -40,8 +40,10 @@ template <typename A> struct LseStats {
         m = big;
         dropped = dropped || o.dropped;
     }
-    // Count weighted entries (a[j], w[j]) at once: one rescale, one exp an entry.
-    template <int Count> __device__ __forceinline__ void add_weighted(const A (&a)[Count], const A (&w)[Count]) {
+    // Count weighted entries (a[j], w[j]) at once: one rescale, one exp an entry. Only the first
+    // `valid` enter the sum (a short column's rung pads its entries with -inf and weight 0:
+    // no exps for them).
+    template <int Count> __device__ __forceinline__ void add_weighted(const A (&a)[Count], const A (&w)[Count], int valid = Count) {
         A x[Count];
         A big = m;
 #pragma unroll
@@ -54,20 +56,27 @@ template <typename A> struct LseStats {
         const A shift = shift_of(big);
         A sum = rescaled(s, exp_rel(m, shift));
 #pragma unroll
-        for (int j = 0; j < Count; ++j) sum += isinf(w[j]) && x[j] > neg_infinity<A>() ? w[j] : w[j] * exp_rel(x[j], shift);
+        for (int j = 0; j < Count; ++j)
+            if (j < valid) sum += isinf(w[j]) && x[j] > neg_infinity<A>() ? w[j] : w[j] * exp_rel(x[j], shift);
         s = sum;
         m = big;
     }
     // Count entries without weights (the cheap rule: a +inf max leaves s NaN, which the final
-    // rule of unweighted rows ignores).
-    template <int Count> __device__ __forceinline__ void add(const A (&a)[Count]) {
+    // rule of unweighted rows ignores); the first `valid` enter the sum, the others are -inf.
+    template <int Count> __device__ __forceinline__ void add(const A (&a)[Count], int valid = Count) {
         A big = m;
 #pragma unroll
         for (int j = 0; j < Count; ++j) big = max_nan(big, a[j]);
+        add_under(a, big, valid);
+    }
+    // The same where the caller knows big, the max of m and the entries (16-bit columns take
+    // it on packed pairs: no float copy of an entry lives from the max to the sum).
+    template <int Count> __device__ __forceinline__ void add_under(const A (&a)[Count], A big, int valid = Count) {
         const A shift = shift_of(big);
         A sum = s * exp_accum_ftz(m - shift);
 #pragma unroll
-        for (int j = 0; j < Count; ++j) sum += exp_accum_ftz(a[j] - shift);
+        for (int j = 0; j < Count; ++j)
+            if (j < valid) sum += exp_accum_ftz(a[j] - shift);
         s = sum;
         m = big;
     }
@@ -100,12 +109,11 @@ __device__ __forceinline__ LseStats<A> group_merge(LseStats<A> v, LseStats<A>* s
     return v;
 }
 
-// SciPy's result for a row's statistics: log|S| (S the weighted sum) and its sign (+1, -1, 0,
-// NaN); a negative S without return_sign is NaN. Unweighted: m + log(s), or m itself when m is
-// +inf (sign 1), -inf (all -inf: sign 0) or NaN.
-template <bool Weighted, typename T, typename A>
-__device__ __forceinline__ void store_result(const LseStats<A>& st, T* value, T* sign, int64 r) {
-    A v, sg;
+// SciPy's result for a row's statistics: v = log|S| (S the weighted sum) and its sign sg (+1,
+// -1, 0, NaN); a negative S without return_sign (`with_sign`) is NaN. Unweighted: m + log(s),
+// or m itself when m is +inf (sign 1), -inf (all -inf: sign 0) or NaN.
+template <bool Weighted, typename A>
+__device__ __forceinline__ void row_result(const LseStats<A>& st, bool with_sign, A& v, A& sg) {
     if constexpr (Weighted) {
         v = shift_of(st.m) + log(fabs(st.s));
         sg = st.s > A(0) ? A(1) : st.s < A(0) ? A(-1) : st.s == A(0) ? A(0) : nan_value<A>();
@@ -114,8 +122,15 @@ __device__ __forceinline__ void store_result(const LseStats<A>& st, T* value, T*
         v = isfinite(st.m) ? st.m + log(st.s) : st.m;
         sg = st.m == neg_infinity<A>() ? A(0) : st.m != st.m ? nan_value<A>() : A(1);
     }
+    if (!with_sign && sg < A(0)) v = nan_value<A>();
+}
+
+// row_result of row r stored: value[r], and sign[r] where sign is not null (return_sign).
+template <bool Weighted, typename T, typename A>
+__device__ __forceinline__ void store_result(const LseStats<A>& st, T* value, T* sign, int64 r) {
+    A v, sg;
+    row_result<Weighted>(st, sign != nullptr, v, sg);
     if (sign != nullptr) sign[r] = from_accum<T>(sg);
-    else if (sg < A(0)) v = nan_value<A>();
     value[r] = from_accum<T>(v);
 }
 

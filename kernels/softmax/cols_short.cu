@@ -1,22 +1,21 @@
-// softmax_cols_short: reduced axes of at most MaxLength elements strided over a contiguous
-// inner axis (axis=0 of a (4, 3000000) matrix, a short middle axis): a thread a column, its
-// `length` elements loaded at once into registers, reduced and written back -- one read.
+// softmax_cols_short and softmax_cols_short_vec: reduced axes of at most MaxLength elements
+// strided over a contiguous inner axis (axis=0 of a (6, 3000000) matrix, a short middle axis):
+// a thread's columns held in registers, their `length` elements loaded at once (all in
+// flight), reduced and written back -- one read, one write.
 //
-// Picked (ColsShortConfig, cufuse/ops/softmax/cols.py) for column layouts of at most 16
-// rows: the two-read column kernels split such a column over 16 slices (most of them idle)
-// and the column split needs a tile's rows. Adjacent threads take adjacent columns, so a
-// warp's accesses to one reduced index are consecutive elements. docs/softmax.md, "Columns".
-#include "softmax/statistics.cuh"
+// Picked (ColsShortConfig, ColsShortVecConfig: cufuse/ops/softmax/cols.py) for column layouts
+// of at most 16 rows: the two-read column kernels split such a column over 16 slices (most of
+// them idle) and the column split needs a tile's rows. softmax_cols_short_vec where the
+// 16-byte vectors of adjacent columns are aligned (cols_vectorizable), on the smallest rung of
+// 4, 8, 16 rows holding the column (its elements take 4 registers a row); softmax_cols_short,
+// a thread a column, for every other layout. docs/softmax.md, "Columns".
+#include "softmax/columns.cuh"
 
-template <typename T, bool Log, int Threads, int MaxLength>
-__global__ void __launch_bounds__(Threads) softmax_cols_short(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length,
-                                                              int64 inner, int64 so, int64 si, int64 sl) {
+// One column of `length` <= MaxLength elements (input at stride sl, output at stride inner),
+// loaded at once into registers, normalised and stored.
+template <typename T, bool Log, int MaxLength>
+__device__ __forceinline__ void short_column(const T* in, T* out, int64 length, int64 inner, int64 sl) {
     using A = cufuse::accum_t<T>;
-    const int64 c = static_cast<int64>(blockIdx.x) * Threads + threadIdx.x;  // column (o, i), i fastest
-    if (c >= outer * inner) return;
-    const int64 o = c / inner, i = c - o * inner;
-    const T* in = x + o * so + i * si;
-    T* out = y + o * length * inner + i;
     A a[MaxLength];
     A m = cufuse::neg_infinity<A>();
 #pragma unroll
@@ -32,4 +31,95 @@ __global__ void __launch_bounds__(Threads) softmax_cols_short(const T* __restric
 #pragma unroll
     for (int l = 0; l < MaxLength; ++l)
         if (l < length) out[l * inner] = cufuse::from_accum<T>(f.template to<T>(a[l]));
+}
+
+// A thread a column; adjacent threads take adjacent columns, so a warp's accesses to one
+// reduced index are consecutive elements.
+template <typename T, bool Log, int Threads, int MaxLength>
+__global__ void __launch_bounds__(Threads) softmax_cols_short(const T* __restrict__ x, T* __restrict__ y, int64 outer, int64 length,
+                                                              int64 inner, int64 so, int64 si, int64 sl) {
+    const int64 c = static_cast<int64>(blockIdx.x) * Threads + threadIdx.x;  // column (o, i), i fastest
+    if (c >= outer * inner) return;
+    const int64 o = c / inner, i = c - o * inner;
+    short_column<T, Log, MaxLength>(x + o * so + i * si, y + o * length * inner + i, length, inner, sl);
+}
+
+// The VS columns of a thread's vectors v[0 .. length) (their maxima m) normalised in place,
+// G columns at a time (G = 2 for 16-bit types: a pair, converted back in one instruction): only
+// one group's float copies and exps are live at once, so the elements take 4 registers a row
+// (converting all columns at once kept 128 floats for 16 bfloat16 rows). ExpOnce (softmax
+// only): the group's exps of the sum are kept and scaled, one exp an element instead of two.
+template <typename T, bool Log, bool ExpOnce, int MaxLength, typename A = cufuse::accum_t<T>>
+__device__ __forceinline__ void normalize_short_columns(cufuse::Vec16<T> (&v)[MaxLength], const A (&m)[cufuse::Vec16<T>::size], int64 length) {
+    constexpr int VS = cufuse::Vec16<T>::size, G = sizeof(T) == 2 ? 2 : 1;
+#pragma unroll
+    for (int j0 = 0; j0 < VS; j0 += G) {
+        A s[G], e[ExpOnce ? MaxLength : 1][G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) s[g] = 0;
+        // The sum skips the rung's padding rows. (All -inf: exp(-inf - -inf) is NaN, but the
+        // Normalizer makes such a column NaN anyway.)
+#pragma unroll
+        for (int l = 0; l < MaxLength; ++l)
+            if (l < length)
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    const A a = cufuse::to_accum(v[l].v[j0 + g]) - m[j0 + g];
+                    const A term = ExpOnce && sizeof(T) != 2 ? exp_accum(a) : exp_accum_ftz(a);  // float and double keep subnormal outputs
+                    if constexpr (ExpOnce) e[l][g] = term;
+                    s[g] += term;
+                }
+        Normalizer<A, Log> f[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) f[g] = Normalizer<A, Log>(m[j0 + g], s[g]);
+#pragma unroll
+        for (int l = 0; l < MaxLength; ++l)
+            if (l < length) {
+                A r[G];
+#pragma unroll
+                for (int g = 0; g < G; ++g) r[g] = ExpOnce ? e[l][g] * f[g].k : f[g].template to<T>(cufuse::to_accum(v[l].v[j0 + g]));
+                if constexpr (G == 2) reinterpret_cast<typename Packed2<T>::type*>(v[l].v)[j0 / 2] = Packed2<T>::from_floats(r[0], r[1]);
+                else v[l].v[j0] = cufuse::from_accum<T>(r[0]);
+            }
+    }
+}
+
+// A thread a 16-byte vector of VS adjacent columns (8 float16 / bfloat16, 4 float32, 2
+// float64): `length` vector loads in flight a thread, 16-byte stores, a warp's access to one
+// reduced index 512 consecutive bytes. Needs si == 1 and inner, so, sl multiples of VS (the
+// host checks). An x or y base off 16 bytes (a view) takes the thread's columns one by one
+// as softmax_cols_short does (scalars in every vector slot held 172 registers, not 108).
+// BlocksPerSM: the launch bound, which caps the registers so that a short rung keeps more
+// threads, and their loads, resident. ExpOnce: normalize_short_columns.
+template <typename T, bool Log, int Threads, int MaxLength, int BlocksPerSM, bool ExpOnce>
+__global__ void __launch_bounds__(Threads, BlocksPerSM) softmax_cols_short_vec(const T* __restrict__ x, T* __restrict__ y, int64 outer,
+                                                                  int64 length, int64 inner, int64 so, int64 si, int64 sl) {
+    static_assert(!(ExpOnce && Log), "log_softmax stores x - m - log(s): no exp to keep");
+    using A = cufuse::accum_t<T>;
+    using V = cufuse::Vec16<T>;
+    constexpr int VS = V::size;
+    const int64 inner_vectors = inner / VS;
+    const int64 c = static_cast<int64>(blockIdx.x) * Threads + threadIdx.x;  // vector (o, i / VS), i fastest
+    if (c >= outer * inner_vectors) return;
+    const int64 o = outer == 1 ? 0 : c / inner_vectors, i = (c - o * inner_vectors) * VS;
+    const T* in = x + o * so + i;
+    T* out = y + o * length * inner + i;
+    if (!aligned16(x) || !aligned16(y)) {
+#pragma unroll 1
+        for (int j = 0; j < VS; ++j) short_column<T, Log, MaxLength>(in + j, out + j, length, inner, sl);
+        return;
+    }
+    // Whole vectors as 128-bit values: a select of the padding element by element kept 16-bit
+    // elements a register each (bfloat16: 148 registers at 16 rows, not 99).
+    const V padding = neg_inf_vector<T>();
+    V v[MaxLength];
+#pragma unroll
+    for (int l = 0; l < MaxLength; ++l)
+        *reinterpret_cast<uint4*>(&v[l]) = l < length ? __ldg(reinterpret_cast<const uint4*>(in + l * sl)) : *reinterpret_cast<const uint4*>(&padding);
+    A m[VS];
+    column_max<T, MaxLength>(v, m);
+    normalize_short_columns<T, Log, ExpOnce>(v, m, length);
+#pragma unroll
+    for (int l = 0; l < MaxLength; ++l)
+        if (l < length) cufuse::store_vec16(out + l * inner, v[l]);
 }

@@ -1,7 +1,8 @@
-// 16-byte vectors of adjacent columns (kernels/softmax/cols.cu's softmax_cols_vec and
-// cols_split.cu): a thread's column vector (ColumnVector), its loads and stores, the online
-// per-column (max, sum) merge, the normalised vector, and the block's (or cluster's) column
-// statistics turned into Normalizers (column_normalizers).
+// 16-byte vectors of adjacent columns (kernels/softmax/cols.cu's softmax_cols_vec,
+// cols_split.cu, cols_short.cu's softmax_cols_short_vec): a thread's column vector
+// (ColumnVector), its loads and stores, the per-column max and online (max, sum) merge, the
+// normalised vector, and the block's (or cluster's) column statistics turned into Normalizers
+// (column_normalizers).
 #pragma once
 
 #include "softmax/statistics.cuh"
@@ -26,14 +27,11 @@ template <typename T> __device__ __forceinline__ void store_columns(T* p, bool v
     else store_scalars_inline(p, int64(1), int64(Vec16<T>::size), r);
 }
 
-// The online (max, sum) of each of the VS columns, merged with Count more vectors (padding
-// -inf). While a column has seen only -inf its sum is meaningless (exp(-inf - -inf)): rescale
-// drops it once a larger maximum comes, and an all -inf column is NaN anyway.
-// 16-bit types take the maxima in pairs: no float copies of the elements live until the sum.
+// The NaN-keeping max of each of the VS columns over Count vectors. 16-bit types take the
+// maxima in pairs: no float copies of the elements live until the sum.
 template <typename T, int Count, typename A = accum_t<T>>
-__device__ __forceinline__ void merge_columns(const Vec16<T> (&v)[Count], A (&m)[Vec16<T>::size], A (&s)[Vec16<T>::size]) {
+__device__ __forceinline__ void column_max(const Vec16<T> (&v)[Count], A (&m)[Vec16<T>::size]) {
     constexpr int VS = Vec16<T>::size;
-    A tile_m[VS];
     if constexpr (sizeof(T) == 2) {
         using T2 = typename Packed2<T>::type;
 #pragma unroll
@@ -41,16 +39,26 @@ __device__ __forceinline__ void merge_columns(const Vec16<T> (&v)[Count], A (&m)
             T2 pair_m = reinterpret_cast<const T2*>(v[0].v)[p];
 #pragma unroll
             for (int u = 1; u < Count; ++u) pair_m = __hmax2_nan(pair_m, reinterpret_cast<const T2*>(v[u].v)[p]);
-            tile_m[2 * p] = to_accum(pair_m.x), tile_m[2 * p + 1] = to_accum(pair_m.y);
+            m[2 * p] = to_accum(pair_m.x), m[2 * p + 1] = to_accum(pair_m.y);
         }
     } else {
 #pragma unroll
         for (int j = 0; j < VS; ++j) {
-            tile_m[j] = to_accum(v[0].v[j]);
+            m[j] = to_accum(v[0].v[j]);
 #pragma unroll
-            for (int u = 1; u < Count; ++u) tile_m[j] = max_nan(tile_m[j], to_accum(v[u].v[j]));
+            for (int u = 1; u < Count; ++u) m[j] = max_nan(m[j], to_accum(v[u].v[j]));
         }
     }
+}
+
+// The online (max, sum) of each of the VS columns, merged with Count more vectors (padding
+// -inf). While a column has seen only -inf its sum is meaningless (exp(-inf - -inf)): rescale
+// drops it once a larger maximum comes, and an all -inf column is NaN anyway.
+template <typename T, int Count, typename A = accum_t<T>>
+__device__ __forceinline__ void merge_columns(const Vec16<T> (&v)[Count], A (&m)[Vec16<T>::size], A (&s)[Vec16<T>::size]) {
+    constexpr int VS = Vec16<T>::size;
+    A tile_m[VS];
+    column_max<T, Count>(v, tile_m);
 #pragma unroll
     for (int j = 0; j < VS; ++j) {
         const A new_m = max_nan(m[j], tile_m[j]);

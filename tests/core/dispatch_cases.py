@@ -47,6 +47,11 @@ def softmax_cases():
             if length * inner > 1 << 27:
                 continue
             cases.append(dict(base, shape=[length, inner], strides=[inner, 1], axes=[0]))
+        # short columns: vectors where they are aligned (every rung), a thread a column where the
+        # column count or the outer stride is off the vector
+        for length, inner in itertools.product((3, 6, 9), (64, 3_000_000, 3_000_001)):
+            cases.append(dict(base, shape=[length, inner], strides=[inner, 1], axes=[0]))
+        cases.append(dict(base, shape=[5, 9, 64], strides=[9 * 64 + 1, 64, 1], axes=[1]))
         for outer, length, inner in ((64, 4096, 256), (2, 3, 4), (8, 1000, 33), (1, 16384, 4096)):
             cases.append(dict(base, shape=[outer, length, inner], strides=list(_contiguous((outer, length, inner))),
                               axes=[1]))

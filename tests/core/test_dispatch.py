@@ -47,6 +47,7 @@ def test_snapshot_covers_every_kernel_family_and_both_devices(snapshot):
     devices = Counter(r["case"]["device"] for r in snapshot)
     assert set(devices) == {"H200", "A100"}
     for family in ("softmax_rows", "softmax_rows_stashed", "softmax_rows_split", "softmax_cols_split",
+                   "softmax_cols_short", "softmax_cols_short_vec",
                    "linear_relu_swap_tma", "linear_relu_wgmma_tma", "linear_relu_wgmma", "linear_relu_mma",
                    "linear_relu_gemv", "linear_relu_dmma", "attention_fwd_wgmma", "attention_fwd_mma",
                    "attention_decode", "attention_merge", "attention_fwd_simt"):

@@ -7,8 +7,12 @@ import numpy as np
 import pytest
 
 import cufuse
+from cufuse._core.device import current_device_info
+from cufuse.ops.logsumexp import select
+from cufuse.ops.logsumexp.plan import plan_logsumexp
 from cufuse.ops.logsumexp.variants import ColsConfig, RowsConfig
 
+from ..conftest import GPU
 from .oracle import assert_close, condition, expected
 from .test_select import BRANCHES
 
@@ -102,6 +106,90 @@ def test_split_configs(cp, rng, dtype):
     c = random(cp, rng, (5000, 70), dtype)
     for parts in (2, 9):
         check(cp, c, 0, config=ColsConfig(8, 16 if np.dtype(dtype).itemsize == 2 else 8, parts))
+
+
+def _kernel(a, axis):
+    """The kernel the default plan runs for a (without weights) reduced over ``axis``."""
+    strides = tuple(s // a.dtype.itemsize for s in a.strides)
+    plan = plan_logsumexp(a.shape, strides, None, a.dtype, (axis,), a.data.ptr % 16 == 0, current_device_info())
+    return plan.launches[0].spec.name
+
+
+def _poison_pool(cp, nbytes):
+    """NaN in the memory the pool hands out next, so a result the kernel skipped shows up."""
+    junk = cp.full(nbytes // 4 + 1024, np.nan, dtype=cp.float32)
+    del junk
+
+
+@pytest.fixture(scope="module")
+def short_kernels():
+    """The short-column kernels compiled in parallel, once (NVRTC inside the tests is serial)."""
+    if not GPU:
+        pytest.skip("no CUDA GPU present")
+    from cufuse._core.loader import arch_for, precompile
+
+    specs = [c.spec(np.dtype(d), w) for d in DTYPES for w in (False, True)
+             for c in [select.SHORT] + [select.short_vec(n, w) for n in (4, 8, 16)]]
+    precompile(specs, arch_for(current_device_info().cc), jobs=16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_short_columns(cp, rng, short_kernels, dtype):
+    """Rows of 1 to 16 elements in the column layout: logsumexp_cols_short_vec (a thread a
+    16-byte vector of rows, rungs of 4, 8, 16) where aligned -- row counts not a multiple of a
+    block's 128 vectors --, logsumexp_cols_short where the row count or a's base is off the
+    vector; weights of the same layout (vector loads), broadcast along the rows (stride 0) and
+    off 16 bytes (element loads), signed so that sums go negative; every value and sign written."""
+    vs = 16 // np.dtype(dtype).itemsize
+    for length in range(1, 17):
+        for columns, kernel in ((300 * vs, "logsumexp_cols_short_vec"), (300 * vs + 3, "logsumexp_cols_short")):
+            a = random(cp, rng, (length, columns), dtype)
+            assert _kernel(a, 0) == kernel
+            _poison_pool(cp, 2 * columns * 8)
+            check(cp, a, 0)
+            b = random(cp, rng, (length, columns), dtype, scale=1.0)
+            b[length // 2, ::5] = 0  # dropped entries
+            check(cp, a, 0, b)
+    a = random(cp, rng, (7, 64 * vs), dtype)
+    for b_shape in ((7, 1), (64 * vs,), ()):  # broadcast along the rows, along the reduced axis, a scalar
+        check(cp, a, 0, random(cp, rng, b_shape, dtype, scale=1.0))
+    b = random(cp, rng, (7 * 64 * vs + 1,), dtype, scale=1.0)[1:].reshape(7, 64 * vs)  # weights off 16 bytes
+    check(cp, a, 0, b)
+    view = strided_view(cp, rng, (9, 64 * vs), (64 * vs, 1), dtype, 1)  # a's base off 16 bytes
+    assert _kernel(view, 0) == "logsumexp_cols_short"
+    check(cp, view, 0)
+    a = random(cp, rng, (64 * vs, 5), dtype)  # the last axis of a transposed view: adjacent rows on the outer axis
+    assert _kernel(cp.ascontiguousarray(a.T).T, 1) == "logsumexp_cols_short_vec"
+    check(cp, cp.ascontiguousarray(a.T).T, 1)
+    x = random(cp, rng, (3, 11, 24 * vs), dtype)  # a short middle axis (outer > 1)
+    assert _kernel(x, 1) == "logsumexp_cols_short_vec"
+    check(cp, x, 1, keepdims=True)
+    check(cp, x, 1, random(cp, rng, (11, 1), dtype, scale=1.0))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_short_columns_non_finite(cp, rng, short_kernels, dtype):
+    """SciPy's rules in short columns, inside the vectors of finite ones: NaN, +inf, all -inf,
+    -inf over half, +inf with NaN, a negative sum, every entry dropped, a dropped +inf, +inf
+    with weights of both signs; both kernels, every rung."""
+    vs = 16 // np.dtype(dtype).itemsize
+    for length in (1, 2, 3, 8, 11, 16):
+        for columns in (16 * vs, 16 * vs + 1):
+            a = rng.standard_normal((length, columns)) * 4
+            b = np.ones((length, columns))
+            a[length // 2, 0] = np.nan
+            a[-1, 1] = np.inf
+            a[:, 2] = -np.inf
+            a[length // 2:, 3] = -np.inf
+            a[0, 4], a[-1, 4] = np.inf, np.nan
+            b[0, 5] = -1
+            a[0, 5] = a[:, 5].max() + 2  # a negative sum
+            b[:, 6] = 0  # every entry dropped
+            a[0, 7], b[0, 7] = np.inf, 0  # a dropped +inf
+            a[:2, 8], b[:2, 8] = np.inf, [1, -1][:min(2, length)]  # +inf with weights of both signs
+            a, b = cp.asarray(a.astype(dtype)), cp.asarray(b.astype(dtype))
+            check(cp, a, 0)
+            check(cp, a, 0, b)
 
 
 def test_integer_zero_d_and_empty(cp, rng):

@@ -1,7 +1,8 @@
 """softmax's column kernels on the GPU against the float64 oracle: the reduced axis strided
 over a contiguous inner axis. The two-read kernels (scalar and 16-byte vectors, with and
-without clusters) and the persistent column split (its chosen and forced grids, several
-strips a block, non-finite and misaligned columns, the reused scratch)."""
+without clusters), the persistent column split (its chosen and forced grids, several
+strips a block, non-finite and misaligned columns, the reused scratch) and the short-column
+kernels (a thread a column, or a 16-byte vector of columns)."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,6 +14,7 @@ import cufuse
 from cufuse._core.plans import SCRATCH
 from cufuse.ops.softmax import select
 from cufuse.ops.softmax.cols import ColsSplitConfig, ColsVecConfig
+from cufuse.ops.softmax.layout import vector_size
 from cufuse.ops.softmax.plan import plan_softmax
 
 from ..conftest import allocations, poisoned
@@ -160,20 +162,60 @@ def test_cols_split_scratch_is_reused_and_left_armed(cp, rng, forced_kernels):
             assert not bool(counters.any())
 
 
+def _short_kernel(x, axis, log):
+    """The kernel the default plan runs for x (cupy) reduced over ``axis``."""
+    strides = tuple(s // x.dtype.itemsize for s in x.strides)
+    (launch,) = plan_softmax(x.shape, strides, x.dtype, (axis,), log, device()).launches
+    return launch.spec.name
+
+
+@pytest.fixture
+def short_kernels(cp):
+    precompile_once("short", lambda: [(c, d) for d in (np.float16, BF16, np.float32, np.float64)
+                                      for c in [select._COLS_SHORT] + [select.cols_short_vec(n, d) for n in (4, 8, 16)]])
+
+
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
 @pytest.mark.parametrize("log", [False, True])
-def test_short_columns(cp, rng, dtype, log):
-    """Columns of 1 to 16 elements (softmax_cols_short, a thread a column): axis=0 of
-    matrices with many columns (a ragged last block), a short middle axis, a strided view;
-    non-finite columns; out poisoned."""
-    assert select.choose_cols(16, 1000, dtype, device()) == select._COLS_SHORT
-    assert not isinstance(select.choose_cols(17, 1000, dtype, device()), type(select._COLS_SHORT))
-    for length in (1, 2, 3, 7, 16):
-        x = random(cp, rng, (length, 5003), dtype)
-        check(cp, x, 0, log, out=poisoned(cp, x.shape, x.dtype))
-    x = random(cp, rng, (5, 9, 301), dtype)
+def test_short_columns(cp, rng, short_kernels, dtype, log):
+    """Columns of 1 to 16 elements: softmax_cols_short_vec (a thread a 16-byte vector of
+    columns, rungs of 4, 8, 16 rows) where the column vectors are aligned -- column counts not
+    a multiple of a block's 256 vectors, a short middle axis --, softmax_cols_short where the
+    column count or a stride is off the vector, and a strided view; out poisoned."""
+    vs = vector_size(dtype)
+    for length in range(1, 17):
+        for columns, kernel in ((300 * vs, "softmax_cols_short_vec"), (300 * vs + 3, "softmax_cols_short")):
+            x = random(cp, rng, (length, columns), dtype)
+            assert length == 1 or _short_kernel(x, 0, log) == kernel  # (one row: the size-1 axis drops, a row problem)
+            check(cp, x, 0, log, out=poisoned(cp, x.shape, x.dtype))
+    x = random(cp, rng, (13, 300 * vs), dtype).T  # the last axis of a transposed view: a new out in x's order,
+    check(cp, x, 1, log)  # a column problem of 13 rows
+    x = random(cp, rng, (5, 9, 24 * vs), dtype)  # a short middle axis (outer > 1)
+    assert _short_kernel(x, 1, log) == "softmax_cols_short_vec"
+    check(cp, x, 1, log, out=poisoned(cp, x.shape, x.dtype))
+    x = random(cp, rng, (5, 9, 24 * vs + 1), dtype)[:, :, : 24 * vs]  # rows padded off the vector
+    assert _short_kernel(x, 1, log) == "softmax_cols_short"
     check(cp, x, 1, log, out=poisoned(cp, x.shape, x.dtype))
     view = random(cp, rng, (12, 2002), dtype)[:, ::2]
     check(cp, view, 0, log, out=poisoned(cp, view.shape, view.dtype))
-    x = cp.ascontiguousarray(cp.asarray(rows_with_non_finite(rng, 13, dtype)).T)
-    check(cp, x, 0, log, out=poisoned(cp, x.shape, x.dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+def test_short_column_vectors_off_16_bytes_and_non_finite(cp, rng, short_kernels, dtype, log):
+    """softmax_cols_short_vec where x or out starts off 16 bytes (views: the thread's columns
+    one by one) and non-finite columns (NaN, +inf, all -inf, ...) inside the vectors of finite
+    ones, every rung."""
+    vs = vector_size(dtype)
+    for length in (2, 3, 7, 12, 16):
+        shape = (length, 40 * vs)
+        flat = random(cp, rng, (length * 40 * vs + 1,), dtype)
+        x = flat[1:].reshape(shape)
+        assert _short_kernel(x, 0, log) == "softmax_cols_short_vec"
+        check(cp, x, 0, log, out=poisoned(cp, shape, dtype))
+        aligned = random(cp, rng, shape, dtype)
+        check(cp, aligned, 0, log, out=poisoned(cp, (length * 40 * vs + 1,), dtype)[1:].reshape(shape))
+        host = (rng.standard_normal(shape) * 3).astype(dtype)
+        host[:, 1:8] = rows_with_non_finite(rng, length, dtype).T
+        x = cp.asarray(host)
+        check(cp, x, 0, log, out=poisoned(cp, shape, dtype))

@@ -10,7 +10,7 @@ import pytest
 
 from cufuse._core.device import A100, H200
 from cufuse.ops.softmax import partials, select
-from cufuse.ops.softmax.cols import ColsConfig, ColsSplitConfig, ColsVecConfig
+from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from cufuse.ops.softmax.layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
@@ -245,7 +245,8 @@ def test_cols_vectorizable():
     assert not cols_vectorizable(1, 70, 0, 70, F32)  # inner not a multiple of 4
     assert not cols_vectorizable(1, 64, 0, 130, F16)  # sl not a multiple of 8
     assert not cols_vectorizable(3, 64, 102, 64, F32)  # so not a multiple of 4
-    assert not cols_vectorizable(1, 64, 0, 64, np.float64)
+    assert cols_vectorizable(1, 64, 0, 64, np.float64)  # float64 vectors: the short-column kernel's
+    assert not cols_vectorizable(1, 63, 0, 64, np.float64)
 
 
 def test_two_read_column_kernels_where_the_split_does_not_apply():
@@ -263,6 +264,22 @@ def test_two_read_column_kernels_where_the_split_does_not_apply():
         assert select.choose_cols(2047, 64, dtype, H200).cluster == 1
         assert select.choose_cols(1 << 20, 64, dtype, A100).cluster == 1
         assert select.choose_cols(16384, 4096, dtype, H200).spec(dtype, False).name == "softmax_cols_cluster"
+
+
+def test_short_columns_take_vectors_where_aligned():
+    """Columns of up to 16 elements: softmax_cols_short_vec on the smallest rung of 4, 8, 16 rows
+    where the column vectors are aligned (float64 included), its launch bound by itemsize and
+    exp_once where the kept exps fit (16-bit types: the 4-row rung); softmax_cols_short
+    elsewhere; 17 rows leave both."""
+    for dtype in DTYPES:
+        itemsize = np.dtype(dtype).itemsize
+        bounds = {4: 4, 8: 2, 16: 1} if itemsize == 8 else {4: 5, 8: 4, 16: 2}
+        for length, rung in ((1, 4), (2, 4), (4, 4), (5, 8), (6, 8), (8, 8), (9, 16), (16, 16)):
+            chosen = select.choose_cols(length, 3000000, dtype, H200, True)
+            assert chosen == ColsShortVecConfig(256, rung, bounds[rung], exp_once=itemsize >= 4 or rung == 4)
+            assert select.choose_cols(length, 3000000, dtype, A100, True) == chosen
+            assert select.choose_cols(length, 3000000, dtype, H200, False) == ColsShortConfig(256, 16)
+        assert not isinstance(select.choose_cols(17, 3000000, dtype, H200, True), (ColsShortConfig, ColsShortVecConfig))
 
 
 def test_cols_split_config():
@@ -319,7 +336,7 @@ def test_columns_take_the_split_wherever_it_applies():
 def test_every_choice_is_an_instantiation_and_every_instantiation_a_choice():
     """instantiations(dev) is exactly what choose_rows / choose_cols reach on dev: rows at every
     rung's capacity, columns on both sides of each threshold, both layouts, every dtype."""
-    columns = (1, 100, 127, 255, 2047, 2048, 16384, 202752, 202753, 1 << 22)
+    columns = (1, 5, 16, 100, 127, 255, 2047, 2048, 16384, 202752, 202753, 1 << 22)
     vectors = [1 << k for k in range(18)] + [49152, 60000]
     for dev in (H200, A100):
         specs = set(select.instantiations(dev))
@@ -329,7 +346,7 @@ def test_every_choice_is_an_instantiation_and_every_instantiation_a_choice():
                 for v in vectors:
                     reached.add(select.choose_rows(v * vector_size(dtype), 3, dtype, dev).spec(dtype, log))
                 for length in columns:
-                    for vectorizable in {False, cols_vectorizable(1, 64, 0, 64, dtype)}:
+                    for vectorizable in (False, True):
                         reached.add(select.choose_cols(length, 64, dtype, dev, vectorizable).spec(dtype, log))
         reached |= set(partials.instantiations(dev))  # cufuse.dask's split rows (test_partials.py)
         assert reached == specs, sorted(s.expression for s in specs ^ reached)

@@ -13,11 +13,13 @@ from cufuse._core import plans
 from cufuse._core.device import A100, H200
 from cufuse._core.plans import Scratch
 from cufuse.ops.softmax import select
-from cufuse.ops.softmax.cols import ColsConfig, ColsVecConfig
-from cufuse.ops.softmax.layout import collapse
+from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsVecConfig
+from cufuse.ops.softmax.layout import collapse, vector_size
 from cufuse.ops.softmax.plan import plan_softmax
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
+
+from .oracle import BF16
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
@@ -123,6 +125,29 @@ def test_column_plans():
     assert plan_softmax((16384, 4096), (4096, 1), F16, (0,), False, H200) == plan  # the default
 
 
+@pytest.mark.parametrize("dtype", [F16, BF16, F32, F64])
+def test_short_column_layouts(dtype):
+    """Which short-column kernel each layout gets: vectors where inner, sl and so are multiples
+    of the vector (axis=0 of (6, 3000000), a short middle axis over 64 columns), the scalar
+    kernel where a column count, a row stride or an outer stride is off the vector."""
+    vs = vector_size(dtype)
+
+    def kernel(shape, strides, axes):
+        return only_launch(plan_softmax(shape, strides, np.dtype(dtype), axes, False, H200)).spec.name
+
+    assert kernel((6, 3000000), (3000000, 1), (0,)) == "softmax_cols_short_vec"
+    assert kernel((5, 9, 64), (9 * 64, 64, 1), (1,)) == "softmax_cols_short_vec"
+    assert kernel((6, 3000000 + 1), (3000000 + 1, 1), (0,)) == "softmax_cols_short"  # rows off the vector
+    assert kernel((6, 64), (64 + 1, 1), (0,)) == "softmax_cols_short"  # padded rows off the vector
+    assert kernel((5, 9, 64 + vs), (9 * (64 + vs) + 1, 64 + vs, 1), (1,)) == "softmax_cols_short"  # outer stride off it
+    assert kernel((5, 9, 63), (9 * 63, 63, 1), (1,)) == "softmax_cols_short"  # a column count off the vector
+    launch = only_launch(plan_softmax((6, 3000000), (3000000, 1), np.dtype(dtype), (0,), False, H200))
+    assert launch.grid == (-(-3000000 // vs // 256),) and launch.block == (256,)  # a thread a vector
+    assert scalars(launch) == [1, 6, 3000000, 0, 1, 3000000]  # outer, length, inner, so, si, sl
+    middle = only_launch(plan_softmax((5, 9, 64), (9 * 64, 64, 1), np.dtype(dtype), (1,), True, H200))
+    assert middle.grid == (1,) and scalars(middle)[:3] == [5, 9, 64]
+
+
 def test_forced_configs_are_checked():
     """A config= that cannot run the problem is refused with a ValueError naming 'config'."""
     def refused(match, shape, strides, dtype, axes, config, dev=H200):
@@ -134,6 +159,10 @@ def test_forced_configs_are_checked():
     refused("needs thread-block clusters", (3, 16000), (16000, 1), F64, (1,), ClusterConfig(512, 4, 4), A100)
     refused("needs thread-block clusters", (3000, 64), (64, 1), F32, (0,), ColsConfig(16, 8, 4), A100)
     refused("config", (100, 70), (70, 1), F32, (0,), ColsVecConfig(256, 4, 4))  # inner not a multiple of 4
+    refused("2- or 4-byte dtype", (100, 64), (64, 1), F64, (0,), ColsVecConfig(256, 4, 4))  # float64 vectors spilled
+    refused("holds columns of up to 8 elements, got 9", (9, 64), (64, 1), F16, (0,), ColsShortVecConfig(256, 8, 4))
+    refused("every 16-byte vector of columns aligned", (6, 70), (70, 1), F16, (0,), ColsShortVecConfig(256, 8, 4))
+    refused("holds columns of up to 16 elements, got 17", (17, 64), (64, 1), F16, (0,), ColsShortConfig(256, 16))
     config = select.choose_cols_split(16384, 4096, F16, H200)
     refused("config", (100, 70), (70, 1), F16, (0,), config)  # not vectorizable
     refused("holds 22 x 768 rows a strip, got columns of 16897", (16897, 64), (64, 1), F16, (0,), config)

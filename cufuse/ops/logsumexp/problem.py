@@ -8,14 +8,14 @@ import dataclasses
 import numpy as np
 
 from ..._core.device import ceil_div
-from ..softmax.layout import collapse, vector_size
+from ..softmax.layout import collapse, cols_vectorizable, vector_size
 
 
 @dataclasses.dataclass(frozen=True)
 class LseProblem:
     """``rows`` = outer x inner rows of ``length``; element strides of a (so, sl, si) and of
-    the weights b (bo, bl, bi; None without b); ``aligned``: every row of a starts on a
-    16-byte boundary (so no row needs a masked head vector)."""
+    the weights b (bo, bl, bi; None without b); ``base_aligned``: a's first element on a
+    16-byte boundary."""
 
     outer: int
     length: int
@@ -25,7 +25,7 @@ class LseProblem:
     si: int
     b_strides: tuple | None
     dtype: np.dtype
-    aligned: bool
+    base_aligned: bool
 
     @property
     def rows(self) -> int:
@@ -41,6 +41,24 @@ class LseProblem:
         C-contiguous matrix, a middle axis, the last axis of a transposed view): a lane a row."""
         row_stride = self.so if self.inner == 1 else self.si
         return self.sl != 1 and self.rows > 1 and row_stride == 1
+
+    @property
+    def aligned(self) -> bool:
+        """Every row of a starts on a 16-byte boundary (so no row needs a masked head vector)."""
+        vs = vector_size(self.dtype)
+        return self.base_aligned and (self.outer == 1 or self.so % vs == 0) and (self.inner == 1 or self.si % vs == 0)
+
+    @property
+    def column_vectors(self) -> bool:
+        """A column layout whose every VS adjacent rows (from a multiple of VS) are one aligned
+        16-byte vector at each reduced index: a's base aligned and, as softmax's
+        ``cols_vectorizable`` says of the runs of adjacent rows (inner; outer where inner is 1),
+        the runs, their strides and sl multiples of VS."""
+        if not (self.column_layout and self.base_aligned):
+            return False
+        if self.inner == 1:  # adjacent rows: the outer axis, unit stride
+            return cols_vectorizable(1, self.outer, 0, self.sl, self.dtype)
+        return cols_vectorizable(self.outer, self.inner, self.so, self.sl, self.dtype)
 
     @property
     def span(self) -> int:
@@ -72,6 +90,5 @@ def make_problem(shape, strides, b_strides, dtype, axes, base_aligned: bool):
         if b_layout is None:
             return None
     (outer, length, inner), (so, sl, si) = layout
-    vs = vector_size(dtype)
-    aligned = base_aligned and (outer == 1 or so % vs == 0) and (inner == 1 or si % vs == 0)
-    return LseProblem(outer, length, inner, so, sl, si, None if b_layout is None else b_layout[1], np.dtype(dtype), aligned)
+    return LseProblem(outer, length, inner, so, sl, si, None if b_layout is None else b_layout[1], np.dtype(dtype),
+                      bool(base_aligned))

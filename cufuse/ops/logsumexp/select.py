@@ -5,13 +5,22 @@ from __future__ import annotations
 from ..._core.device import ceil_div
 from ..._core.dtypes import FLOAT_DTYPES
 from .problem import LseProblem
-from .variants import ColsConfig, RowsConfig
+from .variants import ColsConfig, ColsShortConfig, ColsShortVecConfig, RowsConfig
 
-VARIANTS = (RowsConfig, ColsConfig)
+VARIANTS = (RowsConfig, ColsConfig, ColsShortConfig, ColsShortVecConfig)
 THREADS = 256
 TILE_VECS = 4  # 16-byte vectors a thread a tile: 64 bytes in flight a thread
 NARROW_GROUPS = (1, 2, 4, 8, 16, 32)
 WAVES = 4  # blocks of split rows or strips: about this many waves of resident blocks
+# Column rows of up to 16 elements: all in registers, a thread a row (any layout) or a 16-byte
+# vector of adjacent rows (column_vectors). logsumexp_cols keeps its 8 warps busy only from 8
+# runs of 16 / 8 / 4 elements; a row of 16 is what a thread holds in 64 registers of vectors.
+SHORT = ColsShortConfig(THREADS, 16)
+SHORT_VEC_THREADS = 128  # fine blocks: the weighted rungs keep 3-8 an SM
+# (MaxLength, BlocksPerSM) of the vector rungs, the smallest holding the row wins: the launch
+# bound caps the registers (40, 64, 128 a thread unweighted) so that a short row keeps more
+# threads, and their loads, resident; weighted rows hold a and b (56, 96, 168: their own counts).
+SHORT_VEC_RUNGS = {False: ((4, 12), (8, 8), (16, 4)), True: ((4, 8), (8, 5), (16, 3))}
 
 
 def _resident_blocks(dev, threads: int) -> int:
@@ -40,10 +49,19 @@ def choose_rows(problem: LseProblem, dev) -> RowsConfig:
     return RowsConfig(THREADS, THREADS, TILE_VECS, parts)
 
 
-def choose_cols(problem: LseProblem, dev) -> ColsConfig:
-    """8 warps a strip of 32 rows, 16 / 8 / 4 loads in flight a lane by itemsize; parts of the
-    reduced axis where the strips alone fill fewer than WAVES waves, each at least two runs a
-    warp, at most 64."""
+def short_vec(length: int, weighted: bool) -> ColsShortVecConfig:
+    """The vector rung that holds rows of ``length`` (at most 16)."""
+    max_length, blocks_per_sm = next(rung for rung in SHORT_VEC_RUNGS[weighted] if length <= rung[0])
+    return ColsShortVecConfig(SHORT_VEC_THREADS, max_length, blocks_per_sm)
+
+
+def choose_cols(problem: LseProblem, dev):
+    """Rows of up to 16 elements in registers (a thread a vector of rows where column_vectors,
+    else a thread a row). Longer: 8 warps a strip of 32 rows, 16 / 8 / 4 loads in flight a lane
+    by itemsize; parts of the reduced axis where the strips alone fill fewer than WAVES waves,
+    each at least two runs a warp, at most 64."""
+    if problem.length <= SHORT.max_length:
+        return short_vec(problem.length, problem.weighted) if problem.column_vectors else SHORT
     unroll = {2: 16, 4: 8, 8: 4}[problem.dtype.itemsize]
     slices = 8
     strips = ceil_div(problem.rows, 32)
@@ -66,4 +84,6 @@ def instantiations(dev) -> list:
         for weighted in (False, True):
             specs += [c.spec(dtype, weighted) for c in rows_configs]
             specs.append(ColsConfig(8, {2: 16, 4: 8, 8: 4}[dtype.itemsize]).spec(dtype, weighted))
+            specs.append(SHORT.spec(dtype, weighted))
+            specs += [short_vec(length, weighted).spec(dtype, weighted) for length, _ in SHORT_VEC_RUNGS[weighted]]
     return specs

@@ -1,6 +1,7 @@
-"""The logsumexp kernel families' variants: ``RowsConfig`` (``kernels/logsumexp/rows.cu``)
-and ``ColsConfig`` (``kernels/logsumexp/cols.cu``). Each owns its spec, its check of a
-``config=`` and its plan; which one runs where: ``select`` and docs/logsumexp.md."""
+"""The logsumexp kernel families' variants: ``RowsConfig`` (``kernels/logsumexp/rows.cu``),
+``ColsConfig`` (``kernels/logsumexp/cols.cu``), ``ColsShortConfig`` and ``ColsShortVecConfig``
+(``kernels/logsumexp/cols_short.cu``). Each owns its spec, its check of a ``config=`` and its
+plan; which one runs where: ``select`` and docs/logsumexp.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -68,6 +69,11 @@ class RowsConfig:
                        self.part_len(problem), scratch)
 
 
+def _require_columns(config, problem: LseProblem) -> None:
+    if not problem.column_layout:
+        refuse(config, "expected a layout whose adjacent rows are adjacent in memory and whose reduced axis is strided")
+
+
 @dataclasses.dataclass(frozen=True)
 class ColsConfig:
     """``logsumexp_cols``: a lane a row, 32 rows a block of ``slices`` warps, each taking runs
@@ -85,11 +91,67 @@ class ColsConfig:
             refuse(self, "expected slices 4, 8 or 16 and unroll 2, 4, 8 or 16")
         if not 1 <= self.parts <= 1024:
             refuse(self, f"expected parts in [1, 1024], got {self.parts}")
-        if not problem.column_layout:
-            refuse(self, "expected a layout whose adjacent rows are adjacent in memory and whose reduced axis is strided")
+        _require_columns(self, problem)
 
     def plan(self, problem: LseProblem, dev) -> Plan:
         strips = ceil_div(problem.rows, 32)
         scratch = parts_scratch(problem.dtype, strips * 32, self.parts, strips) if self.parts > 1 else None
         return _launch(self.spec(problem.dtype, problem.weighted), strips * self.parts, 32 * self.slices, problem,
                        self.parts, ceil_div(problem.length, self.parts), scratch)
+
+
+def _require_short_columns(config, problem: LseProblem) -> None:
+    _require_columns(config, problem)
+    if problem.length > config.max_length:
+        refuse(config, f"holds rows of up to {config.max_length} elements, got {problem.length}")
+
+
+def _short_launch(config, problem: LseProblem, width: int) -> Plan:
+    """The short-column kernels: a thread ``width`` adjacent rows, ``config.threads`` threads a block."""
+    grid = ceil_div(problem.rows // width, config.threads)
+    args = ("a", "b", "value", "sign") + problem.geometry()
+    return Plan((Launch(config.spec(problem.dtype, problem.weighted), (grid,), (config.threads,), args),))
+
+
+@dataclasses.dataclass(frozen=True)
+class ColsShortConfig:
+    """``logsumexp_cols_short``: in the column layout, a thread a row of at most
+    ``max_length`` elements, all loaded at once into registers; ``threads`` rows a block."""
+
+    threads: int
+    max_length: int
+
+    def spec(self, dtype, weighted: bool) -> KernelSpec:
+        return KernelSpec("logsumexp/cols_short.cu", "logsumexp_cols_short", (ctype(dtype), weighted, self.threads, self.max_length))
+
+    def check(self, problem: LseProblem, dev) -> None:
+        _require_short_columns(self, problem)
+
+    def plan(self, problem: LseProblem, dev) -> Plan:
+        return _short_launch(self, problem, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ColsShortVecConfig:
+    """``logsumexp_cols_short_vec``: a thread a 16-byte vector of adjacent rows of at most
+    ``max_length`` elements (``LseProblem.column_vectors``), all loaded at once; ``threads``
+    vectors a block, the registers bounded for ``blocks_per_sm`` blocks an SM (the launch bound)."""
+
+    threads: int
+    max_length: int
+    blocks_per_sm: int
+
+    def spec(self, dtype, weighted: bool) -> KernelSpec:
+        return KernelSpec("logsumexp/cols_short.cu", "logsumexp_cols_short_vec",
+                          (ctype(dtype), weighted, self.threads, self.max_length, self.blocks_per_sm))
+
+    def check(self, problem: LseProblem, dev) -> None:
+        _require_short_columns(self, problem)
+        if not problem.column_vectors:
+            refuse(self, f"expected every 16-byte vector of adjacent rows aligned (a's base, the strides and the runs of "
+                         f"adjacent rows multiples of 16 bytes); got (outer, length, inner) = "
+                         f"({problem.outer}, {problem.length}, {problem.inner}), element strides (so, sl, si) = "
+                         f"({problem.so}, {problem.sl}, {problem.si}), base aligned {problem.base_aligned}")
+
+    def plan(self, problem: LseProblem, dev) -> Plan:
+        return _short_launch(self, problem, vector_size(problem.dtype))

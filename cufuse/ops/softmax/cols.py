@@ -2,7 +2,8 @@
 C-contiguous matrix). ``softmax_cols[_cluster]`` and ``softmax_cols_vec[_cluster]``
 (kernels/softmax/cols.cu) read each column twice; ``softmax_cols_split``
 (kernels/softmax/cols_split.cu) holds strips of columns on chip over a persistent grid and
-reads each element once."""
+reads each element once; ``softmax_cols_short[_vec]`` (kernels/softmax/cols_short.cu) hold a
+thread's short columns in registers."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,13 +18,21 @@ from .layout import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters,
 from .split import split_scratch
 
 
-def _require_column_vectors(config, problem: SoftmaxProblem) -> None:
+def _require_column_vectors(config, problem: SoftmaxProblem, float64: bool = False) -> None:
     """The 16-byte column kernels need the reduced axis strided over a contiguous inner axis
-    and every vector of columns aligned (``layout.cols_vectorizable``)."""
+    and every vector of columns aligned (``layout.cols_vectorizable``); those of two reads and
+    the split take 2- and 4-byte types only (``float64`` False: their float64 vectors spilled)."""
     if not problem.vectorizable:
         refuse(config, f"needs the reduced axis strided over a contiguous inner axis with every 16-byte vector of "
                        f"columns aligned; got (outer, length, inner) = {problem.sizes}, element strides (so, sl, si) = "
                        f"{problem.strides}")
+    if not float64 and problem.dtype.itemsize == 8:
+        refuse(config, f"expected a 2- or 4-byte dtype, got {problem.dtype}")
+
+
+def _require_short(config, problem: SoftmaxProblem) -> None:
+    if problem.length > config.max_length:
+        refuse(config, f"holds columns of up to {config.max_length} elements, got {problem.length}")
 
 
 def _column_launch(config, problem: SoftmaxProblem, dev, threads: int, columns: int) -> Plan:
@@ -31,6 +40,13 @@ def _column_launch(config, problem: SoftmaxProblem, dev, threads: int, columns: 
     grid = problem.outer * ceil_div(problem.inner, columns) * config.cluster
     args = ("x", "out", np.int64(problem.outer)) + problem.geometry()
     return Plan((Launch(config.spec(problem.dtype, problem.log), (grid,), (threads,), args),))
+
+
+def _short_launch(config, problem: SoftmaxProblem, width: int) -> Plan:
+    """The short-column kernels: a thread ``width`` adjacent columns, ``config.threads`` threads a block."""
+    grid = ceil_div(problem.rows // width, config.threads)
+    args = ("x", "out", np.int64(problem.outer)) + problem.geometry()
+    return Plan((Launch(config.spec(problem.dtype, problem.log), (grid,), (config.threads,), args),))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,13 +108,35 @@ class ColsShortConfig:
         return KernelSpec("softmax/cols_short.cu", "softmax_cols_short", (ctype(dtype), log, self.threads, self.max_length))
 
     def check(self, problem: SoftmaxProblem, dev) -> None:
-        if problem.length > self.max_length:
-            refuse(self, f"holds columns of up to {self.max_length} elements, got {problem.length}")
+        _require_short(self, problem)
 
     def plan(self, problem: SoftmaxProblem, dev) -> Plan:
-        args = ("x", "out", np.int64(problem.outer)) + problem.geometry()
-        grid = ceil_div(problem.rows, self.threads)
-        return Plan((Launch(self.spec(problem.dtype, problem.log), (grid,), (self.threads,), args),))
+        return _short_launch(self, problem, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ColsShortVecConfig:
+    """``softmax_cols_short_vec``: a thread a 16-byte vector of adjacent columns of at most
+    ``max_length`` elements, held in registers (one read), ``threads`` vectors a block, the
+    registers bounded for ``blocks_per_sm`` blocks an SM (the launch bound); ``exp_once``
+    (softmax only; log_softmax ignores it): the sum's exps stay in registers for the store.
+    Only where ``cols_vectorizable`` (float64 included)."""
+
+    threads: int
+    max_length: int
+    blocks_per_sm: int
+    exp_once: bool = False
+
+    def spec(self, dtype, log: bool) -> KernelSpec:
+        args = (ctype(dtype), log, self.threads, self.max_length, self.blocks_per_sm, self.exp_once and not log)
+        return KernelSpec("softmax/cols_short.cu", "softmax_cols_short_vec", args)
+
+    def check(self, problem: SoftmaxProblem, dev) -> None:
+        _require_column_vectors(self, problem, float64=True)
+        _require_short(self, problem)
+
+    def plan(self, problem: SoftmaxProblem, dev) -> Plan:
+        return _short_launch(self, problem, vector_size(problem.dtype))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,9 +49,11 @@ def row_share(length: int, parts: int, dtype) -> int:
 
 def cols_vectorizable(outer: int, inner: int, so: int, sl: int, dtype) -> bool:
     """Whether a column layout (inner axis contiguous) can be read and written as 16-byte
-    vectors of adjacent columns: every vector starts at a multiple of the vector size."""
+    vectors of adjacent columns: every vector starts at a multiple of the vector size (where
+    the base is aligned; the kernels test the base). Any dtype: which kernels take float64
+    vectors is theirs to say (the two-read and split kernels do not)."""
     vs = vector_size(dtype)
-    return np.dtype(dtype).itemsize <= 4 and inner % vs == 0 and sl % vs == 0 and (outer == 1 or so % vs == 0)
+    return inner % vs == 0 and sl % vs == 0 and (outer == 1 or so % vs == 0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,9 +18,10 @@ register and one-block stashed rungs: ``SoftmaxProblem.max_row_misalignment`` el
 
 The stashed rungs need their blocks an SM in shared memory (none fits the A100) and the
 clusters sm_90, so the A100 takes the split kernel from 4097 vectors. Columns (the reduced
-axis strided over a contiguous inner axis): ``choose_cols``, columns of up to 16 elements
-``softmax_cols_short``. Every entry's measurement is in
-docs/softmax.md.
+axis strided over a contiguous inner axis): ``choose_cols``; columns of up to 16 elements
+``softmax_cols_short_vec`` (a thread a 16-byte vector of columns, rungs of 4, 8, 16 rows)
+where the column vectors are aligned, else ``softmax_cols_short``. Every entry's measurement
+is in docs/softmax.md.
 """
 from __future__ import annotations
 
@@ -30,15 +31,15 @@ import numpy as np
 
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.dtypes import BFLOAT16, FLOAT_DTYPES
-from .cols import ColsConfig, ColsShortConfig, ColsSplitConfig, ColsVecConfig
-from .layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
+from .cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
+from .layout import SoftmaxProblem, row_share, vector_size
 from .rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from .split import SplitConfig
 from . import partials
 
 # Every variant a ``config=`` may be (the api checks the type).
 VARIANTS = (RowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig,
-            ColsShortConfig)
+            ColsShortConfig, ColsShortVecConfig)
 
 # (Threads, Vecs) of the block-per-row rungs, by capacity; every step doubles it (run 7).
 _BLOCK_LADDER = ((128, 4), (128, 8), (256, 8), (512, 8))
@@ -92,8 +93,16 @@ _COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 4, 2048
 _COLS_VEC = {4: dict(threads=256, col_lanes=8, unroll=4)}
 _COLS_VEC_CLUSTER = 8
 # Columns of up to 16 elements: a thread a column in registers, 256 threads a block (one
-# read; the two-read kernels' 16 slices would sit mostly idle). Not measured yet.
+# read; the two-read kernels' 16 slices would sit mostly idle). 6 x 3000000 axis=0: float16
+# 0.39, float32 0.59 of the copy (run S24-1; the layout now takes the vectors below).
 _COLS_SHORT = ColsShortConfig(256, 16)
+# Where the column vectors are aligned, a thread a 16-byte vector of columns, on the smallest
+# rung of rows that holds the column: (MaxLength, BlocksPerSM) by itemsize, the launch bound
+# capping the registers (51, 64, 128 a thread) so that a short column keeps more threads, and
+# their loads, resident; float64's exps need more (64, 128, unbounded: tighter bounds spilled).
+# Not measured yet.
+_COLS_SHORT_VEC_THREADS = 256
+_COLS_SHORT_VEC_RUNGS = {2: ((4, 5), (8, 4), (16, 2)), 4: ((4, 5), (8, 4), (16, 2)), 8: ((4, 4), (8, 2), (16, 1))}
 # The persistent column split (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM) by dtype,
 # 128-byte rows (run S6-7, 16384 x 4096 axis=0: float16 0.59, float32 0.69x copy).
 _COLS_SPLIT = {
@@ -239,17 +248,29 @@ def choose_cols_split(length: int, columns: int, dtype, dev):
     return None
 
 
+def cols_short_vec(length: int, dtype) -> ColsShortVecConfig:
+    """The short-column vector rung that holds columns of ``length`` (at most 16), with
+    exp_once where the kept exps take no more registers than the elements (float32, float64:
+    an exp replaces its element) or at most _EXP_ONCE_MAX_ELEMENTS a thread."""
+    itemsize = np.dtype(dtype).itemsize
+    max_length, blocks_per_sm = next(rung for rung in _COLS_SHORT_VEC_RUNGS[itemsize] if length <= rung[0])
+    exp_once = itemsize >= 4 or max_length * vector_size(dtype) <= _EXP_ONCE_MAX_ELEMENTS
+    return ColsShortVecConfig(_COLS_SHORT_VEC_THREADS, max_length, blocks_per_sm, exp_once)
+
+
 def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
     """Config for ``columns`` columns of ``length`` (the reduced axis strided over a
     contiguous inner axis; ``vectorizable``: what ``cols_vectorizable`` says of the layout).
-    The column split where it applies (one read); else the two-read kernels, long columns
-    over a cluster where there is one, so that the second read hits L2."""
+    Short columns in registers, a thread a vector of them where vectorizable; the column split
+    where it applies (one read); else the two-read kernels, long columns over a cluster where
+    there is one, so that the second read hits L2. The split and vector two-read kernels take
+    2- and 4-byte types only (their tables hold no float64)."""
 
     def cluster(size):
         return size if dev.max_cluster_size >= size and length >= _COLS_CLUSTER_MIN_LENGTH else 1
 
     if length <= _COLS_SHORT.max_length:
-        return _COLS_SHORT
+        return cols_short_vec(length, dtype) if vectorizable else _COLS_SHORT
     split = choose_cols_split(length, columns, dtype, dev) if vectorizable else None
     if split is not None:
         return split
@@ -268,19 +289,17 @@ def choose(problem: SoftmaxProblem, dev):
 
 def instantiations(dev) -> list:
     """Every KernelSpec the default selection can pick on ``dev``: each rows rung, the
-    stashed and cluster rungs the device holds, the split kernel, and the column kernels with
-    and without their clusters."""
+    stashed and cluster rungs the device holds, the split kernel, the column kernels with
+    and without their clusters, and the short-column kernels (every vector rung)."""
     specs = []
     for dtype in FLOAT_DTYPES:
         rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype)]
         rungs += stashed_rungs(dtype, dev) + stashed_cluster_rungs(dtype, dev) + row_cluster_rungs(dtype, dev)
         rungs.append(choose_rows_split(1 << 30, 1, dtype, dev))
         for length in (_COLS_SHORT.max_length + 1, 1 << 30):  # shorter columns one block, long ones a cluster where there is one
-            rungs.append(choose_cols(length, 1, dtype, dev, vectorizable=False))
-            if cols_vectorizable(1, vector_size(dtype), 0, vector_size(dtype), dtype):
-                rungs.append(choose_cols(length, 1, dtype, dev, vectorizable=True))
+            rungs += [choose_cols(length, 1, dtype, dev, vectorizable) for vectorizable in (False, True)]
         rungs += [ColsSplitConfig(*geometry, 1, 1, 0, 0) for geometry in _COLS_SPLIT.get(dtype, ())]
-        rungs.append(_COLS_SHORT)
+        rungs += [_COLS_SHORT] + [cols_short_vec(length, dtype) for length, _ in _COLS_SHORT_VEC_RUNGS[dtype.itemsize]]
         specs += [c.spec(dtype, log) for log in (False, True) for c in rungs]
     specs += partials.instantiations(dev)  # cufuse.dask's rows that span chunks
     return list(dict.fromkeys(specs))
