@@ -5,15 +5,15 @@ Where a function's reduction lies inside each chunk it runs one cufuse call a ch
 spans chunks, each chunk contributes partials that merge by the online rule (a running max
 ``m`` and the sums rescaled by ``exp(m - m')``): softmax rows across chunks (partial
 logsumexps, then a second pass), attention keys across chunks (each chunk's output and lse),
-linear's K across chunks (partial products summed, then bias and activation once: that epilogue
-cannot fuse into the GEMM). With dask-cuda's ``LocalCUDACluster`` (one worker a GPU) the
+linear's and the gated form's K across chunks (partial products summed, then bias and
+activation once: that epilogue cannot fuse into the GEMM). With dask-cuda's ``LocalCUDACluster`` (one worker a GPU) the
 chunks run where they live.
 
 Needs the optional extra ``dask`` (from a clone: ``pip install -e ".[dask]"``): dask[array], distributed, and
 dask-cuda on Linux GPU machines). The rest of cufuse never imports Dask.
 """
 from ._attention import attention
-from ._linear import fused_linear, fused_linear_relu
+from ._linear import fused_gated_linear, fused_linear, fused_linear_relu
 from ._softmax import log_softmax, softmax
 
-__all__ = ["attention", "fused_linear", "fused_linear_relu", "log_softmax", "softmax"]
+__all__ = ["attention", "fused_gated_linear", "fused_linear", "fused_linear_relu", "log_softmax", "softmax"]

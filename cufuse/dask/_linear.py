@@ -1,11 +1,11 @@
-"""fused_linear and fused_linear_relu over Dask arrays.
+"""fused_linear, fused_linear_relu and fused_gated_linear over Dask arrays.
 
-x chunked along its rows (and the weight along N): one fused call an output block
-(``blockwise``), bias and activation in the GEMM's epilogue. K split across chunks: the
-partial products of an output block (x's k-th chunk times the weight's k-th chunk, in the
-accumulator dtype) are summed in chunk order, then the bias and the activation apply once to
-the sum: the epilogue cannot fuse into the GEMM there, and the partial products are unfused
-matmuls.
+x chunked along its rows (and the weights along N): one fused call an output block
+(``blockwise``), bias and activation (the gated form: act(gate) * up) in the GEMM's epilogue.
+K split across chunks: the partial products of an output block (x's k-th chunk times the
+weight's k-th chunk, in the accumulator dtype) are summed in chunk order, then the bias and the
+activation (the gate's activation and the product with up) apply once to the sums: the
+epilogue cannot fuse into the GEMM there, and the partial products are unfused matmuls.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numbers
 
 import dask.array as da
 
+from .. import fused_gated_linear as _fused_gated_linear
 from .. import fused_linear as _fused_linear
 from .. import reference
 from .._core.dtypes import accumulator_dtype
@@ -35,19 +36,43 @@ def fused_linear_relu(x, weight, bias=None):
     return _linear("fused_linear_relu", x, weight, bias, "relu")
 
 
-def _linear(fn, x, weight, bias, activation):
+def fused_gated_linear(x, w_gate, w_up, *, activation="silu"):
+    """``activation(x @ w_gate) * (x @ w_up)`` over a Dask array x ``(..., K)`` of NumPy or CuPy
+    chunks; w_gate and w_up ``(K, N)`` Dask arrays or single arrays of x's dtype (w_up takes
+    w_gate's chunks); ``activation`` as ``cufuse.fused_gated_linear``'s. A lazy Dask array
+    ``(..., N)``, chunked as x's rows and w_gate's N."""
+    fn = "fused_gated_linear"
+    x, w_gate = _checked_operands(fn, x, "w_gate", w_gate, activation)
+    _, w_up = _checked_operands(fn, x, "w_up", w_up, activation)
+    if w_up.shape != w_gate.shape:
+        raise ValueError(f"cufuse.dask.{fn}: argument 'w_up' expected the shape of w_gate {w_gate.shape}, got "
+                         f"{w_up.shape}")
+    w_up = w_up.rechunk(w_gate.chunks)
+    x_index = "".join(chr(ord("a") + i) for i in range(x.ndim - 1)) + "k"
+    out_index = x_index[:-1] + "n"
+    return da.blockwise(functools.partial(_gated_block, activation), out_index, x, x_index, w_gate, "kn", w_up, "kn",
+                        dtype=x.dtype, concatenate=False, meta=meta(x, x.dtype, len(out_index)))
+
+
+def _checked_operands(fn, x, name, weight, activation):
+    """x and ``weight`` as Dask arrays, checked as the eager function checks them, the weight's
+    K chunks those of x (so that they pair up)."""
     qualified = f"cufuse.dask.{fn}"
     activation_code(qualified, activation)
-    x, weight = as_dask(fn, "x", x), as_dask(fn, "weight", weight)
+    x, weight = as_dask(fn, "x", x), as_dask(fn, name, weight)
     require_float(fn, "x", x)
     if weight.ndim != 2 or x.ndim < 1 or weight.shape[0] != x.shape[-1]:
-        raise ValueError(f"{qualified}: argument 'weight' expected shape ({x.shape[-1] if x.ndim else 'K'}, N) "
+        raise ValueError(f"{qualified}: argument '{name}' expected shape ({x.shape[-1] if x.ndim else 'K'}, N) "
                          f"to match x's last axis, got {weight.shape}")
     if weight.dtype != x.dtype:
-        raise TypeError(f"{qualified}: argument 'weight' expected dtype {x.dtype} (the dtype of 'x'), got "
+        raise TypeError(f"{qualified}: argument '{name}' expected dtype {x.dtype} (the dtype of 'x'), got "
                         f"{weight.dtype}")
+    return x, weight.rechunk({0: x.chunks[-1]})
+
+
+def _linear(fn, x, weight, bias, activation):
+    x, weight = _checked_operands(fn, x, "weight", weight, activation)
     n = weight.shape[1]
-    weight = weight.rechunk({0: x.chunks[-1]})  # K chunks of x and the weight pair up
     x_index = "".join(chr(ord("a") + i) for i in range(x.ndim - 1)) + "k"
     out_index = x_index[:-1] + "n"
     operands = [x, x_index, weight, "kn"]
@@ -75,13 +100,25 @@ def _bias_vector(fn, bias, n: int, dtype, x):
 def _output_block(activation, x_blocks, weight_blocks, bias=None):
     if len(x_blocks) == 1:  # K whole: one fused call
         return _fused_linear(x_blocks[0], weight_blocks[0], bias, activation=activation)
-    xp = array_module(x_blocks[0])
-    dtype = x_blocks[0].dtype
-    acc = accumulator_dtype(dtype)
-    total = sum(xp.matmul(xb.astype(acc), wb.astype(acc)) for xb, wb in zip(x_blocks, weight_blocks))
+    xp, total = _k_sum(x_blocks, weight_blocks)
     if bias is not None:
-        total = total + bias.astype(acc)
-    return _activate(xp, activation, total).astype(dtype)
+        total = total + bias.astype(total.dtype)
+    return _activate(xp, activation, total).astype(x_blocks[0].dtype)
+
+
+def _gated_block(activation, x_blocks, gate_blocks, up_blocks):
+    if len(x_blocks) == 1:  # K whole: one fused call
+        return _fused_gated_linear(x_blocks[0], gate_blocks[0], up_blocks[0], activation=activation)
+    xp, gate = _k_sum(x_blocks, gate_blocks)
+    _, up = _k_sum(x_blocks, up_blocks)
+    return (_activate(xp, activation, gate) * up).astype(x_blocks[0].dtype)
+
+
+def _k_sum(x_blocks, weight_blocks):
+    """(array module, the sum over K chunks of x_k @ w_k in the accumulator dtype, in chunk order)."""
+    xp = array_module(x_blocks[0])
+    acc = accumulator_dtype(x_blocks[0].dtype)
+    return xp, sum(xp.matmul(xb.astype(acc), wb.astype(acc)) for xb, wb in zip(x_blocks, weight_blocks))
 
 
 def _activate(xp, activation, total):

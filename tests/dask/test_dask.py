@@ -108,6 +108,36 @@ def test_linear_activation_once_after_the_k_sum(rng, activation):
         cd.fused_linear(da.from_array(x), w, activation="elu")
 
 
+@pytest.mark.parametrize("activation", ["silu", "gelu", "gelu_tanh", None])
+def test_gated_linear_rows_and_k_across_chunks(rng, activation):
+    x = rng.standard_normal((2, 15, 40)) * 2
+    w_gate, w_up = rng.standard_normal((40, 24)), rng.standard_normal((40, 24))
+    expected = reference.fused_gated_linear(x, w_gate, w_up, activation=activation)
+    for x_chunks, w_chunks, up_chunks in (((1, 7, 40), (40, 24), (40, 24)),
+                                          ((2, (4, 11), (9, 31)), ((9, 31), (10, 14)), ((20, 20), (24,)))):
+        got = cd.fused_gated_linear(da.from_array(x, chunks=x_chunks), da.from_array(w_gate, chunks=w_chunks),
+                                    da.from_array(w_up, chunks=up_chunks), activation=activation)
+        assert got.chunks[-1] == da.from_array(w_gate, chunks=w_chunks).chunks[1]
+        np.testing.assert_allclose(got.compute(), expected, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="cufuse.dask.fused_gated_linear: argument 'w_up' expected the shape"):
+        cd.fused_gated_linear(da.from_array(x), w_gate, w_up[:, :20])
+    with pytest.raises(TypeError, match="argument 'w_up' expected dtype float64"):
+        cd.fused_gated_linear(da.from_array(x), w_gate, w_up.astype(np.float32))
+    with pytest.raises(ValueError, match="cufuse.dask.fused_gated_linear: argument 'activation'"):
+        cd.fused_gated_linear(da.from_array(x), w_gate, w_up, activation="elu")
+
+
+def test_gated_linear_on_cupy_chunks(cp, rng):
+    x = rng.standard_normal((30, 40)).astype(np.float32)
+    w_gate, w_up = (rng.standard_normal((40, 24)).astype(np.float32) for _ in range(2))
+    expected = reference.fused_gated_linear(x, w_gate, w_up)
+    for chunks in ((7, 40), (11, (9, 31))):
+        got = cd.fused_gated_linear(da.from_array(cp.asarray(x), chunks=chunks, asarray=False), cp.asarray(w_gate),
+                                    cp.asarray(w_up)).compute()
+        assert isinstance(got, cp.ndarray)
+        np.testing.assert_allclose(cp.asnumpy(got), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_linear_activation_on_cupy_chunks(cp, rng):
     x = rng.standard_normal((30, 40)).astype(np.float32) * 3
     w = rng.standard_normal((40, 24)).astype(np.float32)
