@@ -165,11 +165,14 @@ def _prepared_key(fn, arrays, out, activation, config):
     """The ``PreparedCall`` key of a call whose arrays (and ``out``) are all CuPy arrays (a
     missing bias: None), else None. ``fn`` tells fused_linear_relu's fixed activation from
     fused_linear's and the gated form's."""
-    present = tuple(a for a in arrays if a is not None) + (() if out is None else (out,))
-    signature = gpu_signature(*present)
+    x, a, b = arrays
+    if b is None:
+        signature = gpu_signature(x, a) if out is None else gpu_signature(x, a, out)
+    else:
+        signature = gpu_signature(x, a, b) if out is None else gpu_signature(x, a, b, out)
     if signature is None:
         return None
-    return fn, signature, tuple(a is None for a in arrays), out is None, activation, config
+    return fn, signature, b is None, out is None, activation, config
 
 
 def _run_prepared(key, arrays, out):
@@ -178,7 +181,8 @@ def _run_prepared(key, arrays, out):
     prepared = PLANS.prepared(key) if key is not None else None
     if prepared is None:
         return None
-    return prepared(*(a for a in arrays if a is not None), out=out)
+    x, a, b = arrays
+    return prepared(x, a, out=out) if b is None else prepared(x, a, b, out=out)
 
 
 def _launch(key, plan, dev, arrays, out_shape, out):
