@@ -74,3 +74,51 @@ def allocations(cp, fn):
         return fn(), sizes
     finally:
         cp.cuda.set_allocator(pool.malloc)
+
+
+class _RecordingKernel:
+    """A loaded kernel that records its launches instead of running them."""
+
+    num_regs = 64
+    shared_size_bytes = 1024
+    name = "fake"
+
+    def __init__(self):
+        self.launches = []
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        self.launches.append((grid, block, args, shared_mem))
+
+
+def fake_gpu_calls(monkeypatch, api, dev):
+    """An op's host path without a GPU (CuPy installed): (make_array, kernels, scratch).
+    ``make_array(shape, dtype)``: a cupy array over host memory on device 0; ``kernels``: spec ->
+    kernel recording its launches; ``scratch``: purpose -> the host buffers handed out. ``api``
+    (the op's api module) sees ``dev`` as every device and an empty plan cache."""
+    cupy = pytest.importorskip("cupy")
+    from cufuse._core import plans
+
+    kernels, owners, held = {}, [], {}
+
+    def make_array(shape, dtype):
+        nbytes = max(16, int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        buffer = np.zeros(nbytes + 16, np.uint8)
+        owners.append(buffer)
+        memory = cupy.cuda.memory.UnownedMemory(buffer.ctypes.data, buffer.nbytes, buffer, device_id=0)
+        return cupy.ndarray(shape, dtype, memptr=cupy.cuda.memory.MemoryPointer(memory, 0))
+
+    def scratch(request, stream):
+        if request.purpose not in held:
+            held[request.purpose] = tuple(make_array((n,), d) for d, n, _ in request.buffers)
+        return held[request.purpose]
+
+    class Stream:
+        ptr = 0
+
+    monkeypatch.setattr(plans, "get_kernel", lambda spec, dynamic_smem=0: kernels.setdefault(spec, _RecordingKernel()))
+    monkeypatch.setattr(plans.SCRATCH, "get", scratch)
+    monkeypatch.setattr(api, "device_info", lambda device_id: dev)
+    monkeypatch.setattr(api, "PLANS", plans.PlanCache())
+    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: Stream())
+    return make_array, kernels, held

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import cufuse
-from cufuse._core import plans
 from cufuse._core.device import A100, H200
 from cufuse._core.plans import Scratch
 from cufuse.ops.softmax import select
@@ -19,6 +18,7 @@ from cufuse.ops.softmax.plan import plan_softmax
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
 
+from ..conftest import fake_gpu_calls
 from .oracle import BF16
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
@@ -180,49 +180,12 @@ def test_forced_configs_are_checked():
 # ---------------------------------------------------------------- the api over fake arrays
 
 
-class _RecordingKernel:
-    num_regs = 64
-    shared_size_bytes = 1024
-    name = "fake"
-
-    def __init__(self):
-        self.launches = []
-
-    def __call__(self, grid, block, args, shared_mem=0):
-        self.launches.append((grid, block, args, shared_mem))
-
-
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    """(make_array, kernels, scratch): cupy arrays over host memory on device 0, kernels that
-    record their launches, a scratch pool of host buffers; the plan cache emptied for the test."""
-    cupy = pytest.importorskip("cupy")
+    """softmax's api module over ``fake_gpu_calls`` (tests/conftest.py) on an H200."""
     from cufuse.ops.softmax import api
 
-    kernels, owners, held = {}, [], {}
-
-    def make_array(shape, dtype):
-        nbytes = max(16, int(np.prod(shape)) * np.dtype(dtype).itemsize)
-        buffer = np.zeros(nbytes + 16, np.uint8)
-        owners.append(buffer)
-        memory = cupy.cuda.memory.UnownedMemory(buffer.ctypes.data, buffer.nbytes, buffer, device_id=0)
-        return cupy.ndarray(shape, dtype, memptr=cupy.cuda.memory.MemoryPointer(memory, 0))
-
-    def scratch(request, stream):
-        if request.purpose not in held:
-            held[request.purpose] = tuple(make_array((n,), d) for d, n, _ in request.buffers)
-        return held[request.purpose]
-
-    class Stream:
-        ptr = 0
-
-    monkeypatch.setattr(plans, "get_kernel", lambda spec, dynamic_smem=0: kernels.setdefault(spec, _RecordingKernel()))
-    monkeypatch.setattr(plans.SCRATCH, "get", scratch)
-    monkeypatch.setattr(api, "device_info", lambda device_id: H200)
-    monkeypatch.setattr(api, "PLANS", plans.PlanCache())
-    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
-    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: Stream())
-    return api, make_array, kernels, held
+    return (api,) + fake_gpu_calls(monkeypatch, api, H200)
 
 
 def test_host_path_plans_once_and_launches_the_geometry(fake_gpu, monkeypatch):

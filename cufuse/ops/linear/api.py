@@ -187,17 +187,19 @@ def _run_prepared(key, arrays, out):
 
 def _launch(key, plan, dev, arrays, out_shape, out):
     """Run ``plan`` on ``arrays`` (by kernel argument name; None: absent) into ``out`` (None:
-    a new array) and keep it as the ``PreparedCall`` of ``key``."""
-    x = arrays["x"]
-    with x.device:
-        if out is None:
-            import cupy
+    a new array) on x's device and keep it as the ``PreparedCall`` of ``key``."""
+    import cupy
 
-            out = cupy.empty(out_shape, dtype=x.dtype)
-        if not plan.launches:  # an empty output
-            return out
-        bound = BoundPlan(plan, dev)
-        bound({**arrays, "out": out})
+    x = arrays["x"]
+    if cupy.cuda.runtime.getDevice() != x.data.device_id:
+        with cupy.cuda.Device(x.data.device_id):
+            return _launch(key, plan, dev, arrays, out_shape, out)
+    if out is None:
+        out = cupy.empty(out_shape, dtype=x.dtype)
+    if not plan.launches:  # an empty output
+        return out
+    bound = BoundPlan(plan, dev)
+    bound({**arrays, "out": out})
     if key is not None:
         PLANS.put(key, PreparedCall(bound, arrays, (("out", out_shape, x.dtype, None),)))
     return out
