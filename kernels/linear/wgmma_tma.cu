@@ -5,8 +5,8 @@
 //
 // Picked when (cufuse/ops/linear/select.py) the problem is 16-bit, M > 64, on compute
 // capability 9.0, tensor maps describe both operands, and a wgmma tile beats the mma tiles:
-// 128x256 once its tiles fill the SMs, else the best-scoring of 128x128 / 64x256 / 64x128 /
-// 64x64, K split through slots where the tiles leave block slots idle.
+// once 128x256 tiles fill the SMs, the best-scoring of 128x256 / 128x128 / 64x256 (wave fill),
+// else the best-scoring of all five, K split through slots where the tiles leave block slots idle.
 #include "common/tma_ring.cuh"
 #include "linear/wgmma_stage.cuh"
 

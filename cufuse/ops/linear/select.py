@@ -10,8 +10,9 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
 * float16 / bfloat16, operands not ``mma_eligible``: SIMT.
 * float16 / bfloat16 on compute capability 9.0: M <= 64 with tensor maps the swapped TMA
   stream; M = 17..64 without them, or M > 64 with fewer 128x256 tiles than SMs, the best
-  wgmma tile (``choose_wgmma_config``); M > 64 otherwise the wgmma 128x256 tile where it
-  scores above the mma tiles. Every wgmma config runs on the TMA kernel where tensor maps
+  wgmma tile (``choose_wgmma_config``); M > 64 otherwise, where the 128x256 tile scores above
+  the mma tiles, the best-scoring one-block wgmma tile, 128x256 / 128x128 / 64x256
+  (``choose_wave_tile``: a last wave the large tile leaves mostly idle takes a smaller one). Every wgmma config runs on the TMA kernel where tensor maps
   describe the operands, else on the cp.async one.
 * float16 / bfloat16 elsewhere (and the 9.0 cases not above): mma.sync: M <= 16 the stream
   tile, M = 17..64 the 64x64 one, beyond the best-scoring GEMM tile, split K where the tiles
