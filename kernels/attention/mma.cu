@@ -55,6 +55,30 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op
         }
     }
 }
+// load_tile for rows at a fixed stride with 16-byte loads (op.vec16), where the block's
+// threads cover whole rows (THREADS a multiple of HD / 8, ROWS of THREADS / (HD / 8)): every
+// thread keeps one 16-byte column chunk and steps a pointer over its rows, unrolled. The
+// generic loop's index arithmetic and 64-bit row multiplies were ~45 % of the decode tile's
+// loop instructions, and that loop was issue-bound at 2 blocks an SM (run D1).
+template <int ROWS, int HD, int THREADS>
+constexpr bool kStridedRowsFit = THREADS % (HD / 8) == 0 && ROWS % (THREADS / (HD / 8)) == 0;
+template <typename T, int ROWS, int HD, int THREADS>
+__device__ __forceinline__ void load_strided_rows(T* smem, const T* g, const Operand& op, int row0, int row_end) {
+    static_assert(kStridedRowsFit<ROWS, HD, THREADS>, "threads cover whole rows");
+    constexpr int kPitch = HD + 8, kChunks = HD / 8, kRowStep = THREADS / kChunks;
+    const int c = (threadIdx.x % kChunks) * 8, r0 = threadIdx.x / kChunks;
+    const bool col_ok = c < op.cols;
+    const T* src = g + (row0 + r0) * op.row_stride + c;
+    const int64 step = kRowStep * op.row_stride;
+#pragma unroll
+    for (int i = 0; i < ROWS / kRowStep; ++i) {
+        const int r = r0 + i * kRowStep;
+        const bool pred = col_ok && row0 + r < row_end;
+        cp_async_16(smem + r * kPitch + c, pred ? src : g, pred);
+        src += step;
+    }
+}
+
 // The sum over the 4 lanes of a quad (an MMA fragment row's partial row sums).
 __device__ __forceinline__ float quad_sum(float x) {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
@@ -138,8 +162,18 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         if (tile < n_tiles) {
             const int stage = tile % STAGES;
             const int n0 = key_begin + tile * kStageKeys;
-            load_tile<T, kStageKeys, HD, kThreads>(k_s + stage * kStageKeys * kPitch, k_g, k_op, n0, nk, k_row_at);
-            load_tile<T, kStageKeys, HD, kThreads>(v_s + stage * kStageKeys * kPitch, v_g, v_op, n0, nk, v_row_at);
+            T* k_stage_s = k_s + stage * kStageKeys * kPitch;
+            T* v_stage_s = v_s + stage * kStageKeys * kPitch;
+            if constexpr (kStridedRowsFit<kStageKeys, HD, kThreads>) {
+                if (k_op.vec16 && v_op.vec16) {
+                    load_strided_rows<T, kStageKeys, HD, kThreads>(k_stage_s, k_g, k_op, n0, nk);
+                    load_strided_rows<T, kStageKeys, HD, kThreads>(v_stage_s, v_g, v_op, n0, nk);
+                    cp_async_commit();
+                    return;
+                }
+            }
+            load_tile<T, kStageKeys, HD, kThreads>(k_stage_s, k_g, k_op, n0, nk, k_row_at);
+            load_tile<T, kStageKeys, HD, kThreads>(v_stage_s, v_g, v_op, n0, nk, v_row_at);
         }
         cp_async_commit();  // empty groups keep the wait counts uniform
     };
@@ -243,7 +277,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     // the row's sum, so a NaN score still makes its row NaN.
     auto online_softmax = [&](Scores& s) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt) {
+            float alpha[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 float tile_max = kNegInf;
@@ -253,7 +288,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                 tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
                 const float new_max = fmaxf(row_max[mt][h], tile_max);
                 const float base = new_max == kNegInf ? 0.f : new_max;  // all masked so far: p = 0
-                const float alpha = fast_exp2(row_max[mt][h] - base);
+                alpha[h] = fast_exp2(row_max[mt][h] - base);
                 row_max[mt][h] = new_max;
                 float sum = 0.f;
 #pragma unroll
@@ -263,10 +298,18 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                         s[mt][j][e] = fast_exp2(s[mt][j][e] - base);
                         sum += s[mt][j][e];
                     }
-                row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
-#pragma unroll
-                for (int j = 0; j < HD / 8; ++j) o_acc[mt][j][2 * h] *= alpha, o_acc[mt][j][2 * h + 1] *= alpha;
+                row_sum[mt][h] = row_sum[mt][h] * alpha[h] + sum;
             }
+            // Decode tiles skip the O rescale while no row max of the warp moved (most key
+            // tiles of a long cache): HD / 2 multiplies a tile, a large share of a 16-key step.
+            if (!KEY_WARPS || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+                for (int j = 0; j < HD / 8; ++j) {
+                    o_acc[mt][j][0] *= alpha[0], o_acc[mt][j][1] *= alpha[0];
+                    o_acc[mt][j][2] *= alpha[1], o_acc[mt][j][3] *= alpha[1];
+                }
+            }
+        }
     };
 
     // O += P V with P re-packed from the S accumulators into A fragments: the k16 step t

@@ -5,6 +5,8 @@ the 5-D broadcast and the 4-D ``enable_gqa`` layouts, q stored (B, Nq, Hq, D), k
 lse, poisoned out."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,16 @@ def test_packed_decode_launches_and_mqa(cp, rng):
     q = rng.standard_normal((2, 6, 3, 64)).astype(BF16)
     k, v = (rng.standard_normal((2, 1, 700, 64)).astype(BF16) for _ in range(2))
     assert check_against_oracle(cp, q, k, v, causal=True, return_lse=True, use_out=True) == []
+
+
+@pytest.mark.parametrize("group", [1, 8])
+def test_merge_of_hundreds_of_splits(cp, rng, group):
+    # 625 splits of one 64-key stage each (32 merge warps of 19-20 splits: the unrolled loop's
+    # remainder); causal with 16 queries, so the last split (4 keys) is wholly masked for
+    # queries 0..11: partials with lse -inf must weigh nothing.
+    n_q, n_k, d = 16, 39940, 128
+    dev = current_device_info()
+    base = select.decode_tile(d, group * n_q, dev)
+    config = dataclasses.replace(base, splits=625, keys_per_split=base.stage_keys)
+    q, k, v = gqa_inputs(rng, 1, 1, group, n_q, n_k, d, BF16)
+    assert check_against_oracle(cp, q, k, v, causal=True, return_lse=True, use_out=True, config=config) == []

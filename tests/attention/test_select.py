@@ -15,7 +15,7 @@ from cufuse._core.plans import Temporary
 from cufuse.ops.attention import select
 from cufuse.ops.attention.decode import DecodeTile
 from cufuse.ops.attention.layout import MAX_BATCH_DIMS, batch_layout
-from cufuse.ops.attention.merge import MERGE_THREADS, merge_spec
+from cufuse.ops.attention.merge import merge_spec, merge_threads
 from cufuse.ops.attention.mma import FlashMmaTile
 from cufuse.ops.attention.plan import plan_attention
 from cufuse.ops.attention.simt import SimtRows
@@ -267,8 +267,12 @@ def test_plan_of_a_key_split_merges_its_partials():
     assert forward.spec.name == "attention_decode" and splits > 1
     assert forward.args[:7] == ("q", "k", "v", "out", "lse", Temporary(0), Temporary(1))
     assert plan.temporaries == ((np.float32, (splits, 8, 1, 128)), (np.float32, (splits, 8, 1)))
-    assert merge.block == (MERGE_THREADS,) and merge.grid == (8,)
+    assert merge.block == (merge_threads(splits),) and merge.grid == (8, 4)  # 8 rows x 128 columns
     assert merge.args[:4] == (Temporary(0), Temporary(1), "out", "lse") and merge.args[-1] == 1
+
+
+def test_merge_blocks_take_eight_splits_a_warp():
+    assert [merge_threads(s) for s in (1, 8, 9, 64, 256, 512, 4096)] == [32, 32, 64, 256, 1024, 1024, 1024]
 
 
 def test_plan_without_split_or_lse():
@@ -292,7 +296,7 @@ def test_grouped_query_decode_packs_the_group_into_rows():
         assert (n_q, q_tiles, queries) == (g * nq, 1, nq)
         assert group_stride == (strides["q"][2] if strides else nq * d)
         splits = forward.args[14]
-        assert forward.grid == (b * hkv * splits,) and merge.grid == (b * hkv * g * nq,)
+        assert forward.grid == (b * hkv * splits,) and merge.grid == (b * hkv * g * nq, d // 32)
     # enable_gqa's view of (B, Hq, Nq, D): the same packing; and no packing where k has its heads
     (forward,) = _plan((2, 4, 8, 1, 64), (2, 4, 8, 100, 64), (2, 4, 8, 100, 64)).launches[:1]
     assert forward.spec.name == "attention_decode"

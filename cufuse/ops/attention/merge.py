@@ -9,11 +9,24 @@ import numpy as np
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, Temporary
 
-MERGE_THREADS = 256  # a block per row; its warps take interleaved splits (hundreds for one KV head)
+MERGE_COLUMNS = 32  # columns a merge block takes (kernels/common/lse_merge.cuh kMergeColumns)
+MERGE_SPLITS_PER_WARP = 8  # splits a merge warp takes at most (its loads in flight together)
+MERGE_MAX_WARPS = 32
 
 
 def merge_spec(dtype_ctype: str) -> KernelSpec:
-    return KernelSpec("attention/merge.cu", "attention_merge", (dtype_ctype, MERGE_THREADS))
+    return KernelSpec("attention/merge.cu", "attention_merge", (dtype_ctype,))
+
+
+def merge_threads(splits: int) -> int:
+    """The block size of a merge of up to ``splits`` partials a row: a warp per
+    MERGE_SPLITS_PER_WARP of them, 1 to 32 warps (also paged_attention_merge's)."""
+    return 32 * max(1, min(MERGE_MAX_WARPS, -(-splits // MERGE_SPLITS_PER_WARP)))
+
+
+def merge_grid(rows: int, head_dim_v: int) -> tuple:
+    """A block per (row, MERGE_COLUMNS columns)."""
+    return (rows, -(-head_dim_v // MERGE_COLUMNS))
 
 
 def partial_pointers(problem, splits: int) -> tuple:
@@ -36,7 +49,7 @@ def split_plan(forward: Launch, problem, splits: int) -> Plan:
     if splits == 1:
         return Plan((forward,))
     batch, rows = problem.batch_count, problem.batch_count * problem.n_q
-    merge = Launch(merge_spec(problem.ctype), (rows,), (MERGE_THREADS,),
+    merge = Launch(merge_spec(problem.ctype), merge_grid(rows, problem.head_dim_v), (merge_threads(splits),),
                    (Temporary(0), Temporary(1), "out", problem.lse_arg, np.int64(rows), np.int32(problem.head_dim_v),
                     np.int32(splits), np.int32(problem.return_lse)))
     return Plan((forward, merge), temporaries=((np.float32, (splits, batch, problem.n_q, problem.head_dim_v)),

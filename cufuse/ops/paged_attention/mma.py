@@ -11,6 +11,7 @@ import numpy as np
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, Temporary
+from ..attention.merge import merge_grid, merge_threads
 from .problem import FN, LOG2E
 
 MMA_CTYPES = ("__half", "__nv_bfloat16")
@@ -81,7 +82,8 @@ class PagedMmaTile:
         if not may_split:
             return Plan((forward,), temporaries=(meta_buffer,))
         rows_per_batch = problem.heads_kv * problem.rows
-        merge = Launch(merge_spec(problem.ctype), (problem.batch * rows_per_batch,), (THREADS,),
+        merge = Launch(merge_spec(problem.ctype), merge_grid(problem.batch * rows_per_batch, problem.head_dim_v),
+                       (merge_threads(units),),
                        (Temporary(0), Temporary(1), Temporary(2), "out", problem.lse_arg, np.int32(rows_per_batch),
                         np.int32(problem.head_dim_v), np.int32(problem.return_lse)))
         return Plan((forward, merge), temporaries=((np.float32, (units, rows_per_batch, problem.head_dim_v)),
