@@ -76,18 +76,33 @@ def allocations(cp, fn):
         cp.cuda.set_allocator(pool.malloc)
 
 
-class _RecordingKernel:
-    """A loaded kernel that records its launches instead of running them."""
+class RecordingKernel:
+    """A loaded kernel that records its launches instead of running them (with
+    RecordingLaunch): ``launches`` holds (grid, block, args, smem) per launch."""
 
     num_regs = 64
     shared_size_bytes = 1024
     name = "fake"
 
     def __init__(self):
-        self.launches = []
+        self.launches, self.preferred_shared_memory_carveout = [], None
 
-    def __call__(self, grid, block, args, shared_mem=0):
-        self.launches.append((grid, block, args, shared_mem))
+
+class RecordingLaunch:
+    """Stands in for ``launch.DriverLaunch``: records each launch on its RecordingKernel, the
+    arguments as the kernel would receive them (device addresses as ints, ("map", host
+    address) for tensor maps, the NumPy scalars as given)."""
+
+    def __init__(self, kernel, grid, block, smem, kinds, pdl=False):
+        self.kernel, self.grid, self.block, self.smem, self.kinds, self.pdl = kernel, grid, block, smem, kinds, pdl
+
+    def __call__(self, stream, pointers, maps=()):
+        from cufuse._core.launch import MAP, POINTER
+
+        pointers, maps = iter(pointers), iter(maps)
+        args = tuple(next(pointers) if kind is POINTER else ("map", next(maps)) if kind is MAP else kind
+                     for kind in self.kinds)
+        self.kernel.launches.append((self.grid, self.block, args, self.smem))
 
 
 def fake_gpu_calls(monkeypatch, api, dev):
@@ -115,7 +130,8 @@ def fake_gpu_calls(monkeypatch, api, dev):
     class Stream:
         ptr = 0
 
-    monkeypatch.setattr(plans, "get_kernel", lambda spec, dynamic_smem=0: kernels.setdefault(spec, _RecordingKernel()))
+    monkeypatch.setattr(plans, "get_kernel", lambda spec, dynamic_smem=0: kernels.setdefault(spec, RecordingKernel()))
+    monkeypatch.setattr(plans._launch, "DriverLaunch", RecordingLaunch)
     monkeypatch.setattr(plans.SCRATCH, "get", scratch)
     monkeypatch.setattr(api, "device_info", lambda device_id: dev)
     monkeypatch.setattr(api, "PLANS", plans.PlanCache())

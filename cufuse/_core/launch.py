@@ -1,4 +1,11 @@
-"""Kernel launches with programmatic dependent launch (PDL), compute capability 9.0 and later.
+"""Kernel launches through the driver's ``cuLaunchKernelEx``, optionally with programmatic
+dependent launch (PDL, compute capability 9.0 and later).
+
+Every bound plan launches its kernels here (``DriverLaunch``): the scalar arguments are packed
+once when the plan is bound and only the device addresses change per call. CuPy's
+``RawKernel`` call converts every argument on every call: ~20 us for the 37 arguments of an
+attention kernel on the H200's host, which made every small decode call host-bound (run D3,
+``experiments/attention/profile_host.py``).
 
 Back to back in one stream, the next kernel normally starts only after the previous one
 has drained and its completion has travelled back to the front end: on the H200 ~1.5 us
@@ -11,11 +18,10 @@ has completed and its memory is visible. Every kernel launched here must therefo
 ``begin_dependent_grid()`` (kernels/common/common.cuh) before its first global memory access: it
 lets the next PDL kernel start (so that one overlaps this one's tail), then waits.
 
-CuPy's ``RawKernel`` call is ``cuLaunchKernel``, which takes no attributes, so this module
-calls the driver's ``cuLaunchKernelEx`` through ctypes (as ``tma`` calls the tensor-map
-encoder). A ``PdlLaunch`` packs a kernel's arguments once: the scalars at construction,
-the pointers and tensor maps per call into its own buffers, under a lock (a plan may be
-shared between threads; the driver copies the parameters during the call).
+The driver is called through ctypes (as ``tma`` calls the tensor-map encoder). A
+``DriverLaunch`` packs a kernel's arguments once: the scalars at construction, the pointers
+and tensor maps per call into its own buffers, under a lock (a plan may be shared between
+threads; the driver copies the parameters during the call).
 """
 from __future__ import annotations
 
@@ -64,19 +70,28 @@ def scalar_argument(value):
     return ctype(value)
 
 
-class PdlLaunch:
-    """One kernel's PDL launch: ``kinds`` names each argument, POINTER (a device address,
-    given per call), MAP (the address of a 128-byte tensor map on the host, per call) or a
-    NumPy scalar (fixed). ``__call__(stream, values)`` takes the per-call values in order."""
+def _dim3(dims) -> ctypes.Array:
+    """A grid or block of 1 to 3 dims as CUDA's three (missing dims are 1)."""
+    return (ctypes.c_uint32 * 3)(*(tuple(dims) + (1,) * (3 - len(dims))))
+
+
+class DriverLaunch:
+    """One kernel's launch: ``kinds`` names each argument, POINTER (a device address, given
+    per call), MAP (the address of a 128-byte tensor map on the host, per call) or a NumPy
+    scalar (fixed). ``pdl``: with the programmatic-stream-serialisation attribute.
+    ``__call__(stream, pointers, maps)`` takes the per-call values in argument order."""
 
     __slots__ = ("function", "config", "attribute", "params", "pointers", "map_slots", "scalars", "lock", "name")
 
-    def __init__(self, kernel, grid, block, smem: int, kinds):
+    def __init__(self, kernel, grid, block, smem: int, kinds, pdl: bool = False):
         self.function = ctypes.c_void_p(kernel.kernel.ptr)
         self.name = kernel.name if hasattr(kernel, "name") else "kernel"
-        self.attribute = _LaunchAttribute(PROGRAMMATIC_STREAM_SERIALIZATION, b"", 1, b"")
-        self.config = _LaunchConfig((ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(*block), smem, None,
-                                    ctypes.pointer(self.attribute), 1)
+        if pdl:
+            self.attribute = _LaunchAttribute(PROGRAMMATIC_STREAM_SERIALIZATION, b"", 1, b"")
+            attributes, count = ctypes.pointer(self.attribute), 1
+        else:
+            self.attribute, attributes, count = None, None, 0
+        self.config = _LaunchConfig(_dim3(grid), _dim3(block), smem, None, attributes, count)
         self.params = (ctypes.c_void_p * len(kinds))()
         pointer_count = sum(kind is POINTER for kind in kinds)
         self.pointers = (ctypes.c_uint64 * max(pointer_count, 1))()  # the device addresses, in argument order

@@ -91,10 +91,10 @@ class Plan:
 
 
 class _BoundLaunch:
-    """One ``Launch`` with its kernel loaded and its argument list pre-filled."""
+    """One ``Launch`` with its kernel loaded and its arguments packed for the driver
+    (``launch.DriverLaunch``): per call only the device addresses (and tensor maps) change."""
 
-    __slots__ = ("kernel", "grid", "block", "smem", "template", "named", "scratch", "temps", "maps", "pdl",
-                 "pointer_sources")
+    __slots__ = ("kernel", "grid", "block", "smem", "pdl", "maps", "pointer_sources", "launcher")
 
     def __init__(self, launch: Launch, dev):
         kernel = get_kernel(launch.spec, dynamic_smem=launch.smem)
@@ -102,53 +102,36 @@ class _BoundLaunch:
             _launch.use_whole_carveout(kernel)
         if launch.resident_blocks:
             _require_resident(kernel, launch, dev)
-        self.kernel, self.grid, self.block, self.smem = kernel, launch.grid, launch.block, launch.smem
-        self.template = list(launch.args)
-        self.named, self.scratch, self.temps, self.maps, self.pointer_sources = [], [], [], [], []
-        for position, arg in enumerate(launch.args):
+        self.maps, self.pointer_sources = [], []
+        for arg in launch.args:
             if isinstance(arg, str):
-                self.named.append((position, arg))
                 self.pointer_sources.append((0, arg))
             elif isinstance(arg, Scratch):
-                self.scratch.append((position, arg.index))
                 self.pointer_sources.append((1, arg.index))
             elif isinstance(arg, Temporary):
-                self.temps.append((position, arg.index))
                 self.pointer_sources.append((2, arg.index))
             elif isinstance(arg, TensorMap):
-                self.maps.append((position, arg.name, arg.geometry))
+                self.maps.append((arg.name, arg.geometry))
             elif not isinstance(arg, np.generic):
                 raise TypeError(f"cufuse: launch argument {arg!r} of {launch.spec.expression} is not a NumPy scalar")
-        self.pdl = None
+        smem = launch.smem
         if launch.pdl:
             smem = _launch.pdl_smem(launch.smem, kernel.shared_size_bytes, int(np.prod(launch.grid)), dev)
             allow_dynamic_smem(kernel, smem)
-            kinds = tuple(_launch.MAP if isinstance(a, TensorMap) else a if isinstance(a, np.generic) else _launch.POINTER
-                          for a in launch.args)
-            self.pdl = _launch.PdlLaunch(kernel, launch.grid, launch.block, smem, kinds)
+        self.kernel, self.grid, self.block, self.smem, self.pdl = kernel, launch.grid, launch.block, smem, launch.pdl
+        kinds = tuple(_launch.MAP if isinstance(a, TensorMap) else a if isinstance(a, np.generic) else _launch.POINTER
+                      for a in launch.args)
+        self.launcher = _launch.DriverLaunch(kernel, launch.grid, launch.block, smem, kinds, pdl=launch.pdl)
 
     def __call__(self, arrays, scratch, temps, stream) -> None:
-        if self.pdl is not None:
-            sources = (arrays, scratch, temps)
-            pointers = []
-            for kind, key in self.pointer_sources:
-                value = sources[kind][key]
-                pointers.append(0 if value is None else value.data.ptr)
-            # the map entries stay referenced until the launch has copied their bytes
-            maps = [tma.cached_map(geometry, arrays[name].data.ptr) for _, name, geometry in self.maps]
-            self.pdl(stream.ptr, pointers, [entry[2] for entry in maps])
-            return
-        args = self.template[:]
-        for position, name in self.named:
-            value = arrays[name]
-            args[position] = NULL if value is None else value
-        for position, index in self.scratch:
-            args[position] = scratch[index]
-        for position, index in self.temps:
-            args[position] = temps[index]
-        for position, name, geometry in self.maps:
-            args[position] = tma.tensor_map(geometry, arrays[name].data.ptr)
-        self.kernel(self.grid, self.block, tuple(args), shared_mem=self.smem)
+        sources = (arrays, scratch, temps)
+        pointers = []
+        for kind, key in self.pointer_sources:
+            value = sources[kind][key]
+            pointers.append(0 if value is None else value.data.ptr)
+        # the map entries stay referenced until the launch has copied their bytes
+        maps = [tma.cached_map(geometry, arrays[name].data.ptr) for name, geometry in self.maps]
+        self.launcher(stream.ptr, pointers, [address for _, address in maps])
 
 
 def _require_resident(kernel, launch: Launch, dev) -> None:

@@ -5,8 +5,9 @@ CuPy nor NVRTC exposes it) and passed to a kernel by value.
 A ``MapGeometry`` is everything of a map but the base address: element type, the two
 dimensions (inner = the contiguous one first), the outer stride in bytes, the box and the
 swizzle. It depends only on an array's shape and strides, so an op's cached launch plan
-holds it; ``tensor_map(geometry, address)`` then encodes once per (geometry, address) and
-returns the kernel argument from a cache (one dict lookup per launch).
+holds it; ``cached_map(geometry, address)`` then encodes once per (geometry, address) and
+returns the map's bytes and their host address (the driver launch's parameter) from a cache
+(one dict lookup per launch).
 
 Everything but ``_encode`` runs without a GPU (the CPU tests check the rules and the packing).
 """
@@ -123,33 +124,20 @@ def _encode(g: MapGeometry, address: int) -> np.ndarray:
     return raw
 
 
-def kernel_argument(raw: np.ndarray):
-    """A RawKernel argument that passes ``raw``'s bytes by value: CuPy's launch takes a
-    ``CNumpyArray`` as the address of the parameter's bytes (a ``CPointer``; the driver
-    copies sizeof(parameter) = 128 bytes from it). ``raw`` must outlive the launch call."""
-    from cupy.cuda.function import CNumpyArray
-
-    return CNumpyArray(raw)
-
-
 _MAX_MAPS = 4096
 _maps: dict = {}
 
 
 def cached_map(g: MapGeometry, address: int) -> tuple:
-    """``(kernel argument, map bytes, host address of the bytes)`` of the map of ``g`` at
-    ``address``, cached (the map depends on where the memory is, not on its contents). A
-    caller that launches with the host address holds the tuple until the launch returns."""
+    """``(map bytes, host address of the bytes)`` of the map of ``g`` at ``address``, cached
+    (the map depends on where the memory is, not on its contents). A caller that launches
+    with the host address holds the tuple until the launch returns (the driver copies the
+    128 bytes from it during the call)."""
     key = (g, address)
     entry = _maps.get(key)
     if entry is None:
         if len(_maps) >= _MAX_MAPS:
             _maps.clear()
         raw = _encode(g, address)
-        entry = _maps[key] = (kernel_argument(raw), raw, raw.ctypes.data)
+        entry = _maps[key] = (raw, raw.ctypes.data)
     return entry
-
-
-def tensor_map(g: MapGeometry, address: int):
-    """The kernel argument (a CuPy launch's) of the map of ``g`` at ``address``, cached."""
-    return cached_map(g, address)[0]

@@ -26,7 +26,7 @@ import numpy as np
 import cufuse
 from cufuse.bench.cases import linear_case, to_torch
 from cufuse.bench.runner import input_sets
-from cufuse._core.launch import POINTER, PdlLaunch
+from cufuse._core.launch import POINTER, DriverLaunch
 from cufuse.bench.timing import time_cuda_budget
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
@@ -72,7 +72,7 @@ def part_read_stream():
     print("part 1: readchunk, 128 MiB a call, 132 x 1024 threads, 40 calls back to back", flush=True)
     for mode, name in enumerate(names):
         function = module.get_function(name)
-        pdl = PdlLaunch(function, grid, block, 0, (POINTER, vectors, POINTER))
+        pdl = DriverLaunch(function, grid, block, 0, (POINTER, vectors, POINTER), pdl=True)
         launches = {  # CuPy's plain launch, and cufuse's launch with the PDL attribute
             False: lambda i: function(grid, block, (buffers[i], vectors, sink)),
             True: lambda i: pdl(cupy.cuda.get_current_stream().ptr, (buffers[i].data.ptr, sink.data.ptr)),

@@ -29,7 +29,7 @@ class FakeDriver:
 
     def __call__(self, config_address, function, params, extra):
         config = _launch._LaunchConfig.from_address(config_address)
-        attribute = config.attrs[0]
+        attribute = config.attrs[0] if config.num_attrs else None
         values = []
         for index, kind in enumerate(self.kinds):
             address = params[index]
@@ -40,7 +40,8 @@ class FakeDriver:
             else:
                 values.append(_launch.scalar_argument(kind).__class__.from_address(address).value)
         self.launches.append(dict(grid=tuple(config.grid), block=tuple(config.block), smem=config.smem,
-                                  stream=config.stream, attribute=(attribute.id, attribute.value),
+                                  stream=config.stream,
+                                  attribute=(attribute.id, attribute.value) if attribute else None,
                                   num_attrs=config.num_attrs, function=function.value, extra=extra, values=values))
         return 0
 
@@ -54,7 +55,7 @@ def test_packs_pointers_maps_and_scalars_in_argument_order(monkeypatch):
              np.float32(0.5))
     driver = FakeDriver(kinds)
     monkeypatch.setattr(_launch, "_driver", driver)
-    launch = _launch.PdlLaunch(_fake_kernel(), (128, 1, 2), (160, 1, 1), 81920, kinds)
+    launch = _launch.DriverLaunch(_fake_kernel(), (128, 1, 2), (160, 1, 1), 81920, kinds, pdl=True)
     maps = (np.zeros(16, np.uint64), np.ones(16, np.uint64))
     launch(0xABC, (0x7000, 0x8000), (maps[0].ctypes.data, maps[1].ctypes.data))
     launch(0, (0x9000, 0))
@@ -69,13 +70,23 @@ def test_packs_pointers_maps_and_scalars_in_argument_order(monkeypatch):
     assert second["values"][:2] == first["values"][:2]
 
 
+def test_plain_launches_carry_no_attribute_and_pad_their_dims(monkeypatch):
+    kinds = (_launch.POINTER, np.int32(3))
+    driver = FakeDriver(kinds)
+    monkeypatch.setattr(_launch, "_driver", driver)
+    _launch.DriverLaunch(_fake_kernel(), (4,), (160, 2), 0, kinds)(0xABC, (0x7000,))
+    (launch,) = driver.launches
+    assert launch["grid"] == (4, 1, 1) and launch["block"] == (160, 2, 1)
+    assert launch["num_attrs"] == 0 and launch["attribute"] is None and launch["values"] == [0x7000, 3]
+
+
 def test_a_failed_launch_names_the_kernel(monkeypatch):
     monkeypatch.setattr(_launch, "_driver", lambda *args: 701)
-    launch = _launch.PdlLaunch(_fake_kernel(), (1, 1, 1), (32, 1, 1), 0, (_launch.POINTER,))
+    launch = _launch.DriverLaunch(_fake_kernel(), (1, 1, 1), (32, 1, 1), 0, (_launch.POINTER,))
     with pytest.raises(RuntimeError, match="CUresult 701 .fake"):
         launch(0, (0x10,))
 
 
 def test_refuses_a_scalar_without_a_c_type():
     with pytest.raises(TypeError, match="no kernel argument type for int16"):
-        _launch.PdlLaunch(_fake_kernel(), (1, 1, 1), (32, 1, 1), 0, (np.int16(3),))
+        _launch.DriverLaunch(_fake_kernel(), (1, 1, 1), (32, 1, 1), 0, (np.int16(3),))

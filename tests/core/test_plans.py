@@ -11,20 +11,14 @@ from cufuse._core.device import H200
 from cufuse._core.loader import KernelSpec
 from cufuse._core.plans import NULL, BoundPlan, Launch, Plan, PlanCache, Scratch, ScratchRequest, TensorMap, Temporary
 
-from ..conftest import GPU
+from ..conftest import GPU, RecordingKernel, RecordingLaunch
 
 SPEC = KernelSpec("common/selftest.cu", "scaled_copy", ("float", 128, 4))
 
 
-class FakeKernel:
+class FakeKernel(RecordingKernel):
     num_regs = 40
     shared_size_bytes = 16
-
-    def __init__(self):
-        self.calls, self.preferred_shared_memory_carveout = [], None
-
-    def __call__(self, grid, block, args, shared_mem=0):
-        self.calls.append((grid, block, args, shared_mem))
 
 
 class FakeArray:
@@ -38,14 +32,19 @@ class Stream:
 
 @pytest.fixture
 def fake_runtime(monkeypatch):
-    """Kernels that record their calls, a fake stream and scratch, no temporaries' allocation."""
+    """Kernels that record their launches, a fake stream and scratch (addresses 1000, 1001),
+    temporaries at 2000, 2001, ... in allocation order."""
     kernels = {}
     monkeypatch.setattr(plans, "get_kernel", lambda spec, dynamic_smem=0: kernels.setdefault(spec, FakeKernel()))
+    monkeypatch.setattr(plans._launch, "DriverLaunch", RecordingLaunch)
     cupy = pytest.importorskip("cupy")
     monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: Stream())
-    monkeypatch.setattr(cupy, "empty", lambda shape, dtype: ("temporary", shape, np.dtype(dtype)))
+    allocated = []
+    monkeypatch.setattr(cupy, "empty", lambda shape, dtype: allocated.append((shape, dtype)) or FakeArray(
+        2000 + len(allocated) - 1))
     held = {}
-    monkeypatch.setattr(plans.SCRATCH, "get", lambda request, stream: held.setdefault(request, ("s0", "s1")))
+    monkeypatch.setattr(plans.SCRATCH, "get",
+                        lambda request, stream: held.setdefault(request, (FakeArray(1000), FakeArray(1001))))
     return kernels
 
 
@@ -57,10 +56,10 @@ def test_a_call_fills_names_scratch_and_temporaries_in_kernel_order(fake_runtime
     bound = BoundPlan(plan, H200)
     x, out = FakeArray(100), FakeArray(200)
     bound({"x": x, "bias": None, "out": out})
-    (grid, block, args, smem), = fake_runtime[SPEC].calls
+    (grid, block, args, smem), = fake_runtime[SPEC].launches
     assert (grid, block, smem) == ((3,), (128,), 64)
-    assert args[0] is x and args[1] is NULL and args[2] is out and args[3:5] == scalars
-    assert args[5] == "s1" and args[6] == ("temporary", (2, 3), np.dtype(np.float32)) and args[7] is NULL
+    assert args[:3] == (100, 0, 200) and args[3:5] == scalars  # no bias: a null pointer
+    assert args[5] == 1001 and args[6] == 2000 and args[7] is NULL
 
 
 def test_two_launches_share_the_temporaries(fake_runtime):
@@ -68,7 +67,7 @@ def test_two_launches_share_the_temporaries(fake_runtime):
     first = Launch(SPEC, (1,), (32,), ("q", Temporary(0)))
     second = Launch(other, (1,), (32,), (Temporary(0), "out"))
     BoundPlan(Plan((first, second), temporaries=((np.float32, (4,)),)), H200)({"q": FakeArray(1), "out": FakeArray(2)})
-    assert fake_runtime[SPEC].calls[0][2][1] is fake_runtime[other].calls[0][2][0]
+    assert fake_runtime[SPEC].launches[0][2][1] == fake_runtime[other].launches[0][2][0] == 2000
 
 
 def test_arguments_must_be_names_references_or_numpy_scalars(fake_runtime):
@@ -89,27 +88,23 @@ def test_whole_carveout_is_set(fake_runtime):
 
 
 def test_pdl_launches_pass_pointers_and_maps_in_order(fake_runtime, monkeypatch):
-    launched = []
-
-    class FakePdl:
-        def __init__(self, kernel, grid, block, smem, kinds):
-            self.smem, self.kinds = smem, kinds
-
-        def __call__(self, stream, pointers, maps=()):
-            launched.append((self, stream, list(pointers), list(maps)))
-
-    monkeypatch.setattr(plans._launch, "PdlLaunch", FakePdl)
     monkeypatch.setattr(plans, "allow_dynamic_smem", lambda kernel, smem: None)
-    monkeypatch.setattr(plans.tma, "cached_map", lambda geometry, address: ("arg", "bytes", 1000 + address))
+    monkeypatch.setattr(plans.tma, "cached_map", lambda geometry, address: ("bytes", 1000 + address))
     args = (TensorMap("x", "gx"), "weight", "bias", "out", NULL, NULL, np.int64(9))
     launch = Launch(SPEC, (4,), (160,), args, smem=1000, pdl=True)
-    BoundPlan(Plan((launch,)), H200)({"x": FakeArray(10), "weight": FakeArray(20), "bias": None, "out": FakeArray(30)})
-    (pdl, stream, pointers, maps), = launched
-    assert stream == Stream.ptr and pointers == [20, 0, 30] and maps == [1010]
-    assert pdl.kinds[0] == plans._launch.MAP and pdl.kinds[1:4] == (plans._launch.POINTER,) * 3
-    assert pdl.kinds[4] is NULL and pdl.kinds[6] == np.int64(9)
+    bound = BoundPlan(Plan((launch,)), H200)
+    bound({"x": FakeArray(10), "weight": FakeArray(20), "bias": None, "out": FakeArray(30)})
+    (grid, block, launched, smem), = fake_runtime[SPEC].launches
+    assert launched == (("map", 1010), 20, 0, 30, NULL, NULL, np.int64(9)) and bound.launches[0].launcher.pdl
     # four blocks on 132 SMs: the grid asks for more than half an SM's shared memory
-    assert pdl.smem > H200.smem_per_sm // 2 - 2048
+    assert smem > H200.smem_per_sm // 2 - 2048
+
+
+def test_plain_launches_keep_their_shared_memory(fake_runtime):
+    bound = BoundPlan(Plan((Launch(SPEC, (4,), (160,), ("x",), smem=1000),)), H200)
+    bound({"x": FakeArray(10)})
+    (_, _, args, smem), = fake_runtime[SPEC].launches
+    assert args == (10,) and smem == 1000 and not bound.launches[0].launcher.pdl
 
 
 def test_plan_cache_is_bounded():

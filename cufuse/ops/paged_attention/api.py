@@ -16,7 +16,7 @@ from ... import reference
 from ..._core.device import device_info
 from ..._core.loader import debug_enabled
 from ..._core.numpy_path import deliver
-from ..._core.plans import PLANS, BoundPlan
+from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
 from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_float, require_ndim,
                                require_same_dtype)
 from .plan import plan_attention_paged, plan_kv_append
@@ -42,6 +42,16 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     is 0 with lse -inf. ``config`` (GPU inputs only; checked and ignored on NumPy inputs)
     forces a kernel variant (``PagedMmaTile``, ``PagedSimtRows``).
     """
+    # a CuPy call whose signature ran before goes straight to its launches (not under
+    # CUFUSE_DEBUG, whose index check reads the table on every call)
+    prepared_key = _prepared_key(q, k_pages, v_pages, block_table, seq_lens, out, causal, scale, window, softcap,
+                                 return_lse, config)
+    if prepared_key is not None:
+        prepared = PLANS.prepared(prepared_key)
+        if prepared is not None:
+            results = prepared(q, k_pages, v_pages, block_table, seq_lens, out=out)
+            if results is not None:
+                return results
     xp, arrays = as_arrays(_FN, q=q, k_pages=k_pages, v_pages=v_pages, block_table=block_table, seq_lens=seq_lens)
     q, k_pages, v_pages = arrays["q"], arrays["k_pages"], arrays["v_pages"]
     block_table, seq_lens = arrays["block_table"], arrays["seq_lens"]
@@ -76,8 +86,31 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
                                                 scale=scale, window=window, softcap=softcap, return_lse=True)
         result, lse = deliver(result, out, q.dtype), lse.astype(np.float32)
     else:
-        result, lse = _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config)
+        result, lse, bound = _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape,
+                                                  config)
+        if prepared_key is not None and bound is not None:
+            outputs = (("out", result.shape, result.dtype, None),) + (
+                (("lse", lse.shape, lse.dtype, None),) if return_lse else ())
+            PLANS.put(prepared_key, PreparedCall(bound, inputs, outputs))
     return (result, lse) if return_lse else result
+
+
+def _prepared_key(q, k_pages, v_pages, block_table, seq_lens, out, causal, scale, window, softcap, return_lse,
+                  config):
+    """The prepared-call key of a GPU call (every argument with its type; window's entries'
+    types too), or None: not all CuPy arrays, CUFUSE_DEBUG set, or an unhashable argument."""
+    arrays = (q, k_pages, v_pages, block_table, seq_lens) + (() if out is None else (out,))
+    signature = gpu_signature(*arrays)
+    if signature is None or debug_enabled():
+        return None
+    window_types = tuple(map(type, window)) if isinstance(window, tuple) else None
+    key = (_FN, signature, causal, type(causal), scale, type(scale), window, type(window), window_types, softcap,
+           type(softcap), return_lse, type(return_lse), config)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
@@ -205,30 +238,34 @@ def _element_strides(arrays, names) -> dict:
 
 def _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config):
     """The forward launch, plus paged_attention_merge when a sequence may span several work
-    units; returns ``(out, lse or None)``. Workspace: with a possible split, float32 partials
-    of at most (target units / KV heads + B) units x the batch's rows x (Dv + 1), and 2 B ints
-    of unit ranges; freed when the call returns. Inputs are never copied."""
+    units, on q's device; returns ``(out, lse or None, the bound plan or None when nothing
+    launched)``. Workspace: with a possible split, float32 partials of at most (target units /
+    KV heads + B) units x the batch's rows x (Dv + 1), and 2 B ints of unit ranges; freed when
+    the call returns. Inputs are never copied."""
     import cupy
 
     q, k_pages, v_pages = inputs["q"], inputs["k_pages"], inputs["v_pages"]
-    with q.device:
-        out = cupy.empty(out_shape, dtype=q.dtype) if out is None else out
-        lse = cupy.empty(out_shape[:-1], dtype=np.float32) if return_lse else None
-        if out.size == 0:
-            return out, lse
-        names = ("q", "k_pages", "v_pages", "block_table", "seq_lens")
-        strides = _element_strides(inputs, names)
-        sides = (-1, -1) if window is None else tuple(-1 if s is None else min(s, UNLIMITED) for s in window)
-        aligned = (k_pages.data.ptr % 16 == 0, v_pages.data.ptr % 16 == 0)
-        shapes = tuple(inputs[n].shape for n in names)
-        key = (_FN, shapes, tuple(strides.values()), q.dtype, causal, scale, sides, softcap, return_lse, aligned,
-               q.device.id, config)
-        bound = PLANS.get(key)
-        if bound is None:
-            plan = plan_attention_paged(q.shape, strides["q"], k_pages.shape, strides["k_pages"], v_pages.shape,
-                                        strides["v_pages"], inputs["block_table"].shape, strides["block_table"],
-                                        strides["seq_lens"][0], q.dtype, causal, scale, sides, softcap or 0.0,
-                                        return_lse, aligned, device_info(q.device.id), config)
-            bound = PLANS.put(key, BoundPlan(plan, device_info(q.device.id)))
-        bound({**inputs, "out": out, "lse": lse})
-    return out, lse
+    device_id = q.data.device_id
+    if cupy.cuda.runtime.getDevice() != device_id:
+        with cupy.cuda.Device(device_id):
+            return _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config)
+    out = cupy.empty(out_shape, dtype=q.dtype) if out is None else out
+    lse = cupy.empty(out_shape[:-1], dtype=np.float32) if return_lse else None
+    if out.size == 0:
+        return out, lse, None
+    names = ("q", "k_pages", "v_pages", "block_table", "seq_lens")
+    strides = _element_strides(inputs, names)
+    sides = (-1, -1) if window is None else tuple(-1 if s is None else min(s, UNLIMITED) for s in window)
+    aligned = (k_pages.data.ptr % 16 == 0, v_pages.data.ptr % 16 == 0)
+    shapes = tuple(inputs[n].shape for n in names)
+    key = (_FN, shapes, tuple(strides.values()), q.dtype, causal, scale, sides, softcap, return_lse, aligned,
+           q.device.id, config)
+    bound = PLANS.get(key)
+    if bound is None:
+        plan = plan_attention_paged(q.shape, strides["q"], k_pages.shape, strides["k_pages"], v_pages.shape,
+                                    strides["v_pages"], inputs["block_table"].shape, strides["block_table"],
+                                    strides["seq_lens"][0], q.dtype, causal, scale, sides, softcap or 0.0,
+                                    return_lse, aligned, device_info(device_id), config)
+        bound = PLANS.put(key, BoundPlan(plan, device_info(device_id)))
+    bound({**inputs, "out": out, "lse": lse})
+    return out, lse, bound
