@@ -11,7 +11,7 @@ import pytest
 
 from cufuse._core.device import A100, H200
 from cufuse._core.dtypes import ctype
-from cufuse._core.plans import Temporary
+from cufuse._core.plans import Scratch, Temporary
 from cufuse.ops.attention import select
 from cufuse.ops.attention.decode import DecodeTile
 from cufuse.ops.attention.layout import MAX_BATCH_DIMS, batch_layout
@@ -265,10 +265,18 @@ def test_plan_of_a_key_split_merges_its_partials():
     forward, merge = plan.launches
     splits = forward.args[11]
     assert forward.spec.name == "attention_decode" and splits > 1
-    assert forward.args[:7] == ("q", "k", "v", "out", "lse", Temporary(0), Temporary(1))
-    assert plan.temporaries == ((np.float32, (splits, 8, 1, 128)), (np.float32, (splits, 8, 1)))
+    # a decode's workspace is reused per stream
+    assert forward.args[:7] == ("q", "k", "v", "out", "lse", Scratch(0), Scratch(1)) and plan.temporaries == ()
+    assert plan.scratch.buffers == ((np.float32, splits * 8 * 128, False), (np.float32, splits * 8, False))
     assert merge.block == (merge_threads(splits),) and merge.grid == (8, 4)  # 8 rows x 128 columns
-    assert merge.args[:4] == (Temporary(0), Temporary(1), "out", "lse") and merge.args[-1] == 1
+    assert merge.args[:4] == (Scratch(0), Scratch(1), "out", "lse") and merge.args[-1] == 1
+
+
+def test_large_split_workspaces_are_temporaries_of_the_call():
+    # 2 x 16 heads x 16384 rows x 2 splits x (128 + 1) float32 = 270 MB: not held per stream
+    forward, merge = _plan((2, 16, 16384, 128), (2, 16, 16384, 128), (2, 16, 16384, 128),
+                           config=FlashMmaTile(128, 8, 1, 128, 2, 1, True, False, 2, 8192)).launches
+    assert forward.args[5:7] == merge.args[:2] == (Temporary(0), Temporary(1))
 
 
 def test_merge_blocks_take_eight_splits_a_warp():

@@ -138,8 +138,9 @@ def _attention_gpu(q, k, v, causal, scale, return_lse, out, out_shape, config):
     ``(out, lse or None, the bound plan or None when nothing launched)``.
 
     Workspace: with a key split the partial results take ``splits * B * Nq * (Dv + 1)``
-    float32 (B = the flattened batch), freed when the call returns; nothing else is
-    allocated besides ``out`` and lse. Inputs are never copied: broadcast dims get stride 0,
+    float32 (B = the flattened batch): up to 32 MiB a workspace kept per stream and reused,
+    beyond that allocated for the call and freed when it returns (merge.py); nothing else
+    is allocated besides ``out`` and lse. Inputs are never copied: broadcast dims get stride 0,
     strided views pass their strides (a non-unit last-axis stride takes the scalar-load path).
     No key at all: every row is 0 with lse -inf, as on the NumPy path, without a launch.
     """

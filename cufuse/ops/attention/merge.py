@@ -1,17 +1,22 @@
 """The key split's second pass: ``attention_merge`` (kernels/attention/merge.cu) combines the
 float32 partials (O, lse) that attention_fwd_mma and attention_decode write when a plan
-splits the keys over several blocks. The partials are temporaries of the call:
-``splits * B * Nq * (Dv + 1)`` float32, freed when it returns."""
+splits the keys over several blocks. The partials take ``splits * B * Nq * (Dv + 1)``
+float32: up to SCRATCH_WORKSPACE_BYTES a workspace reused per stream (``ScratchPool``: a
+decode call then allocates nothing but its output), beyond that temporaries of the call,
+freed when it returns (a prefill's split need not hold hundreds of MB)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..._core.loader import KernelSpec
-from ..._core.plans import Launch, Plan, Temporary
+from ..._core.plans import Launch, Plan, Scratch, ScratchRequest, Temporary
 
 MERGE_COLUMNS = 32  # columns a merge block takes (kernels/common/lse_merge.cuh kMergeColumns)
 MERGE_SPLITS_PER_WARP = 8  # splits a merge warp takes at most (its loads in flight together)
 MERGE_MAX_WARPS = 32
+# Split workspaces up to this size are reused per stream: the two allocations a call were
+# ~9 of the ~52 us a host-bound decode call cost (run D4, experiments/attention/profile_host.py).
+SCRATCH_WORKSPACE_BYTES = 32 << 20
 
 
 def merge_spec(dtype_ctype: str) -> KernelSpec:
@@ -29,12 +34,22 @@ def merge_grid(rows: int, head_dim_v: int) -> tuple:
     return (rows, -(-head_dim_v // MERGE_COLUMNS))
 
 
+def _partial_counts(problem, splits: int) -> tuple:
+    """Elements of the partial O and lse of a split."""
+    rows = splits * problem.batch_count * problem.n_q
+    return rows * problem.head_dim_v, rows
+
+
+def _reused(problem, splits: int) -> bool:
+    return sum(_partial_counts(problem, splits)) * 4 <= SCRATCH_WORKSPACE_BYTES
+
+
 def partial_pointers(problem, splits: int) -> tuple:
-    """The forward kernel's partial O and lse pointers: the temporaries with a split, else
-    the lse argument again (the kernel does not touch them with one split)."""
-    if splits > 1:
-        return (Temporary(0), Temporary(1))
-    return (problem.lse_arg, problem.lse_arg)
+    """The forward kernel's partial O and lse pointers: the workspace with a split, else the
+    lse argument again (the kernel does not touch them with one split)."""
+    if splits == 1:
+        return (problem.lse_arg, problem.lse_arg)
+    return (Scratch(0), Scratch(1)) if _reused(problem, splits) else (Temporary(0), Temporary(1))
 
 
 def split_scalars(problem, splits: int, keys_per_split: int) -> tuple:
@@ -50,7 +65,11 @@ def split_plan(forward: Launch, problem, splits: int) -> Plan:
         return Plan((forward,))
     batch, rows = problem.batch_count, problem.batch_count * problem.n_q
     merge = Launch(merge_spec(problem.ctype), merge_grid(rows, problem.head_dim_v), (merge_threads(splits),),
-                   (Temporary(0), Temporary(1), "out", problem.lse_arg, np.int64(rows), np.int32(problem.head_dim_v),
-                    np.int32(splits), np.int32(problem.return_lse)))
+                   (*partial_pointers(problem, splits), "out", problem.lse_arg, np.int64(rows),
+                    np.int32(problem.head_dim_v), np.int32(splits), np.int32(problem.return_lse)))
+    if _reused(problem, splits):
+        o_count, lse_count = _partial_counts(problem, splits)
+        workspace = ScratchRequest("attention-split", ((np.float32, o_count, False), (np.float32, lse_count, False)))
+        return Plan((forward, merge), scratch=workspace)
     return Plan((forward, merge), temporaries=((np.float32, (splits, batch, problem.n_q, problem.head_dim_v)),
                                                (np.float32, (splits, batch, problem.n_q))))
