@@ -34,7 +34,7 @@ DECODE_MAX_QUERIES = 16  # one MMA row slice
 DECODE_STREAM_MAX_QUERIES = 4
 DECODE_STREAM_TILE = (4, 8)  # (warps, unroll): 4.2-4.5 TB/s on the H200 (round-3 sweep)
 DECODE_MIN_KEYS_PER_SPLIT = 512
-DECODE_BLOCKS_PER_SLOT = 2  # blocks launched per resident-block slot (tail balance)
+DECODE_BLOCKS_PER_SLOT = 2  # attention_decode blocks launched per resident-block slot (tail balance)
 MAX_KEY_SPLITS = 128
 # Decode splits: one KV head (B x Hkv = 1) needs ~2 x 132 x 2 splits of the packed decode tile
 # (1-4 blocks an SM) to fill the H200; attention_merge's warps take the splits in parallel.
@@ -169,14 +169,12 @@ def split_keys(tile: FlashMmaTile, n_q: int, n_k: int, batch_count: int, dev: De
     return dataclasses.replace(tile, splits=splits, keys_per_split=keys_per_split)
 
 
-def decode_key_split(n_k: int, base_blocks: int, slots: int, granule: int, max_splits: int,
-                     splits: int | None = None) -> tuple:
-    """``(splits, keys_per_split)`` of a decode tile: by default enough blocks for
-    DECODE_BLOCKS_PER_SLOT per resident slot, but no split under DECODE_MIN_KEYS_PER_SPLIT
-    keys; ``splits`` forces a count. Splits are multiples of ``granule`` keys, none empty."""
+def decode_key_split(n_k: int, target_splits: int, granule: int, max_splits: int, splits: int | None = None) -> tuple:
+    """``(splits, keys_per_split)`` of a decode tile: by default ``target_splits``, but no
+    split under DECODE_MIN_KEYS_PER_SPLIT keys; ``splits`` forces a count. Splits are
+    multiples of ``granule`` keys, none empty."""
     if splits is None:
-        splits = min(max_splits, math.ceil(DECODE_BLOCKS_PER_SLOT * slots / max(1, base_blocks)),
-                     max(1, n_k // DECODE_MIN_KEYS_PER_SPLIT))
+        splits = min(max_splits, target_splits, max(1, n_k // DECODE_MIN_KEYS_PER_SPLIT))
     splits = max(1, min(splits, max_splits, math.ceil(n_k / granule)))
     keys_per_split = max(1, math.ceil(math.ceil(n_k / splits) / granule)) * granule
     splits = max(1, math.ceil(n_k / keys_per_split))  # no empty trailing split
@@ -187,16 +185,21 @@ def split_decode_keys(tile: DecodeTile, n_q: int, n_k: int, batch_count: int, de
                       splits: int | None = None) -> DecodeTile:
     """``tile`` (one query row a block) with its decode key split (``decode_key_split``)."""
     slots = dev.sm_count * min(BLOCKS_PER_SM, THREADS_PER_SM // tile.threads)
-    splits, keys = decode_key_split(n_k, n_q * batch_count, slots, tile.group_keys, DECODE_MAX_SPLITS, splits)
+    target = math.ceil(DECODE_BLOCKS_PER_SLOT * slots / max(1, n_q * batch_count))
+    splits, keys = decode_key_split(n_k, target, tile.group_keys, DECODE_MAX_SPLITS, splits)
     return dataclasses.replace(tile, splits=splits, keys_per_split=keys)
 
 
 def split_packed_decode_keys(tile: FlashMmaTile, rows: int, n_k: int, batch_count: int, dev: DeviceInfo,
                              splits: int | None = None) -> FlashMmaTile:
-    """A packed decode tile on ``rows`` rows per batch item with its decode key split."""
+    """A packed decode tile on ``rows`` rows per batch item with its decode key split: as many
+    blocks as resident slots, never a partial second wave. Run D6
+    (experiments/attention/sweep_decode_splits.py, H200, the 128 MiB G 4-16 points): 256
+    blocks on 264 slots 47.5-48.7 us a call, 512 (two a slot, the rule before) 53-56, 376
+    57-60; one KV head x 1M keys: 264 and 512 splits within 2 % (run D2)."""
     slots = dev.sm_count * blocks_per_sm(tile, dev)
     base = math.ceil(rows / tile.block_m) * batch_count
-    splits, keys = decode_key_split(n_k, base, slots, tile.stage_keys, DECODE_MAX_SPLITS, splits)
+    splits, keys = decode_key_split(n_k, max(1, slots // base), tile.stage_keys, DECODE_MAX_SPLITS, splits)
     return dataclasses.replace(tile, splits=splits, keys_per_split=keys)
 
 
