@@ -3,6 +3,9 @@ since run D5's host path): whole calls (forward + merge) back to back, CUDA even
 200 calls, for a range of splits per KV head; the default's first.
 
     python experiments/attention/sweep_decode_splits.py
+
+Run D6 measured the split counts (docs/attention.md, session 13); the last variant of each
+shape, a 2-stage ring at 3 blocks an SM, was added after it and has not run.
 """
 import dataclasses
 
@@ -40,6 +43,10 @@ def main():
         tiles = [("default", None)] + [
             (f"{s} splits", split_packed_decode_keys(dataclasses.replace(default, splits=1), group, n_k, b * hkv, dev, s))
             for s in (8, 16, 24, 33, 48, 64, 96)]
+        # 3 blocks an SM: a 2-stage ring (74 KB) and registers capped at 168 (16 B of spill
+        # locally, sm_90a): more warps an SM against fewer bytes in flight a block (not yet run)
+        three = dataclasses.replace(default, splits=1, keys_per_split=0, stages=2, min_blocks=3)
+        tiles.append(("2st x 3/SM", split_packed_decode_keys(three, group, n_k, b * hkv, dev)))
         for name, cfg in tiles:
             us = per_call_us(lambda: cufuse.attention(q, k, v, enable_gqa=True, out=out, config=cfg))
             splits = (cfg or default).splits
