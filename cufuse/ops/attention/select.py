@@ -36,8 +36,9 @@ DECODE_STREAM_TILE = (4, 8)  # (warps, unroll): 4.2-4.5 TB/s on the H200 (round-
 DECODE_MIN_KEYS_PER_SPLIT = 512
 DECODE_BLOCKS_PER_SLOT = 2  # attention_decode blocks launched per resident-block slot (tail balance)
 MAX_KEY_SPLITS = 128
-# Decode splits: one KV head (B x Hkv = 1) needs ~2 x 132 x 2 splits of the packed decode tile
-# (1-4 blocks an SM) to fill the H200; attention_merge's warps take the splits in parallel.
+# Decode splits: one KV head (B x Hkv = 1) takes a split per resident slot of the packed decode
+# tile (~264 on the H200), and attention_decode (two a slot of 16 an SM) up to this cap;
+# attention_merge's warps take the splits in parallel.
 DECODE_MAX_SPLITS = 512
 PACKED_DECODE_WARPS, PACKED_DECODE_KEYS, PACKED_DECODE_STAGES = 4, 16, 3  # 64 keys a stage
 SPLIT_OVERHEAD_TILES = 2  # per-block fixed cost of the wave model, in K/V tiles (prologue, epilogue, merge)
