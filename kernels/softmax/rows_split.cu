@@ -32,35 +32,49 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
                        int64 sl, int64 chunk_len, int blocks_per_row, int smem_tiles, cufuse::accum_t<T>* partials,
                        unsigned* arrivals) {
     using A = cufuse::accum_t<T>;
-    using ChunkT = Chunk<T, Threads, Vecs, false>;  // (no masked edges: they made float32 spill)
+    using ChunkT = Chunk<T, Threads, Vecs>;
     using cufuse::Vec16;
     __shared__ BlockSlots<A, Threads> slots;
     extern __shared__ uint4 stash_bytes[];
     Vec16<T>* stash = reinterpret_cast<Vec16<T>*>(stash_bytes);  // [smem_tiles][Vecs][Threads], conflict-free
     const int part = blockIdx.x % blocks_per_row;
     const int64 rows_per_wave = gridDim.x / blocks_per_row;
-    // The block's chunk, the same in every row.
-    const int64 begin = min(length, part * chunk_len), end = min(length, begin + chunk_len);
-    const int64 tiles = max(int64(1), (end - begin + ChunkT::capacity - 1) / ChunkT::capacity);
+    // The block's chunk: elements [begin, chunk_hi) of every row, counted from the row's
+    // vector-aligned origin where align_row_origin moves it (up to VS - 1 elements of the row
+    // before, masked; where the chunks hold them), so that a misaligned row's slots
+    // are aligned vectors but for its first and last (97 x 300007 float16 ran its scalar slots:
+    // 0.21 of the copy). Tiles are counted for the longest row end (length + VS - 1); a row's
+    // own end is chunk_end(row_end).
+    const int64 begin = part * chunk_len, chunk_hi = begin + chunk_len;
+    const int64 tiles = max(int64(1), (min(length + ChunkT::VS - 1, chunk_hi) - begin + ChunkT::capacity - 1) / ChunkT::capacity);
     // Tiles [0, stashed) live in shared memory, [stashed, tiles - 1) are streamed, the
     // last one stays in registers.
     const int stashed = static_cast<int>(min(static_cast<int64>(smem_tiles), tiles - 1));
+    auto chunk_end = [&](int64 row_end) { return max(begin, min(row_end, chunk_hi)); };
+    int64 end = begin;  // the current row's chunk end
     auto tile_begin = [&](int64 t) { return begin + t * ChunkT::capacity; };
-    auto tile_end = [&](int64 t) { return min(end, tile_begin(t) + ChunkT::capacity); };
+    auto tile_end_of = [&](int64 t, int64 e) { return min(e, tile_begin(t) + ChunkT::capacity); };
+    auto tile_end = [&](int64 t) { return tile_end_of(t, end); };
     auto stash_tile = [&](int64 t) { return stash + t * Vecs * Threads; };
-    auto row_at = [&](int64 r) { return make_row(x, y, r, length, inner, so, si, sl); };
-    auto request = [&](const RowView<T>& row, int t) {  // tile t of an aligned row into shared memory
-        ChunkT::stash_async(stash_tile(t), row, tile_begin(t), tile_end(t), threadIdx.x);
+    // Row r's view from its aligned origin where it has one; e: its chunk end.
+    auto row_at = [&](int64 r, int64& e) {
+        RowView<T> row = make_row(x, y, r, length, inner, so, si, sl);
+        e = chunk_end(align_row_origin(row, length, static_cast<int64>(blocks_per_row) * chunk_len));
+        return row;
+    };
+    auto request = [&](const RowView<T>& row, int t, int64 e) {  // tile t of an aligned row into shared memory
+        ChunkT::stash_async(stash_tile(t), row, tile_begin(t), tile_end_of(t, e), threadIdx.x);
         if (Pipelined) cufuse::cp_async_commit();
     };
     const int64 first = blockIdx.x / blocks_per_row;
     if (Pipelined && first < rows) {
-        const RowView<T> row = row_at(first);
+        int64 e;
+        const RowView<T> row = row_at(first, e);
         if (row.in_vec)
-            for (int t = stashed - 1; t >= 0; --t) request(row, t);
+            for (int t = stashed - 1; t >= 0; --t) request(row, t, e);
     }
     for (int64 r = first; r < rows; r += rows_per_wave) {
-        const RowView<T> row = row_at(r);
+        const RowView<T> row = row_at(r, end);
         ChunkT c, last;  // c: the tile being merged or stored; last: the register tile
         // This thread's online (max, sum) over its slots of the chunk; the block reduces them
         // once a row (a block reduction a tile cost ~3 instructions an element and 4 barriers).
@@ -69,7 +83,7 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         // smem_tiles x 16 KB per block; pipelined: requested before this row), the other
         // tiles load meanwhile.
         if (!Pipelined && row.in_vec) {
-            for (int t = 0; t < stashed; ++t) request(row, t);
+            for (int t = 0; t < stashed; ++t) request(row, t, end);
             cufuse::cp_async_commit();
         }
         if (Pipelined) last.load(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x);
@@ -115,7 +129,8 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
         if (threadIdx.x == 0 && atomicAdd(arrivals + r, 1u) == 2u * blocks_per_row - 1u) atomicExch(arrivals + r, 0u);
         const Normalizer<A, Log> f(row_max, row_sum);
         // (The next row's view is rebuilt at each refill: kept live, it made 16-bit types spill.)
-        const bool refill = Pipelined && r + rows_per_wave < rows && row_at(r + rows_per_wave).in_vec;
+        int64 next_end;
+        const bool refill = Pipelined && r + rows_per_wave < rows && row_at(r + rows_per_wave, next_end).in_vec;
         // Pass 2, last tile first (in registers), then the streamed tiles read most recently
         // (the likeliest to be in L2), then the shared-memory tiles.
         last.store(row, tile_begin(tiles - 1), tile_end(tiles - 1), threadIdx.x, f);
@@ -124,7 +139,8 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM)
                 c.load_from_stash(stash_tile(t), !row.in_vec, row, tile_begin(t), tile_end(t), threadIdx.x);
                 if (refill) {
                     compiler_barrier();  // the reads above stay before the refill
-                    request(row_at(r + rows_per_wave), static_cast<int>(t));
+                    const RowView<T> next = row_at(r + rows_per_wave, next_end);
+                    request(next, static_cast<int>(t), next_end);
                 }
             } else {
                 c.load(row, tile_begin(t), tile_end(t), threadIdx.x);

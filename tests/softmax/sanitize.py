@@ -28,8 +28,11 @@ TOL = {np.dtype(np.float16): (2e-3, 1e-2), np.dtype(np.float32): (3e-5, 2e-5)}
 
 def _cases():
     f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
-    yield "sub-warp rows", (37, 5), f16, (1,), None
-    yield "sub-warp rows, 16 lanes", (37, 100), f16, (1,), None
+    yield "sub-warp rows", (37, 8), f16, (1,), None
+    yield "sub-warp rows, 16 lanes", (37, 96), f16, (1,), None
+    yield "span rows (default)", (37, 5), f16, (1,), None
+    yield "span rows, several tiles", (301, 100), f16, (1,), replace(next(c for c in select.span_ladder(f16) if c.capacity_elements >= 100), tile_bytes=64)
+    yield "span rows, fp32 default", (1001, 255), f32, (1,), None
     yield "warp rows", (19, 1000), f32, (1,), None
     yield "block rows, ragged tail", (5, 3001), f32, (1,), None
     yield "block rows, fp16", (3, 20003), f16, (1,), None

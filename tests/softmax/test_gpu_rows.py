@@ -54,10 +54,15 @@ def forced_kernels(cp):
 @pytest.mark.parametrize("log", [False, True])
 def test_every_ladder_branch(cp, rng, dtype, log):
     """Lengths 1, at and just past every capacity of the ladder (the last one: the stashed or
-    split kernel), odd row counts, poisoned out."""
+    split kernel), odd row counts, poisoned out; lengths the span rows take by default also on
+    the ladder's rung (strided and padded rows keep it)."""
     for length in lengths_past_each_threshold(dtype):
         x = random(cp, rng, (rows_for(length), length), dtype)
         check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+        if length <= select.span_ladder(dtype)[-1].capacity_elements:
+            misalignment = vector_size(dtype) - 1 if x.shape[0] > 1 else 0
+            rung = select.choose_rows(length, x.shape[0], dtype, device(), misalignment)
+            check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=rung)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float64])
@@ -268,3 +273,61 @@ def test_misaligned_rows_keep_their_neighbours(cp, rng, dtype, log):
         check(cp, xb[2:].reshape(rows, length), -1, log, out=poisoned(cp, (rows, length), dtype))
     for config in (select.rows_ladder(dtype)[3], select.rows_ladder(dtype)[-1]):
         _check_inside_poisoned_buffer(cp, rng, 7, config.capacity_vectors * vs, dtype, log, config=config)
+
+
+# Span rows: lengths on both sides of every rung's capacity, whole vectors included (forced).
+SPAN_LENGTHS = (1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+def test_span_rows(cp, rng, dtype, log):
+    """Every span rung at lengths it holds, row counts that leave the last tile part full and
+    that take several tiles; x and out one element past a vector boundary inside poisoned
+    buffers (nothing written outside out), x and out misaligned differently (the gathered
+    stores), non-finite rows; a small tile so that a few rows make several blocks."""
+    for length in SPAN_LENGTHS:
+        for config in [c for c in select.span_ladder(dtype) if c.capacity_elements >= length][:2]:
+            rows = 3 * config.tile_rows(length, 10 ** 9, dtype, device()) + 5
+            x = random(cp, rng, (rows, length), dtype)
+            check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+            _check_inside_poisoned_buffer(cp, rng, rows, length, dtype, log, config=config)
+            xb = random(cp, rng, (rows * length + 3,), dtype)
+            check(cp, xb[3:].reshape(rows, length), -1, log, out=poisoned(cp, (rows, length), dtype), config=config)
+    small = dataclasses.replace(next(c for c in select.span_ladder(dtype) if c.capacity_elements >= 128), tile_bytes=64)
+    for length in (5, 100, 127):
+        x = cp.asarray(np.concatenate([rows_with_non_finite(rng, length, dtype)] * 3))
+        check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=small)
+        check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+
+
+def test_span_rows_refuse_other_layouts(cp, rng):
+    config = select.span_ladder(np.float32)[-1]
+    x = random(cp, rng, (64, 300), np.float32)
+    with pytest.raises(ValueError, match=r"softmax: argument 'config' .* holds rows of up to 256 elements, got a row of 300"):
+        cufuse.softmax(x, axis=-1, config=config)
+    with pytest.raises(ValueError, match=r"softmax: argument 'config' .* takes rows one after another in memory"):
+        cufuse.softmax(x[:, :100], axis=-1, config=config)
+    with pytest.raises(ValueError, match=r"takes rows one after another"):
+        cufuse.softmax(x[:, :99], axis=0, config=config)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32])
+@pytest.mark.parametrize("log", [False, True])
+def test_split_rows_from_the_vector_boundary_below(cp, rng, forced_kernels, dtype, log):
+    """The split kernel holds misaligned rows from the boundary below: odd lengths (rows start
+    at every offset), several rows a wave with the pipelined next-row refill (float16,
+    alternating alignment), x and out misaligned differently (the scalar slots), nothing
+    written outside out; rows whose chunks cannot hold the extra elements keep their origin."""
+    length = 140001
+    x = random(cp, rng, (5, length), dtype)
+    check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+    _check_inside_poisoned_buffer(cp, rng, 3, length, dtype, log)
+    xb = random(cp, rng, (3 * length + 2,), dtype)
+    check(cp, xb[2:].reshape(3, length), -1, log, out=poisoned(cp, (3, length), dtype))
+    if np.dtype(dtype) == np.float16:
+        x = random(cp, rng, (11, 3 * 24576 - 7), dtype)
+        check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=SPLIT_PIPELINED_WAVES_F16)
+        tight = dataclasses.replace(SPLIT_PIPELINED_WAVES_F16, chunk=24576)  # rows of exactly 3 chunks: origin kept
+        x = random(cp, rng, (7, 3 * 24576), dtype)
+        _check_inside_poisoned_buffer(cp, rng, 7, 3 * 24576, dtype, log, config=tight)

@@ -8,11 +8,11 @@ from functools import partial
 import numpy as np
 import pytest
 
-from cufuse._core.device import A100, H200
+from cufuse._core.device import A100, H200, ceil_div
 from cufuse.ops.softmax import partials, select
 from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from cufuse.ops.softmax.layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
-from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
+from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
 
 from .oracle import BF16, ladder
@@ -55,8 +55,53 @@ def test_misaligned_rows_count_from_the_vector_boundary_below(dtype):
     assert problem(1, 100 * vs + 1, 1, 0, 1, 0).max_row_misalignment == 0  # one row: where the array starts
     assert problem(1000, 101, 1, 202, 2, 0).max_row_misalignment == 0  # strided rows: scalar slots
     assert problem(10, 101, 7, 707, 7, 1).max_row_misalignment == 0  # columns
-    if vs == 8:  # 671088 x 100 float16: rows start 0 or 4 elements past a boundary, 13 vectors
-        assert select.choose(problem(671088, 100, 1, 100, 1, 0), H200) == RowsConfig(256, 8, 2, exp_once=True)
+    if vs == 8:  # 671088 x 100 float16 rows sliced out of wider ones: 13 vectors from the boundary below
+        assert select.choose(problem(671088, 100, 1, 104, 1, 0), H200) == RowsConfig(256, 8, 2, exp_once=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dense_rows_off_the_vector_take_the_span_rung_that_holds_them(dtype):
+    """Rows one after another whose length is not whole vectors, up to 256 elements: the
+    span rung of the fewest lanes that holds the row; whole-vector lengths, longer rows,
+    padded, strided rows and columns keep their kernels."""
+    vs = vector_size(dtype)
+    problem = partial(SoftmaxProblem, dtype=np.dtype(dtype), log=False)
+    capacities = [c.capacity_elements for c in select.span_ladder(dtype)]
+    assert capacities == sorted(capacities) and capacities[-1] == 256
+    for length in [n for n in range(1, 258) if n % vs]:
+        chosen = select.choose(problem(5000, length, 1, length, 1, 0), H200)
+        if length > 256:
+            assert not isinstance(chosen, SpanRowsConfig)
+            continue
+        assert isinstance(chosen, SpanRowsConfig) and chosen.capacity_elements >= length
+        assert chosen.capacity_elements == min(c for c in capacities if c >= length)
+        assert select.choose(problem(1, length, 1, 0, 1, 0), H200) == chosen  # one row
+    assert select.choose(problem(5000, 1, 1, 1, 0, 0), H200) == select.span_ladder(dtype)[0]  # (5000, 1): the axis dropped
+    for length in (vs * 3, 256):
+        assert isinstance(select.choose(problem(5000, length, 1, length, 1, 0), H200), RowsConfig)
+    for layout in ((5000, 99, 1, 104, 1, 0), (5000, 99, 1, 198, 2, 0), (99, 5000, 1, 1, 99, 0), (10, 99, 7, 693, 7, 1)):
+        assert not isinstance(select.choose(problem(*layout), H200), SpanRowsConfig)
+
+
+def test_span_tiles_are_whole_passes_of_about_tile_bytes():
+    """Whole passes of rows, at most tile_bytes of them (but one pass), fewer where the rows
+    would not fill the device's resident block slots; the tiles fit the SM at the rung's
+    blocks an SM."""
+    for dtype in DTYPES:
+        itemsize = np.dtype(dtype).itemsize
+        for config in select.span_ladder(dtype):
+            groups = config.threads // config.group
+            slots = config.blocks_per_sm * H200.sm_count
+            for length in sorted({1, 7, config.capacity_elements // 2 + 1, config.capacity_elements}):
+                for rows in (1, 1000, 10 ** 7):
+                    tile = config.tile_rows(length, rows, dtype, H200)
+                    assert tile % groups == 0 and tile >= groups
+                    assert tile == groups or tile * length * itemsize <= config.tile_bytes
+                    assert tile == groups or ceil_div(rows, tile) >= slots
+                    assert config.smem_bytes(length, tile, dtype) >= tile * length * itemsize + 16
+                tile = config.tile_rows(length, 10 ** 7, dtype, H200)
+                assert tile == groups * max(1, config.tile_bytes // (length * itemsize * groups))
+                assert config.blocks_per_sm * (config.smem_bytes(length, tile, dtype) + 1024) <= H200.smem_per_sm
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -183,6 +228,10 @@ def test_no_clusters_on_a100():
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("dev", [H200, A100])
 def test_split_covers_the_row_with_a_resident_grid(length, rows, dtype, dev):
+    vs = vector_size(dtype)
+    misaligned = select.choose_rows_split(length, rows, dtype, dev, misalignment=vs - 1)
+    assert length + vs - 1 <= misaligned.blocks_per_row * misaligned.chunk  # held from the boundary below
+    assert select.choose_rows(length, rows, dtype, dev, vs - 1) in (misaligned, select.choose_rows(length, rows, dtype, dev))
     c = select.choose_rows_split(length, rows, dtype, dev)
     vs = vector_size(dtype)
     assert c.chunk % vs == 0
@@ -233,7 +282,8 @@ def test_every_rows_rung_is_a_default_and_clusters_only_for_float64():
 def test_split_pipelined_flag_reaches_the_kernel():
     c = select.choose_rows_split(1 << 20, 16, np.float32, H200)
     assert c.spec(np.float32, False).template_args[-1] is True
-    assert select.choose_rows_split(1 << 20, 16, BF16, H200).spec(BF16, False).template_args[-1] is True
+    assert select.choose_rows_split(1 << 20, 16, F16, H200).spec(F16, False).template_args[-1] is True
+    assert select.choose_rows_split(1 << 20, 16, BF16, H200).spec(BF16, False).template_args[-1] is False  # spills
     d = select.choose_rows_split(1 << 20, 16, np.float64, H200)
     assert d.spec(np.float64, False).template_args[-1] is False
     assert dataclasses.replace(d, pipelined=True).spec(np.float64, False).template_args[-1] is True
@@ -334,8 +384,8 @@ def test_columns_take_the_split_wherever_it_applies():
 
 
 def test_every_choice_is_an_instantiation_and_every_instantiation_a_choice():
-    """instantiations(dev) is exactly what choose_rows / choose_cols reach on dev: rows at every
-    rung's capacity, columns on both sides of each threshold, both layouts, every dtype."""
+    """instantiations(dev) is exactly what choose_rows / choose_cols / choose reach on dev: rows
+    at every rung's capacity, dense rows off the vector, columns on both sides of each threshold, both layouts, every dtype."""
     columns = (1, 5, 16, 100, 127, 255, 2047, 2048, 16384, 202752, 202753, 1 << 22)
     vectors = [1 << k for k in range(18)] + [49152, 60000]
     for dev in (H200, A100):
@@ -345,6 +395,9 @@ def test_every_choice_is_an_instantiation_and_every_instantiation_a_choice():
             for log in (False, True):
                 for v in vectors:
                     reached.add(select.choose_rows(v * vector_size(dtype), 3, dtype, dev).spec(dtype, log))
+                for length in range(1, 257, 2):  # dense rows off the vector: the span rungs
+                    problem = SoftmaxProblem(3, length, 1, length, 1, 0, np.dtype(dtype), log)
+                    reached.add(select.choose(problem, dev).spec(dtype, log))
                 for length in columns:
                     for vectorizable in (False, True):
                         reached.add(select.choose_cols(length, 64, dtype, dev, vectorizable).spec(dtype, log))

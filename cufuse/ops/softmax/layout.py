@@ -98,6 +98,12 @@ class SoftmaxProblem:
         return vs - math.gcd(self.so, vs)
 
     @property
+    def dense_rows(self) -> bool:
+        """The rows one after another in memory: unit element stride (rows of one element have
+        none), each row where the last ends (the span kernel's layout)."""
+        return (self.sl == 1 or self.length == 1) and self.inner == 1 and (self.outer == 1 or self.so == self.length)
+
+    @property
     def column_layout(self) -> bool:
         """The reduced axis strided over a contiguous inner axis (axis=0 of a C-contiguous
         matrix): the column kernels' layout. Everything else runs the row kernels."""

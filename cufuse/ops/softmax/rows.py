@@ -1,7 +1,8 @@
 """The row kernels that hold a whole row on chip, one group, block or cluster a row:
-``softmax_rows`` (kernels/softmax/rows.cu), ``softmax_rows_stashed[_cluster]``
-(rows_stashed.cu) and ``softmax_rows_cluster`` (rows_cluster.cu). Capacities are counted in
-16-byte vectors, so one ladder serves every dtype (``select.choose_rows``)."""
+``softmax_rows`` (kernels/softmax/rows.cu), ``softmax_rows_span`` (rows_span.cu),
+``softmax_rows_stashed[_cluster]`` (rows_stashed.cu) and ``softmax_rows_cluster``
+(rows_cluster.cu). Capacities are counted in 16-byte vectors, so one ladder serves every
+dtype (``select.choose_rows``); the span rows count elements."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +13,7 @@ from ..._core.device import ceil_div
 from ..._core.dtypes import ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan
-from .layout import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, row_share
+from .layout import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, row_share, vector_size
 
 
 def _check_capacity(config, problem: SoftmaxProblem) -> None:
@@ -53,6 +54,56 @@ class RowsConfig:
         args = ("x", "out", np.int64(problem.rows)) + problem.geometry()
         grid = ceil_div(problem.rows, self.rows_per_block)
         return Plan((Launch(self.spec(problem.dtype, problem.log), (grid,), (self.threads,), args),))
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanRowsConfig:
+    """``softmax_rows_span``: dense rows (unit element stride, row stride = length) of up to
+    ``group`` x ``per_lane`` elements, a block's span of whole rows (``tile_rows``) staged
+    through shared memory, ``group`` lanes a row, ``blocks_per_sm`` blocks an SM (the launch
+    bound: 40 registers at 6)."""
+
+    threads: int
+    group: int
+    per_lane: int
+    blocks_per_sm: int = 6
+    tile_bytes: int = 16384
+
+    @property
+    def capacity_elements(self) -> int:
+        return self.group * self.per_lane
+
+    def tile_rows(self, length: int, rows: int, dtype, dev) -> int:
+        """Rows a block stages, whole passes of threads / group rows: about ``tile_bytes`` of
+        them, fewer where that leaves resident block slots of ``dev`` empty."""
+        groups = self.threads // self.group
+        by_bytes = groups * max(1, self.tile_bytes // (length * np.dtype(dtype).itemsize * groups))
+        spread = groups * ceil_div(rows, self.blocks_per_sm * dev.sm_count * groups)
+        return min(by_bytes, spread)
+
+    def smem_bytes(self, length: int, tile_rows: int, dtype) -> int:
+        """The tile: its rows from the boundary below the first, and a rung's capacity of
+        padding (the last row's unused slots are read, then discarded), in whole vectors."""
+        vs = vector_size(dtype)
+        return ceil_div(tile_rows * length + vs + self.capacity_elements, vs) * 16
+
+    def spec(self, dtype, log: bool) -> KernelSpec:
+        args = (ctype(dtype), log, self.threads, self.group, self.per_lane, self.blocks_per_sm)
+        return KernelSpec("softmax/rows_span.cu", "softmax_rows_span", args)
+
+    def check(self, problem: SoftmaxProblem, dev) -> None:
+        if not problem.dense_rows:
+            refuse(self, f"takes rows one after another in memory (unit element stride, row stride = length), got "
+                         f"(outer, length, inner) {problem.sizes} with element strides {problem.strides}")
+        if problem.length > self.capacity_elements:
+            refuse(self, f"holds rows of up to {self.capacity_elements} elements, got a row of {problem.length}")
+
+    def plan(self, problem: SoftmaxProblem, dev) -> Plan:
+        tile_rows = self.tile_rows(problem.length, problem.rows, problem.dtype, dev)
+        args = ("x", "out", np.int64(problem.rows), np.int32(problem.length), np.int32(tile_rows))
+        launch = Launch(self.spec(problem.dtype, problem.log), (ceil_div(problem.rows, tile_rows),), (self.threads,), args,
+                        smem=self.smem_bytes(problem.length, tile_rows, problem.dtype), whole_carveout=True)
+        return Plan((launch,))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,8 @@ Rows (the reduced axis contiguous, or it and the inner axis both strided), capac
 register and one-block stashed rungs: ``SoftmaxProblem.max_row_misalignment`` elements more):
 
     vectors per row   kernel                                     config
+    dense rows of up to 256 elements, the length not whole vectors:
+                      softmax_rows_span, Group lanes a row        SpanRowsConfig(256, Group, 6 / 8)
     1 .. 32           softmax_rows, Group lanes per row          RowsConfig(256, Group, Vecs)
     33 .. 256         softmax_rows, one warp per row             RowsConfig(128, 32, Vecs)
     257 .. 4096       softmax_rows, one block per row            RowsConfig(Threads, Threads, Vecs)
@@ -33,12 +35,12 @@ from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.dtypes import BFLOAT16, FLOAT_DTYPES
 from .cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from .layout import SoftmaxProblem, row_share, vector_size
-from .rows import ClusterConfig, RowsConfig, StashedRowsConfig
+from .rows import ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
 from .split import SplitConfig
 from . import partials
 
 # Every variant a ``config=`` may be (the api checks the type).
-VARIANTS = (RowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig,
+VARIANTS = (RowsConfig, SpanRowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig,
             ColsShortConfig, ColsShortVecConfig)
 
 # (Threads, Vecs) of the block-per-row rungs, by capacity; every step doubles it (run 7).
@@ -51,6 +53,17 @@ _WARP_THREADS, _WARP_VECS = 128, (2, 4, 8)
 _SUBWARP_LADDER_2BYTE = ((1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (32, 1))
 _SUBWARP_LADDER = ((1, 1), (1, 2), (2, 2), (8, 1), (8, 2), (16, 2))
 _SUBWARP_THREADS = 256
+# Span rows (dense rows whose length is not whole vectors), (Group, PerLane) by capacity in
+# elements, steps of 4/3 and 3/2: every slot of a lane is computed, so a row fills most of its
+# rung; up to 12 slots a lane, fewer lanes a row (fewer shuffles: 2097152 x 9 float16 g1 p12
+# 0.75 of the copy against g2 p6 0.65, run 5 of session 14; 16 slots spilled at 40 registers);
+# blocks an SM by itemsize (the launch bound: float64 spilled at 6).
+_SPAN_THREADS = 256
+_SPAN_LADDER = ((1, 6), (1, 8), (1, 12), (2, 8), (2, 12), (4, 8), (4, 12), (8, 8), (8, 12), (16, 8), (16, 12), (32, 8))
+_SPAN_BLOCKS_PER_SM = {2: 6, 4: 6, 8: 4}
+# Bytes of rows a block stages, by itemsize: 4- and 8-byte rows keep more in flight (1048576 x 33
+# float32: 32 KB 0.76 of the copy against 16 KB 0.72, run 5 of session 14; 2-byte rows tie or lose).
+_SPAN_TILE_BYTES = {2: 16384, 4: 32768, 8: 32768}
 # exp_once keeps at most this many exps a thread (more spilled or slowed the block rows:
 # 4096 x 16384 float16, 256 x 8 vectors, 0.66 -> 0.53x copy).
 _EXP_ONCE_MAX_ELEMENTS = 32
@@ -78,9 +91,10 @@ _SPLIT_BLOCKS_PER_SM = 2
 # A row block's static shared memory, at most (BlockSlots; a cluster's inbox), besides the
 # hardware's reserve: what the split and stashed blocks' budgets leave for it.
 _ROW_STATIC_SMEM = 1024
-# Itemsizes whose split kernel is pipelined (v6: float16 16 x 1M 0.51 -> 0.54, float32
-# 1024 x 65536 0.65 -> 0.69).
-_SPLIT_PIPELINED = {2, 4}
+# Dtypes whose split kernel is pipelined (v6: float16 16 x 1M 0.51 -> 0.54, float32
+# 1024 x 65536 0.65 -> 0.69); bfloat16's pipelined kernel spills 8 bytes since the split rows
+# hold misaligned rows from the boundary below (session 14).
+_SPLIT_PIPELINED = {np.dtype(np.float16), np.dtype(np.float32)}
 # The scalar column kernel: 16 slices x 32 columns = 512 threads; loads in flight a thread by
 # itemsize (24-32 KB in flight an SM; more spilled).
 _COLS_SLICES = 16
@@ -163,9 +177,27 @@ def stashed_cluster_rungs(dtype, dev) -> list:
     return [StashedRowsConfig(*geometry, cluster) for cluster in clusters]
 
 
-def choose_rows_split(length: int, rows: int, dtype, dev) -> SplitConfig:
+def span_ladder(dtype) -> list:
+    """Every SpanRowsConfig of the default ladder for ``dtype``, by increasing capacity."""
+    itemsize = np.dtype(dtype).itemsize
+    return [SpanRowsConfig(_SPAN_THREADS, group, per_lane, _SPAN_BLOCKS_PER_SM[itemsize], _SPAN_TILE_BYTES[itemsize])
+            for group, per_lane in _SPAN_LADDER]
+
+
+def choose_span(problem: SoftmaxProblem):
+    """The span rung for dense rows whose length is not a whole number of 16-byte vectors
+    (most rows then start off a vector boundary) and that a rung holds, else None."""
+    if not problem.dense_rows or problem.length % vector_size(problem.dtype) == 0:
+        return None
+    return next((c for c in span_ladder(problem.dtype) if problem.length <= c.capacity_elements), None)
+
+
+def choose_rows_split(length: int, rows: int, dtype, dev, misalignment: int = 0) -> SplitConfig:
     """Persistent split: as many register tiles per row as the row needs while the resident
-    grid has them; longer rows give each block several tiles (shared memory, then streamed)."""
+    grid has them; longer rows give each block several tiles (shared memory, then streamed).
+    The chunks hold ``misalignment`` elements more: a row that starts off a vector boundary
+    is held from the boundary below."""
+    length += misalignment
     tile = _SPLIT_THREADS * _SPLIT_VECS * vector_size(dtype)
     resident = dev.sm_count * _SPLIT_BLOCKS_PER_SM
     max_smem_tiles = _split_smem_per_block(dev) // (_SPLIT_THREADS * _SPLIT_VECS * 16)
@@ -182,7 +214,7 @@ def choose_rows_split(length: int, rows: int, dtype, dev) -> SplitConfig:
     smem_tiles = min(max_smem_tiles, tiles_per_block - 1)
     rows_per_wave = min(rows, resident // blocks_per_row)
     return SplitConfig(_SPLIT_THREADS, _SPLIT_VECS, _SPLIT_BLOCKS_PER_SM, blocks_per_row, rows_per_wave * blocks_per_row,
-                       chunk, smem_tiles, tiles_per_block - 1 > smem_tiles, np.dtype(dtype).itemsize in _SPLIT_PIPELINED)
+                       chunk, smem_tiles, tiles_per_block - 1 > smem_tiles, np.dtype(dtype) in _SPLIT_PIPELINED)
 
 
 def choose_rows(length: int, rows: int, dtype, dev, misalignment: int = 0):
@@ -205,7 +237,7 @@ def choose_rows(length: int, rows: int, dtype, dev, misalignment: int = 0):
     for config in row_cluster_rungs(dtype, dev):
         if vectors <= config.capacity_vectors:
             return config
-    return choose_rows_split(length, rows, dtype, dev)
+    return choose_rows_split(length, rows, dtype, dev, misalignment)
 
 
 def cols_split_config(length: int, columns: int, dtype, dev, geometry):
@@ -284,16 +316,19 @@ def choose(problem: SoftmaxProblem, dev):
     """The default variant of a problem: the column kernels for column layouts, else the rows."""
     if problem.column_layout:
         return choose_cols(problem.length, problem.rows, problem.dtype, dev, problem.vectorizable)
+    span = choose_span(problem)
+    if span is not None:
+        return span
     return choose_rows(problem.length, problem.rows, problem.dtype, dev, problem.max_row_misalignment)
 
 
 def instantiations(dev) -> list:
-    """Every KernelSpec the default selection can pick on ``dev``: each rows rung, the
+    """Every KernelSpec the default selection can pick on ``dev``: each rows and span rung, the
     stashed and cluster rungs the device holds, the split kernel, the column kernels with
     and without their clusters, and the short-column kernels (every vector rung)."""
     specs = []
     for dtype in FLOAT_DTYPES:
-        rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype)]
+        rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype)] + span_ladder(dtype)
         rungs += stashed_rungs(dtype, dev) + stashed_cluster_rungs(dtype, dev) + row_cluster_rungs(dtype, dev)
         rungs.append(choose_rows_split(1 << 30, 1, dtype, dev))
         for length in (_COLS_SHORT.max_length + 1, 1 << 30):  # shorter columns one block, long ones a cluster where there is one
