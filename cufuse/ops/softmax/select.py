@@ -49,9 +49,10 @@ _BLOCK_LADDER = ((128, 4), (128, 8), (256, 8), (512, 8))
 _WARP_THREADS, _WARP_VECS = 128, (2, 4, 8)
 # (Group, Vecs) of the sub-warp rows by capacity, 2-byte types then wider ones: one vector a
 # lane for 2-byte types, two for wider ones, except the v7 winners (run S3-E): 16 vectors of a
-# 2-byte type g8 v2, 8 float32 vectors g8 v1.
+# 2-byte type g8 v2, 8 float32 vectors g8 v1; and 2 vectors g2 v1 (2097152 x 8 float32: 0.96-0.97
+# of the copy against g1 v2's 0.48-0.49, session 14 runs 3, 5, 6).
 _SUBWARP_LADDER_2BYTE = ((1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (32, 1))
-_SUBWARP_LADDER = ((1, 1), (1, 2), (2, 2), (8, 1), (8, 2), (16, 2))
+_SUBWARP_LADDER = ((1, 1), (2, 1), (2, 2), (8, 1), (8, 2), (16, 2))
 _SUBWARP_THREADS = 256
 # Span rows (dense rows whose length is not whole vectors), (Group, PerLane) by capacity in
 # elements, steps of 4/3 and 3/2: every slot of a lane is computed, so a row fills most of its
