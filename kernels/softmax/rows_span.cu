@@ -6,15 +6,15 @@
 // Picked (SpanRowsConfig, cufuse/ops/softmax/rows.py) for dense rows (unit element stride, row
 // stride = length) of up to 256 elements whose length is not a multiple of the 16-byte vector:
 // most such rows start off a vector boundary, where softmax_rows pays a masked head and tail a
-// row (671088 x 100 float16: 0.59 of the copy, run S24-1). docs/softmax.md, "Rows".
+// row (671088 x 100 float16: 0.59 of the copy, run S24-1). docs/softmax.md, "Span rows".
 #include "common/span_stage.cuh"
 #include "softmax/row_chunk.cuh"  // group_reduce
 
 // Rows [blockIdx.x * tile_rows, + tile_rows) of length <= Group * PerLane; tile_rows a multiple
 // of Threads / Group. Dynamic shared memory: the tile, tile_rows * length elements, the head
-// (span_fill) and Group * PerLane elements of padding, in whole vectors. One tile a block: a persistent grid double-buffering its tiles
-// measured slower (run 3 of session 14: 0.60 against 0.74 of the copy, 671088 x 100 float16),
-// the reductions, not the loads, being the limit.
+// (span_fill) and Group * PerLane elements of padding, in whole vectors. One tile a block: a
+// persistent grid double-buffering its tiles measured slower (session 14, run 3: 0.60 against
+// 0.74 of the copy at 671088 x 100 float16), the instructions, not the loads, being the limit.
 template <typename T, bool Log, int Threads, int Group, int PerLane, int BlocksPerSM>
 __global__ void __launch_bounds__(Threads, BlocksPerSM) softmax_rows_span(const T* __restrict__ x, T* __restrict__ y, int64 rows,
                                                                           int length, int tile_rows) {
