@@ -13,7 +13,7 @@ from cufuse._core.device import A100, H200
 from cufuse._core.plans import Scratch
 from cufuse.ops.softmax import select
 from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsVecConfig
-from cufuse.ops.softmax.layout import collapse, vector_size
+from cufuse.ops.softmax.layout import SoftmaxProblem, collapse, vector_size
 from cufuse.ops.softmax.plan import plan_softmax
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
@@ -232,3 +232,18 @@ def test_host_path_copy_path_is_not_a_fast_signature(fake_gpu, monkeypatch):
     assert api._bound_plan(x.shape, x.strides, x.dtype, (2,), 0, None, False, None) is not None
     # In the memory order (2, 1, 0) of a transposed x, axes 0 and 2 are no closer.
     assert api._bound_plan(x.shape, x.strides, x.dtype, (0, 2), 0, None, False, (2, 1, 0)) is None
+
+
+def test_span_rows_plan():
+    """Dense rows off the vector: the span rung, its tile of rows in dynamic shared memory, a
+    block a tile, the whole carveout; a forced tile larger than the device's shared memory is
+    refused."""
+    launch = only_launch(plan_softmax((671088, 100), (100, 1), F16, (1,), False, H200))
+    config = select.choose_span(SoftmaxProblem(671088, 100, 1, 100, 1, 0, F16, False))
+    tile = config.tile_rows(100, 671088, F16, H200)
+    assert launch.spec == config.spec(F16, False) and launch.whole_carveout
+    assert launch.grid == (-(-671088 // tile),) and launch.block == (config.threads,)
+    assert launch.smem == config.smem_bytes(100, tile, F16) and scalars(launch) == [671088, 100, tile]
+    huge = dataclasses.replace(config, tile_bytes=1 << 30)
+    with pytest.raises(ValueError, match=r"needs \d+ bytes of shared memory a block \(tile_bytes 1073741824\), got a device of 232448"):
+        plan_softmax((67108800, 100), (100, 1), F16, (1,), False, H200, huge)

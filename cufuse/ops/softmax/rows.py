@@ -97,6 +97,10 @@ class SpanRowsConfig:
                          f"(outer, length, inner) {problem.sizes} with element strides {problem.strides}")
         if problem.length > self.capacity_elements:
             refuse(self, f"holds rows of up to {self.capacity_elements} elements, got a row of {problem.length}")
+        smem = self.smem_bytes(problem.length, self.tile_rows(problem.length, problem.rows, problem.dtype, dev), problem.dtype)
+        if smem > dev.max_smem_per_block:
+            refuse(self, f"needs {smem} bytes of shared memory a block (tile_bytes {self.tile_bytes}), got a device "
+                         f"of {dev.max_smem_per_block}")
 
     def plan(self, problem: SoftmaxProblem, dev) -> Plan:
         tile_rows = self.tile_rows(problem.length, problem.rows, problem.dtype, dev)
