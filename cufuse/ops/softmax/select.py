@@ -8,7 +8,7 @@ register and one-block stashed rungs: ``SoftmaxProblem.max_row_misalignment`` el
 
     vectors per row   kernel                                     config
     dense rows of up to 256 elements, the length not whole vectors:
-                      softmax_rows_span, Group lanes a row        SpanRowsConfig(256, Group, 6 / 8)
+                      softmax_rows_span, Group lanes a row        SpanRowsConfig(256, Group, 6 / 8 / 12)
     1 .. 32           softmax_rows, Group lanes per row          RowsConfig(256, Group, Vecs)
     33 .. 256         softmax_rows, one warp per row             RowsConfig(128, 32, Vecs)
     257 .. 4096       softmax_rows, one block per row            RowsConfig(Threads, Threads, Vecs)
