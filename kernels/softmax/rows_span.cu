@@ -39,9 +39,11 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM) softmax_rows_span(const 
     unsigned valid = 0;
 #pragma unroll
     for (int k = 0; k < PerLane; ++k) valid |= static_cast<unsigned>(k * Group + lane < length) << k;
-    // Every lane of a warp makes the same passes (the group shuffles need all of them): a
-    // group past the tile's last row reduces the last row again and stores nothing.
-    for (int pass = 0; pass < tile_rows / Groups; ++pass) {
+    // Every thread of the block makes the same passes (the group shuffles and the barrier below
+    // need all of them): a group past the tile's last row reduces the last row again and stores
+    // nothing.
+    const int passes = (rows_here + Groups - 1) / Groups;
+    for (int pass = 0; pass < passes; ++pass) {
         const int r = pass * Groups + static_cast<int>(threadIdx.x) / Group;
         const bool active = r < rows_here;
         T* row = tile + head + (active ? r : rows_here - 1) * length + lane;
@@ -72,14 +74,24 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM) softmax_rows_span(const 
         s = group_reduce<false, Group, Threads>(s, static_cast<A*>(nullptr));
         // softmax: exp * (1 / s), a row whose max is not finite all NaN (Normalizer's rule; s >= 1
         // otherwise, so the approximate reciprocal is safe); log_softmax: Normalizer's map.
-        A scale;
-        if constexpr (sizeof(A) == 4) scale = isfinite(m) ? cufuse::fast_rcp(s) : nan_value<A>();
-        else scale = Normalizer<A, false>(m, s).k;
-        const Normalizer<A, true> log_map(m, Log ? s : A(1));
+        // The results go back in place: the barrier orders every group's reads of this pass
+        // (the padding slots reach into the next rows, an idle group reads the last row) before
+        // any write (compute-sanitizer racecheck, session 15; the values read there are dropped).
+        __syncthreads();
         if (active) {
+            if constexpr (Log) {
+                const Normalizer<A, true> log_map(m, s);
 #pragma unroll
-            for (int k = 0; k < PerLane; ++k)
-                if (valid >> k & 1) row[k * Group] = cufuse::from_accum<T>(Log ? log_map(v[k]) : v[k] * scale);
+                for (int k = 0; k < PerLane; ++k)
+                    if (valid >> k & 1) row[k * Group] = cufuse::from_accum<T>(log_map(v[k]));
+            } else {
+                A scale;
+                if constexpr (sizeof(A) == 4) scale = isfinite(m) ? cufuse::fast_rcp(s) : nan_value<A>();
+                else scale = Normalizer<A, false>(m, s).k;
+#pragma unroll
+                for (int k = 0; k < PerLane; ++k)
+                    if (valid >> k & 1) row[k * Group] = cufuse::from_accum<T>(v[k] * scale);
+            }
         }
     }
     __syncthreads();
