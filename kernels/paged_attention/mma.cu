@@ -10,8 +10,10 @@
 // that head, so each K/V page is read once per KV head. The block's key range is one work
 // unit of the schedule (find_unit): long sequences are cut into chunks sized from the total
 // keys of the batch, computed on the GPU from seq_lens. K/V tiles of BN keys stream through
-// a STAGES-deep cp.async ring (16-byte copies where the pages allow, else element loads);
-// each key warp takes its BN / KEY_WARPS keys of a tile with its own online softmax (log2
+// a STAGES-deep cp.async ring (16-byte copies where the pages allow, else element loads). The
+// pages of a tile's keys are looked up one iteration before its copies issue, one thread a
+// key, into a two-slot table of row offsets in shared memory, so that the copies wait on no
+// block_table load and divide by no page size (docs/paged_attention.md §3); each key warp takes its BN / KEY_WARPS keys of a tile with its own online softmax (log2
 // domain), and the key warps merge through shared memory at the end. A unit that is its
 // sequence's only one writes out / lse; else float32 partials (O normalised, lse).
 #include "paged_attention/paged.cuh"
@@ -37,14 +39,17 @@ __global__ void __launch_bounds__(128)
     constexpr int kChunks = HD / 8;
     constexpr bool kQInRegs = HD <= 128;
     static_assert(HD % 32 == 0 && kWarpKeys % 16 == 0 && kWarps % ROW_WARPS == 0, "tile shape");
-    static_assert(2 * STAGES * BN * kPitch * sizeof(T) >= kWarps * 16 * HD * sizeof(float), "O staging fits");
+    static_assert(2 * STAGES * BN * kPitch * sizeof(T) >= (kKeyWarps * kBlockRows * (HD + 2)) * sizeof(float),
+                  "the key warps' O, maxima and sums fit the K/V ring");
+    static_assert((kBlockRows + 2 * STAGES * BN) * kPitch * sizeof(T) % 16 == 0, "offsets aligned");
     const float kNegInf = neg_infinity<float>();
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* q_s = reinterpret_cast<T*>(smem_raw);
     T* k_s = q_s + kBlockRows * kPitch;
     T* v_s = k_s + STAGES * BN * kPitch;
-    __shared__ float max_s[kKeyWarps][kBlockRows], sum_s[kKeyWarps][kBlockRows];
+    // Row offsets {k, v} of a tile's keys in the page pools, two tiles (by parity).
+    longlong2* offsets_s = reinterpret_cast<longlong2*>(v_s + STAGES * BN * kPitch);
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row_warp = warp % ROW_WARPS, key_warp = warp / ROW_WARPS;
@@ -76,32 +81,40 @@ __global__ void __launch_bounds__(128)
         q_s[(idx / HD) * kPitch + c] = x;
     }
 
-    auto load_stage = [&](int tile) {
+    // The offsets of key `key` in k_pages and v_pages (the row's first element).
+    auto row_offsets = [&](int key) {
+        const int page = table.page_of(key), slot = key % page_size;
+        return make_longlong2(kp.offset(page, slot), vp.offset(page, slot));
+    };
+    // Tile `tile` of the unit into stage tile % STAGES: row r's offsets from offsets_of(r), rows
+    // past the unit zero. Threads keep one 16-byte column chunk and step over rows (kChunks
+    // threads a row), so a row's offsets are one broadcast shared load.
+    auto issue_tile = [&](int tile, auto offsets_of) {
         if (tile < n_tiles) {
             T* ks = k_s + (tile % STAGES) * BN * kPitch;
             T* vs = v_s + (tile % STAGES) * BN * kPitch;
             const int n0 = key_begin + tile * BN;
             if (flags & kVecKV) {
-                for (int idx = threadIdx.x; idx < BN * kChunks; idx += kThreads) {
-                    const int r = idx / kChunks, c = (idx % kChunks) * 8, key = n0 + r;
-                    const bool in = key < key_end;
-                    int64 k_off = 0, v_off = 0;
-                    if (in) {
-                        const int page = table.page_of(key), slot = key % page_size;
-                        k_off = kp.offset(page, slot) + c, v_off = vp.offset(page, slot) + c;
-                    }
-                    cp_async_16(ks + r * kPitch + c, kp.base + k_off, in && c < d);
-                    cp_async_16(vs + r * kPitch + c, vp.base + v_off, in && c < dv);
+                constexpr int kRowStep = kThreads / kChunks;
+                static_assert(kThreads % kChunks == 0 && BN % kRowStep == 0, "threads cover whole rows");
+                const int c = (threadIdx.x % kChunks) * 8, r0 = threadIdx.x / kChunks;
+#pragma unroll
+                for (int i = 0; i < BN / kRowStep; ++i) {
+                    const int r = r0 + i * kRowStep;
+                    const bool in = n0 + r < key_end;
+                    const longlong2 off = in ? offsets_of(r) : make_longlong2(0, 0);
+                    cp_async_16(ks + r * kPitch + c, kp.base + off.x + c, in && c < d);
+                    cp_async_16(vs + r * kPitch + c, vp.base + off.y + c, in && c < dv);
                 }
             } else {
 #pragma unroll 1
                 for (int idx = threadIdx.x; idx < BN * HD; idx += kThreads) {
-                    const int r = idx / HD, c = idx % HD, key = n0 + r;
+                    const int r = idx / HD, c = idx % HD;
                     T kx = zero, vx = zero;
-                    if (key < key_end) {
-                        const int page = table.page_of(key), slot = key % page_size;
-                        if (c < d) kx = kp.base[kp.offset(page, slot) + c];
-                        if (c < dv) vx = vp.base[vp.offset(page, slot) + c];
+                    if (n0 + r < key_end) {
+                        const longlong2 off = offsets_of(r);
+                        if (c < d) kx = kp.base[off.x + c];
+                        if (c < dv) vx = vp.base[off.y + c];
                     }
                     ks[r * kPitch + c] = kx, vs[r * kPitch + c] = vx;
                 }
@@ -109,10 +122,23 @@ __global__ void __launch_bounds__(128)
         }
         cp_async_commit();  // empty groups keep the wait counts uniform
     };
+    // Thread r < BN looks up key r of a tile (page_of: a global load, issued an iteration before
+    // its result is stored) and stores its offsets in the tile's slot.
+    const bool looks_up = threadIdx.x < BN;
+    auto lookup = [&](int tile) {
+        const int key = key_begin + tile * BN + static_cast<int>(threadIdx.x);
+        return looks_up && tile < n_tiles && key < key_end ? row_offsets(key) : make_longlong2(0, 0);
+    };
+    auto store_offsets = [&](int tile, longlong2 off) {
+        if (looks_up && tile < n_tiles) offsets_s[(tile % 2) * BN + threadIdx.x] = off;
+    };
 
+    // The first STAGES - 1 tiles look their pages up as they issue; tile STAGES - 1's offsets
+    // are stored for iteration 0, which stores tile STAGES's in the other slot, and so on.
 #pragma unroll
-    for (int t = 0; t < STAGES - 1; ++t) load_stage(t);
-    __syncthreads();  // Q stored
+    for (int t = 0; t < STAGES - 1; ++t) issue_tile(t, [&](int r) { return row_offsets(key_begin + t * BN + r); });
+    store_offsets(STAGES - 1, lookup(STAGES - 1));
+    __syncthreads();  // Q and the offsets stored
 
     const T* q_warp = q_s + row_warp * 16 * kPitch;
     unsigned q_frag[kQInRegs ? HD / 16 : 1][4];
@@ -141,8 +167,12 @@ __global__ void __launch_bounds__(128)
 
     for (int tile = 0; tile < n_tiles; ++tile) {
         cp_async_wait<STAGES - 2>();
-        __syncthreads();  // tile landed for all threads; the stage refilled below is free
-        load_stage(tile + STAGES - 1);
+        // The tile landed for all threads, the stage refilled below is free, the offsets stored
+        // last iteration are visible and the slot stored this iteration was last read before.
+        __syncthreads();
+        const int refill = tile + STAGES - 1;
+        issue_tile(refill, [&](int r) { return offsets_s[(refill % 2) * BN + r]; });
+        const longlong2 next_offsets = lookup(refill + 1);
         const T* k_tile = k_s + (tile % STAGES) * BN * kPitch + key_warp * kWarpKeys * kPitch;
         const T* v_tile = v_s + (tile % STAGES) * BN * kPitch + key_warp * kWarpKeys * kPitch;
         const int n0 = key_begin + tile * BN + key_warp * kWarpKeys;
@@ -223,6 +253,7 @@ __global__ void __launch_bounds__(128)
                 mma_16816<T>(o_acc[j + 1], p, b_hi);
             }
         }
+        store_offsets(refill + 1, next_offsets);  // last, so the page load's latency hides behind the tile
     }
     cp_async_wait<0>();
     __syncthreads();  // every warp is done with the stages: they hold the key warps' O now
@@ -230,6 +261,8 @@ __global__ void __launch_bounds__(128)
     // The key warps' (max, sum, O) merge in a fixed order: O staged unscaled as float in the
     // stage memory, [key warp][block row][HD].
     float* o_stage = reinterpret_cast<float*>(k_s);
+    float(*max_s)[kBlockRows] = reinterpret_cast<float(*)[kBlockRows]>(o_stage + kKeyWarps * kBlockRows * HD);
+    float(*sum_s)[kBlockRows] = max_s + kKeyWarps;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float l = row_sum[h];

@@ -69,11 +69,14 @@ struct Unit {
 };
 
 // The unit with index `unit` of the schedule every block recomputes from seq_lens (no host
-// synchronisation): each sequence's visible keys are cut into chunks of `chunk` keys (at
-// least one unit per sequence, an empty one for a sequence without keys), chunk =
-// max(min_chunk, ceil(total visible keys * blocks_per_unit / target_units)) rounded up to
-// `align`, so there are at most target_units / blocks_per_unit + B units (the host sizes the
-// grid by that). Returns false past the last unit. All THREADS threads of the block call it.
+// synchronisation): a sequence with v visible keys gets n = round(v * target_units /
+// (blocks_per_unit * total visible keys)) units, at least one (an empty one for a sequence
+// without keys) and no chunk under `min_chunk` keys, each of ceil(v / n) keys rounded up to
+// `align` (its last one shorter). Rounding to the nearest count, not up from a common chunk,
+// keeps equal lengths at whole waves (8 x 8192 keys, 8 KV heads, 132 slots: 2 units a sequence,
+// 128 blocks, not 3 and 192). There are at most target_units / blocks_per_unit + B / 2 units
+// (the host sizes the grid by target_units / blocks_per_unit + B). Returns false past the last
+// unit. All THREADS threads of the block call it.
 template <int THREADS>
 __device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_count, int max_keys, int nq, int left,
                           int blocks_per_unit, int target_units, int min_chunk, int align, int unit, Unit& found) {
@@ -99,17 +102,26 @@ __device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_coun
     total = 0;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) total += warp_total[w];
-    long long want = (total * blocks_per_unit + target_units - 1) / target_units;
-    want = max(want, static_cast<long long>(min_chunk));
-    want = (want + align - 1) / align * align;
-    const int chunk = static_cast<int>(min(want, static_cast<long long>(0x40000000)));
+    // (units, keys a unit) of a sequence with v visible keys
+    auto split = [&](int v, int& count, int& chunk) {
+        long long n = total > 0 ? (2 * static_cast<long long>(v) * target_units + total * blocks_per_unit) /
+                                      (2 * total * blocks_per_unit)
+                                : 1;
+        n = max(1LL, min(n, static_cast<long long>(v / min_chunk)));
+        chunk = static_cast<int>((v + n - 1) / n + align - 1) / align * align;
+        count = v > 0 ? (v + chunk - 1) / chunk : 1;
+    };
 
     // Each thread owns a contiguous run of sequences; an exclusive scan of the runs' unit
     // counts places them, and the owner of `unit` fills in `result`.
     const int per = (batch_count + THREADS - 1) / THREADS;
     const int b_begin = min(batch_count, tid * per), b_end = min(batch_count, b_begin + per);
     int units = 0;
-    for (int b = b_begin; b < b_end; ++b) units += max(1, (visible(b) + chunk - 1) / chunk);
+    for (int b = b_begin; b < b_end; ++b) {
+        int count, chunk;
+        split(visible(b), count, chunk);
+        units += count;
+    }
     int inclusive = units;
 #pragma unroll
     for (int off = 1; off < 32; off *= 2) {
@@ -125,7 +137,8 @@ __device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_coun
         for (int b = b_begin; b < b_end; ++b) {
             const int length = clamp_length(seq_lens, lens_stride, b, max_keys);
             const int lo = first_visible_key(length, nq, left);
-            const int count = max(1, (length - lo + chunk - 1) / chunk);
+            int count, chunk;
+            split(length - lo, count, chunk);
             if (unit < first + count) {
                 const int begin = lo + (unit - first) * chunk;
                 result = Unit{b, begin, min(length, begin + chunk), first, count};

@@ -12,7 +12,7 @@ from cufuse import attention_paged, kv_append, reference
 from cufuse._core.device import A100, H200
 from cufuse.ops.paged_attention.mma import PagedMmaTile
 from cufuse.ops.paged_attention.plan import plan_attention_paged
-from cufuse.ops.paged_attention.select import instantiations, mma_tile
+from cufuse.ops.paged_attention.select import UNITS_PER_SLOT, instantiations, mma_tile
 from cufuse.ops.paged_attention.simt import PagedSimtRows
 
 from .cases import BF16, F16, F32, F64, compare, make_pool, to_device
@@ -168,6 +168,34 @@ def test_forced_configs_match_oracle(cp, rng):
                         config=PagedSimtRows())
 
 
+def test_one_long_sequence_among_many_short(cp, rng):
+    """A long sequence split over many units beside 299 short unsplit ones, 64 rows a KV head
+    (4 row warps), partials beyond the reused workspace."""
+    lengths = [20000] + [int(n) for n in rng.integers(0, 40, 299)]
+    k, v, table, lens = make_pool(rng, lengths, 16, 4, 128, 128, BF16, layout="pshd")
+    q = rng.standard_normal((len(lengths), 64, 4, 128)).astype(BF16)
+    assert compare(cp, q, k, v, table, lens) == []
+
+
+def test_calls_with_other_splits(cp, rng):
+    """Back-to-back calls on one stream whose sequences split differently each merge every
+    sequence once (nothing of the earlier call's schedule is reused)."""
+    k, v, table, lens = make_pool(rng, [7000, 3000, 50], 16, 2, 64, 64, F16)
+    q = rng.standard_normal((3, 8, 3, 64)).astype(F16)
+    attention_paged(cp.asarray(q), cp.asarray(k), cp.asarray(v), cp.asarray(table), cp.asarray(lens))
+    assert compare(cp, q, k, v, table, np.int32([2500, 2900, 40])) == []
+    assert compare(cp, q, k, v, table, lens) == []
+
+
+def test_merge_warps_follow_one_sequence_units():
+    """The merge's block size comes from one sequence's unit bound, not the whole grid's."""
+    tile = mma_tile(128, 1, H200)
+    plan = tile.plan(_problem(batch=128, heads_kv=8, max_pages=64), H200)  # 1024 keys: at most 2 units
+    assert plan.launches[1].block == (32,)
+    plan = tile.plan(_problem(batch=1, heads_kv=1, max_pages=65536), H200)  # 1M keys: 32 warps
+    assert plan.launches[1].block == (1024,)
+
+
 def test_bitwise_reproducible(cp, rng):
     k, v, table, lens = make_pool(rng, [9000, 300, 4000], 16, 2, 128, 128, BF16)
     args = [cp.asarray(x) for x in (rng.standard_normal((3, 8, 2, 128)).astype(BF16), k, v, table, lens)]
@@ -220,7 +248,7 @@ def test_grid_bounds_the_schedule():
     plan = tile.plan(_problem(batch=5, heads_kv=8, max_pages=1000), H200)
     units, heads = plan.launches[0].grid
     assert heads == 8 and units == math.ceil(tile.target_units / 8) + 5
-    assert isinstance(tile, PagedMmaTile) and tile.target_units == H200.sm_count * tile.resident_blocks(H200) * 2
+    assert isinstance(tile, PagedMmaTile) and tile.target_units == H200.sm_count * tile.resident_blocks(H200) * UNITS_PER_SLOT
 
 
 def _problem(batch, heads_kv, max_pages):

@@ -17,6 +17,8 @@ from .problem import FN, LOG2E
 MMA_CTYPES = ("__half", "__nv_bfloat16")
 THREADS = 128  # the kernels' __launch_bounds__ (4 warps)
 SMEM_PITCH_PAD = 8  # elements added to every shared-memory row (mma.cu kPitch)
+OFFSET_BYTES = 16  # a key's {k, v} offsets in the page pools (mma.cu offsets_s)
+STATIC_SMEM = 256  # find_unit's arrays (paged.cuh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +41,10 @@ class PagedMmaTile:
 
     @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory: the Q rows and the K/V ring."""
-        return (self.block_rows + 2 * self.stages * self.block_n) * (self.head_dim + SMEM_PITCH_PAD) * 2
+        """Dynamic shared memory: the Q rows, the K/V ring and two tiles of row offsets (two
+        int64 a key)."""
+        ring = (self.block_rows + 2 * self.stages * self.block_n) * (self.head_dim + SMEM_PITCH_PAD) * 2
+        return ring + 2 * self.block_n * OFFSET_BYTES
 
     @property
     def chunk_floor(self) -> int:
@@ -83,16 +87,21 @@ class PagedMmaTile:
             return Plan((forward,), temporaries=(meta_buffer,))
         rows_per_batch = problem.heads_kv * problem.rows
         merge = Launch(merge_spec(problem.ctype), merge_grid(problem.batch * rows_per_batch, problem.head_dim_v),
-                       (merge_threads(units),),
+                       (merge_threads(min(units, self.most_units_a_sequence(problem))),),
                        (Temporary(0), Temporary(1), Temporary(2), "out", problem.lse_arg, np.int32(rows_per_batch),
                         np.int32(problem.head_dim_v), np.int32(problem.return_lse)))
         return Plan((forward, merge), temporaries=((np.float32, (units, rows_per_batch, problem.head_dim_v)),
                                                    (np.float32, (units, rows_per_batch)), meta_buffer))
 
+    def most_units_a_sequence(self, problem) -> int:
+        """The host's bound on the units of one sequence (chunks are at least chunk_floor): the
+        merge's warps. Sized by the whole grid's units instead, 16K merge blocks of 800 threads
+        that mostly return at once cost ~30 us at B128 x 1024 keys (session 15, run 3)."""
+        return max(1, ceil_div(problem.max_visible_keys, self.chunk_floor))
+
     def resident_blocks(self, dev) -> int:
         """Blocks an SM holds by shared memory (the schedule's target counts on them), at most 4."""
-        static = 2 * (4 // self.row_warps) * self.block_rows * 4 + 256  # merge arrays, find_unit
-        return max(1, min(4, dev.smem_per_sm // (self.smem_bytes + static + SMEM_RESERVED_PER_BLOCK)))
+        return max(1, min(4, dev.smem_per_sm // (self.smem_bytes + STATIC_SMEM + SMEM_RESERVED_PER_BLOCK)))
 
 
 def merge_spec(dtype_ctype: str) -> KernelSpec:
