@@ -242,6 +242,14 @@ def test_plans_reach_only_listed_kernels(dev):
             assert split == (dtype in (F16, BF16) and max_pages * 16 > 512)
 
 
+@pytest.mark.parametrize("dev", [H200, A100], ids=["H200", "A100"])
+def test_default_tiles_fit_the_device(dev):
+    for bucket in (64, 128, 256):
+        for warps in (1, 2, 4):
+            assert mma_tile(bucket, warps, dev).smem_bytes <= dev.max_smem_per_block
+    assert mma_tile(256, 1, A100).stages == 2 and mma_tile(256, 1, H200).stages == 3
+
+
 def test_grid_bounds_the_schedule():
     """The host grid covers the most units find_unit can make: target / heads + B."""
     tile = mma_tile(128, 1, H200)
