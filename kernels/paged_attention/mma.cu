@@ -8,14 +8,15 @@
 //
 // Pack GQA: one block serves one KV head, and its rows are the G query heads x Nq queries of
 // that head, so each K/V page is read once per KV head. The block's key range is one work
-// unit of the schedule (find_unit): long sequences are cut into chunks sized from the total
-// keys of the batch, computed on the GPU from seq_lens. K/V tiles of BN keys stream through
+// unit of the schedule (find_unit): each sequence's keys are cut into units by its share of
+// the batch's keys, computed on the GPU from seq_lens. K/V tiles of BN keys stream through
 // a STAGES-deep cp.async ring (16-byte copies where the pages allow, else element loads). The
 // pages of a tile's keys are looked up one iteration before its copies issue, one thread a
 // key, into a two-slot table of row offsets in shared memory, so that the copies wait on no
-// block_table load and divide by no page size (docs/paged_attention.md §3); each key warp takes its BN / KEY_WARPS keys of a tile with its own online softmax (log2
-// domain), and the key warps merge through shared memory at the end. A unit that is its
-// sequence's only one writes out / lse; else float32 partials (O normalised, lse).
+// block_table load and divide by no page size (docs/paged_attention.md §1, "Loads"). Each key
+// warp takes its BN / KEY_WARPS keys of a tile with its own online softmax (log2 domain), and
+// the key warps merge through shared memory at the end. A unit that is its sequence's only
+// one writes out / lse; else float32 partials (O normalised, lse).
 #include "paged_attention/paged.cuh"
 
 namespace cufuse {

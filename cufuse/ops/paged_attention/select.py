@@ -47,8 +47,7 @@ def block_keys(head_dim: int, row_warps: int) -> int:
 def mma_tile(head_dim: int, row_warps: int, dev) -> PagedMmaTile:
     """The default tile: STAGES deep, 2 where a block's shared memory is short (A100 D256 with
     one row warp: 213 KB at 3 stages against 163 KB)."""
-    stages = STAGES
-    tile = PagedMmaTile(head_dim, row_warps, block_keys(head_dim, row_warps), stages, 0, MIN_CHUNK)
+    tile = PagedMmaTile(head_dim, row_warps, block_keys(head_dim, row_warps), STAGES, 0, MIN_CHUNK)
     while tile.smem_bytes > dev.max_smem_per_block and tile.stages > 2:
         tile = dataclasses.replace(tile, stages=tile.stages - 1)
     target = dev.sm_count * tile.resident_blocks(dev) * UNITS_PER_SLOT
