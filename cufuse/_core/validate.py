@@ -5,6 +5,7 @@ in the form ``fn: argument 'x' expected ..., got ...``.
 """
 from __future__ import annotations
 
+import numbers
 import operator
 
 import numpy as np
@@ -134,6 +135,38 @@ def require_bool(fn: str, name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{fn}: argument '{name}' expected a bool, got {value!r}")
     return bool(value)
+
+
+def require_finite_real(fn: str, name: str, value) -> float:
+    """``value`` as a float: a finite real number (bool refused), else TypeError."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not np.isfinite(value):
+        raise TypeError(f"{fn}: argument '{name}' expected None or a finite real number, got {value!r}")
+    return float(value)
+
+
+def require_window(fn: str, window):
+    """An attention ``window``: None, or a (left, right) pair of None or non-negative ints,
+    returned as a tuple."""
+    if window is None:
+        return None
+    if not isinstance(window, (tuple, list)) or len(window) != 2:
+        raise TypeError(f"{fn}: argument 'window' expected None or a (left, right) pair, got {window!r}")
+    for side in window:
+        if side is not None and (not isinstance(side, numbers.Integral) or isinstance(side, (bool, np.bool_))
+                                 or side < 0):
+            raise ValueError(f"{fn}: argument 'window' expected None or non-negative ints on each side, "
+                             f"got {window!r}")
+    return tuple(None if side is None else int(side) for side in window)
+
+
+def require_softcap(fn: str, softcap):
+    """An attention ``softcap``: None or a positive finite real, as a float."""
+    if softcap is None:
+        return None
+    softcap = require_finite_real(fn, "softcap", softcap)
+    if softcap <= 0:
+        raise ValueError(f"{fn}: argument 'softcap' expected None or a positive number, got {softcap!r}")
+    return softcap
 
 
 def check_config(fn: str, config, classes: tuple):

@@ -23,7 +23,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     attention_decode(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                      T* __restrict__ out, float* __restrict__ lse, float* __restrict__ partial_o,
                      float* __restrict__ partial_lse, int nq, int nk, int d, int dv, int splits,
-                     int keys_per_split, float scale_log2, int flags, int64 q_row, int64 q_col, int64 k_row,
+                     int keys_per_split, float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi,
+                     int64 q_row, int64 q_col, int64 k_row,
                      int64 k_col, int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
     static_assert(HD % 8 == 0 && 256 % HD == 0, "head dim: 8 lanes x 16 bytes divide a warp load");
     constexpr int kLanesPerKey = HD / 8;
@@ -53,9 +54,11 @@ __global__ void __launch_bounds__(WARPS * 32)
     const T* v_g = v + v_off + col;
     const bool k_cols = col < d, v_cols = col < dv;
 
-    const int key_begin = split * keys_per_split;
-    int key_end = min(nk, key_begin + keys_per_split);
-    if (flags & kCausal) key_end = min(key_end, row + nk - nq + 1);
+    // The split's share of the keys the row's band (causal, window) sees.
+    const KeyBand band{band_lo, band_hi};
+    const int key_begin = band.first_key(row) + split * keys_per_split;
+    const int key_end = min(band.key_end(row, nk), key_begin + keys_per_split);
+    const bool capped = flags & kSoftcap;
 
     float row_max = kNegInf, row_sum = 0.f;  // warp-uniform max; sum over this lane's keys
     float acc[8];
@@ -82,6 +85,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             for (int e = 0; e < 8; ++e) dot += q_reg[e] * to_accum(kv[e]);
 #pragma unroll
             for (int off = kLanesPerKey / 2; off >= 1; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+            if (capped) dot = tanhf(dot) * softcap_log2;  // q holds scale / c: c tanh(s / c) in log2 units
             const int key = n0 + u * kKeysPerLoad + key_in_load;
             score[u] = key < key_end ? dot : kNegInf;
             group_max = fmaxf(group_max, score[u]);

@@ -1,6 +1,7 @@
-// Attention device code shared by the kernel families of kernels/attention/: how a flat batch
-// index maps to q, k and v (BatchLayout), the run-time flags, the exp2 the online softmax uses,
-// and the staged-rows copy of the O epilogue (mma and wgmma).
+// Attention device code shared by the kernel families of kernels/attention/ (and
+// kernels/paged_attention/): how a flat batch index maps to q, k and v (BatchLayout), the
+// run-time flags, which keys a query row sees (KeyBand), the score transform (softcap), and
+// the staged-rows copy of the O epilogue (mma and wgmma).
 //
 // Shapes: q (batch, nq, d), k (batch, nk, d), v (batch, nk, dv), out C-contiguous
 // (batch, nq, dv), lse (batch, nq). The batch index is decomposed into up to four
@@ -42,7 +43,36 @@ struct BatchLayout {
 #define BATCH_LAYOUT BatchLayout{size1, size2, size3, q0, q1, q2, q3, k0, k1, k2, k3, v0, v1, v2, v3}
 
 // Run-time flags of the forward kernels (cufuse/ops/attention/problem.py writes them).
-enum Flags : int { kCausal = 1, kWriteLse = 2, kVecQ = 4, kVecK = 8, kVecV = 16 };
+enum Flags : int { kCausal = 1, kWriteLse = 2, kVecQ = 4, kVecK = 8, kVecV = 16, kSoftcap = 32 };
+
+// The keys query i sees: [i + lo, i + hi] within [0, nk). The host folds the bottom-right
+// shift (nk - queries), the window (left, right) and causal (right capped at 0) into lo and
+// hi, an unlimited side being -+kUnlimited; it keeps nk + nq below kUnlimited, so no sum
+// overflows 32 bits.
+constexpr int kUnlimited = 1 << 30;
+struct KeyBand {
+    int lo, hi;
+    __device__ __forceinline__ int first_key(int query) const { return max(0, query + lo); }
+    __device__ __forceinline__ int key_end(int query, int nk) const { return min(nk, query + hi + 1); }
+    __device__ __forceinline__ bool sees(int key, int query) const {
+        const int offset = key - query;
+        return offset >= lo && offset <= hi;
+    }
+};
+
+// IEEE exp, log and tanh of the accumulator type (the float32 / float64 kernels: exact).
+template <typename A> __device__ __forceinline__ A exact_exp(A x) {
+    if constexpr (sizeof(A) == 4) return expf(x); else return exp(x);
+}
+template <typename A> __device__ __forceinline__ A exact_log(A x) {
+    if constexpr (sizeof(A) == 4) return logf(x); else return log(x);
+}
+template <typename A> __device__ __forceinline__ A exact_tanh(A x) {
+    if constexpr (sizeof(A) == 4) return tanhf(x); else return tanh(x);
+}
+
+// Soft-capping (Gemma 2, kSoftcap): a score s becomes c tanh(s scale / c). The kernels then
+// take scale / c as their score scale and multiply tanh's result by c (c log2 e in log2 units).
 
 // `threads` threads (this one is `tid`) copy `rows` x `cols` elements from shared memory
 // (element (r, c) at src + place(r, c), a Chunk's elements contiguous) to the contiguous rows

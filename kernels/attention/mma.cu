@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                       T* __restrict__ out, float* __restrict__ lse, float* __restrict__ partial_o,
                       float* __restrict__ partial_lse, int nq, int nk, int d, int dv, int q_tiles,
                       int group_queries, int64 q_group, int splits, int keys_per_split, float scale_log2, int flags,
-                      int64 q_row, int64 q_col, int64 k_row, int64 k_col, int64 v_row, int64 v_col,
+                      float softcap_log2, int band_lo, int band_hi, int64 q_row, int64 q_col, int64 k_row, int64 k_col, int64 v_row, int64 v_col,
                       BATCH_LAYOUT_PARAMS) {
     static_assert(HD % 32 == 0 && BN % 16 == 0 && STAGES >= 2, "tile shape");
     constexpr int kThreads = WARPS * 32;
@@ -141,20 +141,21 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     const T* k_g = k + k_off;
     const T* v_g = v + v_off;
 
-    // Causal frontier: query i (row r: i = r % group_queries) sees key j iff
-    // j <= i + nk - group_queries. Rows [r0, r1) hold queries from first_query(r0, r1) up to
-    // last_query(r0, r1) (all of a group's where they cross a group boundary). Without
-    // KEY_WARPS the rows are the queries (no integer division: the prefill tiles' registers).
-    const int causal_shift = nk - group_queries;
+    // Query i (row r: i = r % group_queries) sees the keys of its band (causal, window). Rows
+    // [r0, r1) hold queries from first_query(r0, r1) up to last_query(r0, r1) (all of a
+    // group's where they cross a group boundary). Without KEY_WARPS the rows are the queries
+    // (no integer division: the prefill tiles' registers).
+    const KeyBand band{band_lo, band_hi};
     auto query_of = [&](int r) { return KEY_WARPS ? r % group_queries : r; };
     auto one_group = [&](int r0, int r1) { return !KEY_WARPS || r0 / group_queries == (r1 - 1) / group_queries; };
     auto first_query = [&](int r0, int r1) { return one_group(r0, r1) ? query_of(r0) : 0; };
     auto last_query = [&](int r0, int r1) { return one_group(r0, r1) ? query_of(r1 - 1) : group_queries - 1; };
 
-    // Keys this block visits: its split's range, cut at the causal frontier of its last query.
-    const int key_begin = split * keys_per_split;
-    int key_end = min(nk, key_begin + keys_per_split);
-    if (causal) key_end = min(key_end, last_query(m0, min(m0 + kBlockM, nq)) + causal_shift + 1);
+    // Keys this block visits: its split's share of the keys its rows see, from the window start
+    // of its first query to the window end (causal: the frontier) of its last.
+    const int block_end = min(m0 + kBlockM, nq);
+    const int key_begin = band.first_key(first_query(m0, block_end)) + split * keys_per_split;
+    const int key_end = min(band.key_end(last_query(m0, block_end), nk), key_begin + keys_per_split);
     const int n_tiles = key_end > key_begin ? (key_end - key_begin + kStageKeys - 1) / kStageKeys : 0;
 
     const auto k_row_at = [=](int n) { return n * k_row; };
@@ -250,24 +251,36 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         }
     };
 
-    // Scale into log2 units; mask (select, so a NaN key never reaches a row that does not
-    // see it) only in tiles that cross the split end, nk, or the causal diagonal.
+    // Scores into log2 units (softcap: c tanh(s / c) first); mask (select, so a NaN key never
+    // reaches a row that does not see it) only in tiles that cross the split end, nk, or an
+    // edge of a row's window: every row of the warp sees the keys [clean_begin, clean_end).
+    const bool capped = flags & kSoftcap;
     const int first_row = m0 + warp_row0;
-    const int warp_first_query = first_query(first_row, min(first_row + 16 * MT, max(nq, first_row + 1)));
+    const int warp_end = min(first_row + 16 * MT, max(nq, first_row + 1));
     auto scale_and_mask = [&](Scores& s, int n0) {
-        const bool need_mask = n0 + BN > key_end || (causal && n0 + BN - 1 > warp_first_query + causal_shift);
+        const int clean_begin = last_query(first_row, warp_end) + band.lo;
+        const int clean_end = min(key_end, first_query(first_row, warp_end) + band.hi + 1);
+        const bool need_mask = n0 < clean_begin || n0 + BN > clean_end;
+        if (capped) {  // a uniform branch: the uncapped scores stay one multiply each
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[mt][j][e] = tanhf(s[mt][j][e] * scale_log2) * softcap_log2;
+        }
+        const float scale = capped ? 1.f : scale_log2;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    float x = s[mt][j][e] * scale_log2;
+                    float x = s[mt][j][e] * scale;
                     if (need_mask) {
                         const int row = first_row + mt * 16 + lane / 4 + (e / 2) * 8;
                         const int col = n0 + j * 8 + (lane % 4) * 2 + (e % 2);
-                        const bool visible = col < key_end && (!causal || col <= query_of(row) + causal_shift);
-                        x = visible ? x : kNegInf;
+                        x = col < key_end && band.sees(col, query_of(row)) ? x : kNegInf;
                     }
                     s[mt][j][e] = x;
                 }

@@ -8,19 +8,16 @@
 namespace cufuse {
 namespace attention {
 
-__device__ __forceinline__ float exact_exp(float x) { return expf(x); }
-__device__ __forceinline__ double exact_exp(double x) { return exp(x); }
-__device__ __forceinline__ float exact_log(float x) { return logf(x); }
-__device__ __forceinline__ double exact_log(double x) { return log(x); }
-
-// float32/float64 path: one warp per query row, block = WARPS rows of one batch entry.
+// float32/float64 path: one warp per query row, block = WARPS rows of one batch entry, over the
+// keys the row's band (causal, window) sees; softcap c: c tanh(s / c) of each scaled score.
 // Lanes take one key each for the scores (q row in shared memory), then the warp
 // accumulates P V with lanes over the head dim (up to 8 columns each: dv <= 256).
 template <typename T, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32)
     attention_fwd_simt(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                        T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv,
-                       int q_tiles, T scale, int flags, int64 q_row, int64 q_col, int64 k_row, int64 k_col,
+                       int q_tiles, T scale, int flags, T softcap, int band_lo, int band_hi,
+                       int64 q_row, int64 q_col, int64 k_row, int64 k_col,
                        int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
     using A = accum_t<T>;
     constexpr int kMaxHead = 256, kColsPerLane = kMaxHead / 32;
@@ -37,22 +34,24 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int c = lane; c < d; c += 32) q_s[warp][c] = to_accum(q_g[c * q_col]) * to_accum(scale);
     __syncwarp();
 
-    const bool causal = flags & kCausal;
-    const int key_end = causal ? min(nk, row + nk - nq + 1) : nk;
+    const KeyBand band{band_lo, band_hi};
+    const int key_begin = band.first_key(row), key_end = band.key_end(row, nk);
+    const bool capped = flags & kSoftcap;
+    const A cap = to_accum(softcap);
     const A neg_inf = neg_infinity<A>();
     A row_max = neg_inf, row_sum = 0;
     A acc[kColsPerLane];
 #pragma unroll
     for (int i = 0; i < kColsPerLane; ++i) acc[i] = 0;
 
-    for (int n0 = 0; n0 < key_end; n0 += 32) {
+    for (int n0 = key_begin; n0 < key_end; n0 += 32) {
         const int key = n0 + lane;
         A score = neg_inf;
         if (key < key_end) {
             const T* k_row_ptr = k_g + key * k_row;
             A dot = 0;
             for (int c = 0; c < d; ++c) dot += q_s[warp][c] * to_accum(k_row_ptr[c * k_col]);
-            score = dot;
+            score = capped ? cap * exact_tanh(dot / cap) : dot;  // q holds the scale
         }
         const A new_max = nan_max(row_max, warp_max(score));
         const A base = new_max == neg_inf ? A(0) : new_max;

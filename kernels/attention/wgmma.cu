@@ -3,7 +3,7 @@
 //
 // Picked (cufuse/ops/attention/select.py, WGMMA_PREFILL) on compute capability 9.0 for 16-bit
 // prefill (Nq > 16) with head dims up to 64 or 96-128 (buckets 64 / 128), q, k and v with unit
-// column stride and 16-byte aligned rows, a positive scale, and a grid large enough that the
+// column stride and 16-byte aligned rows, a positive scale (or a softcap), and a grid large enough that the
 // wave model keeps one key split (smaller grids split the keys on attention_fwd_mma). The
 // tile goes by the keys a query row sees (docs/attention.md).
 #include "common/wgmma.cuh"
@@ -95,18 +95,21 @@ __device__ __forceinline__ unsigned long long desc_add(unsigned long long desc, 
 // back to back, and the softmax of S(j) runs while P V is still on the tensor cores (FA3's
 // intra-warpgroup overlap). So cp.async group g carries K tile g and V tile g - 1, and two
 // stages already overlap loads with compute.
-// With WG_RANGES each warpgroup stops at its own key range (rows past nq: none; causal: the
-// frontier of its last row) while the block keeps streaming the tiles the others need, so the
-// fully masked tiles above a warpgroup's diagonal and the rows of a ragged last query tile
-// cost no MMAs and no exps (it still joins every barrier).
+// The block's keys run from its first row's window start to its last row's window end
+// (KeyBand: causal frontier, sliding window), so tiles that every row's window hides are
+// never loaded. With WG_RANGES each warpgroup computes only the tiles of its own rows' range
+// (rows past nq: none) while the block keeps streaming the tiles the others need, so the fully
+// masked tiles outside a warpgroup's band and the rows of a ragged last query tile cost no
+// MMAs and no exps (it still joins every barrier).
 // Preconditions (checked by the host): q, k, v with unit column stride and 16-byte aligned
-// rows (d and dv multiples of 8, at most HD), scale_log2 > 0 (the row max is taken on the
-// raw scores and scaled once: one FFMA per score), a single key split.
+// rows (d and dv multiples of 8, at most HD), scale_log2 > 0 unless softcapped (the row max
+// is taken on the raw scores and scaled once: one FFMA per score), a single key split.
 template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, int MIN_BLOCKS, bool WG_RANGES>
 __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     attention_fwd_wgmma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv, int q_tiles,
-                        int items, float scale_log2, int flags, int64 q_row, int64 k_row, int64 v_row,
+                        int items, float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi,
+                        int64 q_row, int64 k_row, int64 v_row,
                         BATCH_LAYOUT_PARAMS) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert((HD == 64 || HD == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
@@ -124,13 +127,14 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     // wg through a shuffle from lane 0: ptxas then knows it is warp-uniform (CUTLASS canonical_warp_group_idx)
     const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0), warp = threadIdx.x / 32 % 4,
               lane = threadIdx.x % 32;
-    const bool causal = flags & kCausal;
+    const bool causal = flags & kCausal, capped = flags & kSoftcap;
+    const KeyBand band{band_lo, band_hi};  // the keys query row i sees (causal, window)
 
     struct WorkItem {
         int m0;  // first query row
         int64 batch;
         const T *q_g, *k_g, *v_g;
-        int key_end, n_tiles;  // keys the block visits: cut at the causal frontier of its last row
+        int key_begin, key_end, n_tiles;  // keys the block visits: its first row's window start to its last's end
     };
     // Query tile fastest (blocks running at once share K/V in L2); causal: longest first.
     auto work_item = [&](int item) {
@@ -143,8 +147,9 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         w.q_g = q + q_off;
         w.k_g = k + k_off;
         w.v_g = v + v_off;
-        w.key_end = causal ? min(nk, min(w.m0 + kBlockM, nq) + nk - nq) : nk;  // i sees j <= i + nk - nq
-        w.n_tiles = w.key_end > 0 ? (w.key_end + BN - 1) / BN : 0;
+        w.key_begin = band.first_key(w.m0);
+        w.key_end = band.key_end(min(w.m0 + kBlockM, nq) - 1, nk);
+        w.n_tiles = w.key_end > w.key_begin ? (w.key_end - w.key_begin + BN - 1) / BN : 0;
         return w;
     };
 
@@ -157,9 +162,9 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         for (int slice = 0; slice < WARPGROUPS; ++slice) q_stream.load_next(q_s + slice * 64 * HD, q_row);
     };
     TileStream<T, BN, HD, kThreads> k_stream, v_stream;  // the item's K tiles 0, 1, ... and V tiles 0, 1, ...
-    auto start_streams = [&](const WorkItem& w) {
-        k_stream.start(w.k_g, k_row, d, nk, k_place);
-        v_stream.start(w.v_g, v_row, dv, nk, v_place);
+    auto start_streams = [&](const WorkItem& w) {  // tile 0 starts at the item's key_begin
+        k_stream.start(w.k_g + w.key_begin * k_row, k_row, d, nk - w.key_begin, k_place);
+        v_stream.start(w.v_g + w.key_begin * v_row, v_row, dv, nk - w.key_begin, v_place);
     };
     auto load_kv = [&](const WorkItem& w, int g) {  // ring group g of item w: K tile g and V tile g - 1
         if (g < w.n_tiles) k_stream.load_next(k_s + g % STAGES * kStageElems, k_row);
@@ -177,7 +182,8 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     }
 
     // State read by the lambdas below.
-    int wg_tiles = 0;  // key tiles this warpgroup computes (a prefix of the block's)
+    int wg_first = 0, wg_tiles = 0;  // key tiles [wg_first, wg_tiles) of the block's this warpgroup computes
+    int clean_first = 0, clean_end = 0;  // key tiles [clean_first, clean_end) every row of this warp sees whole
     int warp_row0 = 0;  // this warp's rows: warp_row0 + lane / 4 (+ 8)
     unsigned long long q_desc = 0;
     float o[HD / 2];  // accumulator fragment of this warpgroup's 64 x HD output
@@ -222,7 +228,10 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     };
     // Scores -> probabilities in place (log2 domain), running max and sum; alpha rescales O.
     // Accumulator element 4i + e sits at row lane / 4 + 8 (e / 2), column 8i + 2 (lane % 4) + e % 2.
-    // Masking (only tiles crossing key_end or this warp's diagonal) selects -inf, so a NaN
+    // Softcap: the scores become tanh(s scale / c) first (scale_log2 holds scale / c), and
+    // c log2 e takes the scale's place below (positive, whatever the scale's sign).
+    // Masking (only tiles outside [clean_first, clean_end): crossing key_end or an edge of a row's
+    // window) selects -inf, so a NaN
     // key never reaches a row that does not see it; fmaxf drops NaN from the max, but
     // exp2(NaN) brings it back into the row's sum. The running max moves only when a tile's
     // max exceeds it by more than kMaxSlack (FA4's conditional rescale): probabilities stay
@@ -230,17 +239,21 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     // same stale max (O / l and lse = m + log2 l are unchanged), and after the first tiles
     // alpha is 1 on almost every row, so rescale_and_pack skips the O rescale for the warp.
     constexpr float kMaxSlack = 8.f;
+    const float score_scale = capped ? softcap_log2 : scale_log2;
     auto softmax = [&](float (&s)[BN / 2], int tile, float (&alpha)[2]) {
-        const int n0 = tile * BN, key_end = cur.key_end;
-        if (n0 + BN > key_end || (causal && n0 + BN - 1 > warp_row0 + nk - nq)) {
+        const int n0 = cur.key_begin + tile * BN, key_end = cur.key_end;
+        if (capped) {
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) s[i] = tanhf(s[i] * scale_log2);
+        }
+        if (tile < clean_first || tile >= clean_end) {
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int row = warp_row0 + lane / 4 + (e / 2) * 8;
                     const int col = n0 + i * 8 + (lane % 4) * 2 + e % 2;
-                    const bool visible = col < key_end && (!causal || col <= row + nk - nq);
-                    s[4 * i + e] = visible ? s[4 * i + e] : kNegInf;
+                    s[4 * i + e] = col < key_end && band.sees(col, row) ? s[4 * i + e] : kNegInf;
                 }
         }
 #pragma unroll
@@ -250,7 +263,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             for (int i = 0; i < BN / 8; ++i) tile_max = fmaxf(tile_max, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-            const float tile_max_scaled = tile_max * scale_log2;
+            const float tile_max_scaled = tile_max * score_scale;
             const bool moves = tile_max_scaled > row_max[h] + kMaxSlack;  // -inf + slack: any finite max moves
             alpha[h] = moves ? fast_exp2(row_max[h] - tile_max_scaled) : 1.f;
             if (moves) row_max[h] = tile_max_scaled;
@@ -260,7 +273,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
                 for (int e = 2 * h; e < 2 * h + 2; ++e) {
-                    s[4 * i + e] = fast_exp2(fmaf(s[4 * i + e], scale_log2, -base));
+                    s[4 * i + e] = fast_exp2(fmaf(s[4 * i + e], score_scale, -base));
                     sum += s[4 * i + e];
                 }
             row_sum[h] = row_sum[h] * alpha[h] + sum;
@@ -285,13 +298,21 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     if (item < items) {  // always true (grid = items); without the test the PTX changes
         const int n_tiles = cur.n_tiles;
         wg_tiles = n_tiles;
-        if (WG_RANGES) {
+        if (WG_RANGES) {  // the tiles holding the keys of this warpgroup's rows (none past nq)
             const int wg_row0 = cur.m0 + wg * 64;
-            const int wg_key_end =
-                wg_row0 >= nq ? 0 : causal ? min(nk, min(wg_row0 + 64, nq) + nk - nq) : nk;
-            wg_tiles = wg_key_end > 0 ? (wg_key_end + BN - 1) / BN : 0;
+            const int wg_key_begin = wg_row0 >= nq ? 0 : band.first_key(wg_row0);
+            const int wg_key_end = wg_row0 >= nq ? 0 : band.key_end(min(wg_row0 + 64, nq) - 1, nk);
+            const bool any = wg_key_end > wg_key_begin;
+            wg_first = any ? (wg_key_begin - cur.key_begin) / BN : 0;
+            wg_tiles = any ? (wg_key_end - cur.key_begin + BN - 1) / BN : 0;
         }
         warp_row0 = cur.m0 + wg * 64 + warp * 16;
+        {  // every row of the warp sees keys [last row + band.lo, first row + band.hi]
+            const int seen_lo = warp_row0 + 15 + band.lo - cur.key_begin;
+            const int seen_end = min(cur.key_end, warp_row0 + band.hi + 1) - cur.key_begin;
+            clean_first = max(0, (seen_lo + BN - 1) / BN);  // seen_lo <= 0: tile 0 (division truncates)
+            clean_end = seen_end > 0 ? seen_end / BN : 0;
+        }
         q_desc = sw128_kmajor_desc(q_s + wg * 64 * HD);
 #pragma unroll
         for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
@@ -304,15 +325,16 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             __syncthreads();  // group `tile` landed for all threads; every wgmma of step tile - 1 is done
             load_kv(cur, tile + STAGES - 1);
             cp_async_commit();
-            if (tile >= wg_tiles) {  // past this warpgroup's keys (warpgroup-uniform)
-                if (tile == wg_tiles && tile > 0) finish_pv(tile - 1);
+            if (tile < wg_first) continue;  // before this warpgroup's keys (warpgroup-uniform)
+            if (tile >= wg_tiles) {  // past them
+                if (tile == wg_tiles && tile > wg_first) finish_pv(tile - 1);
                 continue;
             }
             float s[BN / 2];
             pin_operands();  // O and P final before the fences that order them for the wgmmas
             issue_scores(s, tile);
-            if (tile > 0) issue_pv(tile - 1);
-            if (tile > 0) {
+            if (tile > wg_first) issue_pv(tile - 1);
+            if (tile > wg_first) {
                 wgmma_wait<1>();  // S(tile) done; P V still running
             } else {
                 wgmma_wait<0>();
@@ -328,7 +350,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         cp_async_wait<STAGES - 2>();  // group n_tiles: the last V tile
         fence_proxy_async_shared();
         __syncthreads();  // all S done
-        if (wg_tiles == n_tiles && n_tiles > 0) finish_pv(n_tiles - 1);
+        if (wg_tiles == n_tiles && n_tiles > wg_first) finish_pv(n_tiles - 1);
 
         // Epilogue: O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2. O is staged in
         // this warpgroup's own Q rows (its wgmmas are done with them) in the same swizzled

@@ -52,7 +52,7 @@ __device__ __forceinline__ int first_visible_key(int length, int nq, int left) {
 // Keys [lo, hi] a query at position p sees (hi may pass the length: keys stop at L anyway).
 // left / right < 0: unlimited on that side (kUnlimited; the host clamps windows to it and
 // keeps max_pages * S below it, so p +- a window never overflows); causal caps right at 0.
-constexpr int kUnlimited = 1 << 30;
+using attention::kUnlimited;
 struct RowWindow {
     int lo, hi;
     __device__ __forceinline__ bool sees(int key) const { return key >= lo && key <= hi; }

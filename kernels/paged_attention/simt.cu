@@ -9,15 +9,9 @@
 namespace cufuse {
 namespace paged {
 
-template <typename A> __device__ __forceinline__ A exact_exp(A x) {
-    if constexpr (sizeof(A) == 4) return expf(x); else return exp(x);
-}
-template <typename A> __device__ __forceinline__ A exact_log(A x) {
-    if constexpr (sizeof(A) == 4) return logf(x); else return log(x);
-}
-template <typename A> __device__ __forceinline__ A exact_tanh(A x) {
-    if constexpr (sizeof(A) == 4) return tanhf(x); else return tanh(x);
-}
+using attention::exact_exp;
+using attention::exact_log;
+using attention::exact_tanh;
 
 template <typename T, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32)

@@ -43,16 +43,21 @@ def make_inputs(rng, n_q, n_k, d, dv, mode, dtype, batch=1, heads=2, group=2):
     return q, k, v
 
 
-def naive_in_dtype(q, k, v, causal, scale, dtype):
-    """softmax(q k^T * scale) v with every intermediate rounded to ``dtype`` (float32 math)."""
+def naive_in_dtype(q, k, v, causal, scale, dtype, window=None, softcap=None):
+    """softmax(q k^T * scale) v with every intermediate rounded to ``dtype`` (float32 math);
+    ``softcap`` c maps each scaled score s to c * tanh(s / c) (rounded too), ``window`` masks
+    as ``reference.visible_keys``."""
     def rnd(x):
         return x.astype(dtype).astype(np.float32)
 
     q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
     scores = rnd(rnd(np.matmul(q32, np.swapaxes(k32, -1, -2))) * np.float32(scale))
+    if softcap is not None:
+        cap = np.float32(softcap)
+        scores = rnd(cap * np.tanh(scores / cap))
     n_q, n_k = scores.shape[-2:]
-    if causal:
-        visible = np.arange(n_k)[None, :] <= np.arange(n_q)[:, None] + (n_k - n_q)
+    visible = reference.visible_keys(np.arange(n_k), n_q, n_k, causal, window)
+    if visible is not None:
         scores = np.where(visible, scores, -np.inf)
     with np.errstate(invalid="ignore"):
         m = scores.max(axis=-1, keepdims=True)
@@ -62,18 +67,31 @@ def naive_in_dtype(q, k, v, causal, scale, dtype):
     return rnd(np.matmul(p, v32))
 
 
+def error_budget(q, k, v, ref, causal, scale, window=None, softcap=None):
+    """``(naive error, floor)`` of FlashAttention's rule for the oracle's result ``ref``: a
+    kernel passes with a max error up to ``2 * naive error + floor``."""
+    dtype = q.dtype
+    naive = naive_in_dtype(q, k, v, causal, scale, dtype, window, softcap)
+    naive_err = np.abs(naive.astype(np.float64) - ref).max(initial=0)
+    floor = 2 * np.abs((ref + 0.3 - 0.3).astype(dtype).astype(np.float64) - ref).max(initial=0) + 1e-5
+    return naive_err, floor
+
+
 def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None, config=None, to_device=None,
-                         enable_gqa=False):
+                         enable_gqa=False, window=None, softcap=None):
     """Run the kernel on (q, k, v), compare with the float64 oracle by FlashAttention's rule.
     ``to_device`` maps each operand to the device array the kernel gets (default
     ``cp.asarray``; e.g. a strided view). ``enable_gqa``: q ``(..., Hkv, G, Nq, D)`` and k / v
     ``(..., Hkv, 1, Nk, D)`` run as the 4-D grouped-query form ``(..., Hkv * G, Nq, D)`` over
-    ``(..., Hkv, Nk, D)``. Returns a list of failure messages (empty when it passes)."""
+    ``(..., Hkv, Nk, D)``. ``window`` / ``softcap`` go to the oracle, the naive computation
+    and the kernel; with a window, rows that see no key must also be exactly 0. Returns a
+    list of failure messages (empty when it passes)."""
     to_device = to_device or cp.asarray
     dtype = q.dtype
     scale_value = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    ref, ref_lse = reference.attention(q, k, v, causal=causal, scale=scale_value, return_lse=True)
-    kwargs = dict(causal=causal, scale=scale, return_lse=return_lse, config=config)
+    ref, ref_lse = reference.attention(q, k, v, causal=causal, scale=scale_value, window=window, softcap=softcap,
+                                       return_lse=True)
+    kwargs = dict(causal=causal, scale=scale, window=window, softcap=softcap, return_lse=return_lse, config=config)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     operands = [to_device(x) for x in (q, k, v)]
     out_shape = batch + (q.shape[-2], v.shape[-1])
@@ -92,9 +110,11 @@ def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None
     failures = []
     if not np.isfinite(got).all():
         failures.append(f"{np.count_nonzero(~np.isfinite(got))} non-finite outputs")
-    naive = naive_in_dtype(q, k, v, causal, scale_value, dtype)
-    naive_err = np.abs(naive.astype(np.float64) - ref).max(initial=0)
-    floor = 2 * np.abs((ref + 0.3 - 0.3).astype(dtype).astype(np.float64) - ref).max(initial=0) + 1e-5
+    if window is not None:
+        keyless = np.broadcast_to(np.isneginf(ref_lse)[..., None], got.shape)
+        if np.any(got[keyless] != 0):
+            failures.append(f"{np.count_nonzero(got[keyless] != 0)} nonzero outputs in rows that see no key")
+    naive_err, floor = error_budget(q, k, v, ref, causal, scale_value, window, softcap)
     err = np.abs(got - ref).max(initial=0)
     if not err <= 2 * naive_err + floor:
         failures.append(f"max error {err:.3g} > 2 * naive {naive_err:.3g} + floor {floor:.3g}")

@@ -104,9 +104,10 @@ def test_default_mma_tiles_are_the_measured_best():
     assert decode.spec("__half") == DecodeTile(128, 4, 8).spec("__half") and decode.splits > 1
     assert isinstance(select.select_config(1, 8192, 59, 59, 256, BF16, H200, False), FlashMmaTile)
     # round-4 sweep: D64 4 warps x 16 rows x 64 keys, 3 blocks per SM, at every length; D128 the
-    # 8-warp 128-key tile for long key ranges, the 2-block tile for short ones
+    # 8-warp 128-key tile for long key ranges (Q from shared memory since the window's mask: session
+    # 16), the 2-block tile for short ones
     three_blocks = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False)
-    long_keys = FlashMmaTile(128, 8, 1, 128, 2, 1, True, False)
+    long_keys = FlashMmaTile(128, 8, 1, 128, 2, 1, False, False)
     short_keys = FlashMmaTile(128, 4, 1, 64, 2, 2, True, False)
     for n, causal in itertools.product((512, 2048, 16384), (False, True)):
         assert select.select_config(n, n, 64, 64, 32768 // n * 16, F16, H200, True, causal) == three_blocks
@@ -125,6 +126,80 @@ def test_mean_visible_keys():
     for n_q, n_k in ((1, 1), (7, 3), (3, 7), (64, 1000)):
         exact = sum(min(n_k, max(0, i + n_k - n_q + 1)) for i in range(n_q)) / n_q
         assert math.isclose(select.mean_visible_keys(n_q, n_k, True), exact)
+
+
+def _visible(n_q, n_k, causal, window):
+    """Keys each query row sees, brute force: reference.visible_keys' rule."""
+    from cufuse import reference
+    sides = tuple(None if side < 0 else side for side in window)
+    seen = reference.visible_keys(np.arange(n_k), n_q, n_k, causal, sides)
+    return np.full(n_q, n_k) if seen is None else seen.sum(axis=1)
+
+
+WINDOWS = ((0, 0), (1, 0), (5, 3), (64, -1), (-1, 64), (256, 0), (100, 100), (1000, 17), (-1, -1))
+
+
+def test_mean_visible_keys_with_windows():
+    for (n_q, n_k), causal, window in itertools.product(((1, 1), (7, 3), (3, 7), (300, 700), (777, 777)),
+                                                         (False, True), WINDOWS):
+        exact = _visible(n_q, n_k, causal, window).mean()
+        assert math.isclose(select.mean_visible_keys(n_q, n_k, causal, window), exact), (n_q, n_k, causal, window)
+
+
+def test_key_span_covers_every_block_of_rows():
+    from cufuse.ops.attention.problem import key_span
+    from cufuse import reference
+    for (n_q, n_k), causal, window, rows in itertools.product(((300, 700), (777, 777), (1, 5000), (130, 4099)),
+                                                              (False, True), WINDOWS, (1, 16, 64, 192)):
+        sides = tuple(None if side < 0 else side for side in window)
+        seen = reference.visible_keys(np.arange(n_k), n_q, n_k, causal, sides)
+        if seen is None:
+            seen = np.ones((n_q, n_k), dtype=bool)
+        widest = 0
+        for r0 in range(0, n_q, rows):
+            keys = np.flatnonzero(seen[r0:r0 + rows].any(axis=0))
+            widest = max(widest, keys[-1] - keys[0] + 1 if keys.size else 0)
+        assert widest <= key_span(min(rows, n_q), n_k, causal, window), (n_q, n_k, causal, window, rows)
+
+
+@pytest.mark.parametrize("dev", [H200, A100], ids=["H200", "A100"])
+def test_windowed_splits_cover_the_span(dev):
+    for n_q, n_k, d, window, causal, group in itertools.product((1, 3, 16, 4096), (1000, 65536, 1 << 20), (64, 128),
+                                                                ((4096, 0), (256, 256), (0, 0)), (False, True),
+                                                                (1, 8)):
+        config = select.select_config(n_q, n_k, d, d, 8 * group, BF16, dev, True, causal, True, group, window)
+        if isinstance(config, (FlashMmaTile, DecodeTile)):
+            positions = 1 if isinstance(config, DecodeTile) else min(config.block_m, n_q)
+            span = select.key_span(positions, n_k, causal, window)
+            assert config.splits == 1 or config.splits * config.keys_per_split >= span
+            # a split gets keys: no split past the span
+            assert config.splits == 1 or (config.splits - 1) * config.keys_per_split < span
+
+
+def test_forced_split_must_cover_a_blocks_keys():
+    tile = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False, splits=2, keys_per_split=64)
+    strides = (2048 * 64, 64, 1)
+    args = ((1, 2048, 64), strides, (1, 2048, 64), strides, (1, 2048, 64), strides, BF16, True, 0.125, False,
+            (True,) * 3, H200)
+    with pytest.raises(ValueError, match="splits \\* keys_per_split"):
+        plan_attention(*args, config=tile)
+    # a window of 100 keys: 64 rows see at most 164 keys, which 2 x 128 covers
+    covering = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False, splits=2, keys_per_split=128)
+    plan_attention(*args, config=covering, window=(100, 0))
+    with pytest.raises(ValueError, match="splits \\* keys_per_split"):
+        plan_attention(*args, config=covering)
+
+
+def test_windowed_plans_pass_the_band():
+    strides = (4096 * 64, 64, 1)
+    shape = (1, 4096, 64)
+    for window, causal, band in (((100, 0), True, (-100, 0)), ((None, 5), False, (-(1 << 30), 5)),
+                                 ((7, None), True, (-7, 0)), ((3, None), False, (-3, 1 << 30)),
+                                 ((10**9, 10**9), False, (-8192, 8192))):
+        plan = plan_attention(shape, strides, shape, strides, shape, strides, BF16, causal, 0.125, False,
+                              (True,) * 3, H200, window=window)
+        scalars = [a for a in plan.launches[0].args if not isinstance(a, str)]
+        assert tuple(int(x) for x in scalars if isinstance(x, np.int32))[-2:] == band, (window, causal)
 
 
 def test_wgmma_tiles_fit():

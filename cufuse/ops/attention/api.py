@@ -6,7 +6,6 @@ oracle of ``cufuse.reference``; CuPy inputs run the kernels of ``kernels/attenti
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
@@ -14,8 +13,8 @@ from ... import reference
 from ..._core.device import device_info
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
-from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_float, require_ndim,
-                               require_same_dtype)
+from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_finite_real, require_float,
+                               require_ndim, require_same_dtype, require_softcap, require_window)
 from .decode import DecodeTile
 from .mma import FlashMmaTile
 from .plan import plan_attention
@@ -27,7 +26,8 @@ MAX_HEAD_DIM = 256
 VARIANTS = (FlashMmaTile, FlashWgmmaTile, DecodeTile, SimtRows)  # what ``config=`` takes
 
 
-def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse=False, out=None, config=None):
+def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, enable_gqa=False, return_lse=False,
+              out=None, config=None):
     """FlashAttention forward for q ``(..., Nq, D)``, k ``(..., Nk, D)``, v ``(..., Nk, Dv)``.
 
     Leading dims broadcast (a size-1 head axis on k/v is MQA/GQA). ``enable_gqa=True`` (SDPA's
@@ -35,7 +35,11 @@ def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse
     ``(..., Hkv, Nk, D)`` with ``Hq % Hkv == 0``; query head h uses key/value head
     ``h // (Hq // Hkv)`` (the same kernels as the broadcast form ``(..., Hkv, G, Nq, D)``).
     ``scale`` defaults to ``1/sqrt(D)``. ``causal`` is bottom-right aligned: query i sees key j
-    iff ``j <= i + Nk - Nq``; a row that sees no key is 0 with lse ``-inf``. With
+    iff ``j <= i + Nk - Nq``. ``window=(left, right)`` (sliding window; None on a side for
+    unlimited) lets the query at that position p see keys ``p - left <= j <= p + right``
+    (causal caps right at 0); key tiles no row of a block sees are skipped. ``softcap=c``
+    replaces each scaled score s by ``c * tanh(s / c)`` (Gemma 2). A row that sees no key is
+    0 with lse ``-inf``. With
     ``return_lse`` the result is ``(out, lse)``, lse float32 ``(..., Nq)``. Arrays and
     array-likes run the NumPy path; GPU arrays (CuPy, PyTorch, JAX, ...) the kernels.
     ``config`` (GPU inputs only; checked and ignored on NumPy inputs) forces a kernel variant
@@ -45,9 +49,10 @@ def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse
     # a CuPy call whose signature ran before goes straight to its launches
     signature = gpu_signature(q, k, v) if out is None else gpu_signature(q, k, v, out)
     prepared_key = None
-    if signature is not None:
-        prepared_key = (_FN, signature, causal, type(causal), scale, type(scale), enable_gqa, type(enable_gqa),
-                        return_lse, type(return_lse), config)
+    if signature is not None and (window is None or type(window) is tuple):
+        window_types = None if window is None else tuple(map(type, window))
+        prepared_key = (_FN, signature, causal, type(causal), scale, type(scale), window, window_types, softcap,
+                        type(softcap), enable_gqa, type(enable_gqa), return_lse, type(return_lse), config)
         prepared = PLANS.prepared(prepared_key)
         if prepared is not None:
             results = prepared(q, k, v, out=out)
@@ -61,6 +66,8 @@ def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse
     require_same_dtype(_FN, "q", q, k=k, v=v)
     causal = require_bool(_FN, "causal", causal)
     return_lse = require_bool(_FN, "return_lse", return_lse)
+    window = require_window(_FN, window)
+    softcap = require_softcap(_FN, softcap)
     check_config(_FN, config, VARIANTS)
     grouped = None
     if require_bool(_FN, "enable_gqa", enable_gqa):
@@ -81,23 +88,20 @@ def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse
             f"{_FN}: arguments 'q', 'k', 'v' expected leading dims that broadcast (grouped-query heads: "
             f"enable_gqa=True), got {q.shape[:-2]}, {k.shape[:-2]}, {v.shape[:-2]}"
         ) from None
-    if scale is not None:
-        if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not np.isfinite(scale):
-            raise TypeError(f"{_FN}: argument 'scale' expected None or a finite real number, got {scale!r}")
-        scale = float(scale)
-    else:
-        scale = 1.0 / float(np.sqrt(head_dim))
+    scale = 1.0 / float(np.sqrt(head_dim)) if scale is None else require_finite_real(_FN, "scale", scale)
     out_shape = batch + (n_q, head_dim_v)
     given_shape = out_shape if grouped is None else grouped(out_shape)
     out = given_out = check_out(_FN, out, shape=given_shape, dtype=q.dtype, xp=xp, inputs={"q": q, "k": k, "v": v})
     if out is not None and grouped is not None:
         out = out.reshape(out_shape)  # a view: out is C-contiguous
     if xp is np:
-        result, lse = reference.attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+        result, lse = reference.attention(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
+                                          return_lse=True)
         result = deliver(result, out, q.dtype)
         lse, bound = lse.astype(np.float32), None
     else:
-        result, lse, bound = _attention_gpu(q, k, v, causal, scale, return_lse, out, out_shape, config)
+        result, lse, bound = _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out_shape,
+                                            config)
     if grouped is not None:
         result = given_out if given_out is not None else result.reshape(grouped(result.shape))
         lse = None if lse is None else lse.reshape(grouped(lse.shape + (1,))[:-1])
@@ -133,7 +137,7 @@ def _group_heads(xp, q, k, v):
     return q, k, v, ungroup
 
 
-def _attention_gpu(q, k, v, causal, scale, return_lse, out, out_shape, config):
+def _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out_shape, config):
     """One forward launch, plus attention_merge when the plan splits the keys; returns
     ``(out, lse or None, the bound plan or None when nothing launched)``.
 
@@ -156,24 +160,25 @@ def _attention_gpu(q, k, v, causal, scale, return_lse, out, out_shape, config):
                 lse.fill(-np.inf)
             return out, lse, None
         aligned = (q.data.ptr % 16 == 0, k.data.ptr % 16 == 0, v.data.ptr % 16 == 0)
-        key = (_FN, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, q.dtype, causal, scale, return_lse,
-               aligned, q.device.id, config)
+        key = (_FN, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, q.dtype, causal, scale, window,
+               softcap, return_lse, aligned, q.device.id, config)
         bound = PLANS.get(key)
         if bound is None:
-            bound = _bind(key, q, k, v, causal, scale, return_lse, aligned, config, math.prod(out_shape) == 0)
+            bound = _bind(key, q, k, v, causal, scale, window, softcap, return_lse, aligned, config,
+                          math.prod(out_shape) == 0)
         if bound is not None:
             bound({"q": q, "k": k, "v": v, "out": out, "lse": lse})
     return out, lse, bound
 
 
-def _bind(key, q, k, v, causal, scale, return_lse, aligned, config, empty):
+def _bind(key, q, k, v, causal, scale, window, softcap, return_lse, aligned, config, empty):
     """The bound plan of a call signature, kept in PLANS; None for an empty output (nothing
     to launch; the plan is still made, so a call that cannot run raises as any other)."""
     itemsize = q.dtype.itemsize
     strides = [tuple(st // itemsize for st in a.strides) for a in (q, k, v)]
     dev = device_info(q.device.id)
     plan = plan_attention(q.shape, strides[0], k.shape, strides[1], v.shape, strides[2], q.dtype, causal, scale,
-                          return_lse, aligned, dev, config)
+                          return_lse, aligned, dev, config, window, softcap)
     if empty:
         return None
     return PLANS.put(key, BoundPlan(plan, dev))

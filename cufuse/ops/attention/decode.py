@@ -7,7 +7,7 @@ import dataclasses
 
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan
-from .merge import partial_pointers, split_plan, split_scalars
+from .merge import check_split_covers, partial_pointers, split_plan, split_scalars
 
 DECODE_HEAD_DIMS = (32, 64, 128, 256)  # HD / 8 lanes per key row must divide a warp
 
@@ -40,6 +40,7 @@ class DecodeTile:
     def check(self, problem, dev) -> None:
         problem.check_tile_head_dim(self.head_dim)
         problem.check_dtype("attention_decode")
+        check_split_covers(problem, self.splits, self.keys_per_split, 1)
         if not problem.kv_rows_16b:
             k_strides, v_strides = problem.operand_strides[1:]
             raise ValueError(

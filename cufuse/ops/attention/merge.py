@@ -55,8 +55,18 @@ def partial_pointers(problem, splits: int) -> tuple:
 def split_scalars(problem, splits: int, keys_per_split: int) -> tuple:
     """The scalar tail of the forward kernels that split keys (after their shape arguments)."""
     keys = keys_per_split if splits > 1 else problem.n_k
-    return (np.int32(splits), np.int32(keys), problem.scale_log2, np.int32(problem.vec_flags), *problem.stride_args,
-            *problem.layout_args)
+    return (np.int32(splits), np.int32(keys), problem.scale_log2, np.int32(problem.vec_flags), *problem.mask_args,
+            *problem.stride_args, *problem.layout_args)
+
+
+def check_split_covers(problem, splits: int, keys_per_split: int, positions: int) -> None:
+    """A config's key split must cover the keys a block sees (``problem.key_span`` of the
+    ``positions`` consecutive query positions its rows hold): splits divide that span, from the
+    block's first window start, and keys past the last split would be dropped."""
+    span = problem.key_span(positions)
+    if splits > 1 and splits * keys_per_split < span:
+        raise ValueError(f"attention: argument 'config' expected splits * keys_per_split >= {span} (the keys a "
+                         f"block sees), got {splits} * {keys_per_split}")
 
 
 def split_plan(forward: Launch, problem, splits: int) -> Plan:

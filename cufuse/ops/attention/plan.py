@@ -7,17 +7,18 @@ from .select import select_config
 
 
 def plan_attention(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, causal, scale, return_lse,
-                   aligned, dev, config=None) -> Plan:
+                   aligned, dev, config=None, window=None, softcap=None) -> Plan:
     """The launches of one call: strides in elements, ``scale`` the final one, ``aligned``
     (q, k, v) 16-byte aligned base pointers, ``dev`` a DeviceInfo. ``config`` (a variant of
-    mma, wgmma, decode or simt) replaces the default selection and is checked first. The
-    plan's arrays: "q", "k", "v", "out" and, with ``return_lse``, "lse"."""
+    mma, wgmma, decode or simt) replaces the default selection and is checked first. ``window``
+    None or (left, right) of None / non-negative ints, ``softcap`` None or c > 0. The plan's
+    arrays: "q", "k", "v", "out" and, with ``return_lse``, "lse"."""
     problem = describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, causal, scale, return_lse,
-                       aligned)
+                       aligned, window, softcap)
     if config is None:
         config = select_config(problem.n_q, problem.n_k, problem.head_dim, problem.head_dim_v, problem.batch_count,
                                problem.dtype, dev, problem.kv_rows_16b, problem.causal, problem.wgmma_operands,
-                               problem.packed().group)
+                               problem.packed().group, problem.window)
     else:
         config.check(problem, dev)
     return config.plan(problem, dev)

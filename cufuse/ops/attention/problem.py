@@ -13,7 +13,23 @@ from .layout import batch_layout, rows_16b
 FN = "attention"
 MMA_CTYPES = ("__half", "__nv_bfloat16")  # the tensor-core kernels' dtypes
 # Run-time flag bits of the forward kernels (kernels/attention/layout.cuh: enum Flags).
-FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_VEC_Q, FLAG_VEC_K, FLAG_VEC_V = 1, 2, 4, 8, 16
+FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_VEC_Q, FLAG_VEC_K, FLAG_VEC_V, FLAG_SOFTCAP = 1, 2, 4, 8, 16, 32
+# layout.cuh kUnlimited: the band of an unlimited window side; Nk + Nq must stay below it, so
+# that no sum of a query, a key and a band overflows 32 bits.
+UNLIMITED = 1 << 30
+NO_WINDOW = (-1, -1)
+LOG2E = math.log2(math.e)
+
+
+def key_span(positions: int, n_k: int, causal: bool, window: tuple) -> int:
+    """The most keys a block whose rows hold ``positions`` consecutive query positions visits:
+    from its first row's window start to its last row's window end (``window`` (left, right),
+    -1 unlimited; causal caps right at 0), within [0, n_k). Key splits divide this span."""
+    left, right = window
+    right = 0 if causal else right
+    if left < 0 or right < 0:
+        return n_k
+    return min(n_k, positions + left + right)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +37,8 @@ class AttentionProblem:
     """q ``(batch, n_q, head_dim)``, k ``(batch, n_k, head_dim)``, v ``(batch, n_k,
     head_dim_v)`` with element strides ``operand_strides`` (q, k, v), the broadcast batch
     collapsed into ``batch_sizes`` and per-operand ``batch_strides``; ``vec16`` (q, k, v):
-    16-byte loads apply.
+    16-byte loads apply. ``window`` (left, right), -1 for unlimited on a side (causal caps the
+    right at 0 in the kernels); ``softcap`` 0 for none.
 
     A packed problem (``packed()``: k and v broadcast over q's innermost batch dim, G query
     heads of one KV head) has ``n_q = G * queries`` rows: row r is query ``r % queries`` of
@@ -41,6 +58,8 @@ class AttentionProblem:
     batch_sizes: tuple
     batch_strides: tuple
     vec16: tuple
+    window: tuple = NO_WINDOW
+    softcap: float = 0.0
     queries: int = 0  # query rows of one group (0: n_q, not packed)
     q_group_stride: int = 0
 
@@ -76,6 +95,9 @@ class AttentionProblem:
     def batch_count(self) -> int:
         return math.prod(self.batch)
 
+    def key_span(self, positions: int) -> int:
+        return key_span(positions, self.n_k, self.causal, self.window)
+
     @property
     def width(self) -> int:
         """The head dim a tile must hold: D and Dv."""
@@ -92,8 +114,8 @@ class AttentionProblem:
     @property
     def wgmma_operands(self) -> bool:
         """attention_fwd_wgmma's preconditions: 16-byte rows everywhere, a positive scale (the
-        kernel scales the row max once)."""
-        return all(self.vec16) and self.scale > 0
+        kernel scales the row max once) or a softcap (tanh first, then the positive c)."""
+        return all(self.vec16) and (self.scale > 0 or self.softcap > 0)
 
     @property
     def lse_arg(self) -> str:
@@ -107,7 +129,8 @@ class AttentionProblem:
 
     @property
     def flags(self) -> int:
-        return (FLAG_CAUSAL if self.causal else 0) | (FLAG_WRITE_LSE if self.return_lse else 0)
+        return ((FLAG_CAUSAL if self.causal else 0) | (FLAG_WRITE_LSE if self.return_lse else 0)
+                | (FLAG_SOFTCAP if self.softcap else 0))
 
     @property
     def vec_flags(self) -> int:
@@ -117,7 +140,24 @@ class AttentionProblem:
 
     @property
     def scale_log2(self) -> np.float32:
-        return np.float32(self.scale * math.log2(math.e))
+        """The tensor-core kernels' score scale: scale log2 e, or scale / c with a softcap c
+        (the kernels take tanh of the scaled score, then multiply by ``softcap_log2``)."""
+        return np.float32(self.scale / self.softcap if self.softcap else self.scale * LOG2E)
+
+    @property
+    def mask_args(self) -> tuple:
+        """The tensor-core kernels' (softcap_log2 = c log2 e, band_lo, band_hi) after their flags."""
+        return (np.float32(self.softcap * LOG2E if self.softcap else 1.0), *self.band_args)
+
+    @property
+    def band_args(self) -> tuple:
+        """(lo, hi): query i (of a group's queries) sees keys [i + lo, i + hi] (layout.cuh
+        KeyBand): the bottom-right shift Nk - queries, the window, causal capping the right at 0,
+        +-UNLIMITED for an unlimited side."""
+        shift = self.n_k - self.queries_per_group
+        left, right = self.window
+        right = 0 if self.causal else right
+        return (np.int32(-UNLIMITED if left < 0 else shift - left), np.int32(UNLIMITED if right < 0 else shift + right))
 
     @property
     def shape_args(self) -> tuple:
@@ -150,17 +190,24 @@ class AttentionProblem:
 
 
 def describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, causal, scale, return_lse,
-             aligned) -> AttentionProblem:
-    """The problem of a call: strides in elements, ``aligned`` (q, k, v) 16-byte base pointers.
-    Raises the batch layout's ValueError for leading dims the kernels cannot index."""
+             aligned, window=None, softcap=None) -> AttentionProblem:
+    """The problem of a call: strides in elements, ``aligned`` (q, k, v) 16-byte base pointers,
+    ``window`` None or (left, right) of None / non-negative ints, ``softcap`` None or c > 0.
+    Raises the batch layout's ValueError for leading dims the kernels cannot index, and a
+    ValueError where Nk + Nq reaches UNLIMITED."""
     shapes = {"q": tuple(q_shape), "k": tuple(k_shape), "v": tuple(v_shape)}
     strides = {"q": tuple(q_strides), "k": tuple(k_strides), "v": tuple(v_strides)}
     batch = tuple(np.broadcast_shapes(shapes["q"][:-2], shapes["k"][:-2], shapes["v"][:-2]))
     n_q, head_dim = shapes["q"][-2:]
     n_k, head_dim_v = shapes["v"][-2:]
+    if n_k + n_q >= UNLIMITED:
+        raise ValueError(f"{FN}: arguments 'q', 'k' expected fewer than {UNLIMITED} queries and keys together, "
+                         f"got {n_q} + {n_k}")
+    # a side past Nk + Nq reaches every key: clamped there, so that the band stays in 32 bits
+    sides = NO_WINDOW if window is None else tuple(-1 if side is None else min(side, n_k + n_q) for side in window)
     sizes, batch_strides = batch_layout(batch, {n: (shapes[n], strides[n]) for n in shapes})
     vec16 = tuple(rows_16b(strides[n], head_dim_v if n == "v" else head_dim, batch_strides[n], aligned[i])
                   for i, n in enumerate(shapes))
     return AttentionProblem(n_q, n_k, head_dim, head_dim_v, batch, np.dtype(dtype), bool(causal), float(scale),
                             bool(return_lse), tuple(strides.values()), sizes,
-                            tuple(batch_strides[n] for n in shapes), vec16)
+                            tuple(batch_strides[n] for n in shapes), vec16, sides, float(softcap or 0.0))

@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from ..._core.device import BLOCKS_PER_SM, REGISTERS_PER_SM, SMEM_RESERVED_PER_BLOCK, THREADS_PER_SM, DeviceInfo
 from ..._core.dtypes import ctype
 from .decode import DECODE_HEAD_DIMS, DecodeTile, decode_head_dim
 from .merge import merge_spec
 from .mma import FlashMmaTile
-from .problem import MMA_CTYPES
+from .problem import MMA_CTYPES, NO_WINDOW, key_span
 from .simt import SIMT_CTYPES, SimtRows
 from .wgmma import FlashWgmmaTile
 
@@ -66,13 +68,21 @@ def head_dim_bucket(head_dim: int) -> int:
     raise ValueError(f"attention: head dim {head_dim} exceeds {HEAD_DIM_BUCKETS[-1]}")
 
 
-def mean_visible_keys(n_q: int, n_k: int, causal: bool) -> float:
+def mean_visible_keys(n_q: int, n_k: int, causal: bool, window: tuple = NO_WINDOW) -> float:
     """Mean keys a query row sees; bottom-right causal: row i sees clip(i + n_k - n_q + 1, 0, n_k),
-    so the rows that see keys see n_k - rows + 1 ... n_k of them."""
-    if not causal:
-        return n_k
-    rows = min(n_q, n_k)
-    return rows * (2 * n_k - rows + 1) / 2 / n_q
+    so the rows that see keys see n_k - rows + 1 ... n_k of them. ``window`` (left, right), -1
+    unlimited: row i at p = i + n_k - n_q sees [p - left, p + right] within [0, n_k)."""
+    if window == NO_WINDOW:
+        if not causal:
+            return n_k
+        rows = min(n_q, n_k)
+        return rows * (2 * n_k - rows + 1) / 2 / n_q
+    left, right = window
+    right = 0 if causal else right
+    position = np.arange(n_q, dtype=np.int64) + (n_k - n_q)
+    lo = np.maximum(position - left, 0) if left >= 0 else np.zeros_like(position)
+    hi = np.minimum(position + right, n_k - 1) if right >= 0 else np.full_like(position, n_k - 1)
+    return float(np.clip(hi - lo + 1, 0, None).mean()) if n_q else 0.0
 
 
 def fit_smem(tile: FlashMmaTile, dev: DeviceInfo) -> FlashMmaTile:
@@ -86,7 +96,10 @@ def prefill_tiles(head_dim: int, dev: DeviceInfo) -> tuple:
     """The mma prefill tiles of a head-dim bucket, long-key tile first (round-4 sweep): up to
     64 columns 4 warps x 64 keys at 3 blocks per SM; 96-128 the 8-warp 128-key tile and the
     2-blocks-per-SM short-key tile; wider heads 8 warps of one slice, Q from shared memory,
-    64-key tiles so O fits in registers. Branch-free with Q in registers up to 128 columns."""
+    64-key tiles so O fits in registers. Branch-free with Q in registers up to 128 columns,
+    except where a warp holds 128 x 128 scores and columns (the D128 128-key tile): its 255
+    registers spilled once the window's mask joined the loop, and Q from shared memory costs
+    it 8 ldmatrix a tile beside K's 64."""
     if head_dim <= 64:
         tiles = (FlashMmaTile(head_dim, 4, 1, 64, 2, 3, True, False),)
     elif head_dim <= 128:
@@ -94,13 +107,16 @@ def prefill_tiles(head_dim: int, dev: DeviceInfo) -> tuple:
                  FlashMmaTile(head_dim, 4, 1, 64, 2, 2, True, False))
     else:
         tiles = (FlashMmaTile(head_dim, 8, 1, 64, 2),)
-    return tuple(fit_smem(tile, dev) for tile in tiles)
+    tiles = (fit_smem(tile, dev) for tile in tiles)
+    return tuple(dataclasses.replace(tile, q_in_regs=False) if tile.head_dim * tile.block_n >= 128 * 128 else tile
+                 for tile in tiles)
 
 
-def prefill_tile(head_dim: int, dev: DeviceInfo, n_q: int, n_k: int, causal: bool) -> FlashMmaTile:
+def prefill_tile(head_dim: int, dev: DeviceInfo, n_q: int, n_k: int, causal: bool,
+                 window: tuple = NO_WINDOW) -> FlashMmaTile:
     """The mma prefill tile of a head-dim bucket for a call's key range (see prefill_tiles)."""
     tiles = prefill_tiles(head_dim, dev)
-    if len(tiles) > 1 and mean_visible_keys(n_q, n_k, causal) <= SHORT_KEYS_MAX:
+    if len(tiles) > 1 and mean_visible_keys(n_q, n_k, causal, window) <= SHORT_KEYS_MAX:
         return tiles[1]
     return tiles[0]
 
@@ -154,7 +170,8 @@ def choose_key_splits(base_blocks: int, n_tiles: int, slots: int) -> int:
 
 
 def key_splits(tile, n_q: int, n_k: int, batch_count: int, dev: DeviceInfo) -> tuple:
-    """``(splits, keys_per_split)`` of the wave model for an mma or wgmma tile, no split
+    """``(splits, keys_per_split)`` of the wave model for an mma or wgmma tile whose blocks
+    see at most ``n_k`` keys each (a window's span: ``AttentionProblem.key_span``), no split
     left empty (keys_per_split 0 with one split). Nk = 0 raises ZeroDivisionError."""
     n_tiles = math.ceil(n_k / tile.stage_keys)
     base_blocks = math.ceil(n_q / tile.block_m) * batch_count
@@ -165,7 +182,8 @@ def key_splits(tile, n_q: int, n_k: int, batch_count: int, dev: DeviceInfo) -> t
 
 
 def split_keys(tile: FlashMmaTile, n_q: int, n_k: int, batch_count: int, dev: DeviceInfo) -> FlashMmaTile:
-    """``tile`` with the key split of the wave model (also for a tile a sweep gives)."""
+    """``tile`` with the key split of the wave model (also for a tile a sweep gives); ``n_k``
+    the keys a block sees at most (``AttentionProblem.key_span``)."""
     splits, keys_per_split = key_splits(tile, n_q, n_k, batch_count, dev)
     return dataclasses.replace(tile, splits=splits, keys_per_split=keys_per_split)
 
@@ -205,7 +223,7 @@ def split_packed_decode_keys(tile: FlashMmaTile, rows: int, n_k: int, batch_coun
 
 
 def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dev: DeviceInfo,
-                       wgmma_operands: bool, causal: bool) -> FlashWgmmaTile | None:
+                       wgmma_operands: bool, causal: bool, window: tuple = NO_WINDOW) -> FlashWgmmaTile | None:
     """The wgmma prefill tile of a call (WGMMA_PREFILL by the keys a row sees), or None where
     the kernel does not apply: not compute capability 9.0, a head-dim bucket it lacks,
     operands without 16-byte rows or a non-positive scale (``wgmma_operands`` False), or a
@@ -213,31 +231,41 @@ def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch
     bucket = head_dim_bucket(max(head_dim, head_dim_v))
     if not (dev.has_wgmma and wgmma_operands and bucket in WGMMA_PREFILL):
         return None
-    keys = mean_visible_keys(n_q, n_k, causal)
+    keys = mean_visible_keys(n_q, n_k, causal, window)
     tile = next(tile for max_keys, tile in WGMMA_PREFILL[bucket] if keys <= max_keys)
-    return tile if key_splits(tile, n_q, n_k, batch_count, dev)[0] == 1 else None
+    span = key_span(min(tile.block_m, n_q), n_k, causal, window)
+    return tile if key_splits(tile, n_q, span, batch_count, dev)[0] == 1 else None
 
 
 def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev: DeviceInfo,
-                  kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False, group: int = 1):
+                  kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False, group: int = 1,
+                  window: tuple = NO_WINDOW):
     """The default variant of a call. ``kv_rows_16b``: k and v have unit column stride and
     16-byte aligned rows (attention_decode's precondition). ``wgmma_operands``: q, k and v
-    all have such rows and the scale is positive (attention_fwd_wgmma's). ``group``: query
-    heads (of the ``batch_count``) sharing each K/V head, which a decode tile packs into rows
-    (``AttentionProblem.packed``)."""
+    all have such rows and the scale is positive or a softcap applies (attention_fwd_wgmma's).
+    ``group``: query heads (of the ``batch_count``) sharing each K/V head, which a decode tile
+    packs into rows (``AttentionProblem.packed``). ``window`` (left, right), -1 unlimited: the
+    tiles go by the keys a row sees, the key splits by the keys a block sees (``key_span``)."""
     if ctype(dtype) in SIMT_CTYPES:
         return SimtRows()
     width = max(head_dim, head_dim_v)
+
+    def span(positions):
+        return key_span(positions, n_k, causal, window)
+
     if group == 1 and n_q <= DECODE_STREAM_MAX_QUERIES and kv_rows_16b:
-        return split_decode_keys(DecodeTile(decode_head_dim(width), *DECODE_STREAM_TILE), n_q, n_k, batch_count, dev)
+        tile = DecodeTile(decode_head_dim(width), *DECODE_STREAM_TILE)
+        return split_decode_keys(tile, n_q, span(1), batch_count, dev)
     bucket = head_dim_bucket(width)
     if n_q <= DECODE_MAX_QUERIES:
         rows = n_q * group
-        return split_packed_decode_keys(decode_tile(bucket, rows, dev), rows, n_k, batch_count // group, dev)
-    wgmma = wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev, wgmma_operands, causal)
+        tile = decode_tile(bucket, rows, dev)
+        return split_packed_decode_keys(tile, rows, span(min(tile.block_m, n_q)), batch_count // group, dev)
+    wgmma = wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev, wgmma_operands, causal, window)
     if wgmma is not None:
         return wgmma
-    return split_keys(prefill_tile(bucket, dev, n_q, n_k, causal), n_q, n_k, batch_count, dev)
+    tile = prefill_tile(bucket, dev, n_q, n_k, causal, window)
+    return split_keys(tile, n_q, span(min(tile.block_m, n_q)), batch_count, dev)
 
 
 def instantiations(dev: DeviceInfo) -> list:

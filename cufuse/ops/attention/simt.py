@@ -29,5 +29,6 @@ class SimtRows:
         q_tiles = ceil_div(problem.n_q, self.warps)
         launch = Launch(self.spec(problem.ctype), (q_tiles * problem.batch_count,), (32 * self.warps,),
                         (*problem.pointers, *problem.shape_args, np.int32(q_tiles), problem.dtype.type(problem.scale),
-                         np.int32(problem.flags), *problem.stride_args, *problem.layout_args))
+                         np.int32(problem.flags), problem.dtype.type(problem.softcap or 1.0), *problem.band_args,
+                         *problem.stride_args, *problem.layout_args))
         return Plan((launch,))

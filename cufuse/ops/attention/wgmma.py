@@ -70,6 +70,7 @@ class FlashWgmmaTile:
         items = q_tiles * problem.batch_count
         launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
                         (*problem.pointers, *problem.shape_args, np.int32(q_tiles), np.int32(items), problem.scale_log2,
-                         np.int32(problem.vec_flags), *problem.row_stride_args, *problem.layout_args),
+                         np.int32(problem.vec_flags), *problem.mask_args, *problem.row_stride_args,
+                         *problem.layout_args),
                         smem=self.smem_bytes)
         return Plan((launch,))

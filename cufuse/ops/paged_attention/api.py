@@ -8,7 +8,6 @@ which checks the page indices first.
 """
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 
@@ -17,8 +16,8 @@ from ..._core.device import device_info
 from ..._core.loader import debug_enabled
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
-from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_float, require_ndim,
-                               require_same_dtype)
+from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_finite_real, require_float,
+                               require_ndim, require_same_dtype, require_softcap, require_window)
 from .plan import plan_attention_paged, plan_kv_append
 from .problem import UNLIMITED
 from .select import VARIANTS
@@ -70,12 +69,9 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     causal = require_bool(_FN, "causal", causal)
     return_lse = require_bool(_FN, "return_lse", return_lse)
     check_config(_FN, config, VARIANTS)
-    scale = 1.0 / float(np.sqrt(head_dim)) if scale is None else _finite_real("scale", scale)
-    window = _window(window)
-    if softcap is not None:
-        softcap = _finite_real("softcap", softcap)
-        if softcap <= 0:
-            raise ValueError(f"{_FN}: argument 'softcap' expected None or a positive number, got {softcap!r}")
+    scale = 1.0 / float(np.sqrt(head_dim)) if scale is None else require_finite_real(_FN, "scale", scale)
+    window = require_window(_FN, window)
+    softcap = require_softcap(_FN, softcap)
     out_shape = (batch, heads_q, n_q, v_pages.shape[-1])
     inputs = {"q": q, "k_pages": k_pages, "v_pages": v_pages, "block_table": block_table, "seq_lens": seq_lens}
     out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs=inputs)
@@ -209,27 +205,6 @@ def _check_indices(fn, xp, block_table, seq_lens, n_pages, page_size, n_new=0) -
         b, slot = divmod(int(xp.argmax(bad.ravel())), block_table.shape[1])
         raise ValueError(f"{fn}: argument 'block_table' expected page indices in [0, {n_pages}) for the pages a "
                          f"sequence uses, got {int(block_table[b, slot])} at [{b}, {slot}]")
-
-
-def _finite_real(name, value) -> float:
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not np.isfinite(value):
-        raise TypeError(f"{_FN}: argument '{name}' expected None or a finite real number, got {value!r}")
-    return float(value)
-
-
-def _window(window):
-    """``window`` as a (left, right) tuple of None or non-negative ints."""
-    if window is None:
-        return None
-    if not isinstance(window, (tuple, list)) or len(window) != 2:
-        raise TypeError(f"{_FN}: argument 'window' expected None or a (left, right) pair, got {window!r}")
-    sides = []
-    for side in window:
-        if side is not None and (not isinstance(side, numbers.Integral) or isinstance(side, bool) or side < 0):
-            raise ValueError(f"{_FN}: argument 'window' expected None or non-negative ints on each side, "
-                             f"got {window!r}")
-        sides.append(None if side is None else int(side))
-    return tuple(sides)
 
 
 def _element_strides(arrays, names) -> dict:
