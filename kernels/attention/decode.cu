@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             for (int e = 0; e < 8; ++e) dot += q_reg[e] * to_accum(kv[e]);
 #pragma unroll
             for (int off = kLanesPerKey / 2; off >= 1; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-            if (capped) dot = tanhf(dot) * softcap_log2;  // q holds scale / c: c tanh(s / c) in log2 units
+            if (capped) dot = fast_tanh(dot) * softcap_log2;  // q holds scale / c: c tanh(s / c) in log2 units
             const int key = n0 + u * kKeysPerLoad + key_in_load;
             score[u] = key < key_end ? dot : kNegInf;
             group_max = fmaxf(group_max, score[u]);

@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 #pragma unroll
                 for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mt][j][e] = tanhf(s[mt][j][e] * scale_log2) * softcap_log2;
+                    for (int e = 0; e < 4; ++e) s[mt][j][e] = fast_tanh(s[mt][j][e] * scale_log2) * softcap_log2;
         }
         const float scale = capped ? 1.f : scale_log2;
 #pragma unroll

@@ -56,21 +56,21 @@ struct TileStream {
 
 // A warpgroup's staged 64 x HD tile (kmajor_atom_offset<64> layout) to `rows` contiguous rows of
 // `cols` elements of dst (cols % 8 == 0, dst 16-byte aligned), 16 bytes per thread and step. As in
-// TileStream each of the 128 threads keeps one column chunk, its rows a constant shared step
-// apart, so a chunk costs a shared load, a compare and a store (copy_rows: a run-time division).
+// TileStream each of the 128 threads keeps one column chunk and rows kRowStep apart, so a chunk
+// costs a shared load, a compare and a store (copy_rows: a run-time division); where kRowStep is
+// a multiple of 8 (HD <= 128) the swizzle phase is the same on every row and the shared offset a
+// constant step.
 template <typename T, int HD>
 __device__ __forceinline__ void store_staged_rows(T* dst, const T* stage, int rows, int cols, int tid) {
     constexpr int kChunks = HD / 8, kRowStep = 128 / kChunks;
-    static_assert(kRowStep % 8 == 0, "one swizzle phase per thread");
     const int r0 = tid / kChunks, c = tid % kChunks * 8;
     if (c >= cols) return;
-    const T* src = stage + kmajor_atom_offset<64>(r0, c);
     dst += r0 * cols + c;
 #pragma unroll
     for (int i = 0; i * kRowStep < 64; ++i)
         if (r0 + i * kRowStep < rows)
             *reinterpret_cast<uint4*>(dst + i * kRowStep * cols) =
-                *reinterpret_cast<const uint4*>(src + i * kRowStep * WGMMA_ATOM_N);
+                *reinterpret_cast<const uint4*>(stage + kmajor_atom_offset<64>(r0 + i * kRowStep, c));
 }
 
 // desc + step for a start-address step (16-byte units) of a wgmma descriptor: a 32-bit add of
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
                         int64 q_row, int64 k_row, int64 v_row,
                         BATCH_LAYOUT_PARAMS) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert((HD == 64 || HD == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
+    static_assert(HD % 64 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
     constexpr int kThreads = WARPGROUPS * 128, kBlockM = WARPGROUPS * 64;
     constexpr int kStageElems = BN * HD;  // one K or V tile
     constexpr unsigned kVDescK16 = 2 * 1024 / 16;  // V descriptor advance per k16: two 8-key atoms
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         const int n0 = cur.key_begin + tile * BN, key_end = cur.key_end;
         if (capped) {
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) s[i] = tanhf(s[i] * scale_log2);
+            for (int i = 0; i < BN / 2; ++i) s[i] = fast_tanh(s[i] * scale_log2);
         }
         if (tile < clean_first || tile >= clean_end) {
 #pragma unroll

@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 float x = s[j][e] * qk_scale;
-                if (flags & kSoftcap) x = tanhf(x) * softcap_log2;
+                if (flags & kSoftcap) x = fast_tanh(x) * softcap_log2;
                 const int key = n0 + j * 8 + (lane % 4) * 2 + (e % 2);
                 s[j][e] = key < key_end && window[e / 2].sees(key) ? x : kNegInf;
             }

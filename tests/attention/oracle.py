@@ -24,9 +24,10 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 
-# The default rule's wgmma tiles (select.WGMMA_PREFILL): D64 up to 512 / 1536 / more keys a row, D128.
+# The default rule's wgmma tiles (select.WGMMA_PREFILL): D64 up to 512 / 1536 / more keys a row, D128, D256.
 (_, D64_SHORT), (_, D64_MID), (_, D64_LONG) = WGMMA_PREFILL[64]
 ((_, D128_TILE),) = WGMMA_PREFILL[128]
+((_, D256_TILE),) = WGMMA_PREFILL[256]
 
 
 def make_inputs(rng, n_q, n_k, d, dv, mode, dtype, batch=1, heads=2, group=2):
@@ -182,6 +183,11 @@ WGMMA_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse)
     (1, 239, 64, 64, True, "mha", F16, D64_MID, True),  # one query row
     (300, 700, 40, 56, True, "mqa", BF16, D64_MID, True),  # head dims padded to 64
     (257, 300, 96, 128, False, "mha", F16, D128_TILE, False),  # D padded to 128
+    (300, 700, 256, 256, True, "mha", BF16, D256_TILE, True),
+    (257, 523, 192, 128, False, "gqa", F16, D256_TILE, True),  # D192 / Dv128 padded to 256
+    (1023, 1024, 136, 200, True, "mqa", BF16, D256_TILE, False),
+    (239, 1, 256, 256, True, "mha", F16, D256_TILE, True),  # Nq > Nk: rows without keys
+    (1, 239, 160, 160, False, "mha", BF16, D256_TILE, True),
     *[(1023, 1024, 64, 64, causal, "gqa", dtype, tile, True)
       for tile, dtype in ((D64_SHORT, F16), (D64_LONG, BF16)) for causal in (True, False)],
 ]
@@ -197,6 +203,8 @@ STREAM_CASES = [  # (n_q, n_k, d, dv, causal, dtype, tile, return_lse)
     (300, 257, 128, 128, True, F16, D128_TILE, False),
     (200, 523, 128, 96, True, BF16, D128_TILE, True),
     (1000, 77, 128, 128, False, BF16, D128_TILE, True),
+    (300, 257, 256, 256, True, BF16, D256_TILE, True),
+    (200, 523, 192, 136, False, F16, D256_TILE, False),
 ]
 
 

@@ -64,8 +64,8 @@ def test_every_selected_tile_fits_and_is_instantiated(dev):
 def test_instantiations_per_device():
     h200, a100 = set(select.instantiations(H200)), set(select.instantiations(A100))
     wgmma = {s for s in h200 if s.name == "attention_fwd_wgmma"}
-    # the four default tiles in both 16-bit dtypes, sm_90a only; nothing else of the kernel
-    assert len(wgmma) == 8 and all(s.min_cc == 90 for s in wgmma) and not any(s.name == "attention_fwd_wgmma"
+    # the five default tiles in both 16-bit dtypes, sm_90a only; nothing else of the kernel
+    assert len(wgmma) == 10 and all(s.min_cc == 90 for s in wgmma) and not any(s.name == "attention_fwd_wgmma"
                                                                               for s in a100)
     assert {s.expression for s in wgmma} == {t.spec(n).expression for rules in select.WGMMA_PREFILL.values()
                                              for _, t in rules for n in ("__half", "__nv_bfloat16")}
@@ -244,13 +244,20 @@ def test_wgmma_default_rule_is_the_measured_best():
 def test_wgmma_default_only_where_it_applies():
     prefill = (4096, 4096, 128, 128, 16)
     assert isinstance(select.select_config(*prefill, BF16, H200, True, False, True), FlashWgmmaTile)
+    # every head dim, on the smallest tile holding it (session 16: 1.1-2.6x the mma tiles)
+    for d, dv, tile_head_dim in ((32, 32, 64), (80, 80, 128), (96, 96, 128), (160, 160, 256), (192, 128, 256),
+                                 (256, 256, 256), (8, 256, 256)):
+        config = select.select_config(4096, 4096, d, dv, 16, BF16, H200, True, False, True)
+        assert isinstance(config, FlashWgmmaTile) and config.head_dim == tile_head_dim
+    # a grid of one wave or more runs unsplit on wgmma, even where the wave model would split:
+    # one sequence x 32 heads x 4096 causal keys (22 blocks of 192 rows a head, 5.3 waves)
+    assert select.key_splits(select.WGMMA_PREFILL[128][0][1], 4096, 4096, 32, H200)[0] > 1
+    assert isinstance(select.select_config(4096, 4096, 128, 128, 32, BF16, H200, True, True, True), FlashWgmmaTile)
     # elsewhere the mma.sync / decode / SIMT paths: operands without 16-byte rows or a
-    # non-positive scale, no wgmma (A100), a head-dim bucket without a wgmma tile, float32,
-    # decode shapes, and a grid so small that the keys are split
+    # non-positive scale, no wgmma (A100), float32, decode shapes, and a grid under one wave
+    # whose keys are split
     assert isinstance(select.select_config(*prefill, BF16, H200, True, False, False), FlashMmaTile)
     assert isinstance(select.select_config(*prefill, BF16, A100, True, False, True), FlashMmaTile)
-    for d in (32, 96, 192, 256):
-        assert isinstance(select.select_config(4096, 4096, d, d, 16, BF16, H200, True, False, True), FlashMmaTile)
     assert select.select_config(*prefill, F32, H200, True, False, True) == SimtRows()
     assert isinstance(select.select_config(16, 4096, 128, 128, 16, BF16, H200, False, False, True), FlashMmaTile)
     small = select.select_config(200, 3000, 64, 64, 1, BF16, H200, True, True, True)
@@ -361,7 +368,8 @@ def test_merge_blocks_take_eight_splits_a_warp():
 
 def test_plan_without_split_or_lse():
     # one split: the partial pointers repeat the lse argument, which is "out" without lse
-    (forward,) = _plan((64, 16, 1024, 96), (64, 16, 1024, 96), (64, 16, 1024, 96), causal=True).launches
+    (forward,) = _plan((64, 16, 1024, 96), (64, 16, 1024, 96), (64, 16, 1024, 96), causal=True,
+                       aligned=(False, True, True)).launches
     assert forward.spec.name == "attention_fwd_mma" and forward.args[:7] == ("q", "k", "v", "out") + ("out",) * 3
     (launch,) = _plan((64, 16, 2048, 64), (64, 16, 2048, 64), (64, 16, 2048, 64)).launches
     assert launch.spec == D64_LONG.spec("__nv_bfloat16") and launch.grid == (64 * 16 * 11,)  # 11 tiles of 192 rows

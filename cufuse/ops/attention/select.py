@@ -53,10 +53,13 @@ _W = FlashWgmmaTile
 # D64 is softmax-bound: up to 512 keys 2 blocks per SM of 2 warpgroups x 64-key tiles (a second
 # block hides a block's prologue and epilogue), up to 1536 3 warpgroups x 128-key tiles with
 # per-warpgroup key ranges, beyond the same tile with block-wide ranges; D128 3 warpgroups x
-# 64-key tiles everywhere.
+# 64-key tiles everywhere; D256 2 warpgroups x 64-key tiles (O takes 128 registers a thread,
+# Q and two K/V stages 193 KB of shared memory). Head dims between take the next tile up,
+# zero-padded (D96 on the D128 tile, D160-192 on D256).
 WGMMA_PREFILL = {
     64: ((512, _W(64, 2, 64, 2, 2)), (1536, _W(64, 3, 128, 2)), (math.inf, _W(64, 3, 128, 2, wg_ranges=False))),
     128: ((math.inf, _W(128, 3, 64, 2)),),
+    256: ((math.inf, _W(256, 2, 64, 2)),),
 }
 
 
@@ -224,15 +227,23 @@ def split_packed_decode_keys(tile: FlashMmaTile, rows: int, n_k: int, batch_coun
 
 def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dev: DeviceInfo,
                        wgmma_operands: bool, causal: bool, window: tuple = NO_WINDOW) -> FlashWgmmaTile | None:
-    """The wgmma prefill tile of a call (WGMMA_PREFILL by the keys a row sees), or None where
-    the kernel does not apply: not compute capability 9.0, a head-dim bucket it lacks,
-    operands without 16-byte rows or a non-positive scale (``wgmma_operands`` False), or a
-    grid so small that the wave model would split the keys (the mma tiles split)."""
-    bucket = head_dim_bucket(max(head_dim, head_dim_v))
-    if not (dev.has_wgmma and wgmma_operands and bucket in WGMMA_PREFILL):
+    """The wgmma prefill tile of a call (WGMMA_PREFILL by the smallest tile head dim holding
+    D and Dv, then by the keys a row sees), or None where the kernel does not apply: not
+    compute capability 9.0, operands without 16-byte rows or a non-positive scale without a
+    softcap (``wgmma_operands`` False), or a grid of less than one wave of blocks where the
+    wave model would split the keys (the mma tiles split). From one wave on the kernel runs
+    unsplit: it has no key split, and at 1.1-2.6x the mma tiles' rate (run 7 of session 16)
+    the wave's tail costs less than the slower kernel's split (one sequence x 32 heads x 4096
+    causal keys at D128: 5.3 waves, which the wave model split onto the mma tile at 0.4x)."""
+    width = max(head_dim, head_dim_v)
+    if not (dev.has_wgmma and wgmma_operands):
         return None
+    bucket = min(h for h in WGMMA_PREFILL if width <= h)
     keys = mean_visible_keys(n_q, n_k, causal, window)
     tile = next(tile for max_keys, tile in WGMMA_PREFILL[bucket] if keys <= max_keys)
+    blocks = math.ceil(n_q / tile.block_m) * batch_count
+    if blocks >= dev.sm_count * blocks_per_sm(tile, dev):
+        return tile
     span = key_span(min(tile.block_m, n_q), n_k, causal, window)
     return tile if key_splits(tile, n_q, span, batch_count, dev)[0] == 1 else None
 

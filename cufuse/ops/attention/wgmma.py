@@ -22,7 +22,7 @@ class FlashWgmmaTile:
     cp.async ring; ``wg_ranges`` lets each warpgroup stop at its own key range (causal
     diagonal, rows past Nq) instead of the block's."""
 
-    head_dim: int  # 64 or 128, covering D and Dv
+    head_dim: int  # 64, 128 or 256, covering D and Dv
     warpgroups: int
     block_n: int  # keys per K/V tile: 64 or 128
     stages: int
