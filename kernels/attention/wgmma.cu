@@ -112,16 +112,19 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
                         int64 q_row, int64 k_row, int64 v_row,
                         BATCH_LAYOUT_PARAMS) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(HD % 64 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
+    static_assert(HD % 32 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
     constexpr int kThreads = WARPGROUPS * 128, kBlockM = WARPGROUPS * 64;
-    constexpr int kStageElems = BN * HD;  // one K or V tile
+    // Columns a row takes in shared memory: whole 64-column swizzle atoms (HD 96 leaves half of
+    // its second atom unused; its MMAs and copies stop at HD).
+    constexpr int kRowElems = (HD + WGMMA_ATOM_N - 1) / WGMMA_ATOM_N * WGMMA_ATOM_N;
+    constexpr int kStageElems = BN * kRowElems;  // one K or V tile
     constexpr unsigned kVDescK16 = 2 * 1024 / 16;  // V descriptor advance per k16: two 8-key atoms
     const float kNegInf = neg_infinity<float>();
 
     extern __shared__ unsigned char smem_raw[];
     // 1024-byte aligned: the swizzle is a function of the address bits [4, 10)
     T* const q_s = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-    T* const k_s = q_s + kBlockM * HD;
+    T* const k_s = q_s + kBlockM * kRowElems;
     T* const v_s = k_s + STAGES * kStageElems;
 
     // wg through a shuffle from lane 0: ptxas then knows it is warp-uniform (CUTLASS canonical_warp_group_idx)
@@ -159,7 +162,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         TileStream<T, 64, HD, kThreads> q_stream;
         q_stream.start(w.q_g + w.m0 * q_row, q_row, d, nq - w.m0, [](int r, int c) { return kmajor_atom_offset<64>(r, c); });
 #pragma unroll
-        for (int slice = 0; slice < WARPGROUPS; ++slice) q_stream.load_next(q_s + slice * 64 * HD, q_row);
+        for (int slice = 0; slice < WARPGROUPS; ++slice) q_stream.load_next(q_s + slice * 64 * kRowElems, q_row);
     };
     TileStream<T, BN, HD, kThreads> k_stream, v_stream;  // the item's K tiles 0, 1, ... and V tiles 0, 1, ...
     auto start_streams = [&](const WorkItem& w) {  // tile 0 starts at the item's key_begin
@@ -313,7 +316,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             clean_first = max(0, (seen_lo + BN - 1) / BN);  // seen_lo <= 0: tile 0 (division truncates)
             clean_end = seen_end > 0 ? seen_end / BN : 0;
         }
-        q_desc = sw128_kmajor_desc(q_s + wg * 64 * HD);
+        q_desc = sw128_kmajor_desc(q_s + wg * 64 * kRowElems);
 #pragma unroll
         for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
         row_max[0] = row_max[1] = kNegInf;
@@ -356,7 +359,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         // this warpgroup's own Q rows (its wgmmas are done with them) in the same swizzled
         // layout, so the fragment writes hit 8 distinct bank groups, then leaves as contiguous
         // rows of out (16 bytes per thread where out is 16-byte aligned).
-        T* o_stage = q_s + wg * 64 * HD;
+        T* o_stage = q_s + wg * 64 * kRowElems;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float l = row_sum[h];
@@ -381,7 +384,11 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         T* dst = out + (cur.batch * nq + cur.m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
         const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
         if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
-            store_staged_rows<T, HD>(dst, o_stage, rows, dv, threadIdx.x % 128);
+            if constexpr (128 % (HD / 8) == 0) {
+                store_staged_rows<T, HD>(dst, o_stage, rows, dv, threadIdx.x % 128);
+            } else {  // HD 96: a row's 12 chunks do not divide the warpgroup
+                copy_rows<uint4>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+            }
         } else {
             copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
         }

@@ -91,7 +91,7 @@ __device__ __forceinline__ constexpr unsigned kmajor_k16_step(int kk) {
 }
 
 // ---------------------------------------------------------------------------------------
-// wgmma m64nNk16, float32 accumulators, N = 8, 16, 64, 128 or 256 (attention: S = Q K^T with
+// wgmma m64nNk16, float32 accumulators, N = 8, 16, 64, 96, 128 or 256 (attention: S = Q K^T with
 // both operands in shared memory, `ss`; O += P V with P in registers, `rs`; the GEMMs: `ss`).
 // d is the warpgroup accumulator fragment: N / 2 floats per thread, per 16-row warp slice the
 // mma.sync m16n8 layout along N. `accumulate` 0 ignores d's old contents (D = A B). TransB 1
@@ -106,6 +106,9 @@ template <int N, typename T> struct Wgmma;
     "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
     "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
     "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define CUFUSE_WGMMA_D48 CUFUSE_WGMMA_D32, \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
 #define CUFUSE_WGMMA_D64 CUFUSE_WGMMA_D32, \
     "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
     "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
@@ -125,6 +128,8 @@ template <int N, typename T> struct Wgmma;
 #define CUFUSE_WGMMA_R32 CUFUSE_WGMMA_R8 "," \
     "%8,%9,%10,%11,%12,%13,%14,%15," \
     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define CUFUSE_WGMMA_R48 CUFUSE_WGMMA_R32 "," \
+    "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47"
 #define CUFUSE_WGMMA_R64 CUFUSE_WGMMA_R32 "," \
     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
     "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
@@ -165,6 +170,8 @@ CUFUSE_WGMMA(16, __half, "f16", CUFUSE_WGMMA_D8, CUFUSE_WGMMA_R8, 8, 9, 10, 11, 
 CUFUSE_WGMMA(16, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D8, CUFUSE_WGMMA_R8, 8, 9, 10, 11, 12, 13, 14)
 CUFUSE_WGMMA(64, __half, "f16", CUFUSE_WGMMA_D32, CUFUSE_WGMMA_R32, 32, 33, 34, 35, 36, 37, 38)
 CUFUSE_WGMMA(64, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D32, CUFUSE_WGMMA_R32, 32, 33, 34, 35, 36, 37, 38)
+CUFUSE_WGMMA(96, __half, "f16", CUFUSE_WGMMA_D48, CUFUSE_WGMMA_R48, 48, 49, 50, 51, 52, 53, 54)
+CUFUSE_WGMMA(96, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D48, CUFUSE_WGMMA_R48, 48, 49, 50, 51, 52, 53, 54)
 CUFUSE_WGMMA(128, __half, "f16", CUFUSE_WGMMA_D64, CUFUSE_WGMMA_R64, 64, 65, 66, 67, 68, 69, 70)
 CUFUSE_WGMMA(128, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D64, CUFUSE_WGMMA_R64, 64, 65, 66, 67, 68, 69, 70)
 CUFUSE_WGMMA(256, __half, "f16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128, 128, 129, 130, 131, 132, 133, 134)
@@ -173,11 +180,13 @@ CUFUSE_WGMMA(256, __nv_bfloat16, "bf16", CUFUSE_WGMMA_D128, CUFUSE_WGMMA_R128, 1
 #undef CUFUSE_WGMMA_D4
 #undef CUFUSE_WGMMA_D8
 #undef CUFUSE_WGMMA_D32
+#undef CUFUSE_WGMMA_D48
 #undef CUFUSE_WGMMA_D64
 #undef CUFUSE_WGMMA_D128
 #undef CUFUSE_WGMMA_R4
 #undef CUFUSE_WGMMA_R8
 #undef CUFUSE_WGMMA_R32
+#undef CUFUSE_WGMMA_R48
 #undef CUFUSE_WGMMA_R64
 #undef CUFUSE_WGMMA_R128
 

@@ -24,8 +24,10 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 
-# The default rule's wgmma tiles (select.WGMMA_PREFILL): D64 up to 512 / 1536 / more keys a row, D128, D256.
+# The default rule's wgmma tiles (select.WGMMA_PREFILL): D64 up to 512 / 1536 / more keys a row, D96,
+# D128, D256.
 (_, D64_SHORT), (_, D64_MID), (_, D64_LONG) = WGMMA_PREFILL[64]
+((_, D96_TILE),) = WGMMA_PREFILL[96]
 ((_, D128_TILE),) = WGMMA_PREFILL[128]
 ((_, D256_TILE),) = WGMMA_PREFILL[256]
 
@@ -183,6 +185,10 @@ WGMMA_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse)
     (1, 239, 64, 64, True, "mha", F16, D64_MID, True),  # one query row
     (300, 700, 40, 56, True, "mqa", BF16, D64_MID, True),  # head dims padded to 64
     (257, 300, 96, 128, False, "mha", F16, D128_TILE, False),  # D padded to 128
+    (300, 700, 96, 96, True, "mha", BF16, D96_TILE, True),  # 96 columns: 1.5 swizzle atoms
+    (257, 523, 80, 72, False, "gqa", F16, D96_TILE, True),  # padded to 96
+    (239, 1, 96, 96, True, "mha", F16, D96_TILE, True),  # Nq > Nk: rows without keys
+    (1, 239, 72, 96, False, "mqa", BF16, D96_TILE, False),
     (300, 700, 256, 256, True, "mha", BF16, D256_TILE, True),
     (257, 523, 192, 128, False, "gqa", F16, D256_TILE, True),  # D192 / Dv128 padded to 256
     (1023, 1024, 136, 200, True, "mqa", BF16, D256_TILE, False),
@@ -204,6 +210,8 @@ STREAM_CASES = [  # (n_q, n_k, d, dv, causal, dtype, tile, return_lse)
     (200, 523, 128, 96, True, BF16, D128_TILE, True),
     (1000, 77, 128, 128, False, BF16, D128_TILE, True),
     (300, 257, 256, 256, True, BF16, D256_TILE, True),
+    (333, 700, 96, 96, True, F16, D96_TILE, True),
+    (200, 523, 96, 80, False, BF16, D96_TILE, False),
     (200, 523, 192, 136, False, F16, D256_TILE, False),
 ]
 

@@ -64,8 +64,8 @@ def test_every_selected_tile_fits_and_is_instantiated(dev):
 def test_instantiations_per_device():
     h200, a100 = set(select.instantiations(H200)), set(select.instantiations(A100))
     wgmma = {s for s in h200 if s.name == "attention_fwd_wgmma"}
-    # the five default tiles in both 16-bit dtypes, sm_90a only; nothing else of the kernel
-    assert len(wgmma) == 10 and all(s.min_cc == 90 for s in wgmma) and not any(s.name == "attention_fwd_wgmma"
+    # the six default tiles in both 16-bit dtypes, sm_90a only; nothing else of the kernel
+    assert len(wgmma) == 12 and all(s.min_cc == 90 for s in wgmma) and not any(s.name == "attention_fwd_wgmma"
                                                                               for s in a100)
     assert {s.expression for s in wgmma} == {t.spec(n).expression for rules in select.WGMMA_PREFILL.values()
                                              for _, t in rules for n in ("__half", "__nv_bfloat16")}
@@ -211,6 +211,7 @@ def test_wgmma_tiles_fit():
             assert select.blocks_per_sm(tile, H200) >= tile.min_blocks
     # 3 warpgroups x 64-key tiles at D128: Q 48 KB + 2 stages x (K + V) 32 KB + the 1 KB alignment
     assert D128_TILE.smem_bytes == (48 + 64 + 1) * 1024
+    assert select.WGMMA_PREFILL[96][0][1].smem_bytes == D128_TILE.smem_bytes  # whole 64-column atoms
 
 
 # The prefill grid (B = 32768 / N, H = 16) and the wgmma tile the default rule gives
@@ -245,7 +246,8 @@ def test_wgmma_default_only_where_it_applies():
     prefill = (4096, 4096, 128, 128, 16)
     assert isinstance(select.select_config(*prefill, BF16, H200, True, False, True), FlashWgmmaTile)
     # every head dim, on the smallest tile holding it (session 16: 1.1-2.6x the mma tiles)
-    for d, dv, tile_head_dim in ((32, 32, 64), (80, 80, 128), (96, 96, 128), (160, 160, 256), (192, 128, 256),
+    for d, dv, tile_head_dim in ((32, 32, 64), (80, 80, 96), (96, 96, 96), (104, 96, 128), (160, 160, 256),
+                                 (192, 128, 256),
                                  (256, 256, 256), (8, 256, 256)):
         config = select.select_config(4096, 4096, d, dv, 16, BF16, H200, True, False, True)
         assert isinstance(config, FlashWgmmaTile) and config.head_dim == tile_head_dim

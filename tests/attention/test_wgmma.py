@@ -11,7 +11,7 @@ from cufuse import attention, reference
 from cufuse._core.device import current_device_info
 from cufuse.ops.attention import select
 
-from .oracle import (BF16, D64_LONG, D64_MID, D64_SHORT, D128_TILE, F16, F32, STREAM_CASES, WGMMA_CASES,
+from .oracle import (BF16, D64_LONG, D64_MID, D64_SHORT, D96_TILE, D128_TILE, D256_TILE, F16, F32, STREAM_CASES, WGMMA_CASES,
                      check_against_oracle, check_stream_case, check_wgmma, error_map, launched, make_inputs,
                      naive_in_dtype)
 
@@ -69,7 +69,7 @@ def test_wgmma_matches_oracle(cp, rng, case):
     assert check_wgmma(cp, q, k, v, tile, causal=causal, return_lse=return_lse) == []
 
 
-@pytest.mark.parametrize("tile", [D64_MID, D128_TILE], ids=["hd64", "hd128"])
+@pytest.mark.parametrize("tile", [D64_MID, D96_TILE, D128_TILE, D256_TILE], ids=["hd64", "hd96", "hd128", "hd256"])
 def test_wgmma_strided_views_and_misaligned_out(cp, rng, tile):
     # (B, N, H, D) storage viewed as (B, H, N, D): rows H * D apart; out 2 bytes off 16-byte
     # alignment takes the element-wise store; causal with Nq > Nk: rows without keys are 0

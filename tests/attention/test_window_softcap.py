@@ -19,7 +19,7 @@ from cufuse.ops.attention import select
 from cufuse.ops.attention.decode import DecodeTile, decode_head_dim
 from cufuse.ops.attention.simt import SimtRows
 
-from .oracle import (BF16, D64_LONG, D64_MID, D64_SHORT, D128_TILE, D256_TILE, F16, F32, check_against_oracle, error_budget,
+from .oracle import (BF16, D64_LONG, D64_MID, D64_SHORT, D96_TILE, D128_TILE, D256_TILE, F16, F32, check_against_oracle, error_budget,
                      make_inputs)
 
 F64 = np.dtype(np.float64)
@@ -105,6 +105,7 @@ CASES = [
     C("wgmma", 257, 700, 120, 128, BF16, False, (None, 64), 30.0, tile=D128_TILE, mode="gqa", group=4,
       enable_gqa=True, q_mult=8),
     C("wgmma", 300, 700, 256, 192, BF16, True, (256, 0), 30.0, tile=D256_TILE, q_mult=4),
+    C("wgmma", 300, 700, 96, 80, F16, True, (100, 0), 5.0, tile=D96_TILE, q_mult=4, use_out=True),
     C("wgmma", 257, 523, 160, 160, F16, False, (100, 17), tile=D256_TILE, use_out=True),
     # the default selection: decode, packed decode, wgmma or mma prefill, simt, splits by the span
     C("default", 1, 5000, 128, 128, BF16, True, (256, 0), use_out=True),
@@ -187,7 +188,7 @@ def test_case_table_covers_the_brief():
     for family in ("decode", "mma64", "mma128", "mma256", "packed"):  # forced splits > 1
         assert any(c.splits > 1 for c in CASES if c.family == family), family
     assert {c.dtype for c in CASES} == {F16, BF16, F32, F64}
-    assert {c.tile for c in CASES if c.family == "wgmma"} == {D64_SHORT, D64_MID, D64_LONG, D128_TILE, D256_TILE}
+    assert {c.tile for c in CASES if c.family == "wgmma"} == {D64_SHORT, D64_MID, D64_LONG, D96_TILE, D128_TILE, D256_TILE}
     assert {c.family for c in CASES if c.enable_gqa} >= {"mma64", "packed", "wgmma", "default"}
     assert {c.family for c in CASES if c.d != c.dv} >= {"simt", "decode", "mma64", "mma128", "wgmma"}
     for n_q, n_k in ((300, 700), (1, 5000), (130, 4099), (777, 777)):

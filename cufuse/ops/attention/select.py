@@ -53,11 +53,13 @@ _W = FlashWgmmaTile
 # D64 is softmax-bound: up to 512 keys 2 blocks per SM of 2 warpgroups x 64-key tiles (a second
 # block hides a block's prologue and epilogue), up to 1536 3 warpgroups x 128-key tiles with
 # per-warpgroup key ranges, beyond the same tile with block-wide ranges; D128 3 warpgroups x
-# 64-key tiles everywhere; D256 2 warpgroups x 64-key tiles (O takes 128 registers a thread,
-# Q and two K/V stages 193 KB of shared memory). Head dims between take the next tile up,
-# zero-padded (D96 on the D128 tile, D160-192 on D256).
+# 64-key tiles everywhere, D96 the same (its MMAs and copies stop at 96 columns; shared memory
+# as D128's); D256 2 warpgroups x 64-key tiles (O takes 128 registers a thread, Q and two K/V
+# stages 193 KB of shared memory). Head dims between take the next tile up, zero-padded (D32
+# on D64, D80 on D96, D160-192 on D256).
 WGMMA_PREFILL = {
     64: ((512, _W(64, 2, 64, 2, 2)), (1536, _W(64, 3, 128, 2)), (math.inf, _W(64, 3, 128, 2, wg_ranges=False))),
+    96: ((math.inf, _W(96, 3, 64, 2)),),
     128: ((math.inf, _W(128, 3, 64, 2)),),
     256: ((math.inf, _W(256, 2, 64, 2)),),
 }

@@ -1,5 +1,5 @@
 """``attention_fwd_wgmma`` (kernels/attention/wgmma.cu): the Hopper prefill on warpgroup
-MMA, float16 / bfloat16, head-dim buckets 64 and 128, one key split; the default prefill on
+MMA, float16 / bfloat16, tile head dims 64, 96, 128 and 256, one key split; the default prefill on
 compute capability 9.0 where its preconditions hold (select.WGMMA_PREFILL)."""
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ..._core.plans import Launch, Plan
 
 WGMMA_MIN_CC = 90  # sm_90a: warpgroup MMA exists on compute capability 9.0 only
 WGMMA_SMEM_ALIGN = 1024  # the kernel aligns its tiles to the 128-byte swizzle's 1024-byte period
+WGMMA_ATOM_COLUMNS = 64  # 16-bit columns of a 128-byte swizzle atom row (common/wgmma.cuh WGMMA_ATOM_N)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +23,7 @@ class FlashWgmmaTile:
     cp.async ring; ``wg_ranges`` lets each warpgroup stop at its own key range (causal
     diagonal, rows past Nq) instead of the block's."""
 
-    head_dim: int  # 64, 128 or 256, covering D and Dv
+    head_dim: int  # 64, 96, 128 or 256, covering D and Dv
     warpgroups: int
     block_n: int  # keys per K/V tile: 64 or 128
     stages: int
@@ -44,8 +45,9 @@ class FlashWgmmaTile:
 
     @property
     def smem_bytes(self) -> int:
+        """Q and the K/V ring, rows of whole 64-column swizzle atoms (HD 96 takes 128)."""
         rows = self.block_m + 2 * self.stages * self.block_n
-        return rows * self.head_dim * 2 + WGMMA_SMEM_ALIGN
+        return rows * ceil_div(self.head_dim, WGMMA_ATOM_COLUMNS) * WGMMA_ATOM_COLUMNS * 2 + WGMMA_SMEM_ALIGN
 
     def spec(self, dtype_ctype: str) -> KernelSpec:
         args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.wg_ranges)
