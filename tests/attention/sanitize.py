@@ -18,8 +18,9 @@ import numpy as np  # noqa: E402
 
 from cufuse._core.device import current_device_info  # noqa: E402
 from tests.attention.oracle import (  # noqa: E402
-    BF16, F16, F32, OVERRIDE_CASES, STREAM_CASES, WGMMA_CASES, check_against_oracle, check_stream_case, check_wgmma,
-    make_inputs, override_config)
+    BF16, D64_LONG, D64_SHORT, D96_TILE, D256_TILE, F16, F32, OVERRIDE_CASES, STREAM_CASES, WGMMA_CASES,
+    check_against_oracle, check_stream_case, check_wgmma, make_inputs, override_config)
+from tests.attention.test_window_softcap import CASES as WINDOW_CASES, case_config, case_inputs  # noqa: E402
 
 CASES = [
     # (n_q, n_k, d, dv, causal, mode, dtype, return_lse, use_out)
@@ -38,8 +39,19 @@ CASES = [
 OVERRIDES = [OVERRIDE_CASES[i] for i in (1, 2, 5, 7)]
 # Hopper wgmma prefill (compute capability 9.0 only): several key tiles through the ring,
 # causal ragged GQA, empty blocks (Nq > Nk), padded head dims, the 2-blocks-per-SM tile causal
-# (warpgroups that skip), the block-ranges tile full (idle warpgroups)
-WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9, 11, 14)]
+# (warpgroups that skip), the block-ranges tile full (idle warpgroups), the D96 tile (1.5
+# swizzle atoms, copy_rows store) and the D256 tile
+WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9)] + [
+    next(c for c in WGMMA_CASES if c[7] == D64_SHORT and c[4]),
+    next(c for c in WGMMA_CASES if c[7] == D64_LONG and not c[4]),
+    next(c for c in WGMMA_CASES if c[7] == D96_TILE),
+    next(c for c in WGMMA_CASES if c[7] == D256_TILE),
+]
+# windows and softcap (test_window_softcap's table): a case a kernel family, with a forced key
+# split where the table has one (splits of the window's span)
+WINDOWED = [next((c for c in WINDOW_CASES if c.family == family and c.splits > 1),
+                 next(c for c in WINDOW_CASES if c.family == family))
+            for family in dict.fromkeys(c.family for c in WINDOW_CASES)]
 # the streams on strided rows: D64 2 blocks/SM causal with keyless rows, D128 Dv < D causal
 STREAMS = [STREAM_CASES[0], STREAM_CASES[4]]
 
@@ -70,6 +82,13 @@ def main() -> int:
         failed += report(case, check_wgmma(cupy, q, k, v, tile, causal=causal, return_lse=return_lse))
     for case in STREAMS if dev.has_wgmma else []:
         failed += report(case, check_stream_case(cupy, rng, case))
+    for c in WINDOWED:
+        if c.family == "wgmma" and not dev.has_wgmma:
+            continue
+        q, k, v = case_inputs(rng, c)
+        failed += report(c, check_against_oracle(cupy, q, k, v, causal=c.causal, return_lse=c.return_lse,
+                                                 use_out=c.use_out, scale=c.scale, config=case_config(c, dev),
+                                                 enable_gqa=c.enable_gqa, window=c.window, softcap=c.softcap))
     cupy.cuda.get_current_stream().synchronize()
     return 1 if failed else 0
 
