@@ -108,12 +108,19 @@ def linear_cases():
 
 
 def _attention_case(device, dtype, q, k, v, causal=False, return_lse=False, scale=None, aligned=(True,) * 3,
-                    strides=None):
+                    strides=None, window=None, softcap=None):
+    """An attention case; ``window`` / ``softcap`` keys only where given (the cases recorded
+    before they existed keep their form)."""
     strides = strides or {}
-    return dict(device=device, dtype=dtype, q_shape=list(q), k_shape=list(k), v_shape=list(v),
+    case = dict(device=device, dtype=dtype, q_shape=list(q), k_shape=list(k), v_shape=list(v),
                 q_strides=list(strides.get("q", _contiguous(q))), k_strides=list(strides.get("k", _contiguous(k))),
                 v_strides=list(strides.get("v", _contiguous(v))), causal=causal, return_lse=return_lse,
                 scale=scale, aligned=list(aligned))
+    if window is not None:
+        case["window"] = list(window)
+    if softcap is not None:
+        case["softcap"] = softcap
+    return case
 
 
 def attention_cases():
@@ -141,4 +148,17 @@ def attention_cases():
         cases.append(_attention_case(device, dtype, (256, 64), (300, 64), (300, 64), causal=True))
         cases.append(_attention_case(device, dtype, (3, 1, 2, 4, 1, 64, 64), (1, 5, 1, 1, 1, 64, 64),
                                      (1, 5, 1, 1, 1, 64, 64)))
+        # sliding windows and softcap (session 16): tiles by the keys a row sees, splits by a
+        # block's span, the band and softcap arguments
+        for d in (64, 128):
+            for window, causal in (((256, 0), True), ((1024, 0), True), ((4096, None), True), ((256, 256), False)):
+                shape = (4, 16, 8192, d)
+                cases.append(_attention_case(device, dtype, shape, shape, shape, causal=causal, window=window))
+            for b, h, nq, nk in ((8, 32, 1, 131072), (2, 4, 16, 65536), (1, 32, 4096, 4096)):
+                q, kv = (b, h, nq, d), (b, h, nk, d)
+                cases.append(_attention_case(device, dtype, q, kv, kv, causal=True, window=(4096, 0), softcap=30.0))
+            q, kv = (8, 8, 4, 1, d), (8, 8, 1, 65536, d)  # grouped-query decode over a window
+            cases.append(_attention_case(device, dtype, q, kv, kv, causal=True, window=(1024, 0)))
+        q, k = (2, 4, 256, 64), (2, 4, 300, 64)
+        cases.append(_attention_case(device, dtype, q, k, k, scale=-0.5, softcap=5.0))  # wgmma under a softcap
     return cases

@@ -98,7 +98,9 @@ def record_attention(case):
     scale = case["scale"] if case["scale"] is not None else 1.0 / float(np.sqrt(case["q_shape"][-1]))
     plan = plan_attention(tuple(case["q_shape"]), tuple(case["q_strides"]), tuple(case["k_shape"]),
                           tuple(case["k_strides"]), tuple(case["v_shape"]), tuple(case["v_strides"]),
-                          _dtype(case["dtype"]), case["causal"], scale, case["return_lse"], tuple(case["aligned"]), dev)
+                          _dtype(case["dtype"]), case["causal"], scale, case["return_lse"], tuple(case["aligned"]), dev,
+                          window=None if "window" not in case else tuple(case["window"]),
+                          softcap=case.get("softcap"))
     return plan_record(plan, dev)
 
 
