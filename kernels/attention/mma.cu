@@ -3,8 +3,8 @@
 //
 // Picked (cufuse/ops/attention/select.py) for 16-bit inputs
 // - prefill (Nq > 16) wherever attention_fwd_wgmma does not apply: compute capability other
-//   than 9.0, a head-dim bucket other than 64 / 128, operands without 16-byte rows or a
-//   non-positive scale, or a grid so small that the wave model splits the keys;
+//   than 9.0, operands without 16-byte rows or a non-positive scale without a softcap, or a
+//   grid under one wave of blocks whose wave model splits the keys;
 //   the tile by head-dim bucket and the keys a row sees (select.prefill_tile);
 // - decode (Nq <= 16) where attention_decode does not: grouped-query heads packed into the
 //   rows (k / v broadcast over q's innermost batch dim: each K/V tile read once per KV head),
@@ -15,7 +15,9 @@
 // splits > 1 it writes normalised partial (O, lse) in float32, merged by attention_merge.
 // Packed rows (KEY_WARPS tiles only; the others take group_queries = nq): row r is query
 // r % group_queries of q's group r / group_queries (q address group * q_group + query * q_row;
-// out / lse rows contiguous); causal uses the query index.
+// out / lse rows contiguous); causal uses the query index. A block visits only the keys its
+// rows' bands reach (KeyBand: causal frontier, sliding window); a softcap takes tanh of the
+// scaled scores.
 #include "attention/layout.cuh"
 
 namespace cufuse {
@@ -103,7 +105,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                       T* __restrict__ out, float* __restrict__ lse, float* __restrict__ partial_o,
                       float* __restrict__ partial_lse, int nq, int nk, int d, int dv, int q_tiles,
                       int group_queries, int64 q_group, int splits, int keys_per_split, float scale_log2, int flags,
-                      float softcap_log2, int band_lo, int band_hi, int64 q_row, int64 q_col, int64 k_row, int64 k_col, int64 v_row, int64 v_col,
+                      float softcap_log2, int band_lo, int band_hi, int64 q_row, int64 q_col, int64 k_row,
+                      int64 k_col, int64 v_row, int64 v_col,
                       BATCH_LAYOUT_PARAMS) {
     static_assert(HD % 32 == 0 && BN % 16 == 0 && STAGES >= 2, "tile shape");
     constexpr int kThreads = WARPS * 32;

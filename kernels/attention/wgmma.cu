@@ -1,11 +1,11 @@
-// attention_fwd_wgmma: Hopper (sm_90a) prefill on warpgroup MMA, float16 / bfloat16, head-dim
-// buckets 64 and 128, one key split (FA3's structure without TMA and warp specialisation).
+// attention_fwd_wgmma: Hopper (sm_90a) prefill on warpgroup MMA, float16 / bfloat16, tile head
+// dims 64, 96, 128 and 256, one key split (FA3's structure without TMA and warp specialisation).
 //
 // Picked (cufuse/ops/attention/select.py, WGMMA_PREFILL) on compute capability 9.0 for 16-bit
-// prefill (Nq > 16) with head dims up to 64 or 96-128 (buckets 64 / 128), q, k and v with unit
-// column stride and 16-byte aligned rows, a positive scale (or a softcap), and a grid large enough that the
-// wave model keeps one key split (smaller grids split the keys on attention_fwd_mma). The
-// tile goes by the keys a query row sees (docs/attention.md).
+// prefill (Nq > 16), any D and Dv up to 256 on the smallest tile holding them, q, k and v with
+// unit column stride and 16-byte aligned rows, a positive scale (or a softcap), and a grid of at
+// least one wave of blocks or one whose wave model keeps one key split (smaller grids split the
+// keys on attention_fwd_mma). The tile goes by the keys a query row sees (docs/attention.md).
 #include "common/wgmma.cuh"
 #include "attention/layout.cuh"
 
@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
         TileStream<T, 64, HD, kThreads> q_stream;
         q_stream.start(w.q_g + w.m0 * q_row, q_row, d, nq - w.m0, [](int r, int c) { return kmajor_atom_offset<64>(r, c); });
 #pragma unroll
-        for (int slice = 0; slice < WARPGROUPS; ++slice) q_stream.load_next(q_s + slice * 64 * kRowElems, q_row);
+        for (int slice = 0; slice < WARPGROUPS; ++slice)
+            q_stream.load_next(q_s + slice * 64 * kRowElems, q_row);
     };
     TileStream<T, BN, HD, kThreads> k_stream, v_stream;  // the item's K tiles 0, 1, ... and V tiles 0, 1, ...
     auto start_streams = [&](const WorkItem& w) {  // tile 0 starts at the item's key_begin
