@@ -3,14 +3,19 @@ every TMA tile at several K splits on projection shapes from 128 to 4096 rows, b
 PyTorch's (N, K).T, against cuBLASLt's fused epilogue (``torch._addmm_activation``) and the
 default selection, in one run.
 
-    python3 experiments/linear/sweep_waves.py OUT.json
+    python3 experiments/linear/sweep_waves.py OUT.json [--rows 128,512] [--splits 1,2,4] [--gated] [--swap]
 
-Times: medians of CUDA-event batches, inputs rotated through several times the L2 (the
-benchmark's rules). Each row of the table printed last: the shape, torch's time, the
+--gated sweeps fused_gated_linear's TMA tiles instead (silu; N of each weight, so the tiles
+cover 2N columns), against one cuBLASLt GEMM on [w_gate | w_up] + torch's silu and multiply.
+--swap adds the swapped stream with x padded to 128 rows (SWAP_CANDIDATES) for M <= 128.
+
+Times: medians of CUDA-event batches after ~100 ms of warm-up a config (``time_cuda_budget``),
+inputs rotated through several times the L2 (the benchmark's rules). Each row of the table printed last: the shape, torch's time, the
 default's config and time, the fastest measured config and time.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -21,62 +26,106 @@ import cufuse
 from cufuse._core.device import current_device_info
 from cufuse._core.dtypes import BFLOAT16
 from cufuse.bench.cases import to_torch
-from cufuse.bench.timing import rotation_count, time_cuda
+from cufuse.bench.timing import rotation_count, time_cuda_budget
 from cufuse.ops.linear import select
-from cufuse.ops.linear.wgmma import TMA_TILES, TmaConfig
+from cufuse.ops.linear.swap_tma import GatedSwapConfig, GatedSwapTile, SwapConfig, SwapTile
+from cufuse.ops.linear.tiling import stream_splits
+from cufuse.ops.linear.wgmma import GATED_TMA_TILES, TMA_TILES, GatedTmaConfig, TmaConfig
 
 ROWS = (128, 256, 384, 512, 768, 1024, 2048, 4096)
 PROJECTIONS = ((4096, 4096), (4096, 11008), (11008, 4096), (4096, 14336), (14336, 4096), (8192, 28672), (5120, 13824))
 SPLITS = (1, 2, 3, 4, 6)
+SWAP_CANDIDATES = {  # x padded to 128 rows: (tiles of fused_linear, of the gated kernel)
+    False: (SwapTile(64, 128, 4, bk=128, l2_hints=True), SwapTile(128, 128, 3, bk=128, l2_hints=True),
+            SwapTile(64, 128, 6, bk=64, l2_hints=True)),
+    True: (GatedSwapTile(128, 128, 3, bk=128, l2_hints=True), GatedSwapTile(128, 128, 6, bk=64, l2_hints=True)),
+}
 
 
 def label(config) -> str:
+    if isinstance(config, SwapConfig):
+        t = config.tile
+        return f"swap{t.mx} bn{t.bn} k{t.bk} st{t.stages} s{config.splits}"
     return f"{config.tile.bm}x{config.tile.bn} s{config.splits}" if hasattr(config, "tile") else type(config).__name__
 
 
-def main(path: str) -> None:
+def main(argv=None) -> None:
     import torch
 
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--rows", default=",".join(map(str, ROWS)))
+    parser.add_argument("--splits", default=",".join(map(str, SPLITS)))
+    parser.add_argument("--gated", action="store_true")
+    parser.add_argument("--swap", action="store_true")
+    parser.add_argument("--budget-ms", type=float, default=25.0, help="timing budget a config (after its warm-up)")
+    args = parser.parse_args(argv)
+    rows_m = [int(v) for v in args.rows.split(",")]
+    splits_list = [int(v) for v in args.splits.split(",")]
     dev = current_device_info()
     rng = cupy.random.default_rng(0)
+    tiles, make = (GATED_TMA_TILES, GatedTmaConfig) if args.gated else (TMA_TILES, TmaConfig)
     rows = []
     for k, n in PROJECTIONS:
         w_full = (rng.standard_normal((n, k), dtype=np.float32) / np.sqrt(k)).astype(BFLOAT16)
         bias = rng.standard_normal(n, dtype=np.float32).astype(BFLOAT16)
-        for m in ROWS:
-            sets = rotation_count(2 * (m * k + n * k + m * n))
+        for m in rows_m:
+            sets = rotation_count(2 * (m * k + (2 if args.gated else 1) * n * k + m * n))
             xs = [rng.standard_normal((m, k), dtype=np.float32).astype(BFLOAT16) for _ in range(min(sets, 4))]
             # distinct weights (rows permuted) so that the rotation leaves L2 too
             ws = [cupy.ascontiguousarray(w_full[cupy.asarray(np.random.permutation(n))]).T if i else w_full.T
                   for i in range(len(xs))]
+            ups = [cupy.ascontiguousarray(w.T[::-1]).T for w in ws] if args.gated else ws  # another (N, K).T weight
             out = cupy.empty((m, n), dtype=BFLOAT16)
-            args = [(x, w) for x, w in zip(xs, ws)]
+            call_args = [(x, w, u) for x, w, u in zip(xs, ws, ups)]
+            if args.gated:
+                def run(x, w, u, config=None):
+                    return cufuse.fused_gated_linear(x, w, u, activation="silu", out=out, config=config)
+            else:
+                def run(x, w, u, config=None):
+                    return cufuse.fused_linear_relu(x, w, bias, out=out, config=config)
             times = {}
-            for tile in TMA_TILES:
-                for splits in SPLITS:
-                    config = TmaConfig(tile, splits)
-                    try:
-                        cufuse.fused_linear_relu(xs[0], ws[0], bias, out=out, config=config)
-                    except ValueError:
-                        continue
-                    times[label(config)] = time_cuda(
-                        lambda x, w: cufuse.fused_linear_relu(x, w, bias, out=out, config=config), args, repeat=15)
-            default = select._choose(m, n, k, np.dtype(BFLOAT16), True, dev, True, True)
-            default_ms = time_cuda(lambda x, w: cufuse.fused_linear_relu(x, w, bias, out=out), args, repeat=15)
-            tx, tw, tb = [to_torch(x) for x in xs], [to_torch(w) for w in ws], to_torch(bias)
-            targs = list(zip(tx, tw))
-            torch_ms = time_cuda(lambda x, w: torch._addmm_activation(tb, x, w), targs, repeat=15)
+            configs = [make(tile, splits) for tile in tiles for splits in splits_list]
+            if args.swap and m <= 128:
+                swap_make = GatedSwapConfig if args.gated else SwapConfig
+                configs += [swap_make(t, stream_splits(m, (2 if args.gated else 1) * n, k, t, dev))
+                            for t in SWAP_CANDIDATES[args.gated]]
+            for config in configs:
+                try:
+                    run(*call_args[0], config=config)
+                except ValueError:
+                    continue
+                times[label(config)] = time_cuda_budget(lambda x, w, u: run(x, w, u, config), call_args,
+                                                        budget_ms=args.budget_ms)
+            if args.gated:
+                default = select._choose_gated(m, 2 * n, k, np.dtype(BFLOAT16), True, True, dev)
+            else:
+                default = select._choose(m, n, k, np.dtype(BFLOAT16), True, dev, True, True)
+            default_ms = time_cuda_budget(lambda x, w, u: run(x, w, u), call_args, budget_ms=args.budget_ms)
+            tx, tw, tu, tb = [to_torch(x) for x in xs], [to_torch(w) for w in ws], [to_torch(u) for u in ups], \
+                to_torch(bias)
+            if args.gated:
+                both = [torch.cat((w, u), dim=1) for w, u in zip(tw, tu)]
+
+                def peer(x, wu):
+                    h = x @ wu
+                    return torch.nn.functional.silu(h[:, :n]) * h[:, n:]
+                torch_ms = time_cuda_budget(peer, list(zip(tx, both)), budget_ms=args.budget_ms)
+                del both
+            else:
+                torch_ms = time_cuda_budget(lambda x, w: torch._addmm_activation(tb, x, w), list(zip(tx, tw)),
+                                            budget_ms=args.budget_ms)
             best = min(times, key=times.get)
             rows.append({"m": m, "k": k, "n": n, "torch_ms": torch_ms, "default": label(default),
                          "default_ms": default_ms, "best": best, "best_ms": times[best], "times": times})
             print(f"{m:5d} x {k:5d} x {n:5d}  torch {torch_ms:7.3f}  default {label(default):12s} {default_ms:7.3f} "
                   f"({torch_ms / default_ms:4.2f}x)  best {best:12s} {times[best]:7.3f} ({torch_ms / times[best]:4.2f}x)",
                   flush=True)
-            del xs, ws, tx, tw, args, targs
+            del xs, ws, ups, tx, tw, tu, call_args
             cupy.get_default_memory_pool().free_all_blocks()
-    with open(path, "w") as handle:
-        json.dump({"device": dev.name if hasattr(dev, "name") else str(dev), "rows": rows}, handle, indent=1)
+            with open(args.out, "w") as handle:
+                json.dump({"device": str(dev), "gated": args.gated, "rows": rows}, handle, indent=1)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()

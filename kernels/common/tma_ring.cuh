@@ -22,14 +22,19 @@ namespace cufuse {
 // tile's MMAs PENDING tiles back are done, lane 0 of each consumer warp arrives on that
 // stage's "empty" (count: consumer warps); a work's last PENDING stages are released once its
 // accumulators are complete. L2_HINTS: the loads ask L2 to evict B (read once) first and keep A
-// (re-read by every block; run S8-2: +2-5 % on the weight streams). Shared memory: STAGES
+// (re-read by every block; run S8-2: +2-5 % on the weight streams). B_PARTS: B's BN columns
+// come from B_PARTS maps, BN / B_PARTS columns of each at the same column n0 (the gated GEMM:
+// w_gate's columns, then w_up's, so one wgmma chain covers both). Shared memory: STAGES
 // stages at `smem` (1024-byte aligned), then 2 x STAGES mbarriers.
 template <typename T, int XROWS, int BN, int BK, int STAGES, int PENDING, int CONSUMERS, bool B_KMAJOR,
-          bool L2_HINTS = false>
+          bool L2_HINTS = false, int B_PARTS = 1>
 struct TmaWgmmaRing {
     static constexpr int X_ELEMS = XROWS * BK, STAGE_ELEMS = (XROWS + BN) * BK;
+    static constexpr int PART_N = BN / B_PARTS;
     static constexpr unsigned STAGE_BYTES = STAGE_ELEMS * sizeof(T);
     static_assert(BK % 64 == 0 && XROWS % 8 == 0 && BN % 64 == 0, "whole 128-byte swizzle atoms");
+    // A K-major part is whole 1024-byte swizzle groups of 8 rows; an N-major one whole atoms of 64 n.
+    static_assert(BN % B_PARTS == 0 && PART_N % (B_KMAJOR ? 8 : 64) == 0, "B parts of whole swizzle atoms");
     static_assert(PENDING >= 0 && PENDING < STAGES, "a stage is released PENDING tiles after its wgmmas");
 
     T* smem;
@@ -52,10 +57,12 @@ struct TmaWgmmaRing {
 
     __device__ __forceinline__ static bool is_producer() { return threadIdx.x >= CONSUMERS; }
 
-    // The producer thread (threadIdx.x == CONSUMERS): every k tile of `work`.
+    // The producer thread (threadIdx.x == CONSUMERS): every k tile of `work`; B part p from
+    // w_map (p = 0) or w2_map (p = 1).
     template <typename Work>
-    __device__ __forceinline__ void produce(const TmaDescriptor& x_map, const TmaDescriptor& w_map, const Work& work,
-                                            int& passed) {
+    __device__ __forceinline__ void produce(const TmaDescriptor& x_map, const TmaDescriptor& w_map,
+                                            const TmaDescriptor& w2_map, const Work& work, int& passed) {
+        static_assert(B_PARTS == 1 || B_PARTS == 2, "one or two weight maps");
         const unsigned long long x_policy = L2_HINTS ? l2_policy_evict_last() : 0;
         const unsigned long long w_policy = L2_HINTS ? l2_policy_evict_first() : 0;
         auto load = [&](const TmaDescriptor& map, unsigned long long policy, void* dst, int inner, int outer,
@@ -73,14 +80,19 @@ struct TmaWgmmaRing {
             const int k0 = int(work.k_begin) + kt * BK;
 #pragma unroll
             for (int a = 0; a < BK / 64; ++a) load(x_map, x_policy, stage + a * XROWS * 64, k0 + 64 * a, int(work.m0), full + s);
-            if constexpr (B_KMAJOR) {
 #pragma unroll
-                for (int a = 0; a < BK / 64; ++a)
-                    load(w_map, w_policy, stage + X_ELEMS + a * BN * 64, k0 + 64 * a, int(work.n0), full + s);
-            } else {
+            for (int p = 0; p < B_PARTS; ++p) {
+                const TmaDescriptor& map = p == 0 ? w_map : w2_map;
+                T* part = stage + X_ELEMS + p * PART_N * (B_KMAJOR ? 64 : BK);
+                if constexpr (B_KMAJOR) {
 #pragma unroll
-                for (int j = 0; j < BN / 64; ++j)
-                    load(w_map, w_policy, stage + X_ELEMS + j * BK * 64, int(work.n0) + 64 * j, k0, full + s);
+                    for (int a = 0; a < BK / 64; ++a)
+                        load(map, w_policy, part + a * BN * 64, k0 + 64 * a, int(work.n0), full + s);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < PART_N / 64; ++j)
+                        load(map, w_policy, part + j * BK * 64, int(work.n0) + 64 * j, k0, full + s);
+                }
             }
         }
     }
@@ -111,15 +123,17 @@ struct TmaWgmmaRing {
 };
 
 // One tile through a fresh ring (the non-persistent kernels). Returns false in the producer
-// warp (its other lanes leave at once), true in the consumers with acc complete.
+// warp (its other lanes leave at once), true in the consumers with acc complete. w2_map: B's
+// second part where B_PARTS is 2 (ignored otherwise).
 template <typename T, int XROWS, int BN, int BK, int STAGES, int PENDING, int CONSUMERS, bool B_KMAJOR,
-          bool L2_HINTS = false, int ACC, typename Work, typename StageMma>
+          bool L2_HINTS = false, int B_PARTS = 1, int ACC, typename Work, typename StageMma>
 __device__ __forceinline__ bool tma_wgmma_ring(const TmaDescriptor& x_map, const TmaDescriptor& w_map,
-                                               const Work& work, T* smem, float (&acc)[ACC], StageMma stage_mma) {
-    TmaWgmmaRing<T, XROWS, BN, BK, STAGES, PENDING, CONSUMERS, B_KMAJOR, L2_HINTS> ring(smem);
+                                               const TmaDescriptor& w2_map, const Work& work, T* smem,
+                                               float (&acc)[ACC], StageMma stage_mma) {
+    TmaWgmmaRing<T, XROWS, BN, BK, STAGES, PENDING, CONSUMERS, B_KMAJOR, L2_HINTS, B_PARTS> ring(smem);
     int passed = 0;
     if (ring.is_producer()) {
-        if (threadIdx.x == CONSUMERS) ring.produce(x_map, w_map, work, passed);
+        if (threadIdx.x == CONSUMERS) ring.produce(x_map, w_map, w2_map, work, passed);
         return false;
     }
     ring.consume(work, acc, stage_mma, passed);

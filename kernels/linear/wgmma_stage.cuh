@@ -41,7 +41,7 @@ __device__ __forceinline__ void wgmma_stage(float (&acc)[BN / 2], const T* stage
     wgmma_commit();
 }
 
-// The epilogue of both straight wgmma kernels, called by the THREADS consumer threads (the
+// The epilogue of the straight wgmma kernels, called by the THREADS consumer threads (the
 // first of the block): split-K through slots when gridDim.z > 1 (`sync_threads` as
 // reduce_split_slots), then bias + activation and the only store. wgmma accumulator layout: warp q
 // of a warpgroup owns rows 16q..16q+15 of its 64, as mma.sync m16n8 tiles along N: d[4j + r]
@@ -56,6 +56,21 @@ __device__ __forceinline__ void wgmma_store(float (&acc)[BN / 2], T* __restrict_
     if (gridDim.z > 1 && !reduce_split_slots<THREADS>(tiles, workspace, counters, sync_threads)) return;
     const int64 row_base = work.m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = work.n0 + 2 * (lane & 3);
     store_bias_act<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store, activation);
+}
+
+// The gated kernel's epilogue: as wgmma_store, with the tile's BN columns half gate, half up
+// (n8 tiles j and j + BN / 16 of one output column), act(gate) * up stored (store_gated) over
+// BN / 2 output columns from work.n0.
+template <typename T, int BN, int THREADS>
+__device__ __forceinline__ void wgmma_store_gated(float (&acc)[BN / 2], T* __restrict__ out,
+                                                  float* __restrict__ workspace, int* __restrict__ counters,
+                                                  const TileWork& work, int64 M, int64 N, int paired_store,
+                                                  int activation) {
+    const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
+    if (gridDim.z > 1 && !reduce_split_slots<THREADS>(tiles, workspace, counters, THREADS)) return;
+    const int64 row_base = work.m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = work.n0 + 2 * (lane & 3);
+    store_gated<T>(tiles, out, row_base, col_base, M, N, paired_store, activation);
 }
 
 }  // namespace cufuse::linear

@@ -24,8 +24,9 @@ from cufuse.ops.linear.dmma import DMMA_M16_TILE, DMMA_M32_TILE, DMMA_M64_TILE, 
 from cufuse.ops.linear.mma import LARGE_TILE, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE  # noqa: E402
 from cufuse.ops.linear.mma import GatedMmaConfig  # noqa: E402
 from cufuse.ops.linear.simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig  # noqa: E402
-from cufuse.ops.linear.wgmma import TMA_64x64, TMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x64, WGMMA_TILE, \
-    TmaConfig, WgmmaConfig  # noqa: E402
+from cufuse.ops.linear.swap_tma import GATED_SWAP_DEFAULT_TILES, GatedSwapConfig  # noqa: E402
+from cufuse.ops.linear.wgmma import TMA_64x256, TMA_64x64, TMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x64, WGMMA_TILE, \
+    GatedTmaConfig, TmaConfig, WgmmaConfig  # noqa: E402
 from cufuse.ops.linear.wide import DMMA_TILE, TF32_M16_TILE, TF32_M32_TILE, TF32_M64_TILE, TF32_TILE, DmmaConfig, \
     Tf32x3Config  # noqa: E402
 from tests.linear.cases import BF16, F16, F32, F64, Case, check_case, check_gated_case, gemv, mma, swap  # noqa: E402
@@ -98,6 +99,11 @@ GATED_CASES = [
     Case((130,), 65, 130, F32, "nk_t", config=GatedSimtConfig(SIMT_SMALL)),
     Case((7,), 64, 40, BF16, "odd_column"),
     Case((20,), 36, 24, F64, "every_other_k"),
+    # sm_90a: the gated TMA GEMM and the gated swapped stream (the defaults above on Hopper too)
+    Case((130,), 200, 136, BF16, "kn", config=GatedTmaConfig(TMA_TILE, 2)),
+    Case((70,), 264, 72, F16, "nk_t", config=GatedTmaConfig(TMA_64x256)),
+    Case((16,), 1032, 72, F16, "kn", config=GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[16], 3)),
+    Case((40,), 264, 40, BF16, "nk_t", config=GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[64])),
 ]
 
 
@@ -107,9 +113,12 @@ def main() -> int:
     hopper = cupy.cuda.Device().compute_capability == "90"
     rng = np.random.default_rng()
     cases = [case for case in CASES if len(sys.argv) < 2 or sys.argv[1] in str(case)]
-    cases = [case for case in cases if hopper or not (
-        isinstance(case.config, (WgmmaConfig, TmaConfig, PipelinedDmmaConfig)) or "swap_tma" in str(case))]
-    gated = [case for case in GATED_CASES if len(sys.argv) < 2 or sys.argv[1] in f"gated {case}"]
+    def runs_here(case):  # forced Hopper configs on compute capability 9.0 only
+        return hopper or not (isinstance(case.config, (WgmmaConfig, TmaConfig, PipelinedDmmaConfig)) or
+                              "swap_tma" in str(case))
+
+    cases = [case for case in cases if runs_here(case)]
+    gated = [case for case in GATED_CASES if (len(sys.argv) < 2 or sys.argv[1] in f"gated {case}") and runs_here(case)]
     failures = [f for f in (check_case(cupy, rng, case, ACTIVATIONS[i % 5]) for i, case in enumerate(cases)) if f]
     failures += [f for f in (check_gated_case(cupy, rng, case, ACTIVATIONS[i % 5]) for i, case in enumerate(gated))
                  if f]

@@ -11,12 +11,15 @@ import pytest
 import cufuse
 from cufuse import reference
 from cufuse._core.device import A100, H200
-from cufuse._core.plans import NULL, Scratch
+from cufuse._core.plans import NULL, Scratch, TensorMap
 from cufuse.ops.linear import fused_gated_linear, fused_linear, fused_linear_relu, select
 from cufuse.ops.linear.mma import SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig, MmaConfig
 from cufuse.ops.linear.operands import ACTIVATION_CODES, check_bias_shape
 from cufuse.ops.linear.plan import plan_gated, plan_linear
 from cufuse.ops.linear.simt import SIMT_SMALL, GatedSimtConfig, SimtConfig
+from cufuse.ops.linear.swap_tma import GATED_SWAP_DEFAULT_TILES, SWAP_DEFAULT_TILES, GatedSwapConfig, GatedSwapTile, \
+    SwapConfig
+from cufuse.ops.linear.wgmma import GATED_TMA_TILES, TMA_128x128, TMA_64x64, TMA_TILE, GatedTmaConfig, TmaConfig
 
 from .cases import BF16, F16, F32, F64
 
@@ -77,7 +80,7 @@ def test_gated_argument_errors(rng):
     with pytest.raises(TypeError, match="fused_gated_linear: argument 'w_up' expected dtype float64"):
         fused_gated_linear(x, w, w.astype(np.float32))
     with pytest.raises(TypeError, match="fused_gated_linear: argument 'config' expected None or one of "
-                                        "GatedMmaConfig, GatedSimtConfig"):
+                                        "GatedTmaConfig, GatedSwapConfig, GatedMmaConfig, GatedSimtConfig"):
         fused_gated_linear(x, w, w, config=MmaConfig(STREAM_TILE))
 
 
@@ -99,11 +102,57 @@ def gated(m, k, n, dtype, *, w="kn", up=None, dev=H200, config=None, activation=
                       config, activation=ACTIVATION_CODES[activation])
 
 
-@pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
 @pytest.mark.parametrize("m,tile", [(1, STREAM_TILE), (16, STREAM_TILE), (17, STREAM64_TILE), (64, STREAM64_TILE)])
-def test_gated_small_m_streams_both_weights_on_tensor_cores(dev, m, tile):
-    config = select.choose_gated_config(gated_problem(m, 4096, 11008, BF16, dev), dev)
+def test_gated_small_m_streams_both_weights_on_tensor_cores(m, tile):
+    config = select.choose_gated_config(gated_problem(m, 4096, 11008, BF16, A100), A100)
     assert type(config) is GatedMmaConfig and config.tile == tile
+
+
+@pytest.mark.parametrize("w", ["kn", "nk_t"])
+@pytest.mark.parametrize("m,mx", [(1, 8), (8, 8), (9, 16), (16, 16), (17, 64), (64, 64)])
+def test_gated_small_m_on_hopper_is_the_gated_swapped_stream(m, mx, w):
+    config = select.choose_gated_config(gated_problem(m, 4096, 11008, BF16, H200, w), H200)
+    assert config == GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[mx], config.splits)
+    # ceil(11008 / 64) = 172 blocks of 64 output columns already cover the SMs: no split
+    assert config.splits == 1
+    few = select.choose_gated_config(gated_problem(m, 4096, 1024, BF16, H200, w), H200)
+    assert few.splits > 1  # 16 blocks: split K until the SMs are covered
+
+
+@pytest.mark.parametrize("w", ["kn", "nk_t"])
+@pytest.mark.parametrize("m", [65, 128, 512, 4096, 16384])
+def test_gated_gemms_on_hopper_run_the_gated_tma_kernel(m, w):
+    for n in (1024, 4096, 11008, 14336, 28672):
+        config = select.choose_gated_config(gated_problem(m, 4096, n, BF16, H200, w), H200)
+        assert type(config) is GatedTmaConfig and config.tile in GATED_TMA_TILES, (m, n, config)
+        # the linear rules on the 2N columns, on the same tile shape
+        linear = select.choose_config(_linear_problem(m, 4096, 2 * n, BF16, H200, w), H200)
+        if type(linear) is TmaConfig and linear.tile in GATED_TMA_TILES:
+            assert (config.tile, config.splits) == (linear.tile, linear.splits), (m, n, config, linear)
+
+
+def test_gated_hopper_kernels_need_tensor_maps_over_both_weights():
+    choose = select.choose_gated_config
+    mixed = gated_problem(128, 4096, 4096, BF16, H200, "kn", "nk_t")  # layouts differ: SIMT
+    assert type(choose(mixed, H200)) is GatedSimtConfig
+    broadcast = _gated_with_x_rows(128, 0)  # x rows broadcast (stride 0): no tensor map, mma
+    assert not broadcast.tma_ok and broadcast.tensor_ok
+    assert type(choose(broadcast, H200)) is GatedMmaConfig
+    assert type(choose(_gated_with_x_rows(16, 0), H200)) is GatedMmaConfig
+
+
+def _gated_with_x_rows(m, ldx):
+    from cufuse.ops.linear.operands import gated_problem as make
+
+    return make(m, ldx, 1, BASE, 4096, 4096, (4096, 1), BASE, (4096, 1), BASE, None, BF16, H200, 4,
+                "fused_gated_linear")
+
+
+def _linear_problem(m, k, n, dtype, dev, w="kn"):
+    from cufuse.ops.linear.operands import linear_problem
+
+    strides = {"kn": (n, 1), "nk_t": (1, k)}
+    return linear_problem(m, k, 1, BASE, k, n, strides[w], BASE, None, None, np.dtype(dtype), dev)
 
 
 def gated_problem(m, k, n, dtype, dev, w="kn", up=None):
@@ -116,20 +165,23 @@ def gated_problem(m, k, n, dtype, dev, w="kn", up=None):
 
 def test_gated_selection_by_dtype_and_layout():
     choose = select.choose_gated_config
-    assert type(choose(gated_problem(4096, 4096, 11008, F16, H200), H200)) is GatedMmaConfig
-    assert type(choose(gated_problem(4096, 4096, 11008, F16, H200, "nk_t"), H200)) is GatedMmaConfig
+    assert type(choose(gated_problem(4096, 4096, 11008, F16, H200), H200)) is GatedTmaConfig
+    assert type(choose(gated_problem(4096, 4096, 11008, F16, H200, "nk_t"), H200)) is GatedTmaConfig
+    assert type(choose(gated_problem(4096, 4096, 11008, F16, A100, "nk_t"), A100)) is GatedMmaConfig
     for problem in (gated_problem(64, 4096, 4096, F32, H200), gated_problem(64, 4096, 4096, F64, H200),
                     gated_problem(64, 4096, 4096, F16, H200, "kn", "nk_t"),  # layouts differ
                     gated_problem(64, 4096, 4096, BF16, H200, "odd")):  # rows not 16-byte aligned
         assert type(choose(problem, H200)) is GatedSimtConfig
-    big = choose(gated_problem(4096, 4096, 11008, BF16, H200), H200)
+    big = choose(gated_problem(4096, 4096, 11008, BF16, A100), A100)
     assert big == GatedMmaConfig(SMALL_TILE)
-    few = choose(gated_problem(128, 4096, 1024, BF16, H200), H200)  # few tiles: split K
+    few = choose(gated_problem(128, 4096, 1024, BF16, A100), A100)  # few tiles: split K
     assert few.splits > 1
+    hopper_few = choose(gated_problem(128, 4096, 1024, BF16, H200), H200)
+    assert type(hopper_few) is GatedTmaConfig and hopper_few.splits > 1
 
 
 def test_gated_plan_arguments_follow_the_kernels_order():
-    split = gated(16, 8192, 4096, BF16)
+    split = gated(16, 8192, 4096, BF16, dev=A100)  # the mma stream (H200: the gated TMA stream)
     launch = split.launches[0]
     assert launch.args[:6] == ("x", "w_gate", "w_up", "out", Scratch(0), Scratch(1)) and launch.grid[2] > 1
     # m, n, k, ldx, ldw gate, ldw up; k tiles a split, raster group, paired store, activation
@@ -142,6 +194,57 @@ def test_gated_plan_arguments_follow_the_kernels_order():
     assert simt.args[4:13] == (7, 17, 33, 33, 1, 17, 1, 1, 33) and simt.args[-1] == ACTIVATION_CODES["gelu"]
     unsplit = gated(4096, 4096, 4096, F16, dev=A100).launches[0]
     assert unsplit.args[4:6] == (NULL, NULL)
+
+
+@pytest.mark.parametrize("w", ["kn", "nk_t"])
+def test_gated_tma_plans_map_x_and_both_weights(w):
+    k, n = 4104, 520
+    for config, x_rows, w_rows in ((GatedTmaConfig(TMA_TILE, 2), 128, 128), (GatedTmaConfig(TMA_128x128), 128, 64),
+                                   (GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[16], 3), 16, 64)):
+        m = 16 if type(config) is GatedSwapConfig else 300
+        launch = gated(m, k, n, BF16, w=w, config=config).launches[0]
+        maps = launch.args[:3]
+        assert [type(a) for a in maps] == [TensorMap] * 3 and [a.name for a in maps] == ["x", "w_gate", "w_up"]
+        assert (maps[0].geometry.box_inner, maps[0].geometry.box_outer) == (64, x_rows)
+        for weight in maps[1:]:
+            g = weight.geometry
+            # K-major: boxes of BN / 2 rows of 64 k; N-major: 64 n x BK k rows
+            assert (g.inner, g.outer, g.box_inner, g.box_outer) == ((k, n, 64, w_rows) if w == "nk_t" else
+                                                                    (n, k, 64, config.tile.bk))
+        assert launch.args[3:6] == (("out", Scratch(0), Scratch(1)) if config.splits > 1 else ("out", NULL, NULL))
+        assert launch.grid[0] == (1 if m <= 64 else 3) * -(-2 * n // config.tile.bn)  # tiles of BN / 2 columns
+        assert launch.block[0] == config.tile.threads and launch.args[-1] == ACTIVATION_CODES["silu"]
+        # m, n, k, k tiles a split, raster group[, paired store], activation: no strides, no bias
+        scalars = launch.args[6:]
+        assert tuple(scalars[:3]) == (m, n, k) and all(type(a) is np.int64 for a in scalars[:3])
+        assert all(type(a) is np.int32 for a in scalars[3:])
+        assert len(scalars) == 3 + 2 + (0 if type(config) is GatedSwapConfig else 1) + 1
+
+
+def test_gated_hopper_configs_refuse_what_they_cannot_run():
+    problem = gated_problem(300, 4096, 4096, BF16, H200)
+    with pytest.raises(ValueError, match="asks for the gated_wgmma_tma kernel, which takes the tiles of 128x256, "
+                                         "128x128, 64x256, got 64x64"):
+        GatedTmaConfig(TMA_64x64).check(problem, H200)
+    with pytest.raises(ValueError, match="fused_gated_linear: argument 'config' asks for the wgmma_tma kernel, which "
+                                         "runs fused_linear only"):
+        TmaConfig(TMA_TILE).check(problem, H200)
+    with pytest.raises(ValueError, match="fused_linear: argument 'config' asks for the gated_wgmma_tma kernel, which "
+                                         "runs fused_gated_linear only"):
+        GatedTmaConfig(TMA_TILE).check(_linear_problem(300, 4096, 4096, BF16, H200), H200)
+    with pytest.raises(ValueError, match="asks for the gated_wgmma_tma kernel, which needs compute capability 9.0"):
+        GatedTmaConfig(TMA_TILE).check(gated_problem(300, 4096, 4096, BF16, A100), A100)
+    with pytest.raises(ValueError, match="asks for the gated_swap_tma kernel with x rows padded to 16, which takes at "
+                                         "most M = 16 rows, got M = 300"):
+        GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[16]).check(problem, H200)
+    with pytest.raises(ValueError, match="asks for the gated_swap_tma kernel, which takes a GatedSwapTile"):
+        GatedSwapConfig(SWAP_DEFAULT_TILES[16]).check(gated_problem(16, 4096, 4096, BF16, H200), H200)
+    with pytest.raises(ValueError, match="asks for the swap_tma kernel, which takes a SwapTile"):
+        SwapConfig(GATED_SWAP_DEFAULT_TILES[16]).check(_linear_problem(16, 4096, 4096, BF16, H200), H200)
+    with pytest.raises(ValueError, match="GatedSwapTile: bn 128"):
+        GatedSwapTile(64, 16, 4)
+    with pytest.raises(ValueError, match="needs operands a TMA tensor map can describe"):
+        GatedTmaConfig(TMA_128x128).check(_gated_with_x_rows(128, 0), H200)
 
 
 def test_linear_plans_carry_the_activation():

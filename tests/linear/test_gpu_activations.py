@@ -10,6 +10,8 @@ from cufuse import reference
 from cufuse.ops.linear import fused_gated_linear, fused_linear, fused_linear_relu
 from cufuse.ops.linear.mma import SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig
 from cufuse.ops.linear.simt import SIMT_SMALL, GatedSimtConfig
+from cufuse.ops.linear.swap_tma import GATED_SWAP_DEFAULT_TILES, GatedSwapConfig, GatedSwapTile
+from cufuse.ops.linear.wgmma import TMA_128x128, TMA_64x256, TMA_TILE, GatedTmaConfig
 
 from ..conftest import poisoned
 from .cases import BF16, F16, F32, F64, Case, check_case, check_gated_case, gated_inputs, make_inputs, random, \
@@ -71,8 +73,14 @@ def test_same_call_gives_the_same_bits(cp, rng, case):
     assert all(bool(cp.array_equal(bits[0], other)) for other in bits[1:])
 
 
-# The gated form: every default branch (mma stream, 64-row stream, GEMM tiles, SIMT for the
-# rest), forced tiles and splits, ragged M and N, both weight layouts, batched and 1-D x.
+def gated_swap(m, splits=1):
+    """The default gated stream tile of an M-row problem, with ``splits``."""
+    return GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64], splits)
+
+
+# The gated form: every default branch (on Hopper the gated TMA stream and GEMM; elsewhere the
+# mma stream, 64-row stream and GEMM tiles; SIMT for the rest), forced tiles and splits, ragged
+# M, N and K, both weight layouts, batched and 1-D x.
 GATED_CASES = [
     Case((1,), 4096, 4096, BF16, "nk_t"),
     Case((7,), 4096, 33, BF16, "nk_t"),
@@ -92,12 +100,38 @@ GATED_CASES = [
     Case((33,), 300, 72, F64, "nk_t"),
     Case((3, 7), 256, 300, F32, "every_other_k", config=GatedSimtConfig(SIMT_SMALL)),
     Case((4097,), 256, 300, F32, "nk_t"),
+    # the gated TMA GEMM (sm_90a): every tile, both layouts, ragged M / N / K (zero-filled boxes)
+    Case((300,), 520, 264, BF16, "nk_t", config=GatedTmaConfig(TMA_TILE)),
+    Case((4097,), 1032, 264, F16, "kn", config=GatedTmaConfig(TMA_TILE)),
+    Case((200,), 4104, 264, BF16, "kn", config=GatedTmaConfig(TMA_TILE, 2)),  # split-K, ragged last split
+    Case((200,), 264, 520, BF16, "every_other_k", config=GatedTmaConfig(TMA_TILE)),  # weight rows 2N apart
+    Case((130,), 4096, 136, F16, "nk_t", config=GatedTmaConfig(TMA_128x128, 3)),
+    Case((300,), 520, 264, BF16, "nk_t_padded", config=GatedTmaConfig(TMA_128x128)),
+    Case((3, 50), 4096, 520, F16, "kn", config=GatedTmaConfig(TMA_64x256, 4)),
+    Case((65,), 4104, 264, F16, "kn", config=GatedTmaConfig(TMA_64x256, 3)),
+    Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows", config=GatedTmaConfig(TMA_128x128)),
+    Case((100,), 8, 8, F16, "kn", config=GatedTmaConfig(TMA_64x256)),  # one k tile, boxes far past N and K
+    Case((1,), 1024, 136, BF16, "nk_t", config=GatedTmaConfig(TMA_64x256, 2)),
+    # the gated swapped stream (sm_90a): every padding, both layouts, ragged N and K, split-K
+    Case((1,), 8192, 4100, BF16, "nk_t", config=gated_swap(1)),  # 64 k tiles over 6 stages, N tail of 4
+    Case((7,), 4104, 33, F16, "nk_t", config=gated_swap(7, 2)),  # K tail of 8, N = 33, split 2
+    Case((8,), 8, 8, BF16, "kn", config=gated_swap(8)),  # one k tile, boxes far past N and K
+    Case((), 4096, 264, BF16, "nk_t", config=gated_swap(1)),  # 1-D x
+    Case((9,), 4104, 4104, F16, "kn", config=gated_swap(9, 3)),  # ragged last split, N tail of 8
+    Case((16,), 264, 4096, BF16, "every_other_k", config=gated_swap(16)),
+    Case((3, 5), 1032, 136, F16, "nk_t_padded", config=gated_swap(15)),  # sliced (N, K + 8) weight view
+    Case((16,), 520, 264, F16, "kn", x_layout="padded_rows", config=gated_swap(16)),
+    Case((33,), 4104, 520, BF16, "kn", config=gated_swap(33, 4)),
+    Case((64,), 8192, 4100, F16, "nk_t", config=gated_swap(64)),
+    Case((5,), 1032, 136, BF16, "kn", config=GatedSwapConfig(GatedSwapTile(128, 8, 3, bk=256), 2)),
+    Case((12,), 2056, 200, BF16, "kn", config=GatedSwapConfig(GatedSwapTile(128, 16, 4, bk=64))),
 ]
 
 
 @pytest.mark.parametrize("activation", ["silu", "gelu", "gelu_tanh", None, "relu"], ids=str)
 @pytest.mark.parametrize("case", GATED_CASES, ids=str)
 def test_gated_matches_float64_oracle(cp, rng, case, activation):
+    require_kernel(cp, case)
     failure = check_gated_case(cp, rng, case, activation)
     assert failure is None, failure
 
@@ -108,14 +142,18 @@ def test_gated_weights_of_different_layouts(cp, rng, gate_layout, up_layout):
     assert failure is None, failure
 
 
-@pytest.mark.parametrize("case", [c for c in GATED_CASES if c.config is None][:8], ids=str)
+@pytest.mark.parametrize("case", [c for c in GATED_CASES if c.config is None][:8] +
+                         [c for c in GATED_CASES if getattr(c.config, "splits", 1) > 2], ids=str)
 def test_gated_is_one_reproducible_launch(cp, rng, case):
+    require_kernel(cp, case)
     x, w_gate, w_up = gated_inputs(cp, rng, case)
-    outs = [cp.empty(case.lead + (case.n,), dtype=case.dtype) for _ in range(2)]
-    nodes, dot = _captured_nodes(cp, lambda: fused_gated_linear(x, w_gate, w_up, out=outs[0]))
+    outs = [cp.empty(case.lead + (case.n,), dtype=case.dtype) for _ in range(3)]
+    launch = lambda out: fused_gated_linear(x, w_gate, w_up, out=out, config=case.config)  # noqa: E731
+    nodes, dot = _captured_nodes(cp, lambda: launch(outs[0]))
     assert len(nodes) == 1 and "gated_linear" in dot, dot
-    fused_gated_linear(x, w_gate, w_up, out=outs[1])
-    assert bool(cp.array_equal(outs[0].view(cp.uint16), outs[1].view(cp.uint16)))
+    for out in outs[1:]:
+        launch(out)
+    assert all(bool(cp.array_equal(outs[0].view(cp.uint16), out.view(cp.uint16))) for out in outs[1:])
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS, ids=str)

@@ -254,7 +254,8 @@ def _reached_specs(dev):
                                                             (True, False)):
         for tma_ok in ((False, True) if tensor_ok and dev.has_wgmma and dtype.itemsize == 2 else (False,)):
             specs.add(choose(m, n, 4096, dtype, tensor_ok, dev, kmajor, tma_ok).spec(dtype, kmajor))
-        specs.add(select._choose_gated(m, 2 * n, 4096, dtype, tensor_ok and dtype.itemsize == 2, dev).spec(dtype, kmajor))
+            gated = select._choose_gated(m, 2 * n, 4096, dtype, tensor_ok and dtype.itemsize == 2, tma_ok, dev)
+            specs.add(gated.spec(dtype, kmajor))
     return specs
 
 

@@ -139,7 +139,7 @@ def test_pipelined_dmma_tile_shape():
     assert (spec.name, spec.template_args, spec.min_cc) == ("linear_relu_dmma", (128, 64, 2, 2, 3, 8, True), 90)
 
 
-@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8), (64, 128, 8), (64, 16, 4, 192)])
+@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8), (64, 256, 8), (64, 16, 4, 192)])
 def test_swap_tile_refuses_shapes_the_kernel_lacks(shape):
     with pytest.raises(ValueError, match="SwapTile"):
         SwapTile(*shape)
@@ -151,7 +151,8 @@ def test_spec_names_and_sources():
         "linear_relu_simt": "linear/simt.cu", "linear_relu_gemv": "linear/gemv.cu", "linear_relu_wide": "linear/wide.cu",
         "linear_relu_dmma": "linear/dmma.cu", "linear_relu_mma": "linear/mma.cu", "linear_relu_wgmma": "linear/wgmma.cu",
         "linear_relu_wgmma_tma": "linear/wgmma_tma.cu", "linear_relu_swap_tma": "linear/swap_tma.cu",
-        "gated_linear_mma": "linear/mma.cu", "gated_linear_simt": "linear/simt.cu"}
+        "gated_linear_mma": "linear/mma.cu", "gated_linear_simt": "linear/simt.cu",
+        "gated_linear_wgmma_tma": "linear/wgmma_tma.cu", "gated_linear_swap_tma": "linear/swap_tma.cu"}
     spec = SwapConfig(SWAP_DEFAULT_TILES[16]).spec(BF16, False)
     assert spec.template_args == ("__nv_bfloat16", 64, 16, 256, 5, False, True)
     assert all(s.name not in ("linear_relu_swap_tma", "linear_relu_dmma") for s in select.instantiations(A100))

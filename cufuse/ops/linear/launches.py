@@ -54,23 +54,26 @@ def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), value_cell
     grid (tiles, 1, splits), arguments ``(m, n, k[, ldx, ldw], bias stride, k tiles per split,
     raster group, *flags, activation)`` (gated: ``ldx, ldw of w_gate, ldw of w_up`` and no
     bias stride; its tiles hold BN / 2 output columns). The TMA kernels (``tma_x_rows``: the
-    rows of their x boxes) take tensor maps of x and the weight in place of the operands and
-    their strides (weight boxes of BN rows K-major, BK N-major). Split-K through slots needs
-    ``value_cells`` float32 cells per accumulator (2 for float64)."""
+    rows of their x boxes) take tensor maps of x and the weight (gated: of w_gate and of w_up)
+    in place of the operands and their strides (weight boxes of BN rows K-major, BN / 2 a
+    gated weight; BK N-major). Split-K through slots needs ``value_cells`` float32 cells per
+    accumulator (2 for float64)."""
     tile, m, n, k = config.tile, problem.m, problem.n, problem.k
     tiles = tile_count(m, problem.tile_columns, tile)
     k_tiles = math.ceil(k / tile.bk)
     splits = effective_splits(max(k_tiles, 1), config.splits)
     i64 = np.int64
-    if problem.gated:
-        operands, strides = ("x", "w_gate", "w_up"), (i64(problem.ldx), i64(problem.ldw), i64(problem.ldw_up))
-    elif not tma_x_rows:
-        operands, strides = ("x", "weight"), (i64(problem.ldx), i64(problem.ldw))
+    p = problem
+    weights = ("w_gate", "w_up") if p.gated else ("weight",)
+    if not tma_x_rows:
+        strides = (p.ldx, p.ldw, p.ldw_up) if p.gated else (p.ldx, p.ldw)
+        operands, strides = ("x",) + weights, tuple(i64(s) for s in strides)
     else:
-        p = problem
-        maps = operand_maps(p.dtype, m, n, k, p.ldx, p.ldw, p.kmajor, tma_x_rows, tile.bn if p.kmajor else tile.bk,
-                            l2_promotion(m))
-        operands, strides = (TensorMap("x", maps[0]), TensorMap("weight", maps[1])), ()
+        w_rows = tile.bn // len(weights) if p.kmajor else tile.bk
+        maps = [operand_maps(p.dtype, m, n, k, p.ldx, ldw, p.kmajor, tma_x_rows, w_rows, l2_promotion(m))
+                for ldw in ((p.ldw, p.ldw_up) if p.gated else (p.ldw,))]
+        operands = (TensorMap("x", maps[0][0]),) + tuple(TensorMap(w, g[1]) for w, g in zip(weights, maps))
+        strides = ()
     bias_stride = () if problem.gated else (problem.bias_scalar,)
     scalars = (i64(m), i64(n), i64(k)) + strides + bias_stride + (np.int32(math.ceil(k_tiles / splits)),
                                                                   np.int32(config.raster_group)) + tuple(flags)

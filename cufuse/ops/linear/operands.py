@@ -190,7 +190,7 @@ def linear_problem(m: int, ldx: int, x_k_stride: int, x_ptr: int, k: int, n: int
 class GatedProblem(LinearProblem):
     """One fused_gated_linear call: the gate weight's facts as a ``LinearProblem``'s (no
     bias) plus w_up's strides. ``tensor_ok``: both weights ``mma_eligible`` with one layout;
-    no tensor maps (the gated kernels are cp.async ones)."""
+    ``tma_ok``: tensor maps describe x and both weights."""
 
     up_k_stride: int = 0
     up_n_stride: int = 0
@@ -211,8 +211,10 @@ def gated_problem(m: int, ldx: int, x_k_stride: int, x_ptr: int, k: int, n: int,
                           activation, fn)
     up_layout = mma_eligible(gate.dtype, k, n, x_ptr, ldx, x_k_stride, m, up_ptr, *up_strides)
     tensor_ok = gate.tensor_ok and up_layout == gate.layout
+    tma_ok = tensor_ok and gate.tma_ok and tma_eligible(gate.dtype, k, n, x_ptr, ldx, m, up_ptr, *up_strides,
+                                                        up_layout)
     fields = {f.name: getattr(gate, f.name) for f in dataclasses.fields(gate) if f.init}
-    fields.update(tensor_ok=tensor_ok, tma_ok=False, up_k_stride=up_strides[0], up_n_stride=up_strides[1])
+    fields.update(tensor_ok=tensor_ok, tma_ok=tma_ok, up_k_stride=up_strides[0], up_n_stride=up_strides[1])
     return GatedProblem(**fields)
 
 

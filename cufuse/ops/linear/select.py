@@ -18,15 +18,19 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
   tile, M = 17..64 the 64x64 one, beyond the best-scoring GEMM tile, split K where the tiles
   leave block slots idle.
 
-The gated form (``choose_gated_config``): 16-bit weights of one layout the tensor cores can
-load on ``gated_linear_mma`` over its 2N columns (every device): the stream tiles for M <= 16
-and M <= 64, the 64x128 tile beyond (the 128-row tiles hold two accumulator sets in 255
-registers and spill with a row-major weight), K split where the tiles leave SMs idle;
-everything else on ``gated_linear_simt``'s 64x64 tile.
+The gated form (``choose_gated_config``), on its 2N columns of gate and up: on compute
+capability 9.0 with tensor maps over x and both weights, M <= 64 the gated swapped stream
+(``gated_linear_swap_tma``, x padded as the linear stream pads it), beyond
+``gated_linear_wgmma_tma`` on the TMA tile the linear rules pick for 2N columns
+(``choose_gated_tma_config``; never the 64x64 one); other 16-bit weights of one layout the tensor cores can load on ``gated_linear_mma``
+(every device): the stream tiles for M <= 16 and M <= 64, the 64x128 tile beyond (the 128-row
+tiles hold two accumulator sets in 255 registers and spill with a row-major weight), K split
+where the tiles leave SMs idle; everything else on ``gated_linear_simt``'s 64x64 tile.
 """
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -37,16 +41,18 @@ from .gemv import GEMV_MAX_ROWS, GEMV_MIN_SPLIT_ROWS, GEMV_TILES, GEMV_WAVES, Ge
 from .mma import GEMM_TILES, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig, MmaConfig
 from .operands import MMA_MIN_CC, SMALL_M
 from .simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig
-from .swap_tma import SWAP_DEFAULT_TILES, SWAP_MAX_M, SwapConfig
-from .tiling import choose_k_splits, gemm_score, stream_splits, tile_count
-from .wgmma import TMA_TILES_BY_SHAPE, WGMMA_STREAM_TILE, WGMMA_TILE, WGMMA_TILES, TmaConfig, WgmmaConfig
+from .swap_tma import GATED_SWAP_DEFAULT_TILES, SWAP_DEFAULT_TILES, SWAP_MAX_M, GatedSwapConfig, SwapConfig, \
+    swap_padding
+from .tiling import MAX_SPLITS, choose_k_splits, effective_splits, gemm_score, stream_splits, tile_count, tma_time
+from .wgmma import GATED_TMA_TILES, TMA_TILES, WGMMA_STREAM_TILE, WGMMA_TILE, WGMMA_TILES, GatedTmaConfig, TmaConfig, \
+    WgmmaConfig
 from .wide import DMMA_TILE, TF32_FEW_ROW_TILES, TF32_TILE, DmmaConfig, Tf32x3Config
 
 # What ``config=`` takes: every variant class of the op.
 VARIANTS = (MmaConfig, WgmmaConfig, TmaConfig, SwapConfig, GemvConfig, Tf32x3Config, DmmaConfig, PipelinedDmmaConfig,
             SimtConfig)
 # What fused_gated_linear's ``config=`` takes.
-GATED_VARIANTS = (GatedMmaConfig, GatedSimtConfig)
+GATED_VARIANTS = (GatedTmaConfig, GatedSwapConfig, GatedMmaConfig, GatedSimtConfig)
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
@@ -65,16 +71,18 @@ def _choose(m: int, n: int, k: int, dtype, tensor_ok: bool, dev, kmajor: bool, t
         return choose_wide_config(m, n, k, dtype, tensor_ok, dev)
     if not tensor_ok:
         return SimtConfig(choose_simt_tile(m, n, dtype, dev))
-    if m <= SWAP_MAX_M and tma_ok:  # tma_ok holds on compute capability 9.0 only
-        return choose_swap_config(m, n, k, dev)
+    if tma_ok:  # compute capability 9.0 only
+        if m <= SWAP_MAX_M:
+            return choose_swap_config(m, n, k, dev)
+        return choose_tma_config(m, n, k, dev, TMA_TILES, TmaConfig)
     if m > STREAM_TILE.bm and dev.has_wgmma and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
-        return with_tma(choose_wgmma_config(m, n, k, dev), tma_ok)
+        return choose_wgmma_config(m, n, k, dev)
     if m <= STREAM_TILE.bm:
         return MmaConfig(STREAM_TILE, stream_splits(m, n, k, STREAM_TILE, dev))
     if m <= SMALL_M:
         return MmaConfig(STREAM64_TILE, choose_k_splits(m, n, k, STREAM64_TILE, dev))
     if prefers_wgmma(m, n, dev):
-        return with_tma(WgmmaConfig(choose_wave_tile(m, n, dev)), tma_ok)
+        return WgmmaConfig(choose_wave_tile(m, n, dev))
     tile = choose_gemm_tile(m, n, dev)
     if not kmajor and tile_count(m, n, MEDIUM_TILE) < dev.sm_count * MEDIUM_TILE.blocks_per_sm(dev):
         # A row-major weight and at most one wave of 128x128 tiles: split K.
@@ -89,19 +97,36 @@ def _choose(m: int, n: int, k: int, dtype, tensor_ok: bool, dev, kmajor: bool, t
 def choose_gated_config(problem, dev):
     """The default variant of a gated problem (``operands.GatedProblem``) on its 2N columns."""
     p = problem
-    return _choose_gated(p.m, p.tile_columns, p.k, p.dtype, p.tensor_ok and p.itemsize == 2, dev)
+    return _choose_gated(p.m, p.tile_columns, p.k, p.dtype, p.tensor_ok and p.itemsize == 2, p.tma_ok, dev)
 
 
 @functools.lru_cache(maxsize=1024)
-def _choose_gated(m: int, columns: int, k: int, dtype, tensor_ok: bool, dev):
+def _choose_gated(m: int, columns: int, k: int, dtype, tensor_ok: bool, tma_ok: bool, dev):
     if not tensor_ok:  # the 64x64 tile: two float32 accumulator sets of 128x128 spill on sm_80
         return GatedSimtConfig(SIMT_SMALL)
+    if tma_ok:  # compute capability 9.0 only
+        if m <= SWAP_MAX_M:
+            return choose_gated_swap_config(m, columns, k, dev)
+        return choose_tma_config(m, columns, k, dev, GATED_TMA_TILES, GatedTmaConfig)
     if m <= STREAM_TILE.bm:
         return GatedMmaConfig(STREAM_TILE, stream_splits(m, columns, k, STREAM_TILE, dev))
     tile = STREAM64_TILE if m <= SMALL_M else SMALL_TILE
     if tile_count(m, columns, tile) < dev.sm_count * tile.blocks_per_sm(dev):
         return GatedMmaConfig(tile, choose_k_splits(m, columns, k, tile, dev))
     return GatedMmaConfig(tile)
+
+
+def choose_tma_config(m: int, columns: int, k: int, dev, tiles, make):
+    """The TMA GEMM (``make``: TmaConfig, or GatedTmaConfig over 2N ``columns``) on the tile
+    and split count of ``tiles`` with the least ``tiling.tma_time``; ties go to the earlier
+    tile and the fewer splits. Over run S17-3's sweep (M 65-2048, seven projections, both
+    kernels) it picks configs at 0.98 / 0.99 of the fastest measured (geometric mean; fitted
+    on six projections, 0.98 / 0.995 on the seventh), where the wave-fill scores picked at
+    0.93 / 0.96."""
+    k_tiles = max(1, math.ceil(k / 64))
+    splits = sorted({effective_splits(k_tiles, s) for s in range(1, min(MAX_SPLITS, k_tiles) + 1)})
+    tile, split = min(((t, s) for t in tiles for s in splits), key=lambda c: tma_time(m, columns, k, *c, dev))
+    return make(tile, split)
 
 
 def choose_gemv_config(m: int, n: int, k: int, dtype, kmajor: bool, dev) -> GemvConfig:
@@ -164,32 +189,30 @@ def choose_wave_tile(m: int, n: int, dev):
     return max(tiles, key=lambda t: gemm_score(m, n, t, 1, dev))
 
 
-def choose_wgmma_config(m: int, n: int, k: int, dev) -> WgmmaConfig:
+def choose_wgmma_config(m: int, n: int, k: int, dev, tiles=WGMMA_TILES) -> WgmmaConfig:
     """The wgmma tile and split-K for M = 17..64 (the stream tile) and for fewer 128x256 tiles
-    than SMs (the best ``gemm_score``); K split where the tiles leave block slots idle."""
+    than SMs (the best ``gemm_score`` of ``tiles``); K split where the tiles leave block slots
+    idle."""
     if m <= SMALL_M:
         tile = WGMMA_STREAM_TILE
     else:
-        tile = max(WGMMA_TILES, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
+        tile = max(tiles, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
     if tile_count(m, n, tile) >= dev.sm_count * tile.blocks_per_sm(dev):
         return WgmmaConfig(tile)
     return WgmmaConfig(tile, choose_k_splits(m, n, k, tile, dev))
 
 
-def with_tma(config: WgmmaConfig, tma_ok: bool):
-    """``config`` on the TMA kernel (the TMA tile of the same block shape, the same splits and
-    raster group) where tensor maps describe the operands (run S4-3: 8192^3 711 TFLOP/s against
-    522; 512 x 4096^2 519 against 353)."""
-    if not tma_ok:
-        return config
-    return TmaConfig(TMA_TILES_BY_SHAPE[(config.tile.bm, config.tile.bn)], config.splits, config.raster_group)
-
-
 def choose_swap_config(m: int, n: int, k: int, dev) -> SwapConfig:
     """The swapped stream with x padded to 8, 16 or 64 rows, split-K by ``stream_splits``
     (one block an SM at most: run S6-11, split 1 3.58 / 3.51 TB/s, split 2 3.12-3.40)."""
-    tile = SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64]
+    tile = SWAP_DEFAULT_TILES[swap_padding(m)]
     return SwapConfig(tile, stream_splits(m, n, k, tile, dev))
+
+
+def choose_gated_swap_config(m: int, columns: int, k: int, dev) -> GatedSwapConfig:
+    """The gated stream (``columns``: 2N) with x padded as ``choose_swap_config`` pads it."""
+    tile = GATED_SWAP_DEFAULT_TILES[swap_padding(m)]
+    return GatedSwapConfig(tile, stream_splits(m, columns, k, tile, dev))
 
 
 def reachable_configs(dev) -> list:
@@ -211,7 +234,7 @@ def reachable_configs(dev) -> list:
         # wgmma one has the same shape and a higher speed), its 64x64 stream tile is wgmma's.
         reached += [(MmaConfig(t), half) for t in (MEDIUM_TILE, SMALL_TILE, STREAM_TILE)]
         reached += [(WgmmaConfig(t), half) for t in WGMMA_TILES]
-        reached += [(TmaConfig(t), half) for t in TMA_TILES_BY_SHAPE.values()]
+        reached += [(TmaConfig(t), half) for t in TMA_TILES]
         reached += [(SwapConfig(t), half) for t in SWAP_DEFAULT_TILES.values()]
     else:
         reached += [(MmaConfig(t), half) for t in GEMM_TILES + (STREAM_TILE, STREAM64_TILE)]
@@ -224,6 +247,9 @@ def reachable_gated_configs(dev) -> list:
     reached = [(GatedSimtConfig(SIMT_SMALL), every)]
     if dev.cc >= MMA_MIN_CC:
         reached += [(GatedMmaConfig(t), half) for t in (SMALL_TILE, STREAM_TILE, STREAM64_TILE)]
+    if dev.has_wgmma:
+        reached += [(GatedTmaConfig(t), half) for t in GATED_TMA_TILES]
+        reached += [(GatedSwapConfig(t), half) for t in GATED_SWAP_DEFAULT_TILES.values()]
     return reached
 
 

@@ -1,6 +1,8 @@
 """``linear_relu_swap_tma`` (kernels/linear/swap_tma.cu): the weight stream of M <= 64 on
 Hopper with the operands swapped (out^T = W^T x^T: the weight's columns as wgmma's M, x's
-rows padded to 8, 16 or 64 as its N), fed by TMA; split-K through slots."""
+rows padded to 8, 16 or 64 as its N), fed by TMA; split-K through slots. fused_gated_linear's
+``gated_linear_swap_tma`` (same file): 64 output columns a block, w_gate's and w_up's 64
+columns in each stage."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +12,7 @@ from ..._core.device import SMEM_RESERVED_PER_BLOCK
 from ..._core.dtypes import ctype
 from ..._core.loader import KernelSpec
 from .launches import tiled_plan
-from .operands import require_16bit_tensor_operands
+from .operands import require_16bit_tensor_operands, require_problem_kind
 from .tiling import TiledConfig
 from .wgmma import WGMMA_MIN_CC, WGMMA_STATIC_SMEM, require_hopper, require_tensor_maps
 
@@ -30,8 +32,8 @@ class SwapTile:
     l2_hints: bool = False
 
     def __post_init__(self):
-        if self.bn not in (64, 128) or self.mx not in (8, 16, 64) or self.bk not in (64, 128, 256):
-            raise ValueError(f"SwapTile: bn 64 or 128, mx 8, 16 or 64, bk 64, 128 or 256; got {self}")
+        if self.bn not in (64, 128) or self.mx not in (8, 16, 64, 128) or self.bk not in (64, 128, 256):
+            raise ValueError(f"SwapTile: bn 64 or 128, mx 8, 16, 64 or 128, bk 64, 128 or 256; got {self}")
 
     @property
     def bm(self) -> int:
@@ -64,24 +66,72 @@ SWAP_MAX_M = 64  # the largest x padding (wgmma N)
 
 
 @dataclasses.dataclass(frozen=True)
+class GatedSwapTile(SwapTile):
+    """A tile of ``gated_linear_swap_tma``: ``bn`` = 128 stage rows (w_gate's 64 columns, then
+    w_up's: 64 output columns a block), one consumer warpgroup running both chains."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.bn != 128:
+            raise ValueError(f"GatedSwapTile: bn 128 (64 columns of each weight), got {self}")
+
+    @property
+    def threads(self) -> int:
+        return 128 + 32
+
+
+# The gated stream's defaults: 128 k a stage (a stage holds 128 weight rows), 4 stages, L2
+# hints (run S17-1, `experiments/linear/measure_gated.py --sweep`: at 1 / 16 x 4096 x 14336
+# 4.16-4.19 TB/s against 3.79-4.02 with 6 stages; 4096 x 11008 and 8192 x 28672 within 2 % of
+# the best of 64 k s10 / 128 k s4 / s6 / 256 k s3, both layouts).
+GATED_SWAP_DEFAULT_TILES = {
+    8: GatedSwapTile(128, 8, 4, bk=128, l2_hints=True),
+    16: GatedSwapTile(128, 16, 4, bk=128, l2_hints=True),
+    64: GatedSwapTile(128, 64, 4, bk=128, l2_hints=True),
+}
+
+
+def swap_padding(m: int) -> int:
+    """The x padding (wgmma N) of an M-row problem, M <= SWAP_MAX_M."""
+    return 8 if m <= 8 else 16 if m <= 16 else 64
+
+
+@dataclasses.dataclass(frozen=True)
 class SwapConfig(TiledConfig):
     """``linear_relu_swap_tma`` on a ``SwapTile``, K split through slots."""
 
     kind: ClassVar[str] = "swap_tma"
+    kernel: ClassVar[str] = "linear_relu_swap_tma"
+    gated: ClassVar[bool] = False
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
         t = self.tile
-        return KernelSpec("linear/swap_tma.cu", "linear_relu_swap_tma",
-                          (ctype(dtype), t.bn, t.mx, t.bk, t.stages, kmajor, t.l2_hints), min_cc=WGMMA_MIN_CC)
+        shape = (t.mx,) if self.gated else (t.bn, t.mx)
+        return KernelSpec("linear/swap_tma.cu", self.kernel,
+                          (ctype(dtype),) + shape + (t.bk, t.stages, kmajor, t.l2_hints), min_cc=WGMMA_MIN_CC)
 
     def check(self, problem, dev) -> None:
         require_16bit_tensor_operands(self.kind, problem)
+        require_problem_kind(self, problem)
+        if isinstance(self.tile, GatedSwapTile) != self.gated:
+            raise ValueError(f"{problem.fn}: argument 'config' asks for the {self.kind} kernel, which takes "
+                             f"{'a GatedSwapTile' if self.gated else 'a SwapTile'}, got {self.tile}")
         require_hopper(self.kind, problem, dev)
         require_tensor_maps(self.kind, problem)
         mx = self.tile.mx
         if problem.m > mx:
-            raise ValueError(f"{problem.fn}: argument 'config' asks for the swap_tma kernel with x rows padded to {mx}, "
+            raise ValueError(f"{problem.fn}: argument 'config' asks for the {self.kind} kernel with x rows padded to {mx}, "
                              f"which takes at most M = {mx} rows, got M = {problem.m}")
 
     def plan(self, problem, dev):
         return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor), tma_x_rows=self.tile.mx)
+
+
+@dataclasses.dataclass(frozen=True)
+class GatedSwapConfig(SwapConfig):
+    """``gated_linear_swap_tma`` (fused_gated_linear's config) on a ``GatedSwapTile``, K split
+    through slots."""
+
+    kind: ClassVar[str] = "gated_swap_tma"
+    kernel: ClassVar[str] = "gated_linear_swap_tma"
+    gated: ClassVar[bool] = True

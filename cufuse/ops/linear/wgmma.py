@@ -1,6 +1,8 @@
 """The Hopper warpgroup-MMA GEMM kernels (sm_90a), float16 / bfloat16: ``linear_relu_wgmma``
 (kernels/linear/wgmma.cu, operands loaded by cp.async) and ``linear_relu_wgmma_tma``
-(kernels/linear/wgmma_tma.cu, fed by TMA). Same tiles and epilogue; split-K through slots."""
+(kernels/linear/wgmma_tma.cu, fed by TMA). Same tiles and epilogue; split-K through slots.
+fused_gated_linear's ``gated_linear_wgmma_tma`` (same file) runs the TMA tiles with each
+stage's weight columns half w_gate's, half w_up's."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +14,7 @@ from ..._core.device import SMEM_RESERVED_PER_BLOCK
 from ..._core.dtypes import ctype
 from ..._core.loader import KernelSpec
 from .launches import tiled_plan
-from .operands import config_error, require_16bit_tensor_operands
+from .operands import config_error, require_16bit_tensor_operands, require_problem_kind
 from .tiling import TiledConfig
 
 WGMMA_MIN_CC = 90
@@ -66,7 +68,11 @@ WGMMA_STREAM_TILE = WGMMA_64x64
 class TmaGemmTile(WgmmaGemmTile):
     """A tile of ``linear_relu_wgmma_tma``: the cp.async kernel's tile and stage layout, plus
     one producer warp (the block's last 32 threads) and 2 x ``stages`` mbarriers (8 bytes
-    each) after the stages."""
+    each) after the stages. ``cost``: the time model of ``tiling.tma_time`` in microseconds
+    on the H200, (a k tile, a wave, a split-K launch, each split), fitted to run S17-3's
+    sweep (docs/linear.md, "TMA tile and split model")."""
+
+    cost: tuple = (0.0, 0.0, 0.0, 0.0)
 
     @property
     def threads(self) -> int:
@@ -76,15 +82,21 @@ class TmaGemmTile(WgmmaGemmTile):
         return super().smem_bytes(itemsize) + 2 * 8 * self.stages
 
 
-# One TMA tile per cp.async block shape (``TMA_TILES_BY_SHAPE``); stages fill the shared
-# memory the blocks per SM leave (run S4-3: 8192^3 711 TFLOP/s against the cp.async 522).
-TMA_TILE = TmaGemmTile(128, 256, 4, max_blocks_per_sm=1)
-TMA_128x128 = TmaGemmTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35)
-TMA_64x256 = TmaGemmTile(64, 256, 5, max_blocks_per_sm=1, relative_speed=1.3)
-TMA_64x128 = TmaGemmTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1)
-TMA_64x64 = TmaGemmTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8)
+# One TMA tile per cp.async block shape; stages fill the shared memory the blocks per SM
+# leave (run S4-3: 8192^3 711 TFLOP/s against the cp.async 522). Costs: least squares (weights
+# 1 / time, non-negative) over 672 timed configs of fused_linear and the gated kernel, M 65 to
+# 2048, seven model projections, splits 1-4 (run S17-3).
+TMA_TILE = TmaGemmTile(128, 256, 4, max_blocks_per_sm=1, cost=(0.69, 12.49, 0.0, 3.39))
+TMA_128x128 = TmaGemmTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35, cost=(0.44, 5.36, 3.10, 2.63))
+TMA_64x256 = TmaGemmTile(64, 256, 5, max_blocks_per_sm=1, relative_speed=1.3, cost=(0.44, 6.39, 4.51, 2.46))
+TMA_64x128 = TmaGemmTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1, cost=(0.44, 7.83, 0.74, 2.35))
+TMA_64x64 = TmaGemmTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8, cost=(0.36, 3.40, 8.92, 0.19))
 TMA_TILES = (TMA_TILE, TMA_128x128, TMA_64x256, TMA_64x128, TMA_64x64)
-TMA_TILES_BY_SHAPE = {(t.bm, t.bn): t for t in TMA_TILES}
+# The gated kernel's tiles: BN / 2 columns of each weight a stage, whole 64-column swizzle
+# atoms of a row-major one (so not the 64x64 tile); the one-block-an-SM tiles, the ones
+# measured (run S17-3).
+GATED_TMA_TILES = (TMA_TILE, TMA_128x128, TMA_64x256)
+GATED_TMA_TILES_NAMES = ", ".join(f"{t.bm}x{t.bn}" for t in GATED_TMA_TILES)
 
 
 def require_hopper(kind: str, problem, dev) -> None:
@@ -128,12 +140,15 @@ class TmaConfig(TiledConfig):
     passed as tensor maps (``operands.operand_maps``)."""
 
     kind: ClassVar[str] = "wgmma_tma"
+    kernel: ClassVar[str] = "linear_relu_wgmma_tma"
+    gated: ClassVar[bool] = False
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
-        return _spec("linear_relu_wgmma_tma", "linear/wgmma_tma.cu", self.tile, dtype, kmajor)
+        return _spec(self.kernel, "linear/wgmma_tma.cu", self.tile, dtype, kmajor)
 
     def check(self, problem, dev) -> None:
         require_16bit_tensor_operands(self.kind, problem)
+        require_problem_kind(self, problem)
         require_hopper(self.kind, problem, dev)
         require_tensor_maps(self.kind, problem)
 
@@ -141,3 +156,20 @@ class TmaConfig(TiledConfig):
         return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor), tma_x_rows=self.tile.bm,
                           flags=(np.int32(problem.paired_store),))
 
+
+
+@dataclasses.dataclass(frozen=True)
+class GatedTmaConfig(TmaConfig):
+    """``gated_linear_wgmma_tma`` (fused_gated_linear's config) on a ``TmaGemmTile`` of
+    ``GATED_TMA_TILES``: the tile's BN columns are BN / 2 output columns of w_gate and of w_up
+    (one wgmma chain over both), K split ``splits`` ways through slots."""
+
+    kind: ClassVar[str] = "gated_wgmma_tma"
+    kernel: ClassVar[str] = "gated_linear_wgmma_tma"
+    gated: ClassVar[bool] = True
+
+    def check(self, problem, dev) -> None:
+        super().check(problem, dev)
+        if self.tile not in GATED_TMA_TILES:
+            raise config_error(problem, self.kind, f"takes the tiles of {GATED_TMA_TILES_NAMES}, got "
+                                                   f"{self.tile.bm}x{self.tile.bn}")
