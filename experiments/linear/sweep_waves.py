@@ -3,11 +3,10 @@ every TMA tile at several K splits on projection shapes from 128 to 4096 rows, b
 PyTorch's (N, K).T, against cuBLASLt's fused epilogue (``torch._addmm_activation``) and the
 default selection, in one run.
 
-    python3 experiments/linear/sweep_waves.py OUT.json [--rows 128,512] [--splits 1,2,4] [--gated] [--swap]
+    python3 experiments/linear/sweep_waves.py OUT.json [--rows 128,512] [--splits 1,2,4] [--gated]
 
 --gated sweeps fused_gated_linear's TMA tiles instead (silu; N of each weight, so the tiles
 cover 2N columns), against one cuBLASLt GEMM on [w_gate | w_up] + torch's silu and multiply.
---swap adds the swapped stream with x padded to 128 rows (SWAP_CANDIDATES) for M <= 128.
 
 Times: medians of CUDA-event batches after ~100 ms of warm-up a config (``time_cuda_budget``),
 inputs rotated through several times the L2 (the benchmark's rules). Each row of the table printed last: the shape, torch's time, the
@@ -28,24 +27,14 @@ from cufuse._core.dtypes import BFLOAT16
 from cufuse.bench.cases import to_torch
 from cufuse.bench.timing import rotation_count, time_cuda_budget
 from cufuse.ops.linear import select
-from cufuse.ops.linear.swap_tma import GatedSwapConfig, GatedSwapTile, SwapConfig, SwapTile
-from cufuse.ops.linear.tiling import stream_splits
 from cufuse.ops.linear.wgmma import GATED_TMA_TILES, TMA_TILES, GatedTmaConfig, TmaConfig
 
 ROWS = (128, 256, 384, 512, 768, 1024, 2048, 4096)
 PROJECTIONS = ((4096, 4096), (4096, 11008), (11008, 4096), (4096, 14336), (14336, 4096), (8192, 28672), (5120, 13824))
 SPLITS = (1, 2, 3, 4, 6)
-SWAP_CANDIDATES = {  # x padded to 128 rows: (tiles of fused_linear, of the gated kernel)
-    False: (SwapTile(64, 128, 4, bk=128, l2_hints=True), SwapTile(128, 128, 3, bk=128, l2_hints=True),
-            SwapTile(64, 128, 6, bk=64, l2_hints=True)),
-    True: (GatedSwapTile(128, 128, 3, bk=128, l2_hints=True), GatedSwapTile(128, 128, 6, bk=64, l2_hints=True)),
-}
 
 
 def label(config) -> str:
-    if isinstance(config, SwapConfig):
-        t = config.tile
-        return f"swap{t.mx} bn{t.bn} k{t.bk} st{t.stages} s{config.splits}"
     return f"{config.tile.bm}x{config.tile.bn} s{config.splits}" if hasattr(config, "tile") else type(config).__name__
 
 
@@ -57,7 +46,6 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", default=",".join(map(str, ROWS)))
     parser.add_argument("--splits", default=",".join(map(str, SPLITS)))
     parser.add_argument("--gated", action="store_true")
-    parser.add_argument("--swap", action="store_true")
     parser.add_argument("--budget-ms", type=float, default=25.0, help="timing budget a config (after its warm-up)")
     args = parser.parse_args(argv)
     rows_m = [int(v) for v in args.rows.split(",")]
@@ -86,10 +74,6 @@ def main(argv=None) -> None:
                     return cufuse.fused_linear_relu(x, w, bias, out=out, config=config)
             times = {}
             configs = [make(tile, splits) for tile in tiles for splits in splits_list]
-            if args.swap and m <= 128:
-                swap_make = GatedSwapConfig if args.gated else SwapConfig
-                configs += [swap_make(t, stream_splits(m, (2 if args.gated else 1) * n, k, t, dev))
-                            for t in SWAP_CANDIDATES[args.gated]]
             for config in configs:
                 try:
                     run(*call_args[0], config=config)

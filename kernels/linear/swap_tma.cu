@@ -93,7 +93,7 @@ __device__ __forceinline__ bool swap_tma_tile(const TmaDescriptor& x_map, const 
     constexpr int CONSUMERS = GATED ? 128 : 2 * BN;
     constexpr int PENDING = 1;  // one k tile's wgmmas in flight while the next stage is awaited
     static_assert(GATED ? BN == 128 : (BN == 64 || BN == 128), "64 weight columns a consumer warpgroup and weight");
-    static_assert(MX == 8 || MX == 16 || MX == 64 || MX == 128, "x rows padded to 8, 16, 64 or 128: wgmma's N");
+    static_assert(MX == 8 || MX == 16 || MX == 64, "x rows padded to 8, 16 or 64: wgmma's N");
     static_assert(BK == 64 || BK == 128 || BK == 256, "one to four 128-byte swizzle atoms of k per row");
     T* smem = aligned_stages<T>(smem_raw);
     const int warpgroup = threadIdx.x >> 7;

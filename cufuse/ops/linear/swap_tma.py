@@ -32,8 +32,8 @@ class SwapTile:
     l2_hints: bool = False
 
     def __post_init__(self):
-        if self.bn not in (64, 128) or self.mx not in (8, 16, 64, 128) or self.bk not in (64, 128, 256):
-            raise ValueError(f"SwapTile: bn 64 or 128, mx 8, 16, 64 or 128, bk 64, 128 or 256; got {self}")
+        if self.bn not in (64, 128) or self.mx not in (8, 16, 64) or self.bk not in (64, 128, 256):
+            raise ValueError(f"SwapTile: bn 64 or 128, mx 8, 16 or 64, bk 64, 128 or 256; got {self}")
 
     @property
     def bm(self) -> int:
