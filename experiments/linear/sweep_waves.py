@@ -9,8 +9,8 @@ default selection, in one run.
 cover 2N columns), against one cuBLASLt GEMM on [w_gate | w_up] + torch's silu and multiply.
 
 Times: medians of CUDA-event batches after ~100 ms of warm-up a config (``time_cuda_budget``),
-inputs rotated through several times the L2 (the benchmark's rules). Each row of the table printed last: the shape, torch's time, the
-default's config and time, the fastest measured config and time.
+inputs rotated through several times the L2 (the benchmark's rules). Each row printed: the
+shape, torch's time, the default's config and time, the fastest measured config and time.
 """
 from __future__ import annotations
 
