@@ -17,7 +17,7 @@ from cufuse.ops.linear.simt import SIMT_LARGE, SIMT_SMALL, SimtConfig
 from cufuse.ops.linear.swap_tma import SWAP_DEFAULT_TILES, SwapConfig
 from cufuse.ops.linear.tiling import MAX_SPLITS, choose_k_splits, effective_splits, stream_splits, tile_count, \
     wave_efficiency
-from cufuse.ops.linear.wgmma import TMA_128x128, TMA_TILE, WGMMA_128x128, WGMMA_64x64, WGMMA_STREAM_TILE, \
+from cufuse.ops.linear.wgmma import TMA_128x128, TMA_64x64, TMA_TILE, WGMMA_128x128, WGMMA_64x64, WGMMA_STREAM_TILE, \
     WGMMA_TILE, TmaConfig, WgmmaConfig
 from cufuse.ops.linear.wide import DMMA_TILE, TF32_FEW_ROW_TILES, TF32_TILE, DmmaConfig, Tf32x3Config
 
@@ -264,3 +264,33 @@ def test_instantiations_are_exactly_the_reachable_kernels(dev):
     listed = select.instantiations(dev)
     assert len(listed) == len(set(listed))
     assert _reached_specs(dev) == set(listed)
+
+
+def test_tma_time_counts_waves_k_tiles_and_splits():
+    from cufuse.ops.linear.tiling import tma_time
+
+    a, b, c, d = TMA_TILE.cost
+    # 4096 x 11008: 32 x 43 = 1376 tiles of 128x256, 11 waves of 132 SMs, 64 k tiles each
+    assert tma_time(4096, 11008, 4096, TMA_TILE, 1, H200) == pytest.approx(11 * (64 * a + b))
+    # 128 x 11008 split 3: 43 x 3 = 129 blocks in one wave of 22 k tiles, and the split terms
+    assert tma_time(128, 11008, 4096, TMA_TILE, 3, H200) == pytest.approx(22 * a + b + c + 3 * d)
+    # two blocks an SM: 264 slots for the 64x64 tile
+    t = TMA_64x64
+    assert tma_time(64 * 2, 64 * 132, 64, t, 1, H200) == pytest.approx(t.cost[0] + t.cost[1])
+
+
+@pytest.mark.parametrize("m,n,k,tile,splits", [
+    (128, 11008, 4096, TMA_128x128, 1),  # run S17-3: 34 us; the wave-fill rules' 128x128 split 3 46 us
+    (256, 11008, 4096, TMA_TILE, 1),  # 55 us; 128x256 split 3 67 us
+    (4096, 11008, 4096, TMA_TILE, 1),
+    (8192, 8192, 8192, TMA_TILE, 1),
+])
+def test_tma_model_picks_the_configs_the_sweep_measured_fastest(m, n, k, tile, splits):
+    assert choose(m, n, k, BF16, True, H200, True, True) == TmaConfig(tile, splits)
+
+
+def test_tma_model_splits_k_where_few_tiles_leave_the_sms_idle():
+    config = choose(128, 1024, 16384, BF16, True, H200, True, True)  # 8 tiles of 128x128, 256 k tiles
+    assert type(config) is TmaConfig and config.splits > 4
+    blocks = tile_count(128, 1024, config.tile) * config.splits
+    assert blocks <= H200.sm_count * config.tile.blocks_per_sm(H200)  # one wave

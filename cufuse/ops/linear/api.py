@@ -74,10 +74,12 @@ def fused_gated_linear(x, w_gate, w_up, *, activation="silu", out=None, config=N
     "gelu" or "gelu_tanh"; the activations of ``fused_linear``): x ``(..., K)`` is read once
     for both products, neither product is written. w_gate and w_up are ``(K, N)`` with any
     strides, one dtype with x. float16 / bfloat16 weights of one layout with 16-byte aligned
-    rows (as ``fused_linear``'s tensor-core rule) run on mma.sync tensor cores, both products'
-    accumulators in one block sharing each tile of x, split-K through slots summed in split
-    order; everything else (float32, float64, other strides) on a SIMT kernel of true float32
-    / float64 arithmetic. ``config``: a variant of ``select.GATED_VARIANTS``."""
+    rows (as ``fused_linear``'s tensor-core rule) run on tensor cores, both products'
+    accumulators in one block sharing each tile of x: on compute capability 9.0, where tensor
+    maps describe x and both weights, the TMA-fed warpgroup-MMA kernels (M <= 64 the swapped
+    weight stream, beyond the GEMM tiles); elsewhere mma.sync; split-K through slots summed in
+    split order. Everything else (float32, float64, other strides) runs a SIMT kernel of true
+    float32 / float64 arithmetic. ``config``: a variant of ``select.GATED_VARIANTS``."""
     code = activation_code(GATED_FN, activation)
     key = _prepared_key(GATED_FN, (x, w_gate, w_up), out, code, config)
     result = _run_prepared(key, (x, w_gate, w_up), out)

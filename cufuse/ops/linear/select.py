@@ -8,12 +8,13 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
   DMMA, pipelined on 9.0) on tiles of 16-64 rows up to 64 rows, 128 rows beyond, K split
   where the tiles leave SMs idle. Other operands: SIMT.
 * float16 / bfloat16, operands not ``mma_eligible``: SIMT.
-* float16 / bfloat16 on compute capability 9.0: M <= 64 with tensor maps the swapped TMA
-  stream; M = 17..64 without them, or M > 64 with fewer 128x256 tiles than SMs, the best
-  wgmma tile (``choose_wgmma_config``); M > 64 otherwise, where the 128x256 tile scores above
-  the mma tiles, the best-scoring one-block wgmma tile, 128x256 / 128x128 / 64x256
-  (``choose_wave_tile``: a last wave the large tile leaves mostly idle takes a smaller one). Every wgmma config runs on the TMA kernel where tensor maps
-  describe the operands, else on the cp.async one.
+* float16 / bfloat16 on compute capability 9.0 with tensor maps: M <= 64 the swapped TMA
+  stream; beyond, the TMA GEMM on the tile and split count with the least predicted time
+  (``choose_tma_config``, ``tiling.tma_time``). Without tensor maps (cp.async wgmma): M =
+  17..64, or M > 64 with fewer 128x256 tiles than SMs, the best wgmma tile
+  (``choose_wgmma_config``); M > 64 otherwise, where the 128x256 tile scores above the mma
+  tiles, the best-scoring one-block wgmma tile, 128x256 / 128x128 / 64x256
+  (``choose_wave_tile``: a last wave the large tile leaves mostly idle takes a smaller one).
 * float16 / bfloat16 elsewhere (and the 9.0 cases not above): mma.sync: M <= 16 the stream
   tile, M = 17..64 the 64x64 one, beyond the best-scoring GEMM tile, split K where the tiles
   leave block slots idle.
@@ -21,11 +22,12 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
 The gated form (``choose_gated_config``), on its 2N columns of gate and up: on compute
 capability 9.0 with tensor maps over x and both weights, M <= 64 the gated swapped stream
 (``gated_linear_swap_tma``, x padded as the linear stream pads it), beyond
-``gated_linear_wgmma_tma`` on the TMA tile the linear rules pick for 2N columns
-(``choose_gated_tma_config``; never the 64x64 one); other 16-bit weights of one layout the tensor cores can load on ``gated_linear_mma``
-(every device): the stream tiles for M <= 16 and M <= 64, the 64x128 tile beyond (the 128-row
-tiles hold two accumulator sets in 255 registers and spill with a row-major weight), K split
-where the tiles leave SMs idle; everything else on ``gated_linear_simt``'s 64x64 tile.
+``gated_linear_wgmma_tma`` on the 128x256 / 128x128 / 64x256 tile and split with the least
+predicted time over 2N columns (``choose_tma_config``, the linear model). Other 16-bit
+weights of one layout the tensor cores can load run ``gated_linear_mma`` (every device): the
+stream tiles for M <= 16 and M <= 64, the 64x128 tile beyond (the 128-row tiles hold two
+accumulator sets in 255 registers and spill with a row-major weight), K split where the tiles
+leave SMs idle; everything else ``gated_linear_simt``'s 64x64 tile.
 """
 from __future__ import annotations
 
@@ -120,9 +122,9 @@ def choose_tma_config(m: int, columns: int, k: int, dev, tiles, make):
     """The TMA GEMM (``make``: TmaConfig, or GatedTmaConfig over 2N ``columns``) on the tile
     and split count of ``tiles`` with the least ``tiling.tma_time``; ties go to the earlier
     tile and the fewer splits. Over run S17-3's sweep (M 65-2048, seven projections, both
-    kernels) it picks configs at 0.98 / 0.99 of the fastest measured (geometric mean; fitted
-    on six projections, 0.98 / 0.995 on the seventh), where the wave-fill scores picked at
-    0.93 / 0.96."""
+    kernels) it picks configs at 0.978 / 0.988 of the fastest measured (geometric mean; the
+    same fitted on six projections and tested on the seventh), where the wave-fill scores
+    picked at 0.925 / 0.958."""
     k_tiles = max(1, math.ceil(k / 64))
     splits = sorted({effective_splits(k_tiles, s) for s in range(1, min(MAX_SPLITS, k_tiles) + 1)})
     tile, split = min(((t, s) for t in tiles for s in splits), key=lambda c: tma_time(m, columns, k, *c, dev))
@@ -189,14 +191,13 @@ def choose_wave_tile(m: int, n: int, dev):
     return max(tiles, key=lambda t: gemm_score(m, n, t, 1, dev))
 
 
-def choose_wgmma_config(m: int, n: int, k: int, dev, tiles=WGMMA_TILES) -> WgmmaConfig:
+def choose_wgmma_config(m: int, n: int, k: int, dev) -> WgmmaConfig:
     """The wgmma tile and split-K for M = 17..64 (the stream tile) and for fewer 128x256 tiles
-    than SMs (the best ``gemm_score`` of ``tiles``); K split where the tiles leave block slots
-    idle."""
+    than SMs (the best ``gemm_score``); K split where the tiles leave block slots idle."""
     if m <= SMALL_M:
         tile = WGMMA_STREAM_TILE
     else:
-        tile = max(tiles, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
+        tile = max(WGMMA_TILES, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
     if tile_count(m, n, tile) >= dev.sm_count * tile.blocks_per_sm(dev):
         return WgmmaConfig(tile)
     return WgmmaConfig(tile, choose_k_splits(m, n, k, tile, dev))
