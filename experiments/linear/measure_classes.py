@@ -84,7 +84,6 @@ def sweep_cases():
 def precompile(cases) -> None:
     """Compile every forced config's kernels in parallel first (the defaults: `cufuse precompile`)."""
     from cufuse._core import loader
-    from cufuse.ops.linear.operands import ACTIVATION_CODES  # noqa: F401  (the ops' import chain)
 
     specs = {impl.call.__defaults__[0].spec(bench_cases.resolve_dtype(case.dtype), kmajor)
              for case in cases for impl in case.impls if impl.call.__defaults__ for kmajor in (True, False)}

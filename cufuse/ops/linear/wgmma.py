@@ -70,7 +70,8 @@ class TmaGemmTile(WgmmaGemmTile):
     one producer warp (the block's last 32 threads) and 2 x ``stages`` mbarriers (8 bytes
     each) after the stages. ``cost``: the time model of ``tiling.tma_time`` in microseconds
     on the H200, (a k tile, a wave, a split-K launch, each split), fitted to run S17-3's
-    sweep (docs/linear.md, "TMA tile and split model")."""
+    sweep (docs/linear.md, "TMA tile and split model"); the selection reads it, not the
+    inherited ``relative_speed`` (the cp.async tiles' ``gemm_score``)."""
 
     cost: tuple = (0.0, 0.0, 0.0, 0.0)
 
@@ -87,10 +88,10 @@ class TmaGemmTile(WgmmaGemmTile):
 # 1 / time, non-negative) over 672 timed configs of fused_linear and the gated kernel, M 65 to
 # 2048, seven model projections, splits 1-4 (run S17-3).
 TMA_TILE = TmaGemmTile(128, 256, 4, max_blocks_per_sm=1, cost=(0.69, 12.49, 0.0, 3.39))
-TMA_128x128 = TmaGemmTile(128, 128, 6, max_blocks_per_sm=1, relative_speed=1.35, cost=(0.44, 5.36, 3.10, 2.63))
-TMA_64x256 = TmaGemmTile(64, 256, 5, max_blocks_per_sm=1, relative_speed=1.3, cost=(0.44, 6.39, 4.51, 2.46))
-TMA_64x128 = TmaGemmTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1, cost=(0.44, 7.83, 0.74, 2.35))
-TMA_64x64 = TmaGemmTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8, cost=(0.36, 3.40, 8.92, 0.19))
+TMA_128x128 = TmaGemmTile(128, 128, 6, max_blocks_per_sm=1, cost=(0.44, 5.36, 3.10, 2.63))
+TMA_64x256 = TmaGemmTile(64, 256, 5, max_blocks_per_sm=1, cost=(0.44, 6.39, 4.51, 2.46))
+TMA_64x128 = TmaGemmTile(64, 128, 4, max_blocks_per_sm=2, cost=(0.44, 7.83, 0.74, 2.35))
+TMA_64x64 = TmaGemmTile(64, 64, 6, max_blocks_per_sm=2, cost=(0.36, 3.40, 8.92, 0.19))
 TMA_TILES = (TMA_TILE, TMA_128x128, TMA_64x256, TMA_64x128, TMA_64x64)
 # The gated kernel's tiles: BN / 2 columns of each weight a stage, whole 64-column swizzle
 # atoms of a row-major one (so not the 64x64 tile); the one-block-an-SM tiles, the ones
@@ -155,7 +156,6 @@ class TmaConfig(TiledConfig):
     def plan(self, problem, dev):
         return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor), tma_x_rows=self.tile.bm,
                           flags=(np.int32(problem.paired_store),))
-
 
 
 @dataclasses.dataclass(frozen=True)
