@@ -53,6 +53,12 @@ template <typename T> __device__ __forceinline__ int64 align_row_origin(RowView<
     return lo + length;
 }
 
+// Group == WholeBlock: the group is the whole block, blockDim.x lanes fixed at launch (any
+// multiple of 32 up to the kernel's launch bound), so that one instantiation serves every block
+// width the selection sizes to a row (the row fills its rung: docs/softmax.md, "Rows").
+constexpr int WholeBlock = 0;
+template <int Group> __device__ __forceinline__ int group_width() { return Group == WholeBlock ? static_cast<int>(blockDim.x) : Group; }
+
 // Elements [begin, end) of a row spread over Group threads, Vecs 16-byte vectors each:
 // thread `lane` holds elements begin + (k*Group + lane)*VS + j. begin is a multiple of VS.
 // Padding is -inf: it changes neither the max nor the sum. MaskedEdges: an aligned row's partial
@@ -61,11 +67,18 @@ template <typename T> __device__ __forceinline__ int64 align_row_origin(RowView<
 template <typename T, int Group, int Vecs, bool MaskedEdges = true> struct Chunk {
     using A = accum_t<T>;
     static constexpr int VS = Vec16<T>::size;
+    // Elements the chunk holds: `capacity` for a compile-time group (0 for WholeBlock),
+    // capacity_now() for either. (Compile-time groups keep the constant: through the function,
+    // ptxas spilled the float32 split kernel, 123 -> 128 registers and 188 bytes.)
     static constexpr int capacity = Group * Vecs * VS;
+    __device__ __forceinline__ static int capacity_now() {
+        if constexpr (Group == WholeBlock) return static_cast<int>(blockDim.x) * Vecs * VS;
+        else return capacity;
+    }
     Vec16<T> v[Vecs];
 
     __device__ __forceinline__ static int64 slot_begin(int64 begin, int k, int lane) {
-        return begin + (static_cast<int64>(k) * Group + lane) * VS;
+        return begin + (static_cast<int64>(k) * group_width<Group>() + lane) * VS;
     }
     __device__ __forceinline__ static bool full_vector(const RowView<T>& row, int64 e0, int64 end) {
         return row.in_vec && (!MaskedEdges || e0 >= row.lo) && e0 + VS <= end;
@@ -73,7 +86,8 @@ template <typename T, int Group, int Vecs, bool MaskedEdges = true> struct Chunk
     // Every slot of [begin, end) is a full vector: one test a tile, not a 64-bit bounds test
     // a slot (the ragged and strided cases keep the per-slot tests).
     __device__ __forceinline__ static bool full_tile(bool vec, const RowView<T>& row, int64 begin, int64 end) {
-        return vec && (!MaskedEdges || begin >= row.lo) && end - begin >= capacity;
+        const bool holds = Group == WholeBlock ? end - begin >= capacity_now() : end - begin >= capacity;
+        return vec && (!MaskedEdges || begin >= row.lo) && holds;
     }
     // Slot k as one 128-bit value: whole-slot copies and selects stay 4 registers (written
     // element by element, 16-bit slots were merged with a PRMT an element).
@@ -122,12 +136,12 @@ template <typename T, int Group, int Vecs, bool MaskedEdges = true> struct Chunk
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
             const int64 e0 = slot_begin(begin, k, lane);
-            if (full_vector(row, e0, end)) cp_async_16(tile + k * Group + lane, row.in + e0, true);
+            if (full_vector(row, e0, end)) cp_async_16(tile + k * group_width<Group>() + lane, row.in + e0, true);
         }
     }
     __device__ __forceinline__ void stash(Vec16<T>* tile, int lane) const {
 #pragma unroll
-        for (int k = 0; k < Vecs; ++k) tile[k * Group + lane] = v[k];
+        for (int k = 0; k < Vecs; ++k) tile[k * group_width<Group>() + lane] = v[k];
     }
     // From a tile written by stash (all slots) or stash_async (full vectors only).
     __device__ __forceinline__ void load_from_stash(const Vec16<T>* tile, bool all_slots, const RowView<T>& row, int64 begin,
@@ -136,7 +150,7 @@ template <typename T, int Group, int Vecs, bool MaskedEdges = true> struct Chunk
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
             const int64 e0 = slot_begin(begin, k, lane);
-            if (all_slots || full_vector(row, e0, end)) bits(k) = bits_of(tile[k * Group + lane]);
+            if (all_slots || full_vector(row, e0, end)) bits(k) = bits_of(tile[k * group_width<Group>() + lane]);
             else load_partial_slot(k, row, e0, end);
         }
     }
@@ -244,18 +258,24 @@ template <typename T, int Group, int Vecs, bool MaskedEdges = true> struct Chunk
 template <bool IsMax, typename A> __device__ __forceinline__ A combine(A a, A b) { return IsMax ? max_nan(a, b) : a + b; }
 
 // Reduction over the Group threads of a row: shuffles inside a warp, shared memory across
-// warps (Group == Threads > 32; `slots` holds Threads/32 values and is reusable on return).
+// warps (Group == Threads > 32, or WholeBlock: blockDim.x <= Threads lanes; `slots` holds
+// Threads/32 values and is reusable on return).
 template <bool IsMax, int Group, int Threads, typename A> __device__ __forceinline__ A group_reduce(A v, A* slots) {
-    constexpr int WarpWidth = Group < 32 ? Group : 32;
+    constexpr bool Block = Group == WholeBlock || Group > 32;
+    static_assert(Group <= 32 || Group == Threads, "a group wider than a warp is the whole block");
+    constexpr int WarpWidth = Block ? 32 : Group;
 #pragma unroll
     for (int offset = WarpWidth / 2; offset > 0; offset >>= 1) v = combine<IsMax>(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    if (Group > 32) {
-        static_assert(Group <= 32 || Group == Threads, "a group wider than a warp is the whole block");
+    if constexpr (Block) {
         if (threadIdx.x % 32 == 0) slots[threadIdx.x / 32] = v;
         __syncthreads();
         v = slots[0];
+        if constexpr (Group == WholeBlock) {
+            for (int w = 1; w < static_cast<int>(blockDim.x) / 32; ++w) v = combine<IsMax>(v, slots[w]);
+        } else {
 #pragma unroll
-        for (int w = 1; w < Threads / 32; ++w) v = combine<IsMax>(v, slots[w]);
+            for (int w = 1; w < Threads / 32; ++w) v = combine<IsMax>(v, slots[w]);
+        }
         __syncthreads();
     }
     return v;

@@ -12,6 +12,7 @@ from cufuse import reference
 from cufuse._core.device import H200
 from cufuse.ops.softmax import select
 from cufuse.ops.softmax.layout import vector_size
+from cufuse.ops.softmax.rows import RowsConfig
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FN = {False: cufuse.softmax, True: cufuse.log_softmax}
@@ -30,8 +31,13 @@ MAX_ELEMENTS = 1 << 20  # the GPU tests' arrays, but for a few named exceptions
 
 def ladder(dtype, dev=H200):
     """The capacity ladder of ``dtype`` on ``dev`` in 16-byte vectors: each value is the last
-    length a register or cluster rung holds (the stashed rungs and the split kernel follow)."""
-    return [c.capacity_vectors for c in select.rows_ladder(dtype) + select.row_cluster_rungs(dtype, dev)]
+    length a sub-warp, warp or cluster rung holds, and the longest row the block rows take
+    (between, they are sized to each row; the stashed rows and the split kernel follow)."""
+    vs = vector_size(dtype)
+    block_reach = max(v for v in range(257, 4097)
+                      if isinstance(select.choose_rows(v * vs, 1000, dtype, dev), RowsConfig))
+    fixed = [c.capacity_vectors for c in select.rows_ladder(dtype)]
+    return fixed + [block_reach] + [c.capacity_vectors for c in select.row_cluster_rungs(dtype, dev)]
 
 
 def device():

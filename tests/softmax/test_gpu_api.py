@@ -90,7 +90,8 @@ def test_empty_arrays(cp, log):
     [
         ((4096, 32), -1, "softmax_rows"),
         ((1024, 1024), -1, "softmax_rows"),
-        ((64, 16384), -1, "softmax_rows"),  # the longest block rung
+        ((64, 9000), -1, "softmax_block_rows"),  # one block a row, its width sized to the row
+        ((64, 16384), -1, "softmax_rows_stashed"),  # 512 x 8 block rows would keep one row an SM
         ((16, 1 << 15), -1, "softmax_rows_stashed"),  # past the block rungs (2-/4-byte types)
         ((16, 1 << 17), -1, "softmax_rows_split"),  # past the stashed rungs
         ((16, 1 << 18), -1, "softmax_rows_stashed_cluster"),  # float32 rows filling a stashed cluster
@@ -98,7 +99,7 @@ def test_empty_arrays(cp, log):
         ((24577, 64), 0, "softmax_cols_split"),  # columns longer than one block's part
         ((300000, 16), 0, "softmax_cols_vec_cluster"),  # longer than the column split holds
         ((4096, 301), 0, "softmax_cols_cluster"),
-        ((8, 64, 64), None, "softmax_rows"),  # axis=None of a contiguous array: one row
+        ((8, 64, 64), None, "softmax_block_rows"),  # axis=None of a contiguous array: one row
         ((4, 1 << 20), -1, "softmax_rows_split"),  # the scratch is reused: no memset
     ],
 )

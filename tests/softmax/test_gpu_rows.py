@@ -27,7 +27,7 @@ SPLIT_STREAMED_PIPELINED = dataclasses.replace(SPLIT_STREAMED, pipelined=True)
 # The float16 default split kernel with 3 blocks a row and 2 rows a wave: each block prefetches
 # its next row's 2 shared-memory tiles during the output pass, 4 waves.
 SPLIT_PIPELINED_WAVES_F16 = SplitConfig(256, 4, 2, 3, 6, 24576, 2, False, pipelined=True)
-STASHED_F16 = StashedRowsConfig(512, 4, 3, 2)  # the 2-byte rung: 128 KB rows, two blocks an SM
+STASHED_F16 = StashedRowsConfig(448, 4, 4, 2)  # the widest two-an-SM 2-byte rung: 140 KB rows
 STASHED_F32 = StashedRowsConfig(256, 8, 3, 2)  # the float32 rungs
 STASHED_F32_WIDE = StashedRowsConfig(512, 4, 7, 1)
 STASHED_CLUSTER_GEOMETRY = (256, 8, 3, 2)
@@ -175,6 +175,36 @@ def test_stashed_rows(cp, rng, forced_kernels, log):
         check(cp, view, -1, log, out=poisoned(cp, view.shape, view.dtype), config=STASHED_F32)
 
 
+# Row lengths (elements) on both sides of the block rows' and stashed rows' widths: rows whose
+# vectors are not a multiple of any rung (issue 24, run S18-1's grid and its neighbours).
+SIZED_LENGTHS = (2057, 2100, 3001, 4097, 5003, 7777, 10000, 16500, 20011, 25000, 33331, 40000, 50001, 65000, 100003, 131072)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+def test_rows_sized_to_the_row(cp, rng, dtype, log):
+    """Block rows and stashed rows whose width the selection sizes to the row (select.block_rows,
+    stashed_rows): every length of SIZED_LENGTHS they take by default, with rows that start
+    off the vector (x[:, 1:]: the aligned origin, masked head and tail) and strided rows
+    (x[:, ::2]: scalar slots) on the same config, out poisoned; the kernel each takes is
+    the one the rule names."""
+    vs, dev = vector_size(dtype), device()
+    for length in SIZED_LENGTHS:
+        vectors = -(-length // vs)
+        config = select.choose_rows(length, 5, dtype, dev)
+        if config == select.stashed_rows(vectors, dtype, dev):
+            pass
+        elif vectors <= 4096:
+            assert config == select.with_exp_once(select.block_rows(vectors, dtype), dtype)
+        else:
+            continue
+        x = random(cp, rng, (rows_for(length, 5), length), dtype)
+        check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
+        base = random(cp, rng, (3, 2 * length + 2), dtype)
+        for view in (base[:, 1:length + 1], base[:, ::2][:, :length]):
+            check(cp, view, -1, log, out=poisoned(cp, view.shape, view.dtype), config=config)
+
+
 @pytest.mark.parametrize("log", [False, True])
 def test_stashed_cluster_rows(cp, rng, forced_kernels, log):
     """softmax_rows_stashed_cluster (a cluster of stashed blocks a row, statistics pushed
@@ -210,8 +240,8 @@ def test_stashed_clusters_by_default(cp, rng, log):
 
 
 def test_forced_row_config_too_short_is_refused(cp, rng):
-    x = random(cp, rng, (3, 65537), np.float16)
-    with pytest.raises(ValueError, match="holds rows of up to 8192 16-byte vectors"):
+    x = random(cp, rng, (3, 8960 * 8 + 1), np.float16)
+    with pytest.raises(ValueError, match="holds rows of up to 8960 16-byte vectors"):
         cufuse.softmax(x, axis=-1, config=STASHED_F16)
 
 

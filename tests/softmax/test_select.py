@@ -12,7 +12,7 @@ from cufuse._core.device import A100, H200, ceil_div
 from cufuse.ops.softmax import partials, select
 from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from cufuse.ops.softmax.layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
-from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
+from cufuse.ops.softmax.rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
 
 from .oracle import BF16, ladder
@@ -23,17 +23,56 @@ F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_ladder_picks_the_smallest_config_that_holds_the_row(dtype):
+    """The sub-warp and warp rungs and the float64 cluster rungs: the first that holds the row
+    (the block rows between them are sized to the row: next test)."""
     vs = vector_size(dtype)
+    fixed = [c.capacity_vectors for c in select.rows_ladder(dtype) + select.row_cluster_rungs(dtype, H200)]
     previous = 0
-    for capacity in ladder(dtype):
+    for capacity in fixed:
         at = select.choose_rows(capacity * vs, 1000, dtype, H200)
-        past_previous = select.choose_rows(previous * vs + 1, 1000, dtype, H200)
         assert at.capacity_vectors == capacity
-        assert past_previous == at
+        if previous < 256 or capacity <= 256:
+            assert select.choose_rows(previous * vs + 1, 1000, dtype, H200) == at
         previous = capacity
     past = select.choose_rows(ladder(dtype)[-1] * vs + 1, 4, dtype, H200)
-    stashed = select.stashed_rungs(dtype, H200)
-    assert past == stashed[0] if stashed else isinstance(past, (ClusterConfig, SplitConfig))
+    stashed = select.stashed_rows(ladder(dtype)[-1] + 1, dtype, H200)
+    assert past == stashed if stashed else isinstance(past, (ClusterConfig, SplitConfig))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_block_rows_are_sized_to_the_row(dtype):
+    """Rows of 257..4096 vectors: one block a row, on the rung of _BLOCK_VECS vectors a lane
+    (at its fewest threads, a multiple of 32 in 64..512) that keeps the most rows resident an
+    SM, then fills its block best; a rung that keeps one row an SM yields to the stashed rows
+    where they hold the row. exp_once where its exps fit; one instantiation a rung of vectors
+    a lane, whatever the width."""
+    vs = vector_size(dtype)
+    specs = select.instantiations(H200)
+    for vectors in range(257, 4097):
+        config = select.choose_rows(vectors * vs, 1000, dtype, H200)
+        block = select.block_rows(vectors, dtype)
+        if isinstance(config, StashedRowsConfig):
+            assert select.resident_rows(block, dtype) == 1 and config == select.stashed_rows(vectors, dtype, H200)
+            continue
+        assert config == select.with_exp_once(block, dtype)
+        assert config.block_rows and config.vecs in select._BLOCK_VECS
+        assert config.threads % 32 == 0 and 64 <= config.threads <= 512
+        assert config.capacity_vectors >= vectors > config.capacity_vectors - config.vecs * 32 or config.threads == 64
+        key = (select.resident_rows(config, dtype), vectors / config.capacity_vectors)
+        for vecs in select._BLOCK_VECS:  # no other rung keeps more rows resident, or as many better filled
+            threads = max(64, ceil_div(vectors, vecs * 32) * 32)
+            other = RowsConfig(threads, threads, vecs)
+            if threads <= 512:
+                assert (select.resident_rows(other, dtype), vectors / other.capacity_vectors) <= key
+        assert config.spec(dtype, False) in specs and config.spec(dtype, True) in specs
+    # Run S18-1..3's points (float16 elements, from the boundary below a misaligned start)
+    if np.dtype(dtype) == F16:
+        assert select.choose_rows(4097, 1000, dtype, H200, misalignment=7) == RowsConfig(96, 96, 6)
+        assert select.choose_rows(6500, 1000, dtype, H200, misalignment=4) == RowsConfig(128, 128, 8)
+        assert select.choose_rows(16500, 1000, dtype, H200, misalignment=4) == RowsConfig(288, 288, 8)
+        assert select.choose_rows(30000, 1000, dtype, H200) == StashedRowsConfig(320, 4, 2, 2)
+    with pytest.raises(ValueError, match="blocks of a multiple of 32 threads up to 512, got 1024"):
+        RowsConfig(1024, 1024, 4).check(SoftmaxProblem(4, 8000, 1, 8000, 1, 0, np.dtype(dtype), False), H200)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -105,24 +144,41 @@ def test_span_tiles_are_whole_passes_of_about_tile_bytes():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_stashed_rows_follow_the_block_ladder(dtype):
-    """Rows past the block ladder take the first stashed rung that holds them (float64 has
-    none), then the cluster / split kernels; the A100 holds no stashed rung."""
+@pytest.mark.parametrize("dev", [H200, A100], ids=["H200", "A100"])
+def test_stashed_rows_follow_the_block_rows(dtype, dev):
+    """Rows past the block rows (4096 vectors) take the stashed rows (float64 has none): 4
+    vectors a lane, two blocks an SM where their shared memory fits, the fewest tiles (1-7)
+    at the widest block, the threads then the fewest; then the cluster / split kernels. Every
+    choice fits the device and is an instantiation."""
     vs = vector_size(dtype)
-    past_block = ladder(dtype)[-1] * vs + 1
-    rungs = select.stashed_rungs(dtype, H200)
-    assert select.stashed_rungs(dtype, A100) == []  # 164 KB an SM: the split kernel stays
-    if not rungs:
-        assert not isinstance(select.choose_rows(past_block, 1000, dtype, H200), StashedRowsConfig)
-        return
-    assert select.choose_rows(past_block, 1000, dtype, H200) == rungs[0]
-    assert [r.capacity_vectors for r in rungs] == sorted({r.capacity_vectors for r in rungs})
-    assert select.choose_rows(rungs[-1].capacity_vectors * vs, 1000, dtype, H200) == rungs[-1]
-    assert isinstance(select.choose_rows(rungs[-1].capacity_vectors * vs + 1, 1000, dtype, H200), SplitConfig)
-    for rung in rungs:  # each fits its blocks an SM in the H200's shared memory
-        assert rung.blocks_per_sm * (rung.smem_bytes + 2048) <= H200.smem_per_sm
-    specs = select.instantiations(H200)
-    assert all(c.spec(dtype, log) in specs for c in rungs for log in (False, True))
+    specs = select.instantiations(dev)
+    reserve = 2048
+    last = None
+    for vectors in range(4097, 16385, 7):  # past the block rows (shorter rows: the previous test)
+        config = select.choose_rows(vectors * vs, 1000, dtype, dev)
+        stashed = select.stashed_rows(vectors, dtype, dev)
+        if np.dtype(dtype).itemsize == 8:
+            assert stashed is None and not isinstance(config, StashedRowsConfig)
+            continue
+        if stashed is None:  # the A100: past its shared memory
+            assert dev is A100 and not isinstance(config, StashedRowsConfig)
+            continue
+        assert config == stashed and config.vecs == 4 and config.cluster == 1
+        widest = STASHED_MAX_THREADS[4, config.blocks_per_sm]
+        assert config.threads % 32 == 0 and config.threads <= widest
+        assert config.capacity_vectors >= vectors > config.capacity_vectors - 32 * 4 * (config.stash_tiles + 1)
+        assert vectors > widest * 4 * config.stash_tiles  # the fewest tiles at the widest block
+        assert config.smem_bytes + reserve <= dev.max_smem_per_block
+        assert config.blocks_per_sm * (config.smem_bytes + reserve) <= dev.smem_per_sm
+        if config.blocks_per_sm == 1:  # two would not fit
+            two = select._fewest_threads(vectors, 4 * (config.stash_tiles + 1), 32)
+            assert not select._stashed_fits(StashedRowsConfig(min(two, widest), 4, config.stash_tiles, 2), dev) or \
+                vectors > STASHED_MAX_THREADS[4, 2] * 4 * 8
+        assert config.spec(dtype, False) in specs and config.spec(dtype, True) in specs
+        last = config
+    if np.dtype(dtype).itemsize != 8 and dev is H200:
+        assert last.blocks_per_sm == 1 and select.stashed_rows(16385, dtype, dev) is None
+        assert not isinstance(select.choose_rows(16385 * vs, 1000, dtype, dev), StashedRowsConfig)
 
 
 def test_row_share_is_whole_vectors_covering_the_row():
@@ -185,28 +241,31 @@ def test_measured_winners_of_h200_run_9_and_softmax_v7():
         (np.float64, 16384, C(512, 4, 4)),
     ]:
         assert select.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
-    S = StashedRowsConfig
-    for dtype, cols, expected in [(np.float16, 65536, S(512, 4, 3, 2)), (BF16, 65536, S(512, 4, 3, 2)),
-                                  (np.float32, 32768, S(256, 8, 3, 2)), (np.float32, 65536, S(512, 4, 7, 1))]:
+    S = StashedRowsConfig  # run S18-1's rule (test_stashed_rows_follow_the_block_rows)
+    for dtype, cols, expected in [(np.float16, 65536, S(416, 4, 4, 2)), (BF16, 33331, S(352, 4, 2, 2)),
+                                  (np.float32, 16500, S(352, 4, 2, 2)), (np.float32, 65536, S(512, 4, 7, 1)),
+                                  (np.float16, 131072, S(512, 4, 7, 1))]:
         assert select.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
-    for dtype, cols in [(np.float16, 65537), (np.float32, 65537), (BF16, 262144)]:
+    for dtype, cols in [(np.float16, 131073), (np.float32, 65537), (BF16, 262144)]:
         assert isinstance(select.choose_rows(cols, 1024, dtype, H200), SplitConfig), (dtype, cols)
     split = select.choose_rows(131072, 1024, np.float32, H200)
     assert isinstance(split, SplitConfig) and (split.blocks_per_row, split.smem_tiles, split.streams) == (4, 7, False)
 
 
 def test_measured_winners_of_the_v5_sweep():
-    """Block rows: plain softmax_rows; the pipelined split for float16 and float32; the scalar
-    column kernel in clusters of 4 where the layout has no aligned column vectors."""
+    """Block rows: plain softmax_rows (sized to the row since run S18-1); the pipelined split
+    for float16 and float32; the scalar column kernel in clusters of 4 where the layout has no
+    aligned column vectors."""
     R = RowsConfig
     for dtype, cols, expected in [
-        (np.float16, 4096, R(128, 128, 4, True)),
+        (np.float16, 4096, R(64, 64, 8, False)),
         (np.float16, 16384, R(256, 256, 8, False)),
-        (np.float32, 16384, R(512, 512, 8, True)),
+        (np.float32, 16384, StashedRowsConfig(352, 4, 2, 2)),  # 512 x 8 keeps one row an SM
         (np.float32, 8192, R(256, 256, 8, True)),
         (np.float32, 4096, R(128, 128, 8, True)),
         (np.float32, 1024, R(128, 32, 8, True)),
         (np.float16, 1024, R(128, 32, 4, True)),
+        (np.float16, 1500, R(128, 32, 6, False)),  # warp rows on the first rung that holds the row
     ]:
         assert select.choose_rows(cols, 4096, dtype, H200) == expected, (dtype, cols)
     for cols in (262144, 1 << 20, 1 << 22):
@@ -218,8 +277,7 @@ def test_measured_winners_of_the_v5_sweep():
 
 
 def test_no_clusters_on_a100():
-    block_max = select.rows_ladder(np.float32)[-1].capacity_vectors
-    assert isinstance(select.choose_rows(block_max * 4 + 1, 8, np.float32, A100), SplitConfig)
+    assert isinstance(select.choose_rows(16384 * 4 + 1, 8, np.float32, A100), SplitConfig)
     assert isinstance(select.choose_rows(8192 * 2 + 1, 8, np.float64, A100), SplitConfig)
     assert not any(s.min_cc >= 90 for s in select.instantiations(A100))
 
@@ -387,7 +445,7 @@ def test_every_choice_is_an_instantiation_and_every_instantiation_a_choice():
     """instantiations(dev) is exactly what choose_rows / choose_cols / choose reach on dev: rows
     at every rung's capacity, dense rows off the vector, columns on both sides of each threshold, both layouts, every dtype."""
     columns = (1, 5, 16, 100, 127, 255, 2047, 2048, 16384, 202752, 202753, 1 << 22)
-    vectors = [1 << k for k in range(18)] + [49152, 60000]
+    vectors = list(range(1, 4200)) + list(range(4200, 17000, 61)) + [1 << k for k in range(13, 18)] + [49152, 60000]
     for dev in (H200, A100):
         specs = set(select.instantiations(dev))
         reached = set()

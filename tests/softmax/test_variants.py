@@ -70,12 +70,13 @@ def test_stashed_and_cluster_rows_plans():
     the float64 row cluster: rows over clusters, each block's chunk; clusters above the
     portable 8 refused."""
     stashed = only_launch(plan_softmax((16, 65536), (65536, 1), F16, (1,), True, H200))
-    assert stashed.spec.name == "softmax_rows_stashed" and stashed.grid == (16,) and stashed.block == (512,)
-    assert stashed.smem == 3 * 512 * 4 * 16 and stashed.whole_carveout
-    assert scalars(stashed) == [65536, 1, 65536, 0, 1, 65536]  # length, inner, so, si, sl, chunk
+    assert stashed.spec.name == "softmax_rows_stashed" and stashed.grid == (16,) and stashed.block == (416,)
+    assert stashed.spec.template_args[2:] == (448, 4, 2)  # the launch bound: 448 threads, 4 vectors, 2 blocks an SM
+    assert stashed.smem == 4 * 416 * 4 * 16 and stashed.whole_carveout
+    assert scalars(stashed) == [65536, 1, 65536, 0, 1, 65536, 4]  # length, inner, so, si, sl, chunk, tiles
     clustered = only_launch(plan_softmax((9, 262144), (262144, 1), F32, (1,), False, H200))
     assert clustered.spec.name == "softmax_rows_stashed_cluster" and clustered.grid == (9 * 8,)
-    assert scalars(clustered)[-1] == 262144 // 8
+    assert scalars(clustered)[-2:] == [262144 // 8, 3]  # chunk, tiles
     for c16 in (StashedRowsConfig(256, 8, 3, 2, 16), ClusterConfig(256, 4, 16, 2)):
         with pytest.raises(ValueError, match="expected a cluster of at most 8 blocks, got 16"):
             plan_softmax((5, 65536), (65536, 1), F32, (1,), False, H200, c16)
@@ -154,7 +155,13 @@ def test_forced_configs_are_checked():
         with pytest.raises(ValueError, match=match):
             plan_softmax(shape, strides, dtype, axes, False, dev, config)
 
-    refused("holds rows of up to 8192 16-byte vectors", (3, 65537), (65537, 1), F16, (1,), StashedRowsConfig(512, 4, 3, 2))
+    refused("holds rows of up to 7168 16-byte vectors", (3, 65537), (65537, 1), F16, (1,), StashedRowsConfig(448, 4, 3, 2))
+    refused("up to 448, got 512", (3, 40000), (40000, 1), F16, (1,), StashedRowsConfig(512, 4, 3, 2))
+    refused("1 to 7 shared-memory tiles, got 8", (3, 40000), (40000, 1), F16, (1,), StashedRowsConfig(128, 4, 8, 1))
+    refused(r"takes \(vecs, blocks_per_sm\) of", (3, 40000), (40000, 1), F16, (1,), StashedRowsConfig(128, 2, 3, 2))
+    refused("needs 229376 bytes of shared memory a block, got a device of 166912", (3, 40000), (40000, 1), F32, (1,),
+            StashedRowsConfig(512, 4, 7, 1), A100)
+    refused("blocks of a multiple of 32 threads up to 512, got 100", (3, 3000), (3000, 1), F16, (1,), RowsConfig(100, 100, 4))
     refused("holds rows of up to 32 16-byte", (3, 300), (300, 1), F32, (1,), RowsConfig(128, 32, 1))
     refused("needs thread-block clusters", (3, 16000), (16000, 1), F64, (1,), ClusterConfig(512, 4, 4), A100)
     refused("needs thread-block clusters", (3000, 64), (64, 1), F32, (0,), ColsConfig(16, 8, 4), A100)

@@ -1,5 +1,5 @@
 """The row kernels that hold a whole row on chip, one group, block or cluster a row:
-``softmax_rows`` (kernels/softmax/rows.cu), ``softmax_rows_span`` (rows_span.cu),
+``softmax_rows`` and ``softmax_block_rows`` (kernels/softmax/rows.cu), ``softmax_rows_span`` (rows_span.cu),
 ``softmax_rows_stashed[_cluster]`` (rows_stashed.cu) and ``softmax_rows_cluster``
 (rows_cluster.cu). Capacities are counted in 16-byte vectors, so one ladder serves every
 dtype (``select.choose_rows``); the span rows count elements."""
@@ -16,6 +16,33 @@ from ..._core.plans import Launch, Plan
 from .layout import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, row_share, vector_size
 
 
+# The kernels whose block width is set at launch. Block rows: at most 512 threads, registers
+# capped by dtype and vectors a lane (the fewest that do not spill on sm_90a, rounded to 8;
+# uncapped, ptxas took 94-120 for 8 vectors: kernels/softmax/rows.cu), a vecs between rungs
+# taking the next rung's cap. Stashed rows: the launch bound by (vectors a lane, blocks an SM):
+# two 512-thread blocks an SM cap the registers at 64, which spilled the 2-byte stashed rows
+# (12 bytes; 448 threads: 72 registers, none).
+BLOCK_ROWS_MAX_THREADS = 512
+_BLOCK_ROWS_REGISTERS = {  # dtype name: {vecs: registers}
+    "float16": {4: 64, 5: 64, 6: 64, 8: 72},
+    "bfloat16": {4: 64, 5: 64, 6: 64, 8: 88},
+    "float32": {4: 64, 5: 64, 6: 64, 8: 72},
+    "float64": {4: 64, 5: 64, 6: 72, 8: 96},
+}
+
+
+def block_rows_registers(dtype, vecs: int) -> int:
+    """The register cap of the block-rows kernel of ``dtype`` at ``vecs`` vectors a lane."""
+    caps = _BLOCK_ROWS_REGISTERS[np.dtype(dtype).name]
+    return caps[min(v for v in caps if v >= vecs)] if vecs <= max(caps) else 255
+STASHED_MAX_THREADS = {(4, 2): 448, (4, 1): 512, (8, 2): 256, (8, 1): 256}
+
+
+def _check_block_width(config, threads: int, most: int) -> None:
+    if threads % 32 or not 32 <= threads <= most:
+        refuse(config, f"takes blocks of a multiple of 32 threads up to {most}, got {threads}")
+
+
 def _check_capacity(config, problem: SoftmaxProblem) -> None:
     """A config whose rows are shorter than the row would compute part of it."""
     if problem.vectors > config.capacity_vectors:
@@ -25,7 +52,9 @@ def _check_capacity(config, problem: SoftmaxProblem) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class RowsConfig:
-    """``softmax_rows``: ``group`` threads per row, rows of up to group*vecs vectors.
+    """``softmax_rows``: ``group`` threads per row, rows of up to group*vecs vectors; with
+    group == threads (> 32) one row a block (``softmax_block_rows``), of any multiple of 32
+    threads up to BLOCK_ROWS_MAX_THREADS (one kernel a ``vecs``, its width set at launch).
     ``exp_once`` (softmax only; log_softmax ignores it): the exps of the sum stay in
     registers for the store, one exp an element instead of two (``select.with_exp_once`` sets
     it where they fit)."""
@@ -43,11 +72,20 @@ class RowsConfig:
     def rows_per_block(self) -> int:
         return self.threads // self.group
 
+    @property
+    def block_rows(self) -> bool:
+        return self.group == self.threads and self.threads > 32
+
     def spec(self, dtype, log: bool) -> KernelSpec:
         exp_once = self.exp_once and not log
+        if self.block_rows:  # one kernel a vecs, its width set at launch
+            args = (ctype(dtype), log, self.vecs, exp_once, block_rows_registers(dtype, self.vecs))
+            return KernelSpec("softmax/rows.cu", "softmax_block_rows", args)
         return KernelSpec("softmax/rows.cu", "softmax_rows", (ctype(dtype), log, self.threads, self.group, self.vecs, exp_once))
 
     def check(self, problem: SoftmaxProblem, dev) -> None:
+        if self.block_rows:
+            _check_block_width(self, self.threads, BLOCK_ROWS_MAX_THREADS)
         _check_capacity(self, problem)
 
     def plan(self, problem: SoftmaxProblem, dev) -> Plan:
@@ -114,9 +152,10 @@ class SpanRowsConfig:
 class StashedRowsConfig:
     """``softmax_rows_stashed``: one block of ``threads`` per row, rows of up to
     (``stash_tiles`` + 1) tiles of threads x vecs vectors: the last tile in registers, the
-    others in dynamic shared memory, ``blocks_per_sm`` blocks an SM (the launch bound, and
-    the whole carveout shared by them). With ``cluster`` > 1
-    (``softmax_rows_stashed_cluster``, sm_90), a cluster of such blocks a row."""
+    others (1 to 7) in dynamic shared memory, ``blocks_per_sm`` blocks an SM (the launch bound,
+    and the whole carveout shared by them). One kernel a (vecs, blocks_per_sm): the width (any
+    multiple of 32 up to STASHED_MAX_THREADS[vecs, blocks_per_sm]) and the tiles are set at launch. With
+    ``cluster`` > 1 (``softmax_rows_stashed_cluster``, sm_90), a cluster of such blocks a row."""
 
     threads: int
     vecs: int
@@ -137,15 +176,22 @@ class StashedRowsConfig:
         return row_share(length, self.cluster, dtype)
 
     def spec(self, dtype, log: bool) -> KernelSpec:
-        args = (ctype(dtype), log, self.threads, self.vecs, self.stash_tiles, self.blocks_per_sm)
+        args = (ctype(dtype), log, STASHED_MAX_THREADS[self.vecs, self.blocks_per_sm], self.vecs, self.blocks_per_sm)
         return cluster_twin_spec("softmax/rows_stashed.cu", "softmax_rows_stashed", args, self.cluster)
 
     def check(self, problem: SoftmaxProblem, dev) -> None:
+        if (self.vecs, self.blocks_per_sm) not in STASHED_MAX_THREADS:
+            refuse(self, f"takes (vecs, blocks_per_sm) of {sorted(STASHED_MAX_THREADS)}, got ({self.vecs}, {self.blocks_per_sm})")
+        _check_block_width(self, self.threads, STASHED_MAX_THREADS[self.vecs, self.blocks_per_sm])
+        if not 1 <= self.stash_tiles <= 7:
+            refuse(self, f"takes 1 to 7 shared-memory tiles, got {self.stash_tiles}")
+        if self.smem_bytes > dev.max_smem_per_block:
+            refuse(self, f"needs {self.smem_bytes} bytes of shared memory a block, got a device of {dev.max_smem_per_block}")
         _check_capacity(self, problem)
         require_clusters(self, self.cluster, dev)
 
     def plan(self, problem: SoftmaxProblem, dev) -> Plan:
-        args = ("x", "out") + problem.geometry() + (np.int64(self.chunk(problem.length, problem.dtype)),)
+        args = ("x", "out") + problem.geometry() + (np.int64(self.chunk(problem.length, problem.dtype)), np.int32(self.stash_tiles))
         launch = Launch(self.spec(problem.dtype, problem.log), (problem.rows * self.cluster,), (self.threads,), args,
                         smem=self.smem_bytes, whole_carveout=True)
         return Plan((launch,))

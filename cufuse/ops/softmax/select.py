@@ -10,16 +10,19 @@ register and one-block stashed rungs: ``SoftmaxProblem.max_row_misalignment`` el
     dense rows of up to 256 elements, the length not whole vectors:
                       softmax_rows_span, Group lanes a row        SpanRowsConfig(256, Group, 6 / 8 / 12)
     1 .. 32           softmax_rows, Group lanes per row          RowsConfig(256, Group, Vecs)
-    33 .. 256         softmax_rows, one warp per row             RowsConfig(128, 32, Vecs)
-    257 .. 4096       softmax_rows, one block per row            RowsConfig(Threads, Threads, Vecs)
-    4097 .. 8192      2-byte types: softmax_rows_stashed         StashedRowsConfig(512, 4, 3, 2)
-    4097 .. 16384     float32: softmax_rows_stashed              StashedRowsConfig(256, 8, 3, 2) / (512, 4, 7, 1)
+    33 .. 256         softmax_rows, one warp per row             RowsConfig(128, 32, 2 / 3 / 4 / 5 / 6 / 8)
+    257 .. 4096       softmax_block_rows, one block per row      RowsConfig(t, t, v) (block_rows: v 8 / 6 / 5,
+                                                                  t <= 512 threads: most rows resident, then the
+                                                                  row filling the block; one row an SM: stashed)
+    4097 .. 16384     2- and 4-byte types: softmax_rows_stashed  StashedRowsConfig(t, 4, s, 2 / 1) (stashed_rows:
+                                                                  the fewest tiles s, t sized to the row)
     4097 .. 16384     float64 (sm_90): softmax_rows_cluster      ClusterConfig(512, 4, 4 / 8)
     49152 .. 65536    float32 (sm_90): softmax_rows_stashed_cluster  StashedRowsConfig(256, 8, 3, 2, 8)
     beyond            softmax_rows_split, persistent             SplitConfig (choose_rows_split)
 
-The stashed rungs need their blocks an SM in shared memory (none fits the A100) and the
-clusters sm_90, so the A100 takes the split kernel from 4097 vectors. Columns (the reduced
+The stashed rows take two blocks an SM where their shared memory fits, else one, and none
+where one block's does not fit (the A100 holds fewer tiles: it takes the split kernel
+beyond); the clusters need sm_90. Columns (the reduced
 axis strided over a contiguous inner axis): ``choose_cols``; columns of up to 16 elements
 ``softmax_cols_short_vec`` (a thread a 16-byte vector of columns, rungs of 4, 8, 16 rows)
 where the column vectors are aligned, else ``softmax_cols_short``. Every entry's measurement
@@ -35,7 +38,7 @@ from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.dtypes import BFLOAT16, FLOAT_DTYPES
 from .cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from .layout import SoftmaxProblem, row_share, vector_size
-from .rows import ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
+from .rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig, block_rows_registers
 from .split import SplitConfig
 from . import partials
 
@@ -43,10 +46,21 @@ from . import partials
 VARIANTS = (RowsConfig, SpanRowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig,
             ColsShortConfig, ColsShortVecConfig)
 
-# (Threads, Vecs) of the block-per-row rungs, by capacity; every step doubles it (run 7).
-_BLOCK_LADDER = ((128, 4), (128, 8), (256, 8), (512, 8))
-# Warp rows in 128-thread blocks (run 7), 2 / 4 / 8 vectors a lane.
-_WARP_THREADS, _WARP_VECS = 128, (2, 4, 8)
+# Block rows (one block a row, its width fixed at launch): for each rung of _BLOCK_VECS
+# vectors a lane, the fewest threads (a multiple of 32, _BLOCK_MIN_THREADS to
+# _BLOCK_MAX_THREADS) that hold the row; of those, the one that keeps the most rows resident
+# an SM (its width x its register cap against the register file), then the best filled, then
+# the most vectors a lane. A rung that keeps one row an SM yields to the stashed rows (two an
+# SM) where they hold the row. Runs S18-1..3: every row held in flight counts (6500 float16
+# elements: 128 x 8, 7 rows an SM, 0.93 of the copy; 224 x 4, 4 rows, 0.82; 30000: 480 x 8,
+# one row, 0.68, stashed 256 x 4 + 3, two, 0.88), and the row filling its block (16500:
+# 512 x 8 0.46, 288 x 8 0.88); 2 and 3 vectors a lane lost from 256 threads (0.55-0.78).
+_BLOCK_VECS = (8, 6, 5)
+_BLOCK_MIN_THREADS, _BLOCK_MAX_THREADS = 64, 512
+# An SM's register file, threads and blocks (sm_80 and sm_90 alike).
+_SM_REGISTERS, _SM_THREADS, _SM_BLOCKS = 65536, 2048, 32
+# Warp rows in 128-thread blocks (run 7), the first rung of vectors a lane that holds the row.
+_WARP_THREADS, _WARP_VECS = 128, (2, 3, 4, 5, 6, 8)
 # (Group, Vecs) of the sub-warp rows by capacity, 2-byte types then wider ones: one vector a
 # lane for 2-byte types, two for wider ones, except the v7 winners (run S3-E): 16 vectors of a
 # 2-byte type g8 v2, 8 float32 vectors g8 v1; and 2 vectors g2 v1 (2097152 x 8 float32: 0.96-0.97
@@ -73,13 +87,14 @@ _EXP_ONCE_MAX_ELEMENTS = 32
 _CLUSTER_LADDER_FLOAT64 = ((512, 4, 4), (512, 4, 8))
 # Devices without the ladder's largest cluster take the split kernel.
 _CLUSTER_LADDER_SIZE = max(c for _, _, c in _CLUSTER_LADDER_FLOAT64)
-# Stashed rows (Threads, Vecs, StashTiles, BlocksPerSM) by itemsize, tried after the block
-# ladder, the first that holds the row wins (run S5-8: 0.91-0.92x copy against the split
-# kernel's 0.76-0.82).
-_STASHED_LADDER = {
-    2: ((512, 4, 3, 2),),  # float16 / bfloat16 rows of up to 64 K elements: 128 KB, two blocks an SM
-    4: ((256, 8, 3, 2), (512, 4, 7, 1)),  # float32 up to 32 K (128 KB, two an SM) and 64 K elements (256 KB, one)
-}
+# Stashed rows (2- and 4-byte types; float64 has none): 4 vectors a lane; two blocks an SM
+# where their shared memory fits, else one; the fewest shared-memory tiles (at most
+# _STASHED_MAX_TILES) that hold the row at the kernel's widest block (rows.STASHED_MAX_THREADS),
+# the threads then the fewest that hold it. Run S18-1: 33331 float16 elements 352 x 4 + 2 tiles 0.88 of the copy (512 x 4 + 3:
+# 0.63), 16500 float32 352 x 4 + 2 0.94 (256 x 8 + 3: 0.65), 40000 float32 448 x 4 + 5 one
+# an SM 0.82 (512 x 4 + 7: 0.72); 8 vectors a lane lost everywhere (0.51-0.90).
+_STASHED_ITEMSIZES = (2, 4)
+_STASHED_VECS, _STASHED_MAX_TILES = 4, 7
 # Clusters of stashed blocks by itemsize: the geometry and its clusters (float32 128 x 262144:
 # c8 0.80-0.81 against the split's 0.74, run S6-5; 2-byte types lost). A rung takes only rows
 # that fill 3/4 of it (each cluster block and barrier costs a few microseconds).
@@ -133,13 +148,49 @@ _COLS_SPLIT_EXCHANGE_TILES = 1.0
 
 
 def rows_ladder(dtype) -> list:
-    """Every RowsConfig of the ladder for ``dtype``, by increasing capacity (exp_once not set)."""
+    """The sub-warp and warp RowsConfig rungs for ``dtype``, by increasing capacity (exp_once
+    not set); longer rows take ``block_rows``."""
     subwarp = _SUBWARP_LADDER_2BYTE if np.dtype(dtype).itemsize == 2 else _SUBWARP_LADDER
-    return (
-        [RowsConfig(_SUBWARP_THREADS, g, v) for g, v in subwarp]
-        + [RowsConfig(_WARP_THREADS, 32, v) for v in _WARP_VECS]
-        + [RowsConfig(t, t, v) for t, v in _BLOCK_LADDER]
-    )
+    return [RowsConfig(_SUBWARP_THREADS, g, v) for g, v in subwarp] + [RowsConfig(_WARP_THREADS, 32, v) for v in _WARP_VECS]
+
+
+def _fewest_threads(vectors: int, per_thread: int, least: int) -> int:
+    """The fewest threads, a multiple of 32 and at least ``least``, that hold ``vectors`` at
+    ``per_thread`` vectors a thread."""
+    return max(least, ceil_div(vectors, per_thread * 32) * 32)
+
+
+def resident_rows(config: RowsConfig, dtype) -> int:
+    """Blocks of a block-rows config resident an SM: its threads x its register cap against
+    the register file, the threads and the blocks an SM hold."""
+    registers = config.threads * block_rows_registers(dtype, config.vecs)
+    return min(_SM_REGISTERS // registers, _SM_THREADS // config.threads, _SM_BLOCKS)
+
+
+def block_rows(vectors: int, dtype):
+    """The one-block-a-row RowsConfig for rows of ``vectors`` 16-byte vectors of ``dtype``
+    (exp_once not set): of the rungs of _BLOCK_VECS vectors a lane at their fewest threads, the
+    one of most resident rows an SM, then best filled, then most vectors a lane; None past
+    512 x 8."""
+    best = None
+    for vecs in _BLOCK_VECS:
+        threads = _fewest_threads(vectors, vecs, _BLOCK_MIN_THREADS)
+        if threads <= _BLOCK_MAX_THREADS:
+            config = RowsConfig(threads, threads, vecs)
+            key = (resident_rows(config, dtype), vectors / config.capacity_vectors)
+            if best is None or key > best[0]:
+                best = (key, config)
+    return None if best is None else best[1]
+
+
+def block_rows_rungs(dtype) -> list:
+    """A block-rows RowsConfig for each vectors a lane that block_rows picks for ``dtype`` (the
+    kernel's width is set at launch: one instantiation a rung of vectors a lane)."""
+    picked = {}
+    for vectors in range(_BLOCK_MIN_THREADS * min(_BLOCK_VECS) + 1, _BLOCK_MAX_THREADS * max(_BLOCK_VECS) + 1):
+        config = block_rows(vectors, dtype)
+        picked.setdefault(config.vecs, config)
+    return [picked[v] for v in sorted(picked)]
 
 
 def with_exp_once(config: RowsConfig, dtype) -> RowsConfig:
@@ -160,20 +211,45 @@ def _split_smem_per_block(dev) -> int:
     return smem - SMEM_RESERVED_PER_BLOCK - _ROW_STATIC_SMEM
 
 
+def _stashed_fits(config: StashedRowsConfig, dev) -> bool:
+    """Whether config's blocks_per_sm blocks fit ``dev``'s shared memory."""
+    block = config.smem_bytes + SMEM_RESERVED_PER_BLOCK + _ROW_STATIC_SMEM
+    return block <= dev.max_smem_per_block and config.blocks_per_sm * block <= dev.smem_per_sm
+
+
+def stashed_rows(vectors: int, dtype, dev):
+    """The stashed rung for rows of ``vectors`` 16-byte vectors of ``dtype`` on ``dev`` (the
+    rule above), or None (float64; rows longer than the largest rung; a block's tiles that
+    do not fit ``dev``'s shared memory)."""
+    if np.dtype(dtype).itemsize not in _STASHED_ITEMSIZES:
+        return None
+    for blocks_per_sm in (2, 1):
+        tiles = ceil_div(vectors, STASHED_MAX_THREADS[_STASHED_VECS, blocks_per_sm] * _STASHED_VECS) - 1
+        if 1 <= tiles <= _STASHED_MAX_TILES:
+            threads = _fewest_threads(vectors, _STASHED_VECS * (tiles + 1), 32)
+            config = StashedRowsConfig(threads, _STASHED_VECS, tiles, blocks_per_sm)
+            if _stashed_fits(config, dev):
+                return config
+    return None
+
+
 def stashed_rungs(dtype, dev) -> list:
-    """The stashed rungs of ``dtype`` whose blocks fit ``dev``'s shared memory at their
-    blocks_per_sm (the A100's 164 KB an SM holds none of them)."""
-    rungs = [StashedRowsConfig(*geometry) for geometry in _STASHED_LADDER.get(np.dtype(dtype).itemsize, ())]
-    reserve = SMEM_RESERVED_PER_BLOCK + _ROW_STATIC_SMEM
-    return [c for c in rungs
-            if c.smem_bytes + reserve <= dev.max_smem_per_block and c.blocks_per_sm * (c.smem_bytes + reserve) <= dev.smem_per_sm]
+    """A stashed StashedRowsConfig for each blocks_per_sm the rule can take on ``dev`` (the
+    kernel's width and tiles are set at launch: one instantiation a blocks_per_sm), none
+    where the dtype has no stashed rows."""
+    rungs, widest = {}, max(STASHED_MAX_THREADS[_STASHED_VECS, b] for b in (1, 2)) * _STASHED_VECS
+    for vectors in range(widest // 4, widest * (_STASHED_MAX_TILES + 1) + 1, 32):
+        config = stashed_rows(vectors, dtype, dev)
+        if config is not None:
+            rungs[config.blocks_per_sm] = config
+    return [rungs[b] for b in sorted(rungs, reverse=True)]
 
 
 def stashed_cluster_rungs(dtype, dev) -> list:
     """The stashed cluster rungs of ``dtype`` on ``dev``, smallest cluster first (none without
     clusters of 8 or one-block stashed rungs: the A100)."""
     geometry, clusters = _STASHED_CLUSTER_LADDER.get(np.dtype(dtype).itemsize, (None, ()))
-    if geometry is None or dev.max_cluster_size < 8 or not stashed_rungs(dtype, dev):
+    if geometry is None or dev.max_cluster_size < 8 or not _stashed_fits(StashedRowsConfig(*geometry), dev):
         return []
     return [StashedRowsConfig(*geometry, cluster) for cluster in clusters]
 
@@ -229,9 +305,11 @@ def choose_rows(length: int, rows: int, dtype, dev, misalignment: int = 0):
     for config in rows_ladder(dtype):
         if aligned_vectors <= config.capacity_vectors:
             return with_exp_once(config, dtype)
-    for config in stashed_rungs(dtype, dev):
-        if aligned_vectors <= config.capacity_vectors:
-            return config
+    block, stashed = block_rows(aligned_vectors, dtype), stashed_rows(aligned_vectors, dtype, dev)
+    if block is not None and (stashed is None or resident_rows(block, dtype) > 1):
+        return with_exp_once(block, dtype)
+    if stashed is not None:
+        return stashed
     for config in stashed_cluster_rungs(dtype, dev):
         if _STASHED_CLUSTER_MIN_FILL * config.capacity_vectors <= vectors <= config.capacity_vectors:
             return config
@@ -329,7 +407,7 @@ def instantiations(dev) -> list:
     and without their clusters, and the short-column kernels (every vector rung)."""
     specs = []
     for dtype in FLOAT_DTYPES:
-        rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype)] + span_ladder(dtype)
+        rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype) + block_rows_rungs(dtype)] + span_ladder(dtype)
         rungs += stashed_rungs(dtype, dev) + stashed_cluster_rungs(dtype, dev) + row_cluster_rungs(dtype, dev)
         rungs.append(choose_rows_split(1 << 30, 1, dtype, dev))
         for length in (_COLS_SHORT.max_length + 1, 1 << 30):  # shorter columns one block, long ones a cluster where there is one
