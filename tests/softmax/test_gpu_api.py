@@ -99,7 +99,7 @@ def test_empty_arrays(cp, log):
         ((24577, 64), 0, "softmax_cols_split"),  # columns longer than one block's part
         ((300000, 16), 0, "softmax_cols_vec_cluster"),  # longer than the column split holds
         ((4096, 301), 0, "softmax_cols_cluster"),
-        ((8, 64, 64), None, "softmax_block_rows"),  # axis=None of a contiguous array: one row
+        ((8, 64, 64), None, "softmax_rows_stashed"),  # axis=None of a contiguous array: one row
         ((4, 1 << 20), -1, "softmax_rows_split"),  # the scratch is reused: no memset
     ],
 )
