@@ -13,7 +13,9 @@ Run: ``python3 experiments/softmax/sweep_lengths.py [--split] [--dtypes fp16,fp3
   that hold the row at v vectors a lane), v in 2..8;
 - ``stashed t x v + s / b``: ``softmax_rows_stashed``, t threads x v vectors in registers and s
   such tiles in shared memory, b blocks an SM, t the fewest that hold the row;
-- ``split bB wW cost``: ``softmax_rows_split`` with B blocks a row, W waves of the resident
+- ``split bB``: the persistent ``softmax_rows_split`` with B = 1 or 2 blocks a row (rows
+  past 1024 vectors that fit on chip);
+- ``split bB wW cost`` (--split): ``softmax_rows_split`` with B blocks a row, W waves of the resident
   grid, W x chunk elements a block (for each wave count the least, kept where it beats every
   fewer-wave config by 1 %).
 
@@ -75,6 +77,10 @@ def variants(rows, length, dtype, dev):
         t = _threads(vectors, v)
         if 64 <= t <= (1024 if v <= 4 else 512):
             out.append((f"rows {t} x {v}", S.with_exp_once(RowsConfig(t, t, v), dtype)))
+    for bpr in (1, 2):  # the persistent split kernel, rows on chip in one or two blocks
+        split = split_with_blocks(length, rows, dtype, dev, bpr)
+        if vectors > 1024 and split is not None and split.blocks_per_row == bpr:
+            out.append((f"split b{bpr}", split))
     reserve = SMEM_RESERVED_PER_BLOCK + S._ROW_STATIC_SMEM
     for v in (4, 8):
         for s in (1, 2, 3, 5, 7):
