@@ -26,14 +26,13 @@ def test_ladder_picks_the_smallest_config_that_holds_the_row(dtype):
     """The sub-warp and warp rungs and the float64 cluster rungs: the first that holds the row
     (the block rows between them are sized to the row: next test)."""
     vs = vector_size(dtype)
-    fixed = [c.capacity_vectors for c in select.rows_ladder(dtype) + select.row_cluster_rungs(dtype, H200)]
-    previous = 0
-    for capacity in fixed:
-        at = select.choose_rows(capacity * vs, 1000, dtype, H200)
-        assert at.capacity_vectors == capacity
-        if previous < 256 or capacity <= 256:
+    block_reach = ladder(dtype)[len(select.rows_ladder(dtype))]  # the float64 clusters follow the block rows
+    for rungs, previous in ((select.rows_ladder(dtype), 0), (select.row_cluster_rungs(dtype, H200), block_reach)):
+        for capacity in (c.capacity_vectors for c in rungs):
+            at = select.choose_rows(capacity * vs, 1000, dtype, H200)
+            assert at.capacity_vectors == capacity
             assert select.choose_rows(previous * vs + 1, 1000, dtype, H200) == at
-        previous = capacity
+            previous = capacity
     past = select.choose_rows(ladder(dtype)[-1] * vs + 1, 4, dtype, H200)
     stashed = select.stashed_rows(ladder(dtype)[-1] + 1, dtype, H200)
     assert past == stashed if stashed else isinstance(past, (ClusterConfig, SplitConfig))
