@@ -1,5 +1,5 @@
 """CUDA tensor maps (the 128-byte ``CUtensorMap`` that Hopper's TMA loads read) for 2-D
-16-bit matrices, built by the driver's ``cuTensorMapEncodeTiled`` through ctypes (neither
+16-bit matrices (optionally a batch of them: a 3-D map), built by the driver's ``cuTensorMapEncodeTiled`` through ctypes (neither
 CuPy nor NVRTC exposes it) and passed to a kernel by value.
 
 A ``MapGeometry`` is everything of a map but the base address: element type, the two
@@ -45,6 +45,8 @@ class MapGeometry:
     box_outer: int
     swizzle: int = 128
     l2_promotion: int = 256  # bytes (L2_PROMOTIONS)
+    batch: int = 0  # a third dim of ``batch`` matrices ``batch_stride`` bytes apart (box 1); 0: a 2-D map
+    batch_stride: int = 0
 
 
 def geometry(dtype, inner: int, outer: int, row_stride: int, box_inner: int, box_outer: int,
@@ -57,6 +59,13 @@ def geometry(dtype, inner: int, outer: int, row_stride: int, box_inner: int, box
     if outer == 1:
         stride = -(-inner * dtype.itemsize // 16) * 16
     return MapGeometry(dtype, inner, outer, stride, box_inner, box_outer, swizzle, l2_promotion)
+
+
+def batched(g: MapGeometry, batch: int, unit: int) -> MapGeometry:
+    """``g`` with a third dim: ``batch`` matrices ``unit`` elements apart (any positive unit
+    where batch is 1: the driver still wants a valid stride)."""
+    stride = unit * g.dtype.itemsize if batch > 1 else -(-g.outer * g.stride // 16) * 16
+    return dataclasses.replace(g, batch=batch, batch_stride=stride)
 
 
 def map_problem(g: MapGeometry, address: int) -> str | None:
@@ -73,6 +82,8 @@ def map_problem(g: MapGeometry, address: int) -> str | None:
         return f"dimensions {g.inner} x {g.outer} outside 1..2^32"
     if g.stride % 16 or not (g.inner * g.dtype.itemsize <= g.stride < MAX_STRIDE):
         return f"row stride of {g.stride} bytes (a multiple of 16, at least a row, below 2^40)"
+    if g.batch and (g.batch > MAX_DIM or g.batch_stride % 16 or not 0 < g.batch_stride < MAX_STRIDE):
+        return f"{g.batch} matrices {g.batch_stride} bytes apart (a positive multiple of 16 below 2^40, at most 2^32 of them)"
     if not (0 < g.box_inner <= MAX_BOX and 0 < g.box_outer <= MAX_BOX):
         return f"box {g.box_inner} x {g.box_outer} outside 1..256"
     inner_bytes = g.box_inner * g.dtype.itemsize
@@ -86,15 +97,18 @@ def encode_arguments(g: MapGeometry, address: int) -> tuple:
     problem = map_problem(g, address)
     if problem is not None:
         raise ValueError(f"cufuse: cannot build a tensor map: {problem}")
-    u64x2, u32x2 = ctypes.c_uint64 * 2, ctypes.c_uint32 * 2
+    dims, strides, box = [g.inner, g.outer], [g.stride], [g.box_inner, g.box_outer]
+    if g.batch:
+        dims, strides, box = dims + [g.batch], strides + [g.batch_stride], box + [1]
+    rank = len(dims)
     return (
         ctypes.c_int(DATA_TYPES[g.dtype]),
-        ctypes.c_uint32(2),
+        ctypes.c_uint32(rank),
         ctypes.c_void_p(address),
-        u64x2(g.inner, g.outer),  # globalDim, innermost first
-        (ctypes.c_uint64 * 1)(g.stride),  # globalStrides of the dimensions above the first, bytes
-        u32x2(g.box_inner, g.box_outer),  # boxDim
-        u32x2(1, 1),  # elementStrides
+        (ctypes.c_uint64 * rank)(*dims),  # globalDim, innermost first
+        (ctypes.c_uint64 * (rank - 1))(*strides),  # globalStrides of the dimensions above the first, bytes
+        (ctypes.c_uint32 * rank)(*box),  # boxDim
+        (ctypes.c_uint32 * rank)(*[1] * rank),  # elementStrides
         ctypes.c_int(0),  # CU_TENSOR_MAP_INTERLEAVE_NONE
         ctypes.c_int(SWIZZLE_BYTES[g.swizzle]),
         ctypes.c_int(L2_PROMOTIONS[g.l2_promotion]),

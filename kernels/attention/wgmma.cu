@@ -1,11 +1,16 @@
-// attention_fwd_wgmma: Hopper (sm_90a) prefill on warpgroup MMA, float16 / bfloat16, tile head
-// dims 64, 96, 128 and 256, one key split (FA3's structure without TMA and warp specialisation).
+// attention_fwd_wgmma / attention_fwd_wgmma_tma: Hopper (sm_90a) prefill on warpgroup MMA,
+// float16 / bfloat16, tile head dims 64, 96, 128 and 256, one key split. Both run the same
+// consumer loop (consume_item); they differ in how K and V reach shared memory (the "feed"):
+// every thread's cp.async ring with block barriers (CpAsyncFeed), or a producer warpgroup's
+// TMA loads into an mbarrier ring, with setmaxnreg moving its registers to the consumers
+// (TmaFeed, FA3's warp specialisation).
 //
 // Picked (cufuse/ops/attention/select.py, WGMMA_PREFILL) on compute capability 9.0 for 16-bit
 // prefill (Nq > 16), any D and Dv up to 256 on the smallest tile holding them, q, k and v with
 // unit column stride and 16-byte aligned rows, a positive scale (or a softcap), and a grid of at
 // least one wave of blocks or one whose wave model keeps one key split (smaller grids split the
 // keys on attention_fwd_mma). The tile goes by the keys a query row sees (docs/attention.md).
+#include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "attention/layout.cuh"
 
@@ -84,108 +89,152 @@ __device__ __forceinline__ unsigned long long desc_add(unsigned long long desc, 
     return sum;
 }
 
+// Columns a row takes in shared memory: whole 64-column swizzle atoms (HD 96 leaves half of
+// its second atom unused; its MMAs and copies stop at HD).
+template <int HD>
+constexpr int wgmma_row_elems() {
+    return (HD + WGMMA_ATOM_N - 1) / WGMMA_ATOM_N * WGMMA_ATOM_N;
+}
+
+// One (query tile, batch) work item: query tile fastest (blocks running at once share K/V in
+// L2); causal runs the longest tiles first.
+struct WorkItem {
+    int m0;  // first query row
+    int64 batch;
+    int64 q_off, k_off, v_off;  // element offsets of the batch item's q, k, v
+    int key_begin, key_end, n_tiles;  // keys the block visits: its first row's window start to its last's end
+};
+
+template <int BLOCK_M, int BN>
+__device__ __forceinline__ WorkItem work_item(int item, int q_tiles, bool causal, int nq, int nk, const KeyBand& band,
+                                              const BatchLayout& layout) {
+    WorkItem w;
+    const int q_tile = causal ? q_tiles - 1 - item % q_tiles : item % q_tiles;
+    w.batch = item / q_tiles;
+    w.m0 = q_tile * BLOCK_M;
+    layout.offsets(w.batch, w.q_off, w.k_off, w.v_off);
+    w.key_begin = band.first_key(w.m0);
+    w.key_end = band.key_end(min(w.m0 + BLOCK_M, nq) - 1, nk);
+    w.n_tiles = w.key_end > w.key_begin ? (w.key_end - w.key_begin + BN - 1) / BN : 0;
+    return w;
+}
+
+// The feeds: how the consumer loop gets its tiles. acquire_k(t) / acquire_v(t): K / V tile t
+// is in its stage; release_k / release_v: this warp is done reading it; skip(t): tile t
+// (whose K was acquired) is not computed by this warpgroup; drain(): after the last tile, before
+// the last P V; wait_q(): Q is in shared memory.
+
+// Every thread streams Q, K and V with cp.async into a STAGES-deep ring; group g carries K tile
+// g and V tile g - 1 (the loop's P V runs one tile behind), and a block barrier per tile both
+// publishes a group and frees the stage the next group refills.
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES>
+struct CpAsyncFeed {
+    static constexpr int kThreads = WARPGROUPS * 128, kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems;
+    T *k_s, *v_s;
+    int n_tiles;
+    int64 k_row, v_row;
+    TileStream<T, BN, HD, kThreads> k_stream, v_stream;  // the item's K tiles 0, 1, ... and V tiles 0, 1, ...
+
+    __device__ __forceinline__ void load_kv(int g) {
+        if (g < n_tiles) k_stream.load_next(k_s + g % STAGES * kStageElems, k_row);
+        if (g >= 1 && g <= n_tiles) v_stream.load_next(v_s + (g - 1) % STAGES * kStageElems, v_row);
+    }
+    // Q (the warpgroups' 64-row slices, joining group 0), then the ring's first STAGES - 1 groups.
+    __device__ __forceinline__ void begin(const WorkItem& w, const T* q, const T* k, const T* v, T* q_s, int nq, int nk,
+                                          int d, int dv, int64 q_row) {
+        n_tiles = w.n_tiles;
+        TileStream<T, 64, HD, kThreads> q_stream;
+        q_stream.start(q + w.q_off + w.m0 * q_row, q_row, d, nq - w.m0,
+                       [](int r, int c) { return kmajor_atom_offset<64>(r, c); });
+#pragma unroll
+        for (int slice = 0; slice < WARPGROUPS; ++slice) q_stream.load_next(q_s + slice * 64 * kRowElems, q_row);
+        k_stream.start(k + w.k_off + w.key_begin * k_row, k_row, d, nk - w.key_begin,
+                       [](int r, int c) { return kmajor_atom_offset<BN>(r, c); });
+        v_stream.start(v + w.v_off + w.key_begin * v_row, v_row, dv, nk - w.key_begin,
+                       [](int r, int c) { return nmajor_atom_offset<BN>(r, c); });
+#pragma unroll
+        for (int g = 0; g < STAGES - 1; ++g) {
+            load_kv(g);
+            cp_async_commit();  // empty groups keep the wait counts uniform
+        }
+    }
+    __device__ __forceinline__ void wait_q() {}  // Q joined group 0, which acquire_k(0) waits for
+    // Group t landed for all threads and every wgmma of step t - 1 is done: its stages refill.
+    __device__ __forceinline__ void acquire_k(int t) {
+        cp_async_wait<STAGES - 2>();
+        fence_proxy_async_shared();
+        __syncthreads();
+        load_kv(t + STAGES - 1);
+        cp_async_commit();
+    }
+    __device__ __forceinline__ void acquire_v(int) {}  // V tile t - 1 came with group t
+    __device__ __forceinline__ void release_k(int) {}
+    __device__ __forceinline__ void release_v(int) {}
+    __device__ __forceinline__ void skip(int) {}
+    __device__ __forceinline__ void drain() {  // group n_tiles: the last V tile; every S done
+        cp_async_wait<STAGES - 2>();
+        fence_proxy_async_shared();
+        __syncthreads();
+    }
+    __device__ __forceinline__ void end() { cp_async_wait<0>(); }  // no copy may outlive the block
+};
+
+// The consumers' side of the producer warpgroup's mbarrier ring (TmaProducer): K and V tile t
+// use stage t % STAGES in round t / STAGES; "full" completes when the stage's bytes landed,
+// "empty" when every consumer warp released it (lane 0 arrives). A warp releases every tile,
+// computed or skipped, after it landed, so the producer never refills a stage in flight.
+template <int STAGES>
+struct TmaFeed {
+    unsigned long long *q_full, *k_full, *v_full, *k_empty, *v_empty;
+    bool lane0;
+
+    __device__ __forceinline__ void wait_q() { mbarrier_wait(q_full, 0); }
+    __device__ __forceinline__ void acquire_k(int t) { mbarrier_wait(k_full + t % STAGES, (t / STAGES) & 1); }
+    __device__ __forceinline__ void acquire_v(int t) { mbarrier_wait(v_full + t % STAGES, (t / STAGES) & 1); }
+    __device__ __forceinline__ void release_k(int t) {
+        if (lane0) mbarrier_arrive(k_empty + t % STAGES);
+    }
+    __device__ __forceinline__ void release_v(int t) {
+        if (lane0) mbarrier_arrive(v_empty + t % STAGES);
+    }
+    __device__ __forceinline__ void skip(int t) {
+        acquire_v(t);
+        release_k(t);
+        release_v(t);
+    }
+    __device__ __forceinline__ void drain() {}
+    __device__ __forceinline__ void end() {}
+};
+
 // ---------------------------------------------------------------------------------------
-// A block holds WARPGROUPS x 64 query rows, 64 per warpgroup: one (query tile, batch) work item
-// (grid = items; query tile fastest, so blocks running at once share K/V in L2; causal runs
-// the longest tiles first). K/V tiles of BN keys stream through a STAGES-deep cp.async ring
-// that every thread fills. S = Q K^T reads Q and K from shared memory, both K-major with the
-// 128-byte swizzle ([HD / 64] column atoms of [rows][64]); O += P V takes P from registers (the
-// S accumulator packed to 16-bit pairs is wgmma's A fragment) and V N-major (atoms of 8 keys
-// x 64 columns, read transposed). Loop step j issues S(j) = Q K_j^T and O += P(j-1) V(j-1)
+// The consumer loop of one work item: WARPGROUPS x 64 query rows, 64 per warpgroup (threads
+// 0 .. WARPGROUPS x 128 - 1). S = Q K^T reads Q and K from shared memory, both K-major with
+// the 128-byte swizzle ([HD / 64] column atoms of [rows][64]); O += P V takes P from registers
+// (the S accumulator packed to 16-bit pairs is wgmma's A fragment) and V N-major (atoms of 8
+// keys x 64 columns, read transposed). Loop step j issues S(j) = Q K_j^T and O += P(j-1) V(j-1)
 // back to back, and the softmax of S(j) runs while P V is still on the tensor cores (FA3's
-// intra-warpgroup overlap). So cp.async group g carries K tile g and V tile g - 1, and two
-// stages already overlap loads with compute.
+// intra-warpgroup overlap).
 // The block's keys run from its first row's window start to its last row's window end
 // (KeyBand: causal frontier, sliding window), so tiles that every row's window hides are
 // never loaded. With WG_RANGES each warpgroup computes only the tiles of its own rows' range
 // (rows past nq: none) while the block keeps streaming the tiles the others need, so the fully
 // masked tiles outside a warpgroup's band and the rows of a ragged last query tile cost no
-// MMAs and no exps (it still joins every barrier).
-// Preconditions (checked by the host): q, k, v with unit column stride and 16-byte aligned
-// rows (d and dv multiples of 8, at most HD), scale_log2 > 0 unless softcapped (the row max
-// is taken on the raw scores and scaled once: one FFMA per score), a single key split.
-template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, int MIN_BLOCKS, bool WG_RANGES>
-__global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
-    attention_fwd_wgmma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                        T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv, int q_tiles,
-                        int items, float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi,
-                        int64 q_row, int64 k_row, int64 v_row,
-                        BATCH_LAYOUT_PARAMS) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(HD % 32 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
-    constexpr int kThreads = WARPGROUPS * 128, kBlockM = WARPGROUPS * 64;
-    // Columns a row takes in shared memory: whole 64-column swizzle atoms (HD 96 leaves half of
-    // its second atom unused; its MMAs and copies stop at HD).
-    constexpr int kRowElems = (HD + WGMMA_ATOM_N - 1) / WGMMA_ATOM_N * WGMMA_ATOM_N;
-    constexpr int kStageElems = BN * kRowElems;  // one K or V tile
+// MMAs and no exps (it still takes part in every barrier).
+// Preconditions (checked by the host): d and dv multiples of 8, at most HD; scale_log2 > 0
+// unless softcapped (the row max is taken on the raw scores and scaled once: one FFMA per
+// score); a single key split.
+template <typename T, int HD, int BN, int STAGES, bool WG_RANGES, typename Feed>
+__device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T* q_s, const T* k_s, const T* v_s,
+                                             T* out, float* lse, int nq, int nk, int dv, float scale_log2, int flags,
+                                             float softcap_log2, const KeyBand& band) {
+    constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems;
     constexpr unsigned kVDescK16 = 2 * 1024 / 16;  // V descriptor advance per k16: two 8-key atoms
     const float kNegInf = neg_infinity<float>();
-
-    extern __shared__ unsigned char smem_raw[];
-    // 1024-byte aligned: the swizzle is a function of the address bits [4, 10)
-    T* const q_s = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-    T* const k_s = q_s + kBlockM * kRowElems;
-    T* const v_s = k_s + STAGES * kStageElems;
-
     // wg through a shuffle from lane 0: ptxas then knows it is warp-uniform (CUTLASS canonical_warp_group_idx)
     const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0), warp = threadIdx.x / 32 % 4,
               lane = threadIdx.x % 32;
-    const bool causal = flags & kCausal, capped = flags & kSoftcap;
-    const KeyBand band{band_lo, band_hi};  // the keys query row i sees (causal, window)
+    const bool capped = flags & kSoftcap;
 
-    struct WorkItem {
-        int m0;  // first query row
-        int64 batch;
-        const T *q_g, *k_g, *v_g;
-        int key_begin, key_end, n_tiles;  // keys the block visits: its first row's window start to its last's end
-    };
-    // Query tile fastest (blocks running at once share K/V in L2); causal: longest first.
-    auto work_item = [&](int item) {
-        WorkItem w;
-        const int q_tile = causal ? q_tiles - 1 - item % q_tiles : item % q_tiles;
-        w.batch = item / q_tiles;
-        w.m0 = q_tile * kBlockM;
-        int64 q_off, k_off, v_off;
-        BATCH_LAYOUT.offsets(w.batch, q_off, k_off, v_off);
-        w.q_g = q + q_off;
-        w.k_g = k + k_off;
-        w.v_g = v + v_off;
-        w.key_begin = band.first_key(w.m0);
-        w.key_end = band.key_end(min(w.m0 + kBlockM, nq) - 1, nk);
-        w.n_tiles = w.key_end > w.key_begin ? (w.key_end - w.key_begin + BN - 1) / BN : 0;
-        return w;
-    };
-
-    const auto k_place = [](int r, int c) { return kmajor_atom_offset<BN>(r, c); };
-    const auto v_place = [](int r, int c) { return nmajor_atom_offset<BN>(r, c); };
-    auto load_q = [&](const WorkItem& w, T* q_s) {  // the warpgroups' 64-row slices, consecutive tiles of a stream
-        TileStream<T, 64, HD, kThreads> q_stream;
-        q_stream.start(w.q_g + w.m0 * q_row, q_row, d, nq - w.m0, [](int r, int c) { return kmajor_atom_offset<64>(r, c); });
-#pragma unroll
-        for (int slice = 0; slice < WARPGROUPS; ++slice)
-            q_stream.load_next(q_s + slice * 64 * kRowElems, q_row);
-    };
-    TileStream<T, BN, HD, kThreads> k_stream, v_stream;  // the item's K tiles 0, 1, ... and V tiles 0, 1, ...
-    auto start_streams = [&](const WorkItem& w) {  // tile 0 starts at the item's key_begin
-        k_stream.start(w.k_g + w.key_begin * k_row, k_row, d, nk - w.key_begin, k_place);
-        v_stream.start(w.v_g + w.key_begin * v_row, v_row, dv, nk - w.key_begin, v_place);
-    };
-    auto load_kv = [&](const WorkItem& w, int g) {  // ring group g of item w: K tile g and V tile g - 1
-        if (g < w.n_tiles) k_stream.load_next(k_s + g % STAGES * kStageElems, k_row);
-        if (g >= 1 && g <= w.n_tiles) v_stream.load_next(v_s + (g - 1) % STAGES * kStageElems, v_row);
-    };
-
-    const int item = blockIdx.x;
-    const WorkItem cur = work_item(item);
-    load_q(cur, q_s);                      // joins group 0
-    start_streams(cur);
-#pragma unroll
-    for (int g = 0; g < STAGES - 1; ++g) {
-        load_kv(cur, g);
-        cp_async_commit();  // empty groups keep the wait counts uniform
-    }
-
-    // State read by the lambdas below.
     int wg_first = 0, wg_tiles = 0;  // key tiles [wg_first, wg_tiles) of the block's this warpgroup computes
     int clean_first = 0, clean_end = 0;  // key tiles [clean_first, clean_end) every row of this warp sees whole
     int warp_row0 = 0;  // this warp's rows: warp_row0 + lane / 4 (+ 8)
@@ -225,23 +274,24 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             for (int e = 0; e < 4; ++e) pin(p[t][e]);
     };
     auto finish_pv = [&](int tile) {  // this warpgroup's last P V, waited for
+        feed.acquire_v(tile);
         pin_operands();
         issue_pv(tile);
         wgmma_wait<0>();
         pin_operands();
+        feed.release_v(tile);
     };
     // Scores -> probabilities in place (log2 domain), running max and sum; alpha rescales O.
     // Accumulator element 4i + e sits at row lane / 4 + 8 (e / 2), column 8i + 2 (lane % 4) + e % 2.
     // Softcap: the scores become tanh(s scale / c) first (scale_log2 holds scale / c), and
     // c log2 e takes the scale's place below (positive, whatever the scale's sign).
     // Masking (only tiles outside [clean_first, clean_end): crossing key_end or an edge of a row's
-    // window) selects -inf, so a NaN
-    // key never reaches a row that does not see it; fmaxf drops NaN from the max, but
-    // exp2(NaN) brings it back into the row's sum. The running max moves only when a tile's
-    // max exceeds it by more than kMaxSlack (FA4's conditional rescale): probabilities stay
-    // <= 2^kMaxSlack (exact in float32, far from the 16-bit ranges), O and l are scaled by the
-    // same stale max (O / l and lse = m + log2 l are unchanged), and after the first tiles
-    // alpha is 1 on almost every row, so rescale_and_pack skips the O rescale for the warp.
+    // window) selects -inf, so a NaN key never reaches a row that does not see it; fmaxf drops NaN
+    // from the max, but exp2(NaN) brings it back into the row's sum. The running max moves only
+    // when a tile's max exceeds it by more than kMaxSlack (FA4's conditional rescale):
+    // probabilities stay <= 2^kMaxSlack (exact in float32, far from the 16-bit ranges), O and l
+    // are scaled by the same stale max (O / l and lse = m + log2 l are unchanged), and after the
+    // first tiles alpha is 1 on almost every row, so rescale_and_pack skips the O rescale for the warp.
     constexpr float kMaxSlack = 8.f;
     const float score_scale = capped ? softcap_log2 : scale_log2;
     auto softmax = [&](float (&s)[BN / 2], int tile, float (&alpha)[2]) {
@@ -299,102 +349,221 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
             for (int r = 0; r < 4; ++r) p[t][r] = pack2<T>(s[8 * t + 2 * r], s[8 * t + 2 * r + 1]);
     };
 
-    if (item < items) {  // always true (grid = items); without the test the PTX changes
-        const int n_tiles = cur.n_tiles;
-        wg_tiles = n_tiles;
-        if (WG_RANGES) {  // the tiles holding the keys of this warpgroup's rows (none past nq)
-            const int wg_row0 = cur.m0 + wg * 64;
-            const int wg_key_begin = wg_row0 >= nq ? 0 : band.first_key(wg_row0);
-            const int wg_key_end = wg_row0 >= nq ? 0 : band.key_end(min(wg_row0 + 64, nq) - 1, nk);
-            const bool any = wg_key_end > wg_key_begin;
-            wg_first = any ? (wg_key_begin - cur.key_begin) / BN : 0;
-            wg_tiles = any ? (wg_key_end - cur.key_begin + BN - 1) / BN : 0;
-        }
-        warp_row0 = cur.m0 + wg * 64 + warp * 16;
-        {  // every row of the warp sees keys [last row + band.lo, first row + band.hi]
-            const int seen_lo = warp_row0 + 15 + band.lo - cur.key_begin;
-            const int seen_end = min(cur.key_end, warp_row0 + band.hi + 1) - cur.key_begin;
-            clean_first = max(0, (seen_lo + BN - 1) / BN);  // seen_lo <= 0: tile 0 (division truncates)
-            clean_end = seen_end > 0 ? seen_end / BN : 0;
-        }
-        q_desc = sw128_kmajor_desc(q_s + wg * 64 * kRowElems);
+    const int n_tiles = cur.n_tiles;
+    wg_tiles = n_tiles;
+    if (WG_RANGES) {  // the tiles holding the keys of this warpgroup's rows (none past nq)
+        const int wg_row0 = cur.m0 + wg * 64;
+        const int wg_key_begin = wg_row0 >= nq ? 0 : band.first_key(wg_row0);
+        const int wg_key_end = wg_row0 >= nq ? 0 : band.key_end(min(wg_row0 + 64, nq) - 1, nk);
+        const bool any = wg_key_end > wg_key_begin;
+        wg_first = any ? (wg_key_begin - cur.key_begin) / BN : 0;
+        wg_tiles = any ? (wg_key_end - cur.key_begin + BN - 1) / BN : 0;
+    }
+    warp_row0 = cur.m0 + wg * 64 + warp * 16;
+    {  // every row of the warp sees keys [last row + band.lo, first row + band.hi]
+        const int seen_lo = warp_row0 + 15 + band.lo - cur.key_begin;
+        const int seen_end = min(cur.key_end, warp_row0 + band.hi + 1) - cur.key_begin;
+        clean_first = max(0, (seen_lo + BN - 1) / BN);  // seen_lo <= 0: tile 0 (division truncates)
+        clean_end = seen_end > 0 ? seen_end / BN : 0;
+    }
+    q_desc = sw128_kmajor_desc(q_s + wg * 64 * kRowElems);
 #pragma unroll
-        for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
-        row_max[0] = row_max[1] = kNegInf;
-        row_sum[0] = row_sum[1] = 0.f;
+    for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+    row_max[0] = row_max[1] = kNegInf;
+    row_sum[0] = row_sum[1] = 0.f;
 
-        for (int tile = 0; tile < n_tiles; ++tile) {
-            cp_async_wait<STAGES - 2>();
-            fence_proxy_async_shared();
-            __syncthreads();  // group `tile` landed for all threads; every wgmma of step tile - 1 is done
-            load_kv(cur, tile + STAGES - 1);
-            cp_async_commit();
-            if (tile < wg_first) continue;  // before this warpgroup's keys (warpgroup-uniform)
-            if (tile >= wg_tiles) {  // past them
-                if (tile == wg_tiles && tile > wg_first) finish_pv(tile - 1);
-                continue;
-            }
-            float s[BN / 2];
-            pin_operands();  // O and P final before the fences that order them for the wgmmas
-            issue_scores(s, tile);
-            if (tile > wg_first) issue_pv(tile - 1);
-            if (tile > wg_first) {
-                wgmma_wait<1>();  // S(tile) done; P V still running
-            } else {
-                wgmma_wait<0>();
-            }
-            pin_scores(s);
-            float alpha[2];
-            softmax(s, tile, alpha);
-            wgmma_wait<0>();  // P V done: O may be rescaled and P overwritten
-            pin_operands();
-            pin_scores(s);
-            rescale_and_pack(s, alpha);
+    feed.wait_q();
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        feed.acquire_k(tile);
+        if (tile < wg_first) {  // before this warpgroup's keys (warpgroup-uniform)
+            feed.skip(tile);
+            continue;
         }
-        cp_async_wait<STAGES - 2>();  // group n_tiles: the last V tile
-        fence_proxy_async_shared();
-        __syncthreads();  // all S done
-        if (wg_tiles == n_tiles && n_tiles > wg_first) finish_pv(n_tiles - 1);
-
-        // Epilogue: O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2. O is staged in
-        // this warpgroup's own Q rows (its wgmmas are done with them) in the same swizzled
-        // layout, so the fragment writes hit 8 distinct bank groups, then leaves as contiguous
-        // rows of out (16 bytes per thread where out is 16-byte aligned).
-        T* o_stage = q_s + wg * 64 * kRowElems;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float l = row_sum[h];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const int stage_row = warp * 16 + lane / 4 + h * 8;
-            const int row = cur.m0 + wg * 64 + stage_row;
-            const bool empty = l == 0.f;
-            const float inv = empty ? 0.f : 1.f / l;
-            // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
-#pragma unroll
-            for (int j = 0; j < HD / 8; ++j)
-                *reinterpret_cast<unsigned*>(o_stage + kmajor_atom_offset<64>(stage_row, j * 8 + (lane % 4) * 2)) =
-                    pack2<T>(empty ? 0.f : o[4 * j + 2 * h] * inv, empty ? 0.f : o[4 * j + 2 * h + 1] * inv);
-            if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) {
-                const float m = row_max[h] == kNegInf ? 0.f : row_max[h];
-                lse[cur.batch * nq + row] = empty ? kNegInf : (m + __log2f(l)) * kLn2;
-            }
+        if (tile >= wg_tiles) {  // past them
+            if (tile == wg_tiles && tile > wg_first) finish_pv(tile - 1);
+            feed.skip(tile);
+            continue;
         }
-        warpgroup_barrier(wg);  // staged rows visible to the whole warpgroup (the others need not wait)
-        const int rows = min(64, nq - (cur.m0 + wg * 64));
-        T* dst = out + (cur.batch * nq + cur.m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
-        const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
-        if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
-            if constexpr (128 % (HD / 8) == 0) {
-                store_staged_rows<T, HD>(dst, o_stage, rows, dv, threadIdx.x % 128);
-            } else {  // HD 96: a row's 12 chunks do not divide the warpgroup
-                copy_rows<uint4>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
-            }
+        float s[BN / 2];
+        pin_operands();  // O and P final before the fences that order them for the wgmmas
+        issue_scores(s, tile);
+        if (tile > wg_first) {
+            feed.acquire_v(tile - 1);
+            issue_pv(tile - 1);
+            wgmma_wait<1>();  // S(tile) done; P V still running
         } else {
-            copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+            wgmma_wait<0>();
+        }
+        feed.release_k(tile);
+        pin_scores(s);
+        float alpha[2];
+        softmax(s, tile, alpha);
+        wgmma_wait<0>();  // P V done: O may be rescaled and P overwritten
+        if (tile > wg_first) feed.release_v(tile - 1);
+        pin_operands();
+        pin_scores(s);
+        rescale_and_pack(s, alpha);
+    }
+    feed.drain();
+    if (wg_tiles == n_tiles && n_tiles > wg_first) finish_pv(n_tiles - 1);
+
+    // Epilogue: O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2. O is staged in
+    // this warpgroup's own Q rows (its wgmmas are done with them) in the same swizzled
+    // layout, so the fragment writes hit 8 distinct bank groups, then leaves as contiguous
+    // rows of out (16 bytes per thread where out is 16-byte aligned).
+    T* o_stage = q_s + wg * 64 * kRowElems;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l = row_sum[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int stage_row = warp * 16 + lane / 4 + h * 8;
+        const int row = cur.m0 + wg * 64 + stage_row;
+        const bool empty = l == 0.f;
+        const float inv = empty ? 0.f : 1.f / l;
+        // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j)
+            *reinterpret_cast<unsigned*>(o_stage + kmajor_atom_offset<64>(stage_row, j * 8 + (lane % 4) * 2)) =
+                pack2<T>(empty ? 0.f : o[4 * j + 2 * h] * inv, empty ? 0.f : o[4 * j + 2 * h + 1] * inv);
+        if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) {
+            const float m = row_max[h] == kNegInf ? 0.f : row_max[h];
+            lse[cur.batch * nq + row] = empty ? kNegInf : (m + __log2f(l)) * kLn2;
         }
     }
-    cp_async_wait<0>();  // no copy may outlive the block
+    warpgroup_barrier(wg);  // staged rows visible to the whole warpgroup (the others need not wait)
+    const int rows = min(64, nq - (cur.m0 + wg * 64));
+    T* dst = out + (cur.batch * nq + cur.m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
+    const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
+    if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
+        if constexpr (128 % (HD / 8) == 0) {
+            store_staged_rows<T, HD>(dst, o_stage, rows, dv, threadIdx.x % 128);
+        } else {  // HD 96: a row's 12 chunks do not divide the warpgroup
+            copy_rows<uint4>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+        }
+    } else {
+        copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// attention_fwd_wgmma: WARPGROUPS x 128 threads, all of them consumers that also stream Q, K
+// and V through the cp.async ring (CpAsyncFeed). One (query tile, batch) work item a block
+// (grid = items). Preconditions besides consume_item's: q, k, v with unit column stride and
+// 16-byte aligned rows.
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, int MIN_BLOCKS, bool WG_RANGES>
+__global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
+    attention_fwd_wgmma(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                        T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv, int q_tiles,
+                        int items, float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi,
+                        int64 q_row, int64 k_row, int64 v_row,
+                        BATCH_LAYOUT_PARAMS) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(HD % 32 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
+    constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems;
+    extern __shared__ unsigned char smem_raw[];
+    // 1024-byte aligned: the swizzle is a function of the address bits [4, 10)
+    T* const q_s = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    T* const k_s = q_s + WARPGROUPS * 64 * kRowElems;
+    T* const v_s = k_s + STAGES * kStageElems;
+    const KeyBand band{band_lo, band_hi};  // the keys query row i sees (causal, window)
+
+    const int item = blockIdx.x;
+    const WorkItem cur = work_item<WARPGROUPS * 64, BN>(item, q_tiles, flags & kCausal, nq, nk, band, BATCH_LAYOUT);
+    CpAsyncFeed<T, HD, WARPGROUPS, BN, STAGES> feed;
+    feed.k_s = k_s;
+    feed.v_s = v_s;
+    feed.k_row = k_row;
+    feed.v_row = v_row;
+    feed.begin(cur, q, k, v, q_s, nq, nk, d, dv, q_row);
+    if (item < items)  // always true (grid = items); without the test the PTX changes
+        consume_item<T, HD, BN, STAGES, WG_RANGES>(feed, cur, q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags,
+                                                   softcap_log2, band);
+    feed.end();
+#else
+    __trap();  // sm_90a only (the host never launches it elsewhere)
+#endif
+}
+
+// ---------------------------------------------------------------------------------------
+// attention_fwd_wgmma_tma: WARPGROUPS consumer warpgroups, then one producer warpgroup whose
+// first thread loads Q once and K / V tile by tile through tensor maps into the mbarrier ring
+// (TmaFeed), so the consumers issue no copies and meet no block barrier; setmaxnreg gives the
+// producer's registers to the consumers (CONSUMER_REGS a thread). The maps are 3-D (columns,
+// rows, batch unit): rows past Nq / Nk are zero-filled, as the cp.async feed does; a batch
+// item's offset is a multiple of its operand's unit (q_unit, ... elements), so its coordinate
+// is offset / unit. One (query tile, batch) work item a block (grid = items).
+template <int WARPGROUPS>
+struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K registers in all
+    static constexpr int kProducer = WARPGROUPS == 2 ? 24 : 32;
+    static constexpr int kConsumer = WARPGROUPS == 2 ? 240 : 160;
+    static_assert(WARPGROUPS == 2 || WARPGROUPS == 3, "two or three consumer warpgroups");
+    static_assert((kProducer + WARPGROUPS * kConsumer) * 128 <= 65536, "the register file");
+};
+
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, bool WG_RANGES>
+__global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
+    attention_fwd_wgmma_tma(T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int dv, int q_tiles,
+                            float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi, int64 q_unit,
+                            int64 k_unit, int64 v_unit, BATCH_LAYOUT_PARAMS, const __grid_constant__ TmaDescriptor q_map,
+                            const __grid_constant__ TmaDescriptor k_map, const __grid_constant__ TmaDescriptor v_map) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(HD % 32 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
+    constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems, kAtoms = kRowElems / WGMMA_ATOM_N;
+    constexpr unsigned kQBytes = WARPGROUPS * 64 * kRowElems * sizeof(T), kStageBytes = kStageElems * sizeof(T);
+    extern __shared__ unsigned char smem_raw[];
+    T* const q_s = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    T* const k_s = q_s + WARPGROUPS * 64 * kRowElems;
+    T* const v_s = k_s + STAGES * kStageElems;
+    unsigned long long* const bars = reinterpret_cast<unsigned long long*>(v_s + STAGES * kStageElems);
+    TmaFeed<STAGES> feed{bars, bars + 1, bars + 1 + STAGES, bars + 1 + 2 * STAGES, bars + 1 + 3 * STAGES,
+                         threadIdx.x % 32 == 0};
+    if (threadIdx.x == 0) {
+        mbarrier_init(feed.q_full, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbarrier_init(feed.k_full + s, 1);
+            mbarrier_init(feed.v_full + s, 1);
+            mbarrier_init(feed.k_empty + s, WARPGROUPS * 4);
+            mbarrier_init(feed.v_empty + s, WARPGROUPS * 4);
+        }
+        mbarrier_init_fence();
+    }
+    __syncthreads();
+
+    const KeyBand band{band_lo, band_hi};
+    const WorkItem cur = work_item<WARPGROUPS * 64, BN>(blockIdx.x, q_tiles, flags & kCausal, nq, nk, band, BATCH_LAYOUT);
+    if (threadIdx.x >= WARPGROUPS * 128) {  // the producer warpgroup
+        setmaxnreg_dec<TmaRegisters<WARPGROUPS>::kProducer>();
+        if (threadIdx.x == WARPGROUPS * 128) {
+            const int qb = int(cur.q_off / q_unit), kb = int(cur.k_off / k_unit), vb = int(cur.v_off / v_unit);
+            mbarrier_arrive_expect_tx(feed.q_full, kQBytes);
+#pragma unroll
+            for (int slice = 0; slice < WARPGROUPS; ++slice)
+#pragma unroll
+                for (int a = 0; a < kAtoms; ++a)
+                    tma_load_3d(q_s + slice * 64 * kRowElems + a * 64 * WGMMA_ATOM_N, q_map, a * WGMMA_ATOM_N,
+                                cur.m0 + slice * 64, qb, feed.q_full);
+            // one operand's tile t: wait for its stage to be released, announce its bytes, issue the boxes
+            auto load_tile = [&](unsigned long long* empty, unsigned long long* full, T* ring,
+                                 const TmaDescriptor& map, int t, int batch) {
+                const int s = t % STAGES;
+                mbarrier_wait(empty + s, ((t / STAGES) & 1) ^ 1);  // round 0 passes at once
+                mbarrier_arrive_expect_tx(full + s, kStageBytes);
+#pragma unroll
+                for (int a = 0; a < kAtoms; ++a)
+                    tma_load_3d(ring + s * kStageElems + a * BN * WGMMA_ATOM_N, map, a * WGMMA_ATOM_N,
+                                cur.key_begin + t * BN, batch, full + s);
+            };
+            for (int t = 0; t < cur.n_tiles; ++t) {
+                load_tile(feed.k_empty, feed.k_full, k_s, k_map, t, kb);
+                load_tile(feed.v_empty, feed.v_full, v_s, v_map, t, vb);
+            }
+        }
+    } else {
+        setmaxnreg_inc<TmaRegisters<WARPGROUPS>::kConsumer>();
+        consume_item<T, HD, BN, STAGES, WG_RANGES>(feed, cur, q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags,
+                                                   softcap_log2, band);
+    }
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif
@@ -404,3 +573,4 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
 }  // namespace cufuse
 
 using cufuse::attention::attention_fwd_wgmma;
+using cufuse::attention::attention_fwd_wgmma_tma;

@@ -55,6 +55,17 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TmaDescriptor& map,
         : "memory");
 }
 
+// One 3-D box of `map` at element coordinates (c0 innermost, c1, c2) into shared memory at dst,
+// completing its bytes on `bar`; zero-filled outside the tensor, as tma_load_2d.
+__device__ __forceinline__ void tma_load_3d(void* dst, const TmaDescriptor& map, int c0, int c1, int c2,
+                                            unsigned long long* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
+            "r"(smem_addr(dst)),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+        : "memory");
+}
+
 // An L2 cache policy for tma_load_2d's hint: evict_first for bytes read once (a streamed
 // weight), evict_last for bytes every block re-reads (x of the weight streams).
 __device__ __forceinline__ unsigned long long l2_policy_evict_first() {

@@ -68,6 +68,15 @@ __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence
 __device__ __forceinline__ void warpgroup_barrier(int wg) {
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
 }
+// Warp specialisation: a warpgroup gives up (dec) or takes (inc) registers, REGS a thread
+// (a multiple of 8, 24..256); the kernel needs a register cap at entry (__launch_bounds__ with
+// a minimum of 1 block), and every thread of the warpgroup executes it.
+template <int REGS> __device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+template <int REGS> __device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
 // Keeps the compiler from moving accumulator reads or writes across wgmma issue and wait.
 __device__ __forceinline__ void pin(float& v) { asm volatile("" : "+f"(v)::"memory"); }
 

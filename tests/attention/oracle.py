@@ -8,6 +8,7 @@ output dtype's rounding floor.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import ml_dtypes
@@ -17,6 +18,7 @@ from cufuse import attention, reference
 from cufuse.ops.attention.decode import DecodeTile
 from cufuse.ops.attention.mma import FlashMmaTile
 from cufuse.ops.attention.select import WGMMA_PREFILL
+from cufuse.ops.attention.wgmma import FlashWgmmaTile
 
 from ..conftest import poisoned
 
@@ -30,6 +32,14 @@ F32 = np.dtype(np.float32)
 ((_, D96_TILE),) = WGMMA_PREFILL[96]
 ((_, D128_TILE),) = WGMMA_PREFILL[128]
 ((_, D256_TILE),) = WGMMA_PREFILL[256]
+# The TMA-fed twin of each tile head dim (attention_fwd_wgmma_tma: a producer warpgroup, two or
+# three consumer warpgroups); tma_twin keeps a tile's per-warpgroup or block-wide key ranges.
+TMA_TILES = {64: FlashWgmmaTile(64, 3, 128, 2, tma=True), 96: FlashWgmmaTile(96, 2, 128, 2, tma=True),
+             128: FlashWgmmaTile(128, 2, 128, 2, tma=True), 256: FlashWgmmaTile(256, 2, 64, 2, tma=True)}
+
+
+def tma_twin(tile):
+    return dataclasses.replace(TMA_TILES[tile.head_dim], wg_ranges=tile.wg_ranges)
 
 
 def make_inputs(rng, n_q, n_k, d, dv, mode, dtype, batch=1, heads=2, group=2):

@@ -11,16 +11,16 @@ from cufuse import attention, reference
 from cufuse._core.device import current_device_info
 from cufuse.ops.attention import select
 
-from .oracle import (BF16, D64_LONG, D64_MID, D64_SHORT, D96_TILE, D128_TILE, D256_TILE, F16, F32, STREAM_CASES, WGMMA_CASES,
-                     check_against_oracle, check_stream_case, check_wgmma, error_map, launched, make_inputs,
-                     naive_in_dtype)
+from .oracle import (BF16, D64_LONG, D64_MID, D64_SHORT, D96_TILE, D128_TILE, D256_TILE, F16, F32, STREAM_CASES, TMA_TILES,
+                     WGMMA_CASES, check_against_oracle, check_stream_case, check_wgmma, error_map, launched,
+                     make_inputs, naive_in_dtype, tma_twin)
 
 
 def _wgmma_id(case):
     n_q, n_k, d, dv, causal, mode, dtype, tile, lse = case
     return (f"{n_q}x{n_k}-d{d}-dv{dv}-{'causal' if causal else 'full'}-{mode}-{dtype.name}-"
             f"hd{tile.head_dim}w{tile.warpgroups}n{tile.block_n}s{tile.stages}b{tile.min_blocks}"
-            + ("" if tile.wg_ranges else "-blockranges") + ("-lse" if lse else ""))
+            + ("" if tile.wg_ranges else "-blockranges") + ("-tma" if tile.tma else "") + ("-lse" if lse else ""))
 
 
 def require_wgmma(cp):
@@ -61,7 +61,13 @@ def test_wgmma_uniform_scores_isolate_p_v(cp, rng):
     assert check_wgmma(cp, q, k, v, D64_MID, causal=False, return_lse=True, scale=1e-6) == []
 
 
-@pytest.mark.parametrize("case", WGMMA_CASES, ids=_wgmma_id)
+# The same cases on the TMA-fed twin of each tile (attention_fwd_wgmma_tma: the producer
+# warpgroup's Q / K / V boxes, the mbarrier ring, skipped tiles released, zero-filled rows past
+# Nq / Nk from the 3-D maps).
+TMA_CASES = [case[:7] + (tma_twin(case[7]),) + case[8:] for case in WGMMA_CASES]
+
+
+@pytest.mark.parametrize("case", WGMMA_CASES + TMA_CASES, ids=_wgmma_id)
 def test_wgmma_matches_oracle(cp, rng, case):
     require_wgmma(cp)
     n_q, n_k, d, dv, causal, mode, dtype, tile, return_lse = case
@@ -117,3 +123,22 @@ def test_wgmma_config_preconditions(cp, rng):
         attention(q[..., ::2], k[..., ::2], v, config=D64_MID)  # D 32 but columns 2 elements apart
     with pytest.raises(ValueError, match="attention: argument 'config' asks for the wgmma kernel, which takes"):
         attention(q.astype(F32), k.astype(F32), v.astype(F32), config=D64_MID)
+
+
+@pytest.mark.parametrize("case", [case[:6] + (tma_twin(case[6]),) + case[7:] for case in STREAM_CASES],
+                         ids=lambda c: f"{c[0]}x{c[1]}-d{c[2]}-dv{c[3]}-{'causal' if c[4] else 'full'}-tma")
+def test_wgmma_tma_on_strided_rows(cp, rng, case):
+    # (B, N, H, D) storage: rows H * D apart, the batch unit D elements (overlapping map dims)
+    require_wgmma(cp)
+    assert check_stream_case(cp, rng, case) == []
+
+
+def test_wgmma_tma_launches_one_kernel_and_nan_stays_in_its_rows(cp, rng):
+    require_wgmma(cp)
+    tile = TMA_TILES[64]
+    q, k, v = make_inputs(rng, 200, 200, 64, 64, "mha", BF16, heads=1)
+    k[..., 70, 5] = np.nan  # causal, Nq = Nk: rows >= 70 see key 70
+    device = [cp.asarray(x) for x in (q, k, v)]
+    got = cp.asnumpy(attention(*device, causal=True, config=tile)).astype(np.float64)
+    assert np.isnan(got[..., 70:, :]).all() and np.isfinite(got[..., :70, :]).all()
+    assert launched(cp, attention, *device, causal=True, config=tile) == ["attention_fwd_wgmma_tma"]

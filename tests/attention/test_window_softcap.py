@@ -20,7 +20,7 @@ from cufuse.ops.attention.decode import DecodeTile, decode_head_dim
 from cufuse.ops.attention.simt import SimtRows
 
 from .oracle import (BF16, D64_LONG, D64_MID, D64_SHORT, D96_TILE, D128_TILE, D256_TILE, F16, F32, check_against_oracle, error_budget,
-                     make_inputs)
+                     make_inputs, tma_twin)
 
 F64 = np.dtype(np.float64)
 
@@ -231,6 +231,13 @@ def test_matches_oracle(cp, rng, case):
                                     scale=c.scale, config=config, enable_gqa=c.enable_gqa, window=c.window,
                                     softcap=c.softcap)
     assert failures == []
+
+
+@pytest.mark.parametrize("case", [dataclasses.replace(c, tile=tma_twin(c.tile)) for c in CASES if c.family == "wgmma"],
+                         ids=lambda c: case_id(c) + "-tma")
+def test_tma_tiles_match_oracle(cp, rng, case):
+    # the windowed and softcapped wgmma cases on the TMA-fed kernel
+    test_matches_oracle(cp, rng, case)
 
 
 def _families_for_split_tests(dev):

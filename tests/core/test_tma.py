@@ -56,6 +56,20 @@ def test_encode_arguments_follow_the_driver_signature():
     assert _tma.DATA_TYPES[np.dtype(np.float16)] == 6
 
 
+def test_batched_maps_add_a_third_dim():
+    g = _tma.batched(_tma.geometry(BFLOAT16, 128, 1000, 128, 64, 64), 32, 128000)
+    (_, rank, _, dims, strides, box, element_strides, *_rest) = _tma.encode_arguments(g, 256)
+    assert rank.value == 3 and list(dims) == [128, 1000, 32] and list(strides) == [256, 256000]
+    assert list(box) == [64, 64, 1] and list(element_strides) == [1, 1, 1]
+    # one matrix: any valid stride (the rows' bytes rounded to 16)
+    single = _tma.batched(_tma.geometry(BFLOAT16, 40, 3, 40, 64, 64), 1, 1)
+    assert single.batch == 1 and single.batch_stride == 240 and _tma.map_problem(single, 0) is None
+    # the unit of an overlapping layout ((B, N, H, D) viewed as (B, H, N, D)): D elements
+    assert _tma.map_problem(_tma.batched(_tma.geometry(BFLOAT16, 64, 300, 192, 64, 64), 6, 64), 0) is None
+    bad = _tma.batched(_tma.geometry(BFLOAT16, 64, 300, 64, 64, 64), 4, 4)  # 8-byte unit
+    assert "matrices 8 bytes apart" in _tma.map_problem(bad, 0)
+
+
 def test_tensor_maps_are_cached_per_geometry_and_address(monkeypatch):
     calls = []
 

@@ -1,19 +1,48 @@
-"""``attention_fwd_wgmma`` (kernels/attention/wgmma.cu): the Hopper prefill on warpgroup
-MMA, float16 / bfloat16, tile head dims 64, 96, 128 and 256, one key split; the default prefill on
-compute capability 9.0 where its preconditions hold (select.WGMMA_PREFILL)."""
+"""``attention_fwd_wgmma`` / ``attention_fwd_wgmma_tma`` (kernels/attention/wgmma.cu): the
+Hopper prefill on warpgroup MMA, float16 / bfloat16, tile head dims 64, 96, 128 and 256, one key
+split, its K/V fed by every thread's cp.async ring or by a TMA producer warpgroup (``tma``); the
+default prefill on compute capability 9.0 where its preconditions hold (select.WGMMA_PREFILL)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
+from ..._core import tma as _tma
 from ..._core.device import ceil_div
 from ..._core.loader import KernelSpec
-from ..._core.plans import Launch, Plan
+from ..._core.plans import Launch, Plan, TensorMap
 
 WGMMA_MIN_CC = 90  # sm_90a: warpgroup MMA exists on compute capability 9.0 only
 WGMMA_SMEM_ALIGN = 1024  # the kernel aligns its tiles to the 128-byte swizzle's 1024-byte period
 WGMMA_ATOM_COLUMNS = 64  # 16-bit columns of a 128-byte swizzle atom row (common/wgmma.cuh WGMMA_ATOM_N)
+TMA_WARPGROUPS = (2, 3)  # consumer warpgroups the TMA kernel's register split is written for (TmaRegisters)
+MBARRIER_BYTES = 8
+
+
+def batch_unit(sizes, strides) -> tuple:
+    """(unit, count): every batch offset of an operand with batch ``sizes`` / element ``strides``
+    is a multiple of ``unit`` elements (the gcd of the non-zero strides), and the largest is
+    ``(count - 1) * unit``: the third dim of its tensor map. (1, 1) where every stride is 0."""
+    unit = math.gcd(*(int(st) for st in strides if st))
+    if not unit:
+        return 1, 1
+    return unit, sum((size - 1) * int(st) for size, st in zip(sizes, strides)) // unit + 1
+
+
+def operand_maps(problem, block_n: int) -> tuple:
+    """The TMA kernel's (q, k, v) tensor maps: (columns, rows, batch unit), boxes of 64 columns x
+    64 query rows (q) or ``block_n`` keys (k, v), 128-byte swizzled (the wgmma layouts)."""
+    maps = []
+    for (n, cols, box), strides, batch_strides in zip(
+            ((problem.n_q, problem.head_dim, 64), (problem.n_k, problem.head_dim, block_n),
+             (problem.n_k, problem.head_dim_v, block_n)),
+            problem.operand_strides, problem.batch_strides):
+        unit, count = batch_unit(problem.batch_sizes, batch_strides)
+        g = _tma.geometry(problem.dtype, cols, n, strides[-2], WGMMA_ATOM_COLUMNS, box)
+        maps.append(_tma.batched(g, count, unit))
+    return tuple(maps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +58,7 @@ class FlashWgmmaTile:
     stages: int
     min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
     wg_ranges: bool = True
+    tma: bool = False  # a producer warpgroup loads Q, K and V through tensor maps (attention_fwd_wgmma_tma)
 
     @property
     def block_m(self) -> int:
@@ -41,19 +71,27 @@ class FlashWgmmaTile:
 
     @property
     def threads(self) -> int:
-        return 128 * self.warpgroups
+        return 128 * (self.warpgroups + self.tma)
 
     @property
     def smem_bytes(self) -> int:
-        """Q and the K/V ring, rows of whole 64-column swizzle atoms (HD 96 takes 128)."""
+        """Q and the K/V ring, rows of whole 64-column swizzle atoms (HD 96 takes 128); the TMA
+        kernel's mbarriers after them (Q's, then full and empty of K and V per stage)."""
         rows = self.block_m + 2 * self.stages * self.block_n
-        return rows * ceil_div(self.head_dim, WGMMA_ATOM_COLUMNS) * WGMMA_ATOM_COLUMNS * 2 + WGMMA_SMEM_ALIGN
+        barriers = (1 + 4 * self.stages) * MBARRIER_BYTES if self.tma else 0
+        return rows * ceil_div(self.head_dim, WGMMA_ATOM_COLUMNS) * WGMMA_ATOM_COLUMNS * 2 + barriers + WGMMA_SMEM_ALIGN
 
     def spec(self, dtype_ctype: str) -> KernelSpec:
+        if self.tma:
+            args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.wg_ranges)
+            return KernelSpec("attention/wgmma.cu", "attention_fwd_wgmma_tma", args, min_cc=WGMMA_MIN_CC)
         args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.wg_ranges)
         return KernelSpec("attention/wgmma.cu", "attention_fwd_wgmma", args, min_cc=WGMMA_MIN_CC)
 
     def check(self, problem, dev) -> None:
+        if self.tma and (self.warpgroups not in TMA_WARPGROUPS or self.min_blocks != 1):
+            raise ValueError(f"attention: argument 'config' expected a TMA tile of {TMA_WARPGROUPS} warpgroups and "
+                             f"min_blocks 1, got {self.warpgroups} warpgroups, min_blocks {self.min_blocks}")
         problem.check_tile_head_dim(self.head_dim)
         if not dev.has_wgmma:
             raise ValueError(f"attention: argument 'config' asks for the wgmma kernel, which needs compute capability "
@@ -66,10 +104,25 @@ class FlashWgmmaTile:
                 f"and a positive scale for a wgmma tile, got element strides q {q_strides}, k {k_strides}, "
                 f"v {v_strides}, scale {problem.scale}"
             )
+        if self.tma:  # the bases are 16-byte aligned (wgmma_operands): only the geometry can fail
+            for name, g in zip("qkv", operand_maps(problem, self.block_n)):
+                why = _tma.map_problem(g, 0)
+                if why is not None:
+                    raise ValueError(f"attention: argument 'config' asks for the TMA kernel, which cannot map "
+                                     f"'{name}': {why}")
 
     def plan(self, problem, dev) -> Plan:
         q_tiles = ceil_div(problem.n_q, self.block_m)
         items = q_tiles * problem.batch_count
+        if self.tma:
+            units = tuple(np.int64(batch_unit(problem.batch_sizes, strides)[0]) for strides in problem.batch_strides)
+            maps = tuple(TensorMap(name, g) for name, g in zip("qkv", operand_maps(problem, self.block_n)))
+            launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
+                            ("out", problem.lse_arg, *problem.shape_args[:2], problem.shape_args[3], np.int32(q_tiles),
+                             problem.scale_log2, np.int32(problem.flags), *problem.mask_args, *units,
+                             *problem.layout_args, *maps),
+                            smem=self.smem_bytes)
+            return Plan((launch,))
         launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
                         (*problem.pointers, *problem.shape_args, np.int32(q_tiles), np.int32(items), problem.scale_log2,
                          np.int32(problem.vec_flags), *problem.mask_args, *problem.row_stride_args,

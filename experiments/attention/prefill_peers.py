@@ -1,0 +1,160 @@
+"""Prefill against FlashAttention-4's Hopper path and cuDNN, in one run on one GPU.
+
+For each point: cufuse's default, its wgmma tiles through ``config=`` (the cp.async-fed tile
+and TMA-fed candidates), FA4's ``flash_attn.cute.flash_attn_func`` on (B, N, H, D) and SDPA's
+cuDNN backend on (B, H, N, D), the same random data, each timed with CUDA events after a
+warm-up (``time_cuda_budget``). Prints TFLOP/s (4 B Hq Nq Nk D, halved for causal, scaled by
+the visible fraction for windows) and each variant's ratio to FA4 and cuDNN; every cufuse
+output is compared with FA4's (max |diff| over max |ref|), so a fast wrong variant shows.
+A peer that fails (missing, unsupported) prints one line and the run goes on.
+
+Run on the GPU machine: ``source .peers/load.sh && python3 experiments/attention/prefill_peers.py
+[--only SUBSTRING] [--json FILE] [--budget-ms MS]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+import cupy  # noqa: E402
+import numpy as np  # noqa: E402
+
+import cufuse  # noqa: E402
+from cufuse._core.dtypes import BFLOAT16  # noqa: E402
+from cufuse.bench.timing import time_cuda_budget  # noqa: E402
+from cufuse.ops.attention import select  # noqa: E402
+from cufuse.ops.attention.wgmma import FlashWgmmaTile as W  # noqa: E402
+
+# (B, Hq, Hkv, N, D, causal, window): the prefill issue's table, then small grids and windows
+POINTS = [
+    (2, 16, 16, 8192, 128, False, None),
+    (2, 16, 16, 8192, 128, True, None),
+    (1, 32, 32, 16384, 128, True, None),
+    (2, 32, 8, 4096, 128, True, None),
+    (4, 16, 16, 4096, 64, True, None),
+    (4, 32, 32, 2048, 96, True, None),
+    (2, 16, 16, 4096, 256, False, None),
+    (1, 32, 32, 4096, 128, True, None),
+    (8, 16, 16, 2048, 128, False, None),
+    (16, 16, 16, 1024, 64, False, None),
+    (2, 16, 16, 8192, 128, True, (1024, 0)),
+]
+# TMA-fed candidates per tile head dim (the first is the tests' TMA_TILES entry)
+TMA_CANDIDATES = {
+    64: [W(64, 3, 128, 2, tma=True), W(64, 2, 128, 2, tma=True)],
+    96: [W(96, 2, 128, 2, tma=True), W(96, 3, 64, 2, tma=True)],
+    128: [W(128, 2, 128, 2, tma=True), W(128, 3, 64, 2, tma=True), W(128, 2, 128, 3, tma=True)],
+    256: [W(256, 2, 64, 2, tma=True)],
+}
+
+
+def label(p):
+    b, hq, hkv, n, d, causal, window = p
+    return (f"B{b} H{hq}/{hkv} N{n} d{d} {'causal' if causal else 'full'}"
+            + (f" win{window[0]}" if window else ""))
+
+
+def flops(p):
+    b, hq, _, n, d, causal, window = p
+    left, right = window or (None, None)
+    right = 0 if causal else right
+    i = np.arange(n, dtype=np.int64)  # Nq = Nk: row i sees [i - left, i + right] within [0, n)
+    lo = np.zeros(n, np.int64) if left is None else np.maximum(0, i - left)
+    hi = np.full(n, n - 1, np.int64) if right is None else np.minimum(n - 1, i + right)
+    return 4.0 * b * hq * d * float(np.maximum(0, hi - lo + 1).sum())
+
+
+def tile_name(t):
+    return f"{'tma' if t.tma else 'cp'} w{t.warpgroups} n{t.block_n} s{t.stages}"
+
+
+def run_point(p, budget_ms, torch, fa4):
+    b, hq, hkv, n, d, causal, window = p
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q_t, k_t, v_t = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
+                     for h in (hq, hkv, hkv))
+    # cufuse's layout (B, H, N, D), contiguous, the same values (bf16 crosses DLPack as int16 bits)
+    q, k, v = (cupy.from_dlpack(x.transpose(1, 2).contiguous().view(torch.int16)).view(BFLOAT16)
+               for x in (q_t, k_t, v_t))
+    scale = 1 / math.sqrt(d)
+    kwargs = dict(causal=causal, scale=scale, window=window, enable_gqa=hkv != hq)
+    rows = {}
+
+    def record(name, fn, out_of=None):
+        try:
+            ms = time_cuda_budget(fn, [()], budget_ms=budget_ms)
+            rows[name] = {"ms": ms, "tflops": flops(p) / ms / 1e9}
+            if out_of is not None:
+                rows[name]["out"] = out_of()
+        except Exception as exc:  # a peer or a variant that cannot run this point
+            rows[name] = {"failed": f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"}
+
+    ref = None
+    if fa4 is not None:
+        win = (None, None) if window is None else window
+        record("FA4", lambda: fa4(q_t, k_t, v_t, softmax_scale=scale, causal=causal, window_size=win))
+        if "ms" in rows["FA4"]:
+            got = fa4(q_t, k_t, v_t, softmax_scale=scale, causal=causal, window_size=win)
+            got = got[0] if isinstance(got, tuple) else got
+            ref = cupy.from_dlpack(got.transpose(1, 2).float().contiguous())
+    if window is None:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        qs, ks, vs = (x.transpose(1, 2).contiguous() for x in (q_t, k_t, v_t))
+
+        def cudnn():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, scale=scale,
+                                                                        enable_gqa=hkv != hq)
+        record("cuDNN", cudnn)
+    bucket = min(h for h in select.WGMMA_PREFILL if d <= h)
+    variants = [("cufuse", None)] + [(tile_name(t), t) for t in TMA_CANDIDATES[bucket]]
+    out = cupy.empty_like(q)
+    for name, config in variants:
+        def call(config=config):
+            return cufuse.attention(q, k, v, out=out, config=config, **kwargs)
+        record(name, call, out_of=lambda: call().astype(cupy.float32))
+        if ref is not None and "out" in rows[name]:
+            rows[name]["error"] = float(cupy.abs(rows[name].pop("out") - ref).max() / cupy.abs(ref).max())
+        rows[name].pop("out", None)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", default="")
+    parser.add_argument("--json")
+    parser.add_argument("--budget-ms", type=float, default=150.0)
+    args = parser.parse_args()
+    import torch
+    try:
+        from flash_attn.cute import flash_attn_func as fa4
+    except Exception as exc:
+        print(f"FA4 not importable ({type(exc).__name__}): skipped")
+        fa4 = None
+    print(f"device: {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
+    results = []
+    for p in POINTS:
+        if args.only not in label(p):
+            continue
+        rows = run_point(p, args.budget_ms, torch, fa4)
+        results.append({"point": label(p), "rows": rows})
+        peers = {k: rows[k].get("tflops") for k in ("FA4", "cuDNN") if k in rows}
+        for name, row in rows.items():
+            if "failed" in row:
+                print(f"{label(p):34s} {name:18s} failed: {row['failed']}")
+                continue
+            ratios = " ".join(f"vs {k} {row['tflops'] / v:.2f}x" for k, v in peers.items() if v and k != name)
+            err = f" err {row['error']:.1e}" if "error" in row else ""
+            print(f"{label(p):34s} {name:18s} {row['tflops']:7.1f} TFLOP/s {ratios}{err}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""attention_fwd_wgmma_tma's host side (CPU): the batch unit of each operand's 3-D tensor map,
+the maps' geometry, the launch arguments in the kernel's order, shared memory and the config
+checks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cufuse._core.dtypes import BFLOAT16
+from cufuse._core.plans import TensorMap
+from cufuse.ops.attention.problem import describe
+from cufuse.ops.attention.wgmma import FlashWgmmaTile, batch_unit, operand_maps
+
+N = 1000
+TMA128 = FlashWgmmaTile(128, 2, 128, 2, tma=True)
+
+
+def gqa_problem(n=N, d=128):
+    """q (2, 4, 4, n, d) over k / v (2, 4, 1, n, d): grouped-query heads broadcast over G."""
+    q_strides = (16 * n * d, 4 * n * d, n * d, d, 1)
+    kv_strides = (4 * n * d, n * d, 0, d, 1)
+    return describe((2, 4, 4, n, d), q_strides, (2, 4, 1, n, d), kv_strides, (2, 4, 1, n, d), kv_strides, BFLOAT16,
+                    True, 0.1, True, (True,) * 3)
+
+
+@pytest.mark.parametrize("sizes,strides,expected", [
+    ((1, 1, 8, 4), (0, 0, 512000, 128000), (128000, 32)),
+    ((1, 1, 8, 4), (0, 0, 128000, 0), (128000, 8)),  # broadcast over the group
+    ((1, 1, 1, 1), (0, 0, 0, 0), (1, 1)),
+    ((1, 1, 2, 3), (0, 0, 300 * 3 * 64, 64), (64, 300 * 3 + 3)),  # (B, N, H, D) viewed as (B, H, N, D)
+])
+def test_batch_unit_is_the_gcd_of_the_strides(sizes, strides, expected):
+    unit, count = batch_unit(sizes, strides)
+    assert (unit, count) == expected
+    offsets = {sum(i * st for i, st in zip(index, strides)) for index in np.ndindex(*sizes)}
+    assert all(off % unit == 0 and off // unit < count for off in offsets)
+
+
+def test_operand_maps_box_each_operand():
+    q_map, k_map, v_map = operand_maps(gqa_problem(), 128)
+    assert (q_map.inner, q_map.outer, q_map.box_inner, q_map.box_outer, q_map.batch) == (128, N, 64, 64, 32)
+    assert (k_map.box_outer, k_map.batch, k_map.batch_stride) == (128, 8, 128000 * 2)
+    assert v_map == k_map
+
+
+def test_plan_passes_the_kernel_arguments_in_order():
+    problem = gqa_problem()
+    (launch,) = TMA128.plan(problem, None).launches
+    assert launch.spec.name == "attention_fwd_wgmma_tma" and launch.block == (384,)
+    assert launch.grid == (8 * 32,)  # 8 query tiles of 128 rows x 32 heads
+    args = launch.args
+    # out, lse, nq, nk, dv, q_tiles, scale, flags, softcap, band (2), units (3), layout (15), maps (3)
+    assert len(args) == 32 and args[:2] == ("out", "lse")
+    assert [int(a) for a in args[2:6]] == [N, N, 128, 8]
+    assert [int(a) for a in args[11:14]] == [128000, 128000, 128000]
+    assert [a.name for a in args[-3:] if isinstance(a, TensorMap)] == ["q", "k", "v"]
+    # Q, two K and two V stages of 128 x 128, 9 mbarriers, the alignment slack
+    assert launch.smem == (128 + 4 * 128) * 128 * 2 + 9 * 8 + 1024
+
+
+def test_tma_config_checks():
+    problem = gqa_problem()
+
+    class Hopper:
+        has_wgmma, cc = True, 90
+
+    with pytest.raises(ValueError, match="expected a TMA tile of \\(2, 3\\) warpgroups and min_blocks 1, got 4"):
+        FlashWgmmaTile(128, 4, 64, 2, tma=True).check(problem, Hopper())
+    with pytest.raises(ValueError, match="min_blocks 1, got 2 warpgroups, min_blocks 2"):
+        FlashWgmmaTile(64, 2, 64, 2, 2, tma=True).check(problem, Hopper())
+    TMA128.check(problem, Hopper())
