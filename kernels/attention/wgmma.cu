@@ -220,10 +220,14 @@ struct TmaFeed {
 // (rows past nq: none) while the block keeps streaming the tiles the others need, so the fully
 // masked tiles outside a warpgroup's band and the rows of a ragged last query tile cost no
 // MMAs and no exps (it still takes part in every barrier).
+// PINGPONG (0, or the PINGPONG consumer warpgroups): the warpgroups take turns issuing a tile's
+// wgmmas, in order, through named barriers (FA3's ping-pong), so one warpgroup's softmax runs
+// while the next one's GEMMs hold the tensor cores; every warpgroup takes its turn on every
+// tile of the block, computed or skipped, so the turns stay in step.
 // Preconditions (checked by the host): d and dv multiples of 8, at most HD; scale_log2 > 0
 // unless softcapped (the row max is taken on the raw scores and scaled once: one FFMA per
 // score); a single key split.
-template <typename T, int HD, int BN, int STAGES, bool WG_RANGES, typename Feed>
+template <typename T, int HD, int BN, int STAGES, bool WG_RANGES, int PINGPONG, typename Feed>
 __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T* q_s, const T* k_s, const T* v_s,
                                              T* out, float* lse, int nq, int nk, int dv, float scale_log2, int flags,
                                              float softcap_log2, const KeyBand& band) {
@@ -372,15 +376,32 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     row_max[0] = row_max[1] = kNegInf;
     row_sum[0] = row_sum[1] = 0.f;
 
+    // Ping-pong turns: warpgroup wg waits on barrier kTurn + wg, which the previous warpgroup
+    // arrives on once it has issued; the last warpgroup opens the first turn and skips its final
+    // arrival, so every barrier ends complete.
+    constexpr int kTurn = 8;
+    auto take_turn = [&]() {
+        if constexpr (PINGPONG > 0) named_barrier_sync(kTurn + wg, 256);
+    };
+    auto pass_turn = [&](int tile) {
+        if constexpr (PINGPONG > 0)
+            if (wg < PINGPONG - 1 || tile + 1 < n_tiles) named_barrier_arrive(kTurn + (wg + 1) % PINGPONG, 256);
+    };
+    if constexpr (PINGPONG > 0)
+        if (wg == PINGPONG - 1 && n_tiles > 0) named_barrier_arrive(kTurn, 256);
+
     feed.wait_q();
     for (int tile = 0; tile < n_tiles; ++tile) {
         feed.acquire_k(tile);
+        take_turn();
         if (tile < wg_first) {  // before this warpgroup's keys (warpgroup-uniform)
+            pass_turn(tile);
             feed.skip(tile);
             continue;
         }
         if (tile >= wg_tiles) {  // past them
             if (tile == wg_tiles && tile > wg_first) finish_pv(tile - 1);
+            pass_turn(tile);
             feed.skip(tile);
             continue;
         }
@@ -390,8 +411,10 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
         if (tile > wg_first) {
             feed.acquire_v(tile - 1);
             issue_pv(tile - 1);
+            pass_turn(tile);
             wgmma_wait<1>();  // S(tile) done; P V still running
         } else {
+            pass_turn(tile);
             wgmma_wait<0>();
         }
         feed.release_k(tile);
@@ -477,8 +500,8 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     feed.v_row = v_row;
     feed.begin(cur, q, k, v, q_s, nq, nk, d, dv, q_row);
     if (item < items)  // always true (grid = items); without the test the PTX changes
-        consume_item<T, HD, BN, STAGES, WG_RANGES>(feed, cur, q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags,
-                                                   softcap_log2, band);
+        consume_item<T, HD, BN, STAGES, WG_RANGES, 0>(feed, cur, q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags,
+                                                      softcap_log2, band);
     feed.end();
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
@@ -492,7 +515,8 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
 // producer's registers to the consumers (CONSUMER_REGS a thread). The maps are 3-D (columns,
 // rows, batch unit): rows past Nq / Nk are zero-filled, as the cp.async feed does; a batch
 // item's offset is a multiple of its operand's unit (q_unit, ... elements), so its coordinate
-// is offset / unit. One (query tile, batch) work item a block (grid = items).
+// is offset / unit. PINGPONG: the consumer warpgroups take turns issuing their wgmmas
+// (consume_item). One (query tile, batch) work item a block (grid = items).
 template <int WARPGROUPS>
 struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K registers in all
     static constexpr int kProducer = WARPGROUPS == 2 ? 24 : 32;
@@ -501,7 +525,7 @@ struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K register
     static_assert((kProducer + WARPGROUPS * kConsumer) * 128 <= 65536, "the register file");
 };
 
-template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, bool WG_RANGES>
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, bool WG_RANGES, bool PINGPONG>
 __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
     attention_fwd_wgmma_tma(T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int dv, int q_tiles,
                             float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi, int64 q_unit,
@@ -561,8 +585,8 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
         }
     } else {
         setmaxnreg_inc<TmaRegisters<WARPGROUPS>::kConsumer>();
-        consume_item<T, HD, BN, STAGES, WG_RANGES>(feed, cur, q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags,
-                                                   softcap_log2, band);
+        consume_item<T, HD, BN, STAGES, WG_RANGES, PINGPONG ? WARPGROUPS : 0>(
+            feed, cur, q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags, softcap_log2, band);
     }
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)

@@ -63,11 +63,17 @@ template <int Pending> __device__ __forceinline__ void wgmma_wait() {
 }
 // Shared memory written by the generic proxy (cp.async) becomes visible to wgmma's async proxy.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Named barrier `id` of `threads` threads (a multiple of 32): sync waits for all of them,
+// arrive counts this warp and goes on (producer / consumer hand-offs between warpgroups).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 // Named barriers (0 is __syncthreads): 1 + wg joins the 128 threads of warpgroup wg (up to
 // 4 warpgroups).
-__device__ __forceinline__ void warpgroup_barrier(int wg) {
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-}
+__device__ __forceinline__ void warpgroup_barrier(int wg) { named_barrier_sync(1 + wg, 128); }
 // Warp specialisation: a warpgroup gives up (dec) or takes (inc) registers, REGS a thread
 // (a multiple of 8, 24..256); the kernel needs a register cap at entry (__launch_bounds__ with
 // a minimum of 1 block), and every thread of the warpgroup executes it.

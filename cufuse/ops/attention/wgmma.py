@@ -59,6 +59,7 @@ class FlashWgmmaTile:
     min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
     wg_ranges: bool = True
     tma: bool = False  # a producer warpgroup loads Q, K and V through tensor maps (attention_fwd_wgmma_tma)
+    pingpong: bool = False  # (tma only) the consumer warpgroups take turns issuing their wgmmas
 
     @property
     def block_m(self) -> int:
@@ -83,7 +84,7 @@ class FlashWgmmaTile:
 
     def spec(self, dtype_ctype: str) -> KernelSpec:
         if self.tma:
-            args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.wg_ranges)
+            args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.wg_ranges, self.pingpong)
             return KernelSpec("attention/wgmma.cu", "attention_fwd_wgmma_tma", args, min_cc=WGMMA_MIN_CC)
         args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.wg_ranges)
         return KernelSpec("attention/wgmma.cu", "attention_fwd_wgmma", args, min_cc=WGMMA_MIN_CC)
@@ -92,6 +93,8 @@ class FlashWgmmaTile:
         if self.tma and (self.warpgroups not in TMA_WARPGROUPS or self.min_blocks != 1):
             raise ValueError(f"attention: argument 'config' expected a TMA tile of {TMA_WARPGROUPS} warpgroups and "
                              f"min_blocks 1, got {self.warpgroups} warpgroups, min_blocks {self.min_blocks}")
+        if self.pingpong and not self.tma:
+            raise ValueError("attention: argument 'config' expected pingpong only with tma, got a cp.async tile")
         problem.check_tile_head_dim(self.head_dim)
         if not dev.has_wgmma:
             raise ValueError(f"attention: argument 'config' asks for the wgmma kernel, which needs compute capability "
