@@ -46,11 +46,15 @@ POINTS = [
 ]
 # TMA-fed candidates per tile head dim (the first is the tests' TMA_TILES entry)
 TMA_CANDIDATES = {
-    64: [W(64, 3, 128, 2, tma=True), W(64, 3, 128, 2, tma=True, pingpong=True), W(64, 2, 128, 2, tma=True, pingpong=True)],
-    96: [W(96, 2, 128, 2, tma=True), W(96, 2, 128, 2, tma=True, pingpong=True)],
-    128: [W(128, 2, 128, 2, tma=True), W(128, 2, 128, 2, tma=True, pingpong=True), W(128, 3, 64, 2, tma=True),
+    64: [W(64, 3, 128, 2, tma=True), W(64, 3, 128, 2, tma=True, pingpong=True),
+         W(64, 3, 128, 2, tma=True, pingpong=True, persistent=True), W(64, 2, 128, 2, tma=True, pingpong=True)],
+    96: [W(96, 2, 128, 2, tma=True), W(96, 2, 128, 2, tma=True, pingpong=True),
+         W(96, 2, 128, 2, tma=True, pingpong=True, persistent=True)],
+    128: [W(128, 2, 128, 2, tma=True), W(128, 2, 128, 2, tma=True, pingpong=True),
+          W(128, 2, 128, 2, tma=True, pingpong=True, persistent=True), W(128, 3, 64, 2, tma=True),
           W(128, 2, 128, 3, tma=True, pingpong=True)],
-    256: [W(256, 2, 64, 2, tma=True), W(256, 2, 64, 2, tma=True, pingpong=True)],
+    256: [W(256, 2, 64, 2, tma=True), W(256, 2, 64, 2, tma=True, pingpong=True),
+          W(256, 2, 64, 2, tma=True, pingpong=True, persistent=True)],
 }
 
 
@@ -71,7 +75,7 @@ def flops(p):
 
 
 def tile_name(t):
-    return f"{'tma' if t.tma else 'cp'} w{t.warpgroups} n{t.block_n} s{t.stages}" + (" pp" if t.pingpong else "")
+    return f"{'tma' if t.tma else 'cp'} w{t.warpgroups} n{t.block_n} s{t.stages}" + (" pp" if t.pingpong else "") + (" pers" if t.persistent else "")
 
 
 def run_point(p, budget_ms, torch, fa4):

@@ -8,6 +8,7 @@ not a pytest module (no ``test_`` prefix).
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import numpy as np  # noqa: E402
 from cufuse._core.device import current_device_info  # noqa: E402
 from tests.attention.oracle import (  # noqa: E402
     BF16, D64_LONG, D64_SHORT, D96_TILE, D256_TILE, F16, F32, OVERRIDE_CASES, STREAM_CASES, WGMMA_CASES,
-    check_against_oracle, check_stream_case, check_wgmma, make_inputs, override_config)
+    check_against_oracle, check_stream_case, check_wgmma, make_inputs, override_config, tma_twin)
 from tests.attention.test_window_softcap import CASES as WINDOW_CASES, case_config, case_inputs  # noqa: E402
 
 CASES = [
@@ -47,6 +48,10 @@ WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9)] + [
     next(c for c in WGMMA_CASES if c[7] == D96_TILE),
     next(c for c in WGMMA_CASES if c[7] == D256_TILE),
 ]
+# the same on the TMA-fed kernel (producer warpgroup, mbarrier ring), with ping-pong turns on
+# every other case (the named barriers of the turns)
+WGMMA += [case[:7] + (dataclasses.replace(tma_twin(case[7]), pingpong=i % 2 == 1),) + case[8:]
+          for i, case in enumerate(WGMMA[:8])]
 # windows and softcap (test_window_softcap's table): a case a kernel family, with a forced key
 # split where the table has one (splits of the window's span)
 WINDOWED = [next((c for c in WINDOW_CASES if c.family == family and c.splits > 1),
