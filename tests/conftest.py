@@ -142,3 +142,8 @@ def fake_gpu_calls(monkeypatch, api, dev):
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
     monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: Stream())
     return make_array, kernels, held
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-dispatch", action="store_true",
+                     help="rewrite tests/data/dispatch.txt from today's planners (a deliberate dispatch change)")

@@ -1,5 +1,6 @@
-"""The problem grid of the dispatch snapshot (``tests/data/dispatch.json``): shapes, dtypes,
-layouts and both reference devices, for every op. Plain data (JSON-able dicts)."""
+"""The problem grid of the dispatch snapshot (``tests/data/dispatch.txt``): shapes, dtypes,
+layouts and both reference devices, for every op. Plain data (dicts of numbers, strings,
+lists and None)."""
 from __future__ import annotations
 
 import itertools
@@ -148,8 +149,8 @@ def attention_cases():
         cases.append(_attention_case(device, dtype, (256, 64), (300, 64), (300, 64), causal=True))
         cases.append(_attention_case(device, dtype, (3, 1, 2, 4, 1, 64, 64), (1, 5, 1, 1, 1, 64, 64),
                                      (1, 5, 1, 1, 1, 64, 64)))
-        # sliding windows and softcap (session 16): tiles by the keys a row sees, splits by a
-        # block's span, the band and softcap arguments
+        # sliding windows and softcap: tiles by the keys a row sees, splits by a block's span,
+        # the band and softcap arguments
         for d in (64, 128):
             for window, causal in (((256, 0), True), ((1024, 0), True), ((4096, None), True), ((256, 256), False)):
                 shape = (4, 16, 8192, d)
@@ -161,4 +162,46 @@ def attention_cases():
             cases.append(_attention_case(device, dtype, q, kv, kv, causal=True, window=(1024, 0)))
         q, k = (2, 4, 256, 64), (2, 4, 300, 64)
         cases.append(_attention_case(device, dtype, q, k, k, scale=-0.5, softcap=5.0))  # wgmma under a softcap
+    return cases
+
+
+def logsumexp_cases():
+    cases = []
+    for device, dtype in itertools.product(DEVICES, DTYPES):
+        base = dict(device=device, dtype=dtype)
+        for rows, length in ((1, 1), (1000, 7), (65536, 128), (4096, 4096), (16, 1 << 20), (1, 1 << 24), (3, 50000)):
+            cases.append(dict(base, shape=[rows, length], strides=[length, 1], b_strides=None, axes=[1]))
+            cases.append(dict(base, shape=[rows, length], strides=[length, 1], b_strides=[length, 1], axes=[1]))
+            cases.append(dict(base, shape=[rows, length], strides=[length, 1], b_strides=[0, 1], axes=[1]))
+            cases.append(dict(base, shape=[rows, length], strides=[1, rows], b_strides=None, axes=[1]))
+        for length, inner in ((2, 4096), (100, 256), (16384, 8), (6, 3_000_001), (1000, 4097)):
+            cases.append(dict(base, shape=[length, inner], strides=[inner, 1], b_strides=None, axes=[0]))
+        for shape, axes in (((64, 4096, 256), [1]), ((8, 1000, 33), [0, 2]), ((5, 7), [0, 1]), ((2048, 2048), [0, 1])):
+            strides = list(_contiguous(shape))
+            cases.append(dict(base, shape=list(shape), strides=strides, b_strides=None, axes=axes))
+            cases.append(dict(base, shape=list(shape), strides=strides, b_strides=strides, axes=axes))
+    return cases
+
+
+def paged_attention_cases():
+    cases = []
+    for device, dtype in itertools.product(DEVICES, DTYPES):
+        for d in (64, 128, 256):
+            for batch, hq, hkv, nq, pages, page_size, max_pages in ((8, 32, 8, 1, 4096, 16, 512), (64, 32, 32, 1, 8192, 16, 128),
+                                                                    (1, 32, 8, 1, 8192, 256, 512), (16, 32, 8, 4, 4096, 16, 512),
+                                                                    (4, 8, 8, 300, 1024, 64, 64), (2, 4, 1, 17, 64, 1, 64)):
+                q = [batch, hq, nq, d]
+                k = [pages, hkv, page_size, d]
+                for layout in ("phsd", "pshd"):  # (P, Hkv, S, D) or the (P, S, Hkv, D) storage viewed
+                    if layout == "phsd":
+                        kv_strides = list(_contiguous(k))
+                    else:
+                        kv_strides = [page_size * hkv * d, d, hkv * d, 1]
+                    for causal, window, softcap, lse in ((True, None, None, True), (False, None, None, False),
+                                                          (True, [1024, 0], 30.0, True)):
+                        cases.append(dict(device=device, dtype=dtype, q_shape=q, q_strides=list(_contiguous(q)),
+                                          k_shape=k, k_strides=kv_strides, v_shape=k, v_strides=kv_strides,
+                                          table_shape=[batch, max_pages], table_strides=[max_pages, 1],
+                                          lens_stride=1, causal=causal, window=window, softcap=softcap,
+                                          return_lse=lse, aligned=[True, True]))
     return cases

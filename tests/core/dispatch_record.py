@@ -1,9 +1,12 @@
-"""Plans as JSON records: the dispatch snapshot's format (``tests/data/dispatch.json.gz``,
-checked by ``test_dispatch.py``; written by ``experiments/restructure/record_plans.py``).
+"""Plans as records and as the lines of the dispatch snapshot (``tests/data/dispatch.txt``,
+checked by ``test_dispatch.py``, rewritten by ``pytest tests/core/test_dispatch.py
+--update-dispatch``).
 
 A record holds, per case of ``dispatch_cases.py``, what the op's pure planner decides: each
 launch's kernel, grid, block, shared memory, scalar arguments, pointer arguments, tensor
-maps, PDL shared memory and attributes, and the plan's scratch and temporaries."""
+maps, PDL shared memory and attributes, and the plan's scratch and temporaries. ``line``
+writes a case and its record as one line of text: the case's fields, then " -> " and the
+launches (" | " between them)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +16,8 @@ from cufuse._core.device import A100, H200
 from cufuse._core.dtypes import BFLOAT16
 from cufuse._core.plans import Scratch, TensorMap, Temporary
 
-from .dispatch_cases import attention_cases, linear_cases, softmax_cases, value
+from .dispatch_cases import (attention_cases, linear_cases, logsumexp_cases, paged_attention_cases, softmax_cases,
+                             value)
 
 DEVICES = {"H200": H200, "A100": A100}
 
@@ -36,7 +40,7 @@ def launch_record(launch, dev):
     maps = [a.geometry for a in launch.args if isinstance(a, TensorMap)]
     if maps:
         record["maps"] = [[str(g.dtype), g.inner, g.outer, g.stride, g.box_inner, g.box_outer, g.swizzle,
-                           g.l2_promotion] for g in maps]
+                           g.l2_promotion] + ([g.batch, g.batch_stride] if g.batch else []) for g in maps]
     if launch.pdl:
         record["pdl_smem"] = core_launch.pdl_smem(launch.smem, 0, int(np.prod(launch.grid)), dev)
     for flag in ("whole_carveout", "resident_blocks"):
@@ -104,5 +108,88 @@ def record_attention(case):
     return plan_record(plan, dev)
 
 
-OPS = {"softmax": (softmax_cases, record_softmax), "linear": (linear_cases, record_linear),
-       "attention": (attention_cases, record_attention)}
+@_guarded
+def record_logsumexp(case):
+    from cufuse.ops.logsumexp.plan import plan_logsumexp
+
+    dev = DEVICES[case["device"]]
+    b_strides = None if case["b_strides"] is None else tuple(case["b_strides"])
+    plan = plan_logsumexp(tuple(case["shape"]), tuple(case["strides"]), b_strides, _dtype(case["dtype"]),
+                          tuple(case["axes"]), True, dev)
+    return plan_record(plan, dev)
+
+
+@_guarded
+def record_paged_attention(case):
+    from cufuse.ops.paged_attention.plan import plan_attention_paged
+
+    dev = DEVICES[case["device"]]
+    window = (-1, -1) if case["window"] is None else tuple(case["window"])
+    plan = plan_attention_paged(tuple(case["q_shape"]), tuple(case["q_strides"]), tuple(case["k_shape"]),
+                                tuple(case["k_strides"]), tuple(case["v_shape"]), tuple(case["v_strides"]),
+                                tuple(case["table_shape"]), tuple(case["table_strides"]), case["lens_stride"],
+                                _dtype(case["dtype"]), case["causal"], 1.0 / float(np.sqrt(case["q_shape"][-1])),
+                                window, case["softcap"] or 0.0, case["return_lse"], tuple(case["aligned"]), dev)
+    return plan_record(plan, dev)
+
+
+OPS = {"softmax": (softmax_cases, record_softmax), "logsumexp": (logsumexp_cases, record_logsumexp),
+       "linear": (linear_cases, record_linear), "attention": (attention_cases, record_attention),
+       "paged_attention": (paged_attention_cases, record_paged_attention)}
+
+# The scalar arguments' types as one-letter suffixes (int32 plain): exact and short.
+_SUFFIX = {"int32": "", "int64": "L", "uint64": "U", "float32": "f", "float64": "d"}
+
+
+def _text(v) -> str:
+    """A case field or record entry as compact text: lists joined by ",", None as "-"."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, list):
+        return ",".join(_text(x) for x in v) or "[]"
+    return str(v)
+
+
+def _scalar(typed: str) -> str:
+    """``value``'s typed text as the number and its type's suffix; floats by their shortest
+    round-trip repr in their own type."""
+    kind, number = typed.split(":", 1)
+    if kind.startswith("float"):
+        number = repr(float(np.dtype(kind).type(float.fromhex(number))))
+    return number + _SUFFIX[kind]
+
+
+def _launch_text(launch: dict) -> str:
+    fields = [launch["kernel"], f"grid={_text(launch['grid'])}", f"block={_text(launch['block'])}",
+              f"smem={launch['smem']}", "args=" + ",".join(_scalar(a) for a in launch["scalars"]),
+              f"ptrs={_text(launch['pointers'])}"]
+    fields += [f"map={_text(m)}" for m in launch.get("maps", [])]
+    fields += [f"{key}={_text(launch[key])}" for key in ("pdl_smem", "whole_carveout", "resident_blocks")
+               if key in launch]
+    return " ".join(fields)
+
+
+def line(op: str, case: dict, record: dict) -> str:
+    """One snapshot line: op, device, dtype, the case's other fields (sorted), then the plan."""
+    head = [op, case["device"], case["dtype"]] + [f"{key}={_text(case[key])}" for key in sorted(case)
+                                                  if key not in ("device", "dtype")]
+    if "error" in record:
+        plan = "error: " + record["error"].replace("\n", " ")
+    elif record.get("copy"):
+        plan = "copy"
+    else:
+        plan = " | ".join(_launch_text(launch) for launch in record["launches"])
+        if "scratch" in record:
+            plan += " scratch=" + _text([x for entry in record["scratch"] for x in
+                                         (entry if isinstance(entry, list) else [entry])])
+        if "temporaries" in record:
+            plan += " temporaries=" + ";".join(f"{d}:{_text(shape)}" for d, shape in record["temporaries"])
+    return " ".join(head) + " -> " + plan
+
+
+def snapshot_lines(ops=None) -> list:
+    """The snapshot of ``ops`` (every op by default) from today's planners, sorted."""
+    return sorted(line(op, case, record(case)) for op, (cases, record) in OPS.items() if ops is None or op in ops
+                  for case in cases())

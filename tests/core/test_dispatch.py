@@ -1,54 +1,62 @@
 """The dispatch snapshot: for a broad grid of shapes, dtypes, layouts and both reference
-devices (H200, A100), every op's pure planner decides exactly what the recorded snapshot
-says (kernel, grid, block, shared memory, arguments, scratch, PDL).
+devices (H200, A100), every op's pure planner decides exactly what the snapshot says (kernel,
+grid, block, shared memory, arguments, tensor maps, scratch, PDL).
 
-The snapshot (``tests/data/dispatch.json.gz``) was recorded from the code before the
-restructure and shown equal to it case by case (``experiments/restructure``); since then
-it holds the dispatch still. A deliberate change of dispatch rewrites it with
-``python experiments/restructure/record_plans.py`` in the same commit, so the diff of
-the snapshot shows every decision that moved.
+The snapshot, ``tests/data/dispatch.txt``, is one sorted line a case (``dispatch_record.line``).
+A deliberate change of dispatch rewrites it in the same commit with
+
+    pytest tests/core/test_dispatch.py --update-dispatch
+
+so that its diff shows every decision that moved, a line each.
 """
 from __future__ import annotations
 
-import gzip
-import json
+import difflib
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from .dispatch_record import OPS
+from .dispatch_record import OPS, snapshot_lines
 
-SNAPSHOT = Path(__file__).resolve().parents[1] / "data" / "dispatch.json.gz"
+SNAPSHOT = Path(__file__).resolve().parents[1] / "data" / "dispatch.txt"
 
 
 @pytest.fixture(scope="module")
-def snapshot():
-    with gzip.open(SNAPSHOT, "rt") as handle:
-        return json.load(handle)["records"]
+def current():
+    return snapshot_lines()
+
+
+@pytest.fixture(scope="module")
+def recorded(current, request):
+    if request.config.getoption("--update-dispatch"):
+        SNAPSHOT.write_text("\n".join(current) + "\n")
+    return SNAPSHOT.read_text().splitlines()
 
 
 @pytest.mark.parametrize("op", sorted(OPS))
-def test_every_case_plans_as_recorded(snapshot, op):
-    cases, record = OPS[op]
-    recorded = [r for r in snapshot if r["op"] == op]
-    grid = cases()
-    assert [r["case"] for r in recorded] == grid, "the case grid changed: rewrite the snapshot"
-    differences = []
-    for expected in recorded:
-        got = {"op": op, "case": expected["case"], **record(expected["case"])}
-        if got != expected:
-            differences.append((expected["case"], expected, got))
-    assert not differences, f"{len(differences)} of {len(recorded)} {op} cases plan differently; first: {differences[0]}"
+def test_every_case_plans_as_recorded(current, recorded, op):
+    mine = [line for line in current if line.startswith(op + " ")]
+    theirs = [line for line in recorded if line.startswith(op + " ")]
+    diff = list(difflib.unified_diff(theirs, mine, "snapshot", "today", n=0, lineterm=""))
+    assert not diff, (f"{sum(d.startswith('+') for d in diff) - 1} {op} lines differ from the snapshot "
+                      "(rewrite it with --update-dispatch if the change is meant):\n" + "\n".join(diff[:8]))
 
 
-def test_snapshot_covers_every_kernel_family_and_both_devices(snapshot):
-    kernels = Counter(launch["kernel"].split("<")[0] for r in snapshot for launch in r.get("launches", []))
-    devices = Counter(r["case"]["device"] for r in snapshot)
+def test_snapshot_covers_every_kernel_family_and_both_devices(recorded):
+    kernels = Counter(launch.split("<")[0].split()[-1] for line in recorded
+                      for launch in line.split(" -> ")[1].split(" | "))
+    devices = Counter(line.split()[1] for line in recorded)
     assert set(devices) == {"H200", "A100"}
+    assert {line.split()[0] for line in recorded} == set(OPS)
     for family in ("softmax_rows", "softmax_rows_stashed", "softmax_rows_split", "softmax_cols_split",
-                   "softmax_cols_short", "softmax_cols_short_vec",
+                   "softmax_cols_short", "softmax_cols_short_vec", "logsumexp_rows", "logsumexp_cols",
                    "linear_relu_swap_tma", "linear_relu_wgmma_tma", "linear_relu_wgmma", "linear_relu_mma",
                    "linear_relu_gemv", "linear_relu_dmma", "attention_fwd_wgmma", "attention_fwd_mma",
-                   "attention_decode", "attention_merge", "attention_fwd_simt"):
+                   "attention_decode", "attention_merge", "attention_fwd_simt", "paged_attention_mma",
+                   "paged_attention_simt"):
         assert kernels[family] > 0, family
+
+
+def test_snapshot_is_sorted_text_a_line_a_case(recorded):
+    assert recorded == sorted(recorded) and all(" -> " in line for line in recorded)
