@@ -148,7 +148,7 @@ def attention_cases():
         cases.append(_attention_case(device, dtype, (256, 64), (300, 64), (300, 64), causal=True))
         cases.append(_attention_case(device, dtype, (3, 1, 2, 4, 1, 64, 64), (1, 5, 1, 1, 1, 64, 64),
                                      (1, 5, 1, 1, 1, 64, 64)))
-        # sliding windows and softcap (session 16): tiles by the keys a row sees, splits by a
+        # sliding windows and softcap: tiles by the keys a row sees, splits by a
         # block's span, the band and softcap arguments
         for d in (64, 128):
             for window, causal in (((256, 0), True), ((1024, 0), True), ((4096, None), True), ((256, 256), False)):
