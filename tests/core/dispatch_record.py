@@ -1,5 +1,5 @@
 """Plans as JSON records: the dispatch snapshot's format (``tests/data/dispatch.json.gz``,
-checked by ``test_dispatch.py``; written by ``experiments/restructure/record_plans.py``).
+checked by ``test_dispatch.py``; written by ``scripts/record_dispatch.py``).
 
 A record holds, per case of ``dispatch_cases.py``, what the op's pure planner decides: each
 launch's kernel, grid, block, shared memory, scalar arguments, pointer arguments, tensor

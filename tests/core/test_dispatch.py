@@ -2,11 +2,9 @@
 devices (H200, A100), every op's pure planner decides exactly what the recorded snapshot
 says (kernel, grid, block, shared memory, arguments, scratch, PDL).
 
-The snapshot (``tests/data/dispatch.json.gz``) was recorded from the code before the
-restructure and shown equal to it case by case (``experiments/restructure``); since then
-it holds the dispatch still. A deliberate change of dispatch rewrites it with
-``python experiments/restructure/record_plans.py`` in the same commit, so the diff of
-the snapshot shows every decision that moved.
+The snapshot (``tests/data/dispatch.json.gz``) holds the dispatch still. A deliberate change
+of dispatch rewrites it with ``python scripts/record_dispatch.py tests/data/dispatch.json.gz``
+in the same commit, so the diff of the snapshot shows every decision that moved.
 """
 from __future__ import annotations
 

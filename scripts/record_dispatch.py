@@ -1,20 +1,20 @@
 """The dispatch snapshot of the current code: every op's pure planner on the grid of
 ``tests/core/dispatch_cases.py``, in the record format of ``tests/core/dispatch_record.py``.
 
-    python experiments/restructure/record_plans.py OUT.json [OP ...]
+    python scripts/record_dispatch.py tests/data/dispatch.json.gz [OP ...]
 
-``compare_dispatch.py`` sets it beside the record of the code before the restructure
-(``record_plans_v0.py``); ``gzip``-ed, it is ``tests/data/dispatch.json.gz``, the snapshot
-that ``tests/core/test_dispatch.py`` holds the code to. A change of dispatch rewrites it
-with this script, in the same commit as the change.
+``tests/core/test_dispatch.py`` holds the code to that snapshot; a deliberate change of
+dispatch rewrites it with this script, in the same commit as the change. A path ending in
+``.gz`` is written gzip-compressed, any other as plain JSON.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from tests.core.dispatch_record import OPS  # noqa: E402
 
 
@@ -23,7 +23,8 @@ def main(path, ops):
     for op in ops:
         cases, record = OPS[op]
         records.extend({"op": op, "case": case, **record(case)} for case in cases())
-    with open(path, "w") as handle:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "wt") as handle:
         json.dump({"records": records}, handle, indent=0)
     print(f"{len(records)} cases of {', '.join(ops)} -> {path}")
 
