@@ -1,4 +1,4 @@
-"""The data behind the tile / split-K / wave model of the Hopper GEMM path (issue 23, item 1):
+"""The data behind the tile / split-K / wave model of the Hopper GEMM path:
 every TMA tile at several K splits on projection shapes from 128 to 4096 rows, bf16, weight as
 PyTorch's (N, K).T, against cuBLASLt's fused epilogue (``torch._addmm_activation``) and the
 default selection, in one run.
