@@ -38,7 +38,7 @@ def cp():
     """The cupy module; skips the test where no GPU is present. Afterwards the memory pool
     returns its cached blocks to the device: the suite runs in parallel workers on one GPU,
     and a worker keeping the gigabytes of its last large test starved another's next
-    allocation (run D4: an out-of-memory error at 200 MB allocated)."""
+    allocation (an out-of-memory error at 200 MB allocated)."""
     if not GPU:
         pytest.skip("no CUDA GPU present")
     import cupy

@@ -4,8 +4,8 @@ dependent launch (PDL, compute capability 9.0 and later).
 Every bound plan launches its kernels here (``DriverLaunch``): the scalar arguments are packed
 once when the plan is bound and only the device addresses change per call. CuPy's
 ``RawKernel`` call converts every argument on every call: ~20 us for the 37 arguments of an
-attention kernel on the H200's host, which made every small decode call host-bound (run D3,
-``experiments/attention/profile_host.py``).
+attention kernel on the H200's host, which made every small decode call host-bound
+(``experiments/attention/profile_host.py``).
 
 Back to back in one stream, the next kernel normally starts only after the previous one
 has drained and its completion has travelled back to the front end: on the H200 ~1.5 us
@@ -134,7 +134,7 @@ def pdl_smem(smem: int, static_smem: int, blocks: int, dev) -> int:
     dynamic and ``static_smem`` static bytes. Once every block of a grid has started, the
     next PDL grid's blocks take every free block slot at once; a grid of at most one block
     per SM would leave the second slot of each SM to them, and they pile up two on some
-    SMs (run S7-3: the two-an-SM mma stream at M = 16 lost 6-8 % with PDL, the one-an-SM
+    SMs (measured: the two-an-SM mma stream at M = 16 lost 6-8 % with PDL, the one-an-SM
     kernels gained). Such a grid therefore asks for more than half an SM's shared memory."""
     from .device import SMEM_RESERVED_PER_BLOCK
 

@@ -1,4 +1,4 @@
-"""Issue 19's head-dim classes on the GPU: prefill at head dims off the 64 / 128 grid (32, 80,
+"""The head-dim classes on the GPU: prefill at head dims off the 64 / 128 grid (32, 80,
 96, 160, 192, 256, and 192 / 128; 32768 tokens x 16 heads a point) and the small grids (one
 sequence x 32 heads x 4096 causal keys, D64 / D128), cufuse's default against its mma tile and
 its wgmma tile forced through ``config=``, and SDPA's FLASH (FA2) and CUDNN backends, in TFLOP/s

@@ -1,7 +1,7 @@
-"""Issue 19's sliding-window and soft-capping classes on the GPU: windowed prefill against full
+"""The sliding-window and soft-capping classes on the GPU: windowed prefill against full
 attention of the same shape, in TFLOP/s counting only the pairs a row sees (4 x pairs x D), the
 softcap's cost, and windowed decode against unwindowed decode over the same keys. Prints one
-line a point, then the class minima (windowed TFLOP/s / full TFLOP/s; the issue's bar is 0.9).
+line a point, then the class minima (windowed TFLOP/s / full TFLOP/s; the target is 0.9).
 
     python experiments/attention/bench_window.py [--budget-ms 20] [--quick] [--json OUT]
 """

@@ -1,5 +1,5 @@
 """Where a decode call's time goes: each launch of its plan (forward, merge) timed alone with
-CUDA events, for the default selection and for forced key splits / ring depths (issue 18's
+CUDA events, for the default selection and for forced key splits / ring depths (the grouped-query
 single-KV-head, long-cache points: 1M keys at 2.2-2.9 TB/s against 3.5-4.0 at 1024 heads).
 
     python experiments/attention/decode_breakdown.py [OUT.json]

@@ -1,4 +1,4 @@
-"""Issue 18's grouped-query decode grid on the GPU: every cases.gqa_decode_cases() shape with
+"""The grouped-query decode grid on the GPU: every cases.gqa_decode_cases() shape with
 its SDPA FLASH and CUDNN peers, the table, the per-class minima (of copy, vs each peer) and
 the JSON (argument 1, optional).
 

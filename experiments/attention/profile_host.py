@@ -1,4 +1,4 @@
-"""Host cost of one decode call (issue 18's 128 MiB points measured host-bound): µs a call of
+"""Host cost of one decode call (the 128 MiB grouped-query points measured host-bound): µs a call of
 ``attention(..., enable_gqa=True, out=out)`` and of ``attention_paged`` on tiny shapes (the GPU
 work is a few µs, so back-to-back calls time the host), then cProfile's top functions.
 

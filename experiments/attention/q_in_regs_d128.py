@@ -1,5 +1,5 @@
 """The D128 8-warp 128-key mma prefill tile with Q in registers (255 registers: spills since the
-window's mask joined its loop) against Q from shared memory (the default since session 16), on
+window's mask joined its loop) against Q from shared memory (the default), on
 the calls that take it on the H200: small grids that split their keys, and strided operands.
 
     python experiments/attention/q_in_regs_d128.py [--budget-ms 20]

@@ -1,10 +1,10 @@
-"""Sweep of attention kernel variants on the key shapes of issue 5 (H200, standalone).
+"""Sweep of attention kernel variants on the attention benchmark's key shapes (H200, standalone).
 
 Run as ``python3 experiments/attention/sweep_attention.py``; prints one line per (shape,
 variant) and the peers (torch SDPA FLASH / CUDNN) measured in the same run; writes nothing.
 ``python3 experiments/attention/sweep_attention.py --wgmma-grid [bfloat16|float16]`` times
 instead the Hopper wgmma prefill tiles (the default ones and ``WGMMA_CANDIDATES``) against the
-default (the wgmma rule) and the v4 mma.sync tile on the whole prefill grid of issue 5 (D
+default (the wgmma rule) and the v4 mma.sync tile on the whole prefill grid of the bench (D
 64/128, N 512..16384, B = 32768 / N, H 16, causal and full), with the peers. Every variant
 goes through the public ``cufuse.attention(..., config=...)`` and its output is compared
 with the default configuration's (and the default with SDPA FLASH), so a fast but wrong
@@ -38,17 +38,17 @@ TIME_LIMIT_S = 75.0
 GRID_TIME_LIMIT_S = 100.0  # --wgmma-grid, per dtype list given
 BUDGET_MS = 120.0  # timing budget per variant
 MAX_REL_ERROR = 2e-2  # vs the default config, relative to max |out| (bf16 rounding is 4e-3)
-ANCHORS = """peers (round 2, same H200): N2048 D128 bf16 full  SDPA flash 349 / cudnn 667 TFLOP/s
+ANCHORS = """peers (an earlier sweep, same H200): N2048 D128 bf16 full  SDPA flash 349 / cudnn 667 TFLOP/s
                            N2048 D128 bf16 causal SDPA flash 303 / cudnn 546 TFLOP/s
                            decode B8 H32 Nk8192 D128: flash 2.71 / cudnn 4.43 TB/s (target >= 3.8)
 anchors-h200.json: FA2 300-350 TFLOP/s at D128, cuDNN 510-613; decode FA2 2.6, cuDNN 4.3-4.7 TB/s
-round 2 cufuse: full 217, causal 163 TFLOP/s, decode 1.81 TB/s
-round 3 sweep: 8w x16r bn128 nobranch full 238 / causal 199 (D128), decode simt 4w u8 4.2-4.5 TB/s
-round 4 sweep: D128 N2048 full 236 / causal 184; D64 3 blk/SM 188 / 158; N512 D128 causal 2 blk/SM 138"""
+cufuse's first mma tiles: full 217, causal 163 TFLOP/s, decode 1.81 TB/s
+decode sweep: 8w x16r bn128 nobranch full 238 / causal 199 (D128), decode simt 4w u8 4.2-4.5 TB/s
+mma prefill sweep: D128 N2048 full 236 / causal 184; D64 3 blk/SM 188 / 158; N512 D128 causal 2 blk/SM 138"""
 
 M, Dec, W = FlashMmaTile, DecodeTile, FlashWgmmaTile
 # (label, tile) per padded head dim; None = the default selection. Each distinct tile is one
-# NVRTC compile (per dtype). Round 4 defaults (from the round-4 sweep, /tmp/h200-run8): D64
+# NVRTC compile (per dtype). The mma defaults (from the mma prefill sweep): D64
 # the 3-blocks/SM tile everywhere; D128 the 8-warp 128-key tile for long key ranges, the
 # 2-blocks/SM tile when a row sees <= 512 keys on average. Each is swept explicitly against
 # the other candidates, and the O store now goes through shared memory (16-byte stores).
@@ -88,8 +88,8 @@ DECODE_KEYS = (8192, 65536)
 
 
 # Swept wgmma tiles besides the default ones (select.WGMMA_PREFILL), all lost to them in the
-# sweeps of attention v5-v8 (docs/attention.md). The kernel's ordered, persistent and
-# no-overlap forms are gone (issue 17); git history has them.
+# wgmma sweeps (docs/attention.md). The kernel's ordered, persistent and no-overlap forms
+# are gone; git history has them.
 WGMMA_CANDIDATES = {
     64: (W(64, 1, 128, 2, 3), W(64, 1, 64, 2, 4)),
     128: (W(128, 2, 128, 2), W(128, 2, 64, 2), W(128, 3, 64, 2, wg_ranges=False)),
@@ -232,8 +232,8 @@ def precompile_specs(specs):
 
 
 def wgmma_grid(dev, dtypes):
-    """The wgmma tiles against the default (the wgmma rule since v6), the v4 mma.sync tile
-    and the peers on the issue's prefill grid."""
+    """The wgmma tiles against the default (the wgmma rule), the mma.sync tile
+    and the peers on the prefill grid."""
     if not dev.has_wgmma:
         print("--wgmma-grid: the wgmma kernel needs compute capability 9.0")
         return

@@ -1,10 +1,10 @@
-"""Key splits of the packed decode tile on issue 18's 128 MiB grouped-query points (GPU-bound
-since run D5's host path): whole calls (forward + merge) back to back, CUDA events around
+"""Key splits of the packed decode tile on the 128 MiB grouped-query points (GPU-bound
+since the driver launch path): whole calls (forward + merge) back to back, CUDA events around
 200 calls, for a range of splits per KV head; the default's first.
 
     python experiments/attention/sweep_decode_splits.py
 
-Run D6 measured the split counts (docs/attention.md, session 13); the last variant of each
+The split counts it measured are in docs/attention.md; the last variant of each
 shape, a 2-stage ring at 3 blocks an SM, was added after it and has not run.
 """
 import dataclasses

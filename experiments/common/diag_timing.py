@@ -2,8 +2,8 @@
 
     python3 experiments/common/diag_timing.py [CASE_KEY_PREFIX ...]
 
-  ev/call  -- one pair of CUDA events around each call, median (the CLI's method before
-              session 3);
+  ev/call  -- one pair of CUDA events around each call, median (the CLI's former
+              method);
   ev/batch -- one pair of events around a batch of back-to-back calls (>= 1 ms), / calls
               (``python -m cufuse.bench`` now);
   wall/bat -- perf_counter around the batch ending in a synchronisation, / calls (the rounds

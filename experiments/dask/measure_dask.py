@@ -1,4 +1,4 @@
-"""The Dask path's cost on one GPU (issue 21's benchmarks), a table printed last.
+"""The Dask path's cost on one GPU, a table printed last.
 
     python3 experiments/dask/measure_dask.py [OUT.json] [threads|LocalCUDACluster ...]
 

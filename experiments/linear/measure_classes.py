@@ -1,4 +1,4 @@
-"""Issue 23's classes on Hopper in one run: fused_linear (relu, gelu) and fused_gated_linear
+"""The linear classes on Hopper in one run: fused_linear (relu, gelu) and fused_gated_linear
 (silu) over the model projections at every M of MODEL_ROWS, both weight layouts, against their
 peers; and the variants the gated defaults were chosen from.
 

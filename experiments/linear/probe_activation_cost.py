@@ -1,6 +1,6 @@
 """What an epilogue activation costs fused_linear at compute-bound sizes: the same bf16 GEMM
 (weight as PyTorch's (N, K).T) with each activation, milliseconds and the ratio to ReLU, and
-the kernel each call launches. Run M2 measured GELU at 0.49x cuBLASLt where ReLU ran 0.88x.
+the kernel each call launches. With the precise activations GELU measured 0.49x cuBLASLt where ReLU ran 0.88x.
 
     python experiments/linear/probe_activation_cost.py [--once]
 

@@ -1,5 +1,5 @@
 """Does the TMA maps' L2 promotion change the small-M weight stream? (docs/linear.md, the L2
-promotion of the weight streams; run S7-5)
+promotion of the weight streams)
 
 Run: ``python3 experiments/linear/probe_tma_promotion.py`` (seconds). Times the default
 fused_linear_relu of M = 16 and M = 64 x 8192^2 bfloat16 (the swapped-operand TMA stream),

@@ -1,4 +1,4 @@
-"""Sweep of fused_linear_relu kernel variants on the issue's benchmark shapes (issue 4).
+"""Sweep of fused_linear_relu kernel variants on the linear benchmark's shapes.
 
 Run: ``python3 experiments/linear/sweep_linear.py`` (stdout only; about a minute on an H200).
 ``SWEEP_ONLY="16x8192x8192 bf16,..."`` keeps the cases whose "MxKxN dtype" label contains one
@@ -105,7 +105,7 @@ STREAM_VARIANTS = [  # M <= 16 on the mma kernel (the sm_80 default 16x128k64s6:
     ("16x128k128s4 split2 slots", slots(S16x128k128, 2)),
     ("16x256k64s4 split4 slots", slots(S16x256k64, 4)),
 ]
-M64_VARIANTS = [  # M = 64 on the mma kernel: the sm_80 default and the other candidates of run 8
+M64_VARIANTS = [  # M = 64 on the mma kernel: the sm_80 default and the other candidates
     ("mma 64x64k64s6 split2 slots", slots(STREAM64_CANDIDATES[0], 2)),
     ("mma 32x128k64s5 split2 slots", slots(STREAM64_CANDIDATES[1], 2)),
     ("mma 64x256k32s6 split4 slots", slots(STREAM64_CANDIDATES[2], 4)),
@@ -150,7 +150,7 @@ TMA_MID_VARIANTS = [  # 512 x 4096^2 (default: tma 128x128 s6)
     ("tma 64x128 s4 x2", tma(W.TMA_64x128)),
     ("tma 128x256 s4 split2", tma(W.TMA_TILE, 2)),
 ]
-TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 on the straight TMA kernel (the default since S7-10: the swapped stream)
+TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 on the straight TMA kernel (the default is now the swapped stream)
     ("tma 64x64 s6 x2 split2", tma(W.TMA_64x64, 2)),
     ("wgmma 64x64 s6 x2 split2 (v8 default)", wgmma(W.WGMMA_64x64, 2)),
     ("tma 64x64 s14 split1", tma(W.TmaGemmTile(64, 64, 14, max_blocks_per_sm=1))),
@@ -159,7 +159,7 @@ TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 on the straight TMA kernel (the defa
     ("tma 64x128 s8 split2", tma(TMA_STREAM_TILES[2], 2)),
     ("tma 64x128 s4 x2 split4", tma(W.TMA_64x128, 4)),
 ]
-# Session 5: wider weight tiles for M <= 64 (x re-read from L2 once per 256 columns instead of 64).
+# Wider weight tiles for M <= 64 (x re-read from L2 once per 256 columns instead of 64).
 TMA_WIDE_STREAM_VARIANTS = [
     ("tma 64x256 s5 split4", tma(W.TMA_64x256, 4)),
     ("tma 64x256 s5 split2", tma(W.TMA_64x256, 2)),
@@ -167,7 +167,7 @@ TMA_WIDE_STREAM_VARIANTS = [
     ("tma 64x128 s4 x2 split2", tma(W.TMA_64x128, 2)),
     ("tma 64x128 s8 split2 group1", tma(TMA_STREAM_TILES[2], 2, 1)),
 ]
-# The swapped stream's session-7 tiles (64 k a stage, no L2 hints): per x padding of 8 or 16,
+# The swapped stream's first tiles (64 k a stage, no L2 hints): per x padding of 8 or 16,
 # 64 weight columns at 8 / 12 / 16 stages, 128 at 8 / 12; x padded to 64: 64 columns at 8 /
 # 12 stages, 128 at 8. The defaults (swap_tma.SWAP_DEFAULT_TILES) came after them.
 SWAP_TILES = tuple(S.SwapTile(bn, mx, stages) for mx in (8, 16)
@@ -182,11 +182,11 @@ def swap_variants(mx):
             for t in SWAP_TILES if t.mx == mx for splits in (1, 2, 4)]
 
 
-# Session 8 (runs S8-1..S8-4): deeper k per stage (256 / 512 contiguous bytes of each weight
+# Deeper k per stage (256 / 512 contiguous bytes of each weight
 # row per stage) with and without L2 eviction hints (weight first, x last). The defaults
-# (SWAP_DEFAULT_TILES) are among them; staging the output through shared memory (S8-4) and
-# the weight hint alone (S8-2, erratic: 3.30-3.87 TB/s at 64 rows) were dropped.
-SWAP_SESSION8_TILES = {  # (bn, stages, bk, l2 hints)
+# (SWAP_DEFAULT_TILES) are among them; staging the output through shared memory and
+# the weight hint alone (erratic: 3.30-3.87 TB/s at 64 rows) were dropped.
+SWAP_DEEP_K_TILES = {  # (bn, stages, bk, l2 hints)
     8: [(64, 8, 128, False), (64, 5, 256, False), (64, 8, 64, True), (64, 8, 128, True), (64, 5, 256, True),
         (64, 6, 256, True)],
     16: [(64, 8, 128, False), (64, 4, 256, False), (64, 8, 64, True), (64, 10, 128, True), (64, 4, 256, True),
@@ -197,8 +197,8 @@ SWAP_SESSION8_TILES = {  # (bn, stages, bk, l2 hints)
 
 
 def swap_bk_variants(mx):
-    """The session-8 swapped tiles of this x padding (split 1; bn 128 also split 2)."""
-    tiles = [S.SwapTile(bn, mx, stages, bk, hints) for bn, stages, bk, hints in SWAP_SESSION8_TILES[mx]]
+    """The deeper-k swapped tiles of this x padding (split 1; bn 128 also split 2)."""
+    tiles = [S.SwapTile(bn, mx, stages, bk, hints) for bn, stages, bk, hints in SWAP_DEEP_K_TILES[mx]]
     return [(f"swap n{t.bn} s{t.stages} bk{t.bk}{' hints' if t.l2_hints else ''} split{splits}",
              S.SwapConfig(t, splits)) for t in tiles for splits in ((1, 2) if t.bn == 128 else (1,))]
 
@@ -214,7 +214,7 @@ FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT ker
 ]
 
 
-# Session 8: float32 / float64 at small M on the weight-streaming kernel (the default for float32
+# float32 / float64 at small M on the weight-streaming kernel (the default for float32
 # M <= 4, float64 M = 1).
 GEMV_WIDE_VARIANTS = [
     ("gemv 16 rows (no split)", G.GemvConfig(GEMV_16_ROWS, 1)),
@@ -249,7 +249,7 @@ FP64_KMAJOR_VARIANTS = [
 ]
 
 
-# Session 9: float32 M = 17..128 and float64 M = 5..128 on tiles of 16-64 rows that split K
+# float32 M = 17..128 and float64 M = 5..128 on tiles of 16-64 rows that split K
 # through slots (the defaults' split count from choose_k_splits).
 def few_row_variants(dname, rows):
     """The few-row tiles that hold ``rows`` (and the 128-row tile) at 1-8 splits (float64: 1-12)."""
@@ -269,7 +269,7 @@ def _dmma(tile, splits):
     return D.PipelinedDmmaConfig(tile, splits)
 
 
-FEW_ROW_FOLLOWUP = {  # run S9-1's follow-up: fewer-row float32 tiles at M <= 16, deeper float64 stages
+FEW_ROW_FOLLOWUP = {  # the follow-up: fewer-row float32 tiles at M <= 16, deeper float64 stages
     ("fp32", 16): [(f"tf32x3 16x128k32s4 split{c}", _tf32(F.TF32_M16_TILE, c)) for c in (2, 4, 8)]
     + [("tf32x3 32x128k32s4 split4", _tf32(F.TF32_M32_TILE, 4))],
     ("fp64", 4): [(f"dmma 16x64k16s6 split{c}", _dmma(D.DMMA_M16_TILE, c)) for c in (1, 3, 6)],

@@ -1,4 +1,4 @@
-"""The data behind the tile / split-K / wave model of the Hopper GEMM path (issue 23, item 1):
+"""The data behind the tile / split-K / wave model of the Hopper GEMM path:
 every TMA tile at several K splits on projection shapes from 128 to 4096 rows, bf16, weight as
 PyTorch's (N, K).T, against cuBLASLt's fused epilogue (``torch._addmm_activation``) and the
 default selection, in one run.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from types import SimpleNamespace
 
 import cupy
 import numpy as np
@@ -81,10 +82,10 @@ def main(argv=None) -> None:
                     continue
                 times[label(config)] = time_cuda_budget(lambda x, w, u: run(x, w, u, config), call_args,
                                                         budget_ms=args.budget_ms)
-            if args.gated:
-                default = select._choose_gated(m, 2 * n, k, np.dtype(BFLOAT16), True, True, dev)
-            else:
-                default = select._choose(m, n, k, np.dtype(BFLOAT16), True, dev, True, True)
+            # The default selection's facts of these calls: bf16, (N, K).T weights, TMA-eligible.
+            facts = SimpleNamespace(m=m, n=n, k=k, tile_columns=2 * n, dtype=np.dtype(BFLOAT16), itemsize=2,
+                                    tensor_ok=True, tma_ok=True, kmajor=True)
+            default = (select.choose_gated_config if args.gated else select.choose_config)(facts, dev)
             default_ms = time_cuda_budget(lambda x, w, u: run(x, w, u), call_args, budget_ms=args.budget_ms)
             tx, tw, tu, tb = [to_torch(x) for x in xs], [to_torch(w) for w in ws], [to_torch(u) for u in ups], \
                 to_torch(bias)

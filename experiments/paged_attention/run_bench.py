@@ -1,4 +1,4 @@
-"""GPU session script (issue 18): time the paged grid of cufuse.bench.cases and print each
+"""Time the paged grid of cufuse.bench.cases and print each
 case's ratios and every class's minima.
 
     python experiments/paged_attention/run_bench.py [--quick] [--json FILE]

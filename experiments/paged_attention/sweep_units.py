@@ -1,4 +1,4 @@
-"""GPU session script (issue 18): the work units a resident slot gets (select.UNITS_PER_SLOT),
+"""The work units a resident slot gets (select.UNITS_PER_SLOT),
 timed on the shapes of the paged grid's classes through ``config=``.
 
     python experiments/paged_attention/sweep_units.py [--factors 1,2,3]

@@ -1,4 +1,4 @@
-"""Issue 24's classes of softmax shapes on the GPU, one line a case and the class minima:
+"""The classes of softmax shapes on the GPU, one line a case and the class minima:
 cufuse as a fraction of a device copy of the same bytes, against torch.softmax, and for
 views against a CuPy copy of the same view (cufuse.bench.cases.SOFTMAX_CLASSES).
 

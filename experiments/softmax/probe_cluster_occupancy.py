@@ -5,7 +5,7 @@ what the SMs' register, shared-memory and thread budgets would allow (docs/softm
 Run: ``python3 experiments/softmax/probe_cluster_occupancy.py`` (seconds, sm_90). For each
 kernel: blocks an SM by its resources (``resident_blocks_per_sm``), the clusters that would
 give over the SMs, and the driver's ``cuOccupancyMaxActiveClusters`` (the GPC layout included).
-Run S5-13 measured the (since deleted) column strips in clusters of 16: 21 / 14 clusters
+It measured the (since deleted) column strips in clusters of 16: 21 / 14 clusters
 (float16 / float32) against 24 / 16 by the SMs' budgets.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Narrow rows off the 16-byte vector (issue 24): each sub-warp / warp rung forced on a few
+"""Narrow rows off the 16-byte vector: each sub-warp / warp rung forced on a few
 shapes, float16 and float32, as a fraction of a device copy of the same bytes (CUDA events,
 inputs rotated past the L2). Prints one line a (shape, dtype, config)."""
 import math

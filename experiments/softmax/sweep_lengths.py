@@ -1,4 +1,4 @@
-"""Row lengths off the capacity ladder's rungs (issue 24: "any row length at the rate of its
+"""Row lengths off the capacity ladder's rungs (the target: "any row length at the rate of its
 aligned neighbours"): for each length of a geometric grid of 300..150000 elements (none a
 power of two, most not whole 16-byte vectors), the default and block-row geometries sized to
 the row; with ``--split``, the split rows' blocks a row on the long and very long classes.

@@ -1,4 +1,4 @@
-"""Sweep of softmax kernel configurations on the issue's benchmark shapes (issue 3).
+"""Sweep of softmax kernel configurations on the softmax benchmark's shapes.
 
 Run: ``python3 experiments/softmax/sweep_softmax.py [substring]`` (stdout only; under a minute and a half
 on an H200, compiles included: every candidate is compiled first, in parallel).
@@ -80,7 +80,7 @@ def alternatives(rows, length, dname, axis, dev):
 # softmax v10 (docs/softmax.md): rows over a cluster of stashed blocks, statistics pushed through
 # distributed shared memory; (Threads, Vecs, StashTiles, BlocksPerSM) by itemsize, every
 # portable cluster that holds the row (the product picks 8 for float32).
-# (Session 18: two 4-vector blocks an SM take at most 448 threads, rows.STASHED_MAX_THREADS.)
+# (Two 4-vector blocks an SM take at most 448 threads, rows.STASHED_MAX_THREADS.)
 STASHED_CLUSTER_GEOMETRIES = {2: ((256, 8, 3, 2), (448, 4, 4, 2)), 4: ((256, 8, 3, 2),)}
 STASHED_CLUSTERS = (2, 4, 8)
 
@@ -204,17 +204,17 @@ def _alternatives(rows, length, dname, axis, dev):
         # The split kernel with one or two blocks a row, the next row's tiles prefetched (v6).
         out.append(("v6 split pipelined", dataclasses.replace(S.choose_rows_split(length, rows, dtype, dev), pipelined=True)))
         split = S.choose_rows_split(length, rows, dtype, dev)
-        if split.blocks_per_row == 1:  # Session 5: one block a row, not persistent (the hardware interleaves blocks)
+        if split.blocks_per_row == 1:  # One block a row, not persistent (the hardware interleaves blocks)
             for pipelined in (True, False):
                 out.append((f"s5 split one-shot{' pipelined' if pipelined else ''}",
                             dataclasses.replace(split, grid=rows, pipelined=pipelined)))
-        # Session 5: one block a row, a register tile plus shared-memory tiles (softmax_rows_stashed).
-        # (Session 18's launch bounds: 448 x 4 at two an SM, 256 x 8 at one.)
+        # One block a row, a register tile plus shared-memory tiles (softmax_rows_stashed).
+        # (The launch bounds: 448 x 4 at two an SM, 256 x 8 at one.)
         for geometry in ((448, 4, 4, 2), (256, 8, 3, 2), (256, 4, 7, 2), (256, 8, 7, 1), (512, 4, 7, 1)):
             stashed = StashedRowsConfig(*geometry)
             if stashed.capacity_vectors >= vectors and (np.dtype(dtype).itemsize, geometry) != (4, (448, 4, 4, 2)):
                 out.append((f"s5 stashed {geometry[0]} v{geometry[1]} t{geometry[2]} {geometry[3]}/SM", stashed))
-        # (Session 5's one 1024-thread block a row lost, 0.81 of the copy; block rows take up to 512 threads since session 18.)
+        # (One 1024-thread block a row lost, 0.81 of the copy; block rows take up to 512 threads.)
         return out
     return []
 
@@ -268,8 +268,8 @@ def ceiling(nbytes):
 
 def host_us(x, out, axis, calls=200):
     """Python time per call of the public function, launches only queued (the GPU lags).
-    The first call of a signature (module load from the disk cache, plan) is left out: in
-    run 9 it alone made 60-95 us of the average over 200 calls wherever the kernel was new."""
+    The first call of a signature (module load from the disk cache, plan) is left out: it
+    alone made 60-95 us of the average over 200 calls wherever the kernel was new."""
     cufuse.softmax(x, axis=axis, out=out)
     cupy.cuda.get_current_stream().synchronize()
     start = time.perf_counter()

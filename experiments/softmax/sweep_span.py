@@ -1,4 +1,4 @@
-"""The span rows (softmax_rows_span) against the register rows on narrow rows (issue 24).
+"""The span rows (softmax_rows_span) against the register rows on narrow rows.
 
 Run: ``python3 experiments/softmax/sweep_span.py [substring]`` (stdout only). For each shape and
 dtype: the default (``select.choose``), the register-rows rung that held the row before the span

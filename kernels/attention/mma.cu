@@ -61,7 +61,7 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, const Operand& op
 // threads cover whole rows (THREADS a multiple of HD / 8, ROWS of THREADS / (HD / 8)): every
 // thread keeps one 16-byte column chunk and steps a pointer over its rows, unrolled. The
 // generic loop's index arithmetic and 64-bit row multiplies were ~45 % of the decode tile's
-// loop instructions (run D1); removing them did not move the decode rate (run D2), but the
+// loop instructions; removing them did not move the decode rate, but the
 // prefill tiles measured at or above their earlier rates with it.
 template <int ROWS, int HD, int THREADS>
 constexpr bool kStridedRowsFit = THREADS % (HD / 8) == 0 && ROWS % (THREADS / (HD / 8)) == 0;

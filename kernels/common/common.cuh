@@ -43,7 +43,7 @@ __device__ __forceinline__ float fast_rcp(float x) {
 
 // tanh by the MUFU approximation (sm_75+; relative error about 2^-11): the 16-bit attention
 // kernels' softcap, whose scores are then rounded far coarser (FlashAttention does the same).
-// With tanhf's accurate form a 4096-key causal prefill took 1.5-1.8x as long (session 16).
+// With tanhf's accurate form a 4096-key causal prefill took 1.5-1.8x as long.
 __device__ __forceinline__ float fast_tanh(float x) {
     float y;
     asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));

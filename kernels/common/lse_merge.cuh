@@ -5,7 +5,7 @@
 // One block merges the columns [c0, c0 + 32) of one output row. Its warps take interleaved
 // splits (lane = column) and each keeps an online (max, sum, O), so successive splits' loads
 // do not wait on each other and stay in flight together (a loop that first reduced the lse
-// and then summed O split after split measured 63 us for 512 splits of one row, run D1 of
+// and then summed O split after split measured 63 us for 512 splits of one row,
 // docs/attention.md). The warps' states then combine in warp order: bitwise reproducible for
 // a given block size. Splits whose keys were all masked (lse -inf, O 0) weigh 0; a NaN lse
 // makes the row NaN.

@@ -15,14 +15,14 @@ namespace cufuse {
 // (kmajor_atom_offset / nmajor_atom_offset), zero-filled past the tensors' ends. A `work`
 // names a tile's k range and corner (k_begin, k_tiles, m0, n0). The ring counts the k tiles
 // that passed through it (`passed`, kept by each side), so that one block can run several works
-// through it (a persistent GEMM on it measured no faster: docs/linear.md, run M6): k tile number
+// through it (a persistent GEMM on it measured no faster: docs/linear.md): k tile number
 // `passed` uses stage passed % STAGES in round passed / STAGES. One producer thread waits for the stage's "empty" mbarrier, announces
 // its bytes on its "full" mbarrier and issues the boxes. Consumers wait for "full", issue the
 // stage's wgmmas (`stage_mma(acc, stage)`: one commit group), and once wgmma.wait_group says a
 // tile's MMAs PENDING tiles back are done, lane 0 of each consumer warp arrives on that
 // stage's "empty" (count: consumer warps); a work's last PENDING stages are released once its
 // accumulators are complete. L2_HINTS: the loads ask L2 to evict B (read once) first and keep A
-// (re-read by every block; run S8-2: +2-5 % on the weight streams). B_PARTS: B's BN columns
+// (re-read by every block; +2-5 % on the weight streams). B_PARTS: B's BN columns
 // come from B_PARTS maps, BN / B_PARTS columns of each at the same column n0 (the gated GEMM:
 // w_gate's columns, then w_up's, so one wgmma chain covers both). Shared memory: STAGES
 // stages at `smem` (1024-byte aligned), then 2 x STAGES mbarriers.

@@ -23,7 +23,7 @@ __device__ __forceinline__ double exp_of(double v) { return exp(v); }
 // over every accumulator of the thread (128 in the largest wgmma tile); with the precise erff /
 // tanhf / expf and IEEE division, GELU's code alone was ~140 KB and SiLU's ~250 KB, more than the
 // instruction cache, and a 4096 x 4096 x 11008 GEMM took 1.9-2.0x ReLU's time stalled on
-// instruction fetch (docs/linear.md, run M3). Their absolute error stays below 2e-7 |v| (MUFU ex2
+// instruction fetch (docs/linear.md). Their absolute error stays below 2e-7 |v| (MUFU ex2
 // / rcp; erf by Abramowitz & Stegun 7.1.26, |error| < 1.5e-7), far under the output's half ulp
 // (2^-9 |v| for float16) and the tests' 4 eps(float) |v| allowance for the activation.
 

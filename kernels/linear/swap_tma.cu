@@ -57,7 +57,7 @@ __device__ __forceinline__ void swap_wgmma_stage(float (&acc)[(GATED ? 2 : 1) * 
 // d[0 .. MX / 2), up values of the same elements MX / 2 further; act(gate) * up is stored, no
 // bias. Split-K through slots first, as wgmma_store (THREADS consumer threads, which meet on
 // their own named barrier). Staging the tile through shared memory for 16-byte row stores
-// measured no faster (run S8-4).
+// measured no faster.
 template <typename T, int MX, int THREADS, bool GATED>
 __device__ __forceinline__ void swap_store(float (&acc)[(GATED ? 2 : 1) * MX / 2], T* __restrict__ out,
                                            const T* __restrict__ bias, int64 bias_stride,

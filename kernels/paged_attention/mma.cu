@@ -13,7 +13,7 @@
 // a STAGES-deep cp.async ring (16-byte copies where the pages allow, else element loads). The
 // pages of a tile's keys are looked up one iteration before its copies issue, one thread a
 // key, into a two-slot table of row offsets in shared memory, so that the copies wait on no
-// block_table load and divide by no page size (docs/paged_attention.md §1, "Loads"). Each key
+// block_table load and divide by no page size (docs/paged_attention.md §2, "Loads"). Each key
 // warp takes its BN / KEY_WARPS keys of a tile with its own online softmax (log2 domain), and
 // the key warps merge through shared memory at the end. A unit that is its sequence's only
 // one writes out / lse; else float32 partials (O normalised, lse).

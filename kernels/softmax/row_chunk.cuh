@@ -226,7 +226,7 @@ template <typename T, int Group, int Vecs, bool MaskedEdges = true> struct Chunk
         }
     }
     // Vector by vector, 16-bit types converted in pairs (converting all before the first
-    // store, as store_scaled does, raised the v5 prefetching rows 256 x 8, since removed, from 96
+    // store, as store_scaled does, raised the prefetching rows 256 x 8, since removed, from 96
     // to 127 registers), with a bounds test a slot (a full-tile flag live across the non-inlined
     // scalar stores made NVRTC spill their float16 log_softmax 128 x 4).
     template <bool Log>

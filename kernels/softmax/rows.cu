@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(Threads) softmax_rows(const T* __restrict__ x,
 // One row a block of any multiple of 32 threads up to 1024 (the width fixed at launch), its
 // registers capped at MaxRegisters: with the slot stride known only at run time ptxas kept
 // every slot's offsets live (float32 8 vectors a lane: 99 registers, where a compile-time
-// width took 57-80), which cut the blocks an SM (run S18-2: 9000 float32 elements on 288 x 8
+// width took 57-80), which cut the blocks an SM (9000 float32 elements on 288 x 8
 // at 0.62 of the copy, 320 x 8 of the compile-time kernel at 1.01).
 template <typename T, bool Log, int Vecs, bool ExpOnce, int MaxRegisters>
 __global__ void __maxnreg__(MaxRegisters) softmax_block_rows(const T* __restrict__ x, T* __restrict__ y, int64 rows, int64 length,

@@ -10,7 +10,7 @@
 #if __CUDA_ARCH__ >= 900  // __cluster_dims__ does not compile for earlier targets
 // One cluster of Cluster blocks per row; block `rank` holds elements [rank*chunk_len, ...).
 // Up to 4 vectors a thread, two blocks share an SM (the ladder relies on it); 8 vectors,
-// three (the occupancy of its 72 registers before v7, whose flushed exps let ptxas keep more
+// three (the occupancy of its 72 registers before the flushed exps, which let ptxas keep more
 // in flight: 96 registers unbounded, 80 under the bound, no spills). A grid of fewer
 // clusters than rows loops: cluster q serves rows q, q + clusters, ... (persistent clusters:
 // no cluster launch per row, whose placement needs Cluster free slots in one GPC at once).

@@ -6,14 +6,14 @@
 // Picked (SpanRowsConfig, cufuse/ops/softmax/rows.py) for dense rows (unit element stride, row
 // stride = length) of up to 256 elements whose length is not a multiple of the 16-byte vector:
 // most such rows start off a vector boundary, where softmax_rows pays a masked head and tail a
-// row (671088 x 100 float16: 0.59 of the copy, run S24-1). docs/softmax.md, "Span rows".
+// row (671088 x 100 float16: 0.59 of the copy). docs/softmax.md, "Span rows".
 #include "common/span_stage.cuh"
 #include "softmax/row_chunk.cuh"  // group_reduce
 
 // Rows [blockIdx.x * tile_rows, + tile_rows) of length <= Group * PerLane; tile_rows a multiple
 // of Threads / Group. Dynamic shared memory: the tile, tile_rows * length elements, the head
 // (span_fill) and Group * PerLane elements of padding, in whole vectors. One tile a block: a
-// persistent grid double-buffering its tiles measured slower (session 14, run 3: 0.60 against
+// persistent grid double-buffering its tiles measured slower (0.60 against
 // 0.74 of the copy at 671088 x 100 float16), the instructions, not the loads, being the limit.
 template <typename T, bool Log, int Threads, int Group, int PerLane, int BlocksPerSM>
 __global__ void __launch_bounds__(Threads, BlocksPerSM) softmax_rows_span(const T* __restrict__ x, T* __restrict__ y, int64 rows,
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM) softmax_rows_span(const 
         // otherwise, so the approximate reciprocal is safe); log_softmax: Normalizer's map.
         // The results go back in place: the barrier orders every group's reads of this pass
         // (the padding slots reach into the next rows, an idle group reads the last row) before
-        // any write (compute-sanitizer racecheck, session 15; the values read there are dropped).
+        // any write (compute-sanitizer racecheck; the values read there are dropped).
         __syncthreads();
         if (active) {
             if constexpr (Log) {

@@ -149,7 +149,7 @@ template <typename T, typename A = accum_t<T>> __device__ __forceinline__ Vec16<
 // slot (`rank`) of the same item's inbox in every block of the cluster (distributed shared
 // memory), one cluster barrier (release / acquire) publishes them, and each block then merges
 // its own inbox. No block reads a peer's memory, so none has to wait for its peers a second
-// time before it moves on or leaves: experiments/softmax/probe_cluster_cost.py (run S6-3) measured a staged
+// time before it moves on or leaves: experiments/softmax/probe_cluster_cost.py measured a staged
 // copy in 16-block clusters at 0.86 of the copy with push, 0.69-0.75 with pull and its second
 // barrier. The kernel's first barrier phase (an arrive at its start, the wait before its first
 // push) makes sure every peer is running before any store into its shared memory.

@@ -99,13 +99,13 @@ def test_key_split_model():
 
 
 def test_default_mma_tiles_are_the_measured_best():
-    # round-3 sweep (H200 bf16): register-streaming decode
+    # the decode sweep (H200 bf16): register-streaming decode
     decode = select.select_config(1, 8192, 128, 128, 256, BF16, H200, True)
     assert decode.spec("__half") == DecodeTile(128, 4, 8).spec("__half") and decode.splits > 1
     assert isinstance(select.select_config(1, 8192, 59, 59, 256, BF16, H200, False), FlashMmaTile)
-    # round-4 sweep: D64 4 warps x 16 rows x 64 keys, 3 blocks per SM, at every length; D128 the
-    # 8-warp 128-key tile for long key ranges (Q from shared memory since the window's mask: session
-    # 16), the 2-block tile for short ones
+    # the prefill sweep: D64 4 warps x 16 rows x 64 keys, 3 blocks per SM, at every length; D128 the
+    # 8-warp 128-key tile for long key ranges (Q from shared memory since the window's mask),
+    # the 2-block tile for short ones
     three_blocks = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False)
     long_keys = FlashMmaTile(128, 8, 1, 128, 2, 1, False, False)
     short_keys = FlashMmaTile(128, 4, 1, 64, 2, 2, True, False)
@@ -215,7 +215,7 @@ def test_wgmma_tiles_fit():
 
 
 # The prefill grid (B = 32768 / N, H = 16) and the wgmma tile the default rule gives
-# each point: the best tile of the H200 bf16 sweep of attention v6 / v7 (docs/attention.md).
+# each point: the best tile of the H200 bf16 wgmma sweep (docs/attention.md).
 MEASURED_BEST = [  # (n, head_dim, causal, tile)
     (512, 64, False, D64_SHORT), (512, 64, True, D64_SHORT), (2048, 64, False, D64_LONG),
     (2048, 64, True, D64_MID), (8192, 64, False, D64_LONG), (8192, 64, True, D64_LONG),
@@ -245,7 +245,7 @@ def test_wgmma_default_rule_is_the_measured_best():
 def test_wgmma_default_only_where_it_applies():
     prefill = (4096, 4096, 128, 128, 16)
     assert isinstance(select.select_config(*prefill, BF16, H200, True, False, True), FlashWgmmaTile)
-    # every head dim, on the smallest tile holding it (session 16: 1.1-2.6x the mma tiles)
+    # every head dim, on the smallest tile holding it (1.1-2.6x the mma tiles)
     for d, dv, tile_head_dim in ((32, 32, 64), (80, 80, 96), (96, 96, 96), (104, 96, 128), (160, 160, 256),
                                  (192, 128, 256),
                                  (256, 256, 256), (8, 256, 256)):

@@ -56,7 +56,7 @@ def test_grids_are_the_issues():
     assert len(bench_cases.softmax_cases()) == 9 * 2 + 2 + 2 + classes
     # both weight layouts, plus fp32 and fp64 at 4096^3 and at 16 and 64 x 8192^2 (both layouts)
     assert len(bench_cases.linear_cases()) == 7 * 2 * 2 + 2 + 2 * 2 * 2
-    # the prefill grid, two decode points, and issue 18's grouped-query decode classes
+    # the prefill grid, two decode points, and the grouped-query decode classes
     assert len(bench_cases.gqa_decode_cases()) == 24
     assert len(bench_cases.attention_cases()) == 2 * 2 * 4 * 2 + 2 + 24
     everything = bench_cases.cases_for("all")

@@ -2,7 +2,7 @@
 
 The GPU tests first prove the tracer on calls whose launches and allocations are known
 (a raw kernel, a bare allocation, the unfused composition), then assert the counts each
-op's design promises (issues 3-5): one kernel per call, no allocation besides ``out``.
+op's design promises: one kernel per call, no allocation besides ``out``.
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def _one_kernel_nothing_else(result: Trace):
     assert [node.kind for node in result.nodes] == ["kernel"], f"expected one kernel and nothing else:\n{result}"
 
 
-SOFTMAX_ON_CHIP = [  # rows that fit on chip: one launch, no scratch (issue 3)
+SOFTMAX_ON_CHIP = [  # rows that fit on chip: one launch, no scratch
     ((4097, 33), "float16", -1),  # several rows per warp
     ((300, 3000), "float32", -1),  # a warp or a block per row
     ((64, 20000), "float16", -1),  # a block per row

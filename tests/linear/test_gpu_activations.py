@@ -52,8 +52,8 @@ def test_bad_activation_is_refused(cp, rng):
 
 
 REPRODUCIBLE_CASES = LAUNCH_CASES + [
-    Case((64,), 8192, 8192, F32, "kn"),  # issue 23: float32 split-K differed between calls
-    Case((16,), 8192, 4096, F64, "kn"),  # issue 23: float64 split-K differed between calls
+    Case((64,), 8192, 8192, F32, "kn"),  # float32 split-K once differed between calls
+    Case((16,), 8192, 4096, F64, "kn"),  # float64 split-K once differed between calls
     Case((1,), 8192, 4096, F32, "kn"),  # the float32 weight stream's split
     Case((1,), 8192, 4096, BF16, "kn", x_layout="padded_rows"),
     Case((48,), 8192, 1024, BF16, "nk_t"),

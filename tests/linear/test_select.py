@@ -228,7 +228,7 @@ def test_wide_tensor_core_selection(dev, dtype):
 
 def test_few_row_wide_tiles_split_k_to_fill_the_sms():
     # 64 x 8192^2 on the 128-row tiles: 64 float32 tiles (128 float64 ones) on 132 SMs, half of
-    # each tile padding (run S8-9: 0.51 / 1.34 TB/s, CuPy unfused 1.3 / 3.0).
+    # each tile padding (0.51 / 1.34 TB/s, CuPy unfused 1.3 / 3.0).
     for dtype, m in itertools.product((F32, F64), (5, 16, 17, 32, 33, 64)):
         config = choose(m, 8192, 8192, dtype, True, H200, False, False)
         if m <= GEMV_MAX_ROWS[dtype]:
@@ -280,7 +280,7 @@ def test_tma_time_counts_waves_k_tiles_and_splits():
 
 
 @pytest.mark.parametrize("m,n,k,tile,splits", [
-    (128, 11008, 4096, TMA_128x128, 1),  # run S17-3: 34 us; the wave-fill rules' 128x128 split 3 46 us
+    (128, 11008, 4096, TMA_128x128, 1),  # 34 us; the wave-fill rules' 128x128 split 3 46 us
     (256, 11008, 4096, TMA_TILE, 1),  # 55 us; 128x256 split 3 67 us
     (4096, 11008, 4096, TMA_TILE, 1),
     (8192, 8192, 8192, TMA_TILE, 1),

@@ -129,7 +129,7 @@ def test_kv_append_bad_inputs(rng):
 
 # (dtype, D, Dv, Hq, Hkv, Nq, page size, lengths, layout, extras): every branch of the default
 # selection (row warps 1 / 2 / 4, head-dim buckets, split and unsplit sequences, 16-byte and
-# element loads, the simt kernel) and the shapes of issue 18.
+# element loads, the simt kernel) and the grouped-query decode shapes of the bench.
 GPU_CASES = [
     (BF16, 128, 128, 8, 8, 1, 16, [700, 0, 33, 2000], "phsd", {}),  # G 1, a length-0 sequence
     (F16, 128, 128, 32, 8, 1, 1, [1500, 3, 257], "pshd", {}),  # G 4, page size 1, vLLM layout

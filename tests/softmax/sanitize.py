@@ -36,7 +36,7 @@ def _cases():
     yield "warp rows", (19, 1000), f32, (1,), None
     yield "block rows, ragged tail", (5, 3001), f32, (1,), None
     yield "block rows, fp16", (3, 20003), f16, (1,), None
-    # Session 18: block rows sized to the row (96 x 6 at 4097 elements, from a misaligned start)
+    # Block rows sized to the row (96 x 6 at 4097 elements, from a misaligned start)
     # and stashed rows of 352 threads x 2 tiles.
     yield "block rows, sized to the row", (7, 4097), f16, (1,), None
     yield "stashed rows, sized to the row", (3, 33331), f16, (1,), None
@@ -50,11 +50,11 @@ def _cases():
     yield "split rows, several waves", (300, 140001 // 8), f32, (1,), SplitConfig(256, 4, 2, 2, 8, 8752, 2, False)
     # 25000-element chunks = 7 register tiles: 1 in registers, 2 in shared memory, 4 streamed.
     yield "split rows, streamed", (2, 50000), f32, (1,), SplitConfig(256, 4, 2, 2, 4, 25000, 2, True)
-    # v5 candidates (config overrides): the pipelined split (streamed: per-tile groups),
+    # Config overrides: the pipelined split (streamed: per-tile groups),
     # 16-byte column vectors with and without a cluster.
     yield "split rows, pipelined", (3, 140001), f32, (1,), SplitConfig(256, 4, 2, 2, 4, 70004, 7, True, True)
     yield "split rows, pipelined, streamed", (3, 50000), f16, (1,), SplitConfig(256, 4, 2, 2, 4, 25000, 1, True, True)
-    # Session 5: one block a row with shared-memory tiles (ragged: the last tiles partial / empty).
+    # One block a row with shared-memory tiles (ragged: the last tiles partial / empty).
     yield "stashed rows", (5, 40003), f16, (1,), StashedRowsConfig(448, 4, 4, 2)
     yield "stashed rows, wide", (3, 50001), f32, (1,), StashedRowsConfig(512, 4, 7, 1)
     # Stashed clusters (statistics pushed through distributed shared memory): a sweep's c4.

@@ -111,8 +111,8 @@ def test_benchmark_long_rows_float16(cp, rng):
 
 @pytest.mark.parametrize("log", [False, True])
 def test_cluster_rows_per_cluster(cp, rng, forced_kernels, log):
-    """Persistent clusters (a forced config on the cluster kernel, float32's rung up to softmax
-    v7): 7 rows on 3 clusters (3, 2 and 2 rows each, the partials' parity buffers reused),
+    """Persistent clusters (a forced config on the cluster kernel, float32's former rung):
+    7 rows on 3 clusters (3, 2 and 2 rows each, the partials' parity buffers reused),
     non-finite rows, a ragged last block."""
     if not clusters(4):
         pytest.skip("thread-block clusters need sm_90")
@@ -176,7 +176,7 @@ def test_stashed_rows(cp, rng, forced_kernels, log):
 
 
 # Row lengths (elements) on both sides of the block rows' and stashed rows' widths: rows whose
-# vectors are not a multiple of any rung (issue 24, run S18-1's grid and its neighbours).
+# vectors are not a multiple of any rung (the measured grid and its neighbours).
 SIZED_LENGTHS = (2057, 2100, 3001, 4097, 5003, 7777, 10000, 16500, 20011, 25000, 33331, 40000, 50001, 65000, 100003, 131072)
 
 

@@ -64,7 +64,7 @@ def test_block_rows_are_sized_to_the_row(dtype):
             if threads <= 512:
                 assert (select.resident_rows(other, dtype), vectors / other.capacity_vectors) <= key
         assert config.spec(dtype, False) in specs and config.spec(dtype, True) in specs
-    # Run S18-1..3's points (float16 elements, from the boundary below a misaligned start)
+    # The measured points (float16 elements, from the boundary below a misaligned start)
     if np.dtype(dtype) == F16:
         assert select.choose_rows(4097, 1000, dtype, H200, misalignment=7) == RowsConfig(96, 96, 6)
         assert select.choose_rows(6500, 1000, dtype, H200, misalignment=4) == RowsConfig(128, 128, 8)
@@ -226,10 +226,10 @@ def test_ladder_is_increasing_and_groups_tile_the_block(dtype):
         assert config.threads % config.group == 0 and config.group <= 32 or config.group == config.threads
 
 
-def test_measured_winners_of_h200_run_9_and_softmax_v7():
-    """Sub-warp rows (run 9, then the v7 sweep of session 3): float16 32 columns g4 v1, 128 g8 v2;
-    float32 32 g8 v1, 128 g16 v2. Rows past the block rungs: the stashed rows (v9, session 5),
-    then the split kernel for 2- and 4-byte types (v7: it beat the cluster rung), clusters for
+def test_measured_winners_of_the_row_kernels():
+    """Sub-warp rows (the H200 sweeps): float16 32 columns g4 v1, 128 g8 v2;
+    float32 32 g8 v1, 128 g16 v2. Rows past the block rungs: the stashed rows,
+    then the split kernel for 2- and 4-byte types (it beat the cluster rung), clusters for
     float64 only."""
     R, C = RowsConfig, ClusterConfig
     for dtype, cols, expected in [
@@ -240,7 +240,7 @@ def test_measured_winners_of_h200_run_9_and_softmax_v7():
         (np.float64, 16384, C(512, 4, 4)),
     ]:
         assert select.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
-    S = StashedRowsConfig  # run S18-1's rule (test_stashed_rows_follow_the_block_rows)
+    S = StashedRowsConfig  # the rule of test_stashed_rows_follow_the_block_rows
     for dtype, cols, expected in [(np.float16, 65536, S(416, 4, 4, 2)), (BF16, 33331, S(352, 4, 2, 2)),
                                   (np.float32, 16500, S(352, 4, 2, 2)), (np.float32, 65536, S(512, 4, 7, 1)),
                                   (np.float16, 131072, S(512, 4, 7, 1))]:
@@ -251,8 +251,8 @@ def test_measured_winners_of_h200_run_9_and_softmax_v7():
     assert isinstance(split, SplitConfig) and (split.blocks_per_row, split.smem_tiles, split.streams) == (4, 7, False)
 
 
-def test_measured_winners_of_the_v5_sweep():
-    """Block rows: plain softmax_rows (sized to the row since run S18-1); the pipelined split
+def test_measured_winners_of_block_rows_split_and_columns():
+    """Block rows: plain softmax_rows (sized to the row); the pipelined split
     for float16 and float32; the scalar column kernel in clusters of 4 where the layout has no
     aligned column vectors."""
     R = RowsConfig
@@ -269,7 +269,7 @@ def test_measured_winners_of_the_v5_sweep():
         assert select.choose_rows(cols, 4096, dtype, H200) == expected, (dtype, cols)
     for cols in (262144, 1 << 20, 1 << 22):
         assert select.choose_rows(cols, 16, np.float16, H200).pipelined
-        assert cols == 262144 or select.choose_rows(cols, 16, np.float32, H200).pipelined  # 262144: stashed clusters (v10)
+        assert cols == 262144 or select.choose_rows(cols, 16, np.float32, H200).pipelined  # 262144: stashed clusters
         assert not select.choose_rows(cols, 16, np.float64, H200).pipelined
     assert select.choose_cols(16384, 4096, np.float32, H200, False) == ColsConfig(16, 8, 4)
     assert select.choose_cols(16384, 4096, np.float16, H200, False) == ColsConfig(16, 12, 4)
@@ -392,7 +392,7 @@ def test_short_columns_take_vectors_where_aligned():
 def test_cols_split_config():
     """choose_cols_split (H200): 16384 x 4096 in tiles of 128-byte rows (2-byte types 32 KB tiles
     two blocks an SM, float32 16 KB tiles three), the parts whole tiles, the fewest tiles a block
-    over the call with an exchange weighing a tile (run S6-7: 22 blocks a strip beat 32 and 64;
+    over the call with an exchange weighing a tile (measured: 22 blocks a strip beat 32 and 64;
     ties: the larger part); None for float64, below one tile and beyond the resident grid's parts."""
     split = ColsSplitConfig
     assert select.choose_cols_split(16384, 4096, F16, H200) == split(256, 8, 8, False, 2, 22, 12, 768, 3)

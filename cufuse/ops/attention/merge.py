@@ -15,7 +15,7 @@ MERGE_COLUMNS = 32  # columns a merge block takes (kernels/common/lse_merge.cuh 
 MERGE_SPLITS_PER_WARP = 8  # splits a merge warp takes at most (its loads in flight together)
 MERGE_MAX_WARPS = 32
 # Split workspaces up to this size are reused per stream: the two allocations a call were
-# ~9 of the ~52 us a host-bound decode call cost (run D4, experiments/attention/profile_host.py).
+# ~9 of the ~52 us a host-bound decode call cost (experiments/attention/profile_host.py).
 SCRATCH_WORKSPACE_BYTES = 32 << 20
 
 

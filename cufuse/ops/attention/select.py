@@ -34,7 +34,7 @@ DECODE_MAX_QUERIES = 16  # one MMA row slice
 # attention_decode reads K/V once per query row (the rows of a split are adjacent blocks and
 # share K/V in L2): worth it while the L2 re-reads stay cheap.
 DECODE_STREAM_MAX_QUERIES = 4
-DECODE_STREAM_TILE = (4, 8)  # (warps, unroll): 4.2-4.5 TB/s on the H200 (round-3 sweep)
+DECODE_STREAM_TILE = (4, 8)  # (warps, unroll): 4.2-4.5 TB/s on the H200 (the decode sweep)
 DECODE_MIN_KEYS_PER_SPLIT = 512
 DECODE_BLOCKS_PER_SLOT = 2  # attention_decode blocks launched per resident-block slot (tail balance)
 MAX_KEY_SPLITS = 128
@@ -44,12 +44,12 @@ MAX_KEY_SPLITS = 128
 DECODE_MAX_SPLITS = 512
 PACKED_DECODE_WARPS, PACKED_DECODE_KEYS, PACKED_DECODE_STAGES = 4, 16, 3  # 64 keys a stage
 SPLIT_OVERHEAD_TILES = 2  # per-block fixed cost of the wave model, in K/V tiles (prologue, epilogue, merge)
-SPLIT_MIN_GAIN = 0.05  # modelled gain a key split needs over one split (run of round 4: merge not modelled)
+SPLIT_MIN_GAIN = 0.05  # modelled gain a key split needs over one split (the merge is not modelled)
 SHORT_KEYS_MAX = 512  # mean keys a query row sees up to which the 2-blocks-per-SM D96-128 mma tile runs
 
 _W = FlashWgmmaTile
 # The wgmma prefill tile per head-dim bucket: (mean keys a query row sees up to which the tile
-# runs, tile), first match wins (H200 sweeps of attention v6 / v7, docs/attention.md):
+# runs, tile), first match wins (H200 wgmma sweeps, docs/attention.md):
 # D64 is softmax-bound: up to 512 keys 2 blocks per SM of 2 warpgroups x 64-key tiles (a second
 # block hides a block's prologue and epilogue), up to 1536 3 warpgroups x 128-key tiles with
 # per-warpgroup key ranges, beyond the same tile with block-wide ranges; D128 3 warpgroups x
@@ -98,7 +98,7 @@ def fit_smem(tile: FlashMmaTile, dev: DeviceInfo) -> FlashMmaTile:
 
 
 def prefill_tiles(head_dim: int, dev: DeviceInfo) -> tuple:
-    """The mma prefill tiles of a head-dim bucket, long-key tile first (round-4 sweep): up to
+    """The mma prefill tiles of a head-dim bucket, long-key tile first (the prefill sweep): up to
     64 columns 4 warps x 64 keys at 3 blocks per SM; 96-128 the 8-warp 128-key tile and the
     2-blocks-per-SM short-key tile; wider heads 8 warps of one slice, Q from shared memory,
     64-key tiles so O fits in registers. Branch-free with Q in registers up to 128 columns,
@@ -217,10 +217,10 @@ def split_decode_keys(tile: DecodeTile, n_q: int, n_k: int, batch_count: int, de
 def split_packed_decode_keys(tile: FlashMmaTile, rows: int, n_k: int, batch_count: int, dev: DeviceInfo,
                              splits: int | None = None) -> FlashMmaTile:
     """A packed decode tile on ``rows`` rows per batch item with its decode key split: as many
-    blocks as resident slots, never a partial second wave. Run D6
+    blocks as resident slots, never a partial second wave
     (experiments/attention/sweep_decode_splits.py, H200, the 128 MiB G 4-16 points): 256
     blocks on 264 slots 47.5-48.7 us a call, 512 (two a slot, the rule before) 53-56, 376
-    57-60; one KV head x 1M keys: 264 and 512 splits within 2 % (run D2)."""
+    57-60; one KV head x 1M keys: 264 and 512 splits within 2 %."""
     slots = dev.sm_count * blocks_per_sm(tile, dev)
     base = math.ceil(rows / tile.block_m) * batch_count
     splits, keys = decode_key_split(n_k, max(1, slots // base), tile.stage_keys, DECODE_MAX_SPLITS, splits)
@@ -234,7 +234,7 @@ def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch
     compute capability 9.0, operands without 16-byte rows or a non-positive scale without a
     softcap (``wgmma_operands`` False), or a grid of less than one wave of blocks where the
     wave model would split the keys (the mma tiles split). From one wave on the kernel runs
-    unsplit: it has no key split, and at 1.1-2.6x the mma tiles' rate (run 7 of session 16)
+    unsplit: it has no key split, and at 1.1-2.6x the mma tiles' rate
     the wave's tail costs less than the slower kernel's split (one sequence x 32 heads x 4096
     causal keys at D128: 5.3 waves, which the wave model split onto the mma tile at 0.4x)."""
     width = max(head_dim, head_dim_v)

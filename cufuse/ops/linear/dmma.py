@@ -30,9 +30,9 @@ class DmmaTile(WideTile):
 
 
 # cuBLAS's Hopper DGEMM tile: 128x64x16, 4 warps of 64x32, 2 blocks an SM, 3 stages, m16n8k8
-# (run S4-4, 4096^3: 57.0 / 54.5 TFLOP/s against linear_relu_wide's 44.6 / 48.3).
+# (4096^3: 57.0 / 54.5 TFLOP/s against linear_relu_wide's 44.6 / 48.3).
 DMMA_PIPELINED_TILE = DmmaTile(128, 64, 16, 2, 2, 3, max_blocks_per_sm=2, relative_speed=1.0)
-# M = 2..64: 4 warps of 32x32, 16x32 or 16x16 that split K (runs S9-1 / S9-2: 16 rows 3.9-4.2
+# M = 2..64: 4 warps of 32x32, 16x32 or 16x16 that split K (16 rows 3.9-4.2
 # TB/s, CuPy unfused 3.77-3.92; docs/linear.md, "dmma").
 DMMA_M16_TILE = DmmaTile(16, 64, 16, 1, 4, 6, max_blocks_per_sm=4, relative_speed=1.0)
 DMMA_M32_TILE = DmmaTile(32, 64, 16, 2, 2, 4, max_blocks_per_sm=4, relative_speed=1.0)

@@ -36,11 +36,11 @@ class GemvTile:
 
 
 # float32 with M <= 4 and float64 with M = 1: past those rows the stream's FMAs limit it and
-# the few-row tensor-core tiles win (runs S8-9 / S9-2, docs/linear.md, "gemv").
+# the few-row tensor-core tiles win (docs/linear.md, "gemv").
 GEMV_TILES = {np.dtype(np.float32): (GemvTile(1), GemvTile(4)), np.dtype(np.float64): (GemvTile(1),)}
 GEMV_MAX_ROWS = {dtype: tiles[-1].rows for dtype, tiles in GEMV_TILES.items()}
 GEMV_MIN_SPLIT_ROWS = 256  # k rows per split at least: 8 warps x 8 rows in flight, 4 times over
-# Row-major: split K until the blocks fill the SMs this often (run S8-9: float32 1 row 17
+# Row-major: split K until the blocks fill the SMs this often (float32 1 row 17
 # splits 4.20 TB/s, 8 splits 4.12, 32 splits 4.17).
 GEMV_WAVES = 4
 

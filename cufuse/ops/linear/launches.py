@@ -20,7 +20,7 @@ from .tiling import effective_splits, tile_count
 
 # Every linear kernel starts with begin_dependent_grid() (kernels/common/common.cuh); on
 # compute capability 9.0 the weight streams (M <= PDL_MAX_M, ~35 us kernels whose launch gap
-# is worth 4 %) launch with programmatic dependent launch (run S7-4, docs/linear.md).
+# is worth 4 %) launch with programmatic dependent launch (docs/linear.md).
 PDL_MIN_CC = 90
 PDL_MAX_M = 64
 

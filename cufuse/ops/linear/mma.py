@@ -51,10 +51,10 @@ LARGE_TILE = GemmTile(128, 256, 64, 2, 4, 3, max_blocks_per_sm=1, relative_speed
 MEDIUM_TILE = GemmTile(128, 128, 64, 2, 2, 3, max_blocks_per_sm=2, relative_speed=0.9)
 SMALL_TILE = GemmTile(64, 128, 64, 2, 2, 4, max_blocks_per_sm=2, relative_speed=0.75)
 GEMM_TILES = (LARGE_TILE, MEDIUM_TILE, SMALL_TILE)
-# M <= 16: the weight stream with a deep pipeline (run 8: 3.50 TB/s at 16 x 8192^2 split 2).
+# M <= 16: the weight stream with a deep pipeline (3.50 TB/s at 16 x 8192^2 split 2).
 STREAM_TILE = GemmTile(16, 128, 64, 1, 4, 6, max_blocks_per_sm=2, relative_speed=0.25)
 # M = 17..64 (compute capability 8.x): more weight bytes in flight per SM for the same blocks
-# (run 8, 64 x 8192^2 split 2 through slots: 2.88 TB/s against 2.16 for 64x128 split 4).
+# (64 x 8192^2 split 2 through slots: 2.88 TB/s against 2.16 for 64x128 split 4).
 STREAM64_TILE = GemmTile(64, 64, 64, 2, 2, 6, max_blocks_per_sm=2, relative_speed=0.6)
 
 

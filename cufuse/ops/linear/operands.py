@@ -23,7 +23,7 @@ MMA_MIN_CC = 80  # cp.async, ldmatrix and bfloat16 mma.sync
 SMALL_M = 64  # at or below: the weight-streaming regime (the weight's bytes bound the time)
 WGMMA_ATOM = 64  # 16-bit elements per 128-byte swizzle row (kernels/common/wgmma.cuh WGMMA_ATOM_N)
 # The TMA maps' L2 promotion: the weight streams (M <= SMALL_M) fetch their 128-byte box rows
-# as they are, the GEMMs keep the 256 bytes they were measured with (run S7-5, docs/linear.md).
+# as they are, the GEMMs keep the 256 bytes they were measured with (docs/linear.md).
 STREAM_L2_PROMOTION, GEMM_L2_PROMOTION = 128, 256
 
 

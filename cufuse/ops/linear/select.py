@@ -121,7 +121,7 @@ def _choose_gated(m: int, columns: int, k: int, dtype, tensor_ok: bool, tma_ok: 
 def choose_tma_config(m: int, columns: int, k: int, dev, tiles, make):
     """The TMA GEMM (``make``: TmaConfig, or GatedTmaConfig over 2N ``columns``) on the tile
     and split count of ``tiles`` with the least ``tiling.tma_time``; ties go to the earlier
-    tile and the fewer splits. Over run S17-3's sweep (M 65-2048, seven projections, both
+    tile and the fewer splits. Over the model's sweep (M 65-2048, seven projections, both
     kernels) it picks configs at 0.978 / 0.988 of the fastest measured (geometric mean; the
     same fitted on six projections and tested on the seventh), where the wave-fill scores
     picked at 0.925 / 0.958."""
@@ -185,7 +185,7 @@ def prefers_wgmma(m: int, n: int, dev) -> bool:
 def choose_wave_tile(m: int, n: int, dev):
     """Where the 128x256 tiles fill the SMs: the one-block-an-SM wgmma tile (128x256, 128x128,
     64x256) with the best ``gemm_score``, so that a last wave left mostly idle by the large tile
-    takes the smaller one (run M5 / M6 sweeps, docs/linear.md: 512 x 4096 x 11008 0.60x -> 0.70x
+    takes the smaller one (docs/linear.md: 512 x 4096 x 11008 0.60x -> 0.70x
     cuBLASLt; geometric mean of the 30 shapes it covers +2 %)."""
     tiles = [t for t in WGMMA_TILES if t.max_blocks_per_sm == 1]
     return max(tiles, key=lambda t: gemm_score(m, n, t, 1, dev))
@@ -205,7 +205,7 @@ def choose_wgmma_config(m: int, n: int, k: int, dev) -> WgmmaConfig:
 
 def choose_swap_config(m: int, n: int, k: int, dev) -> SwapConfig:
     """The swapped stream with x padded to 8, 16 or 64 rows, split-K by ``stream_splits``
-    (one block an SM at most: run S6-11, split 1 3.58 / 3.51 TB/s, split 2 3.12-3.40)."""
+    (one block an SM at most: split 1 3.58 / 3.51 TB/s, split 2 3.12-3.40)."""
     tile = SWAP_DEFAULT_TILES[swap_padding(m)]
     return SwapConfig(tile, stream_splits(m, n, k, tile, dev))
 

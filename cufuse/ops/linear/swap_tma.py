@@ -54,7 +54,7 @@ class SwapTile:
         return dev.smem_per_sm // (self.smem_bytes() + SMEM_RESERVED_PER_BLOCK + WGMMA_STATIC_SMEM)
 
 
-# The defaults by x padding: 256 / 128 k a stage and the L2 hints (run S8-2, eager bf16 with
+# The defaults by x padding: 256 / 128 k a stage and the L2 hints (eager bf16 with
 # PDL, (K,N) / (N,K).T: 1 x 8192^2 4.16 / 4.06 TB/s, 16 x 8192^2 4.10 / 4.03, 64 x 8192^2
 # 3.89 / 3.72; docs/linear.md, "swap_tma").
 SWAP_DEFAULT_TILES = {
@@ -81,7 +81,7 @@ class GatedSwapTile(SwapTile):
 
 
 # The gated stream's defaults: 128 k a stage (a stage holds 128 weight rows), 4 stages, L2
-# hints (run S17-1, `experiments/linear/measure_classes.py --sweep`: at 1 / 16 x 4096 x 14336
+# hints (`experiments/linear/measure_classes.py --sweep`: at 1 / 16 x 4096 x 14336
 # 4.16-4.19 TB/s against 3.79-4.02 with 6 stages; 4096 x 11008 and 8192 x 28672 within 2 % of
 # the best of 64 k s10 / 128 k s4 / s6 / 256 k s3, both layouts).
 GATED_SWAP_DEFAULT_TILES = {

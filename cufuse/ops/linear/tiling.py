@@ -82,7 +82,7 @@ def stream_splits(m: int, n: int, k: int, tile, dev) -> int:
     """Split-K count for the weight-streaming tiles (the mma stream tile, the swapped
     kernel): the fewest splits whose blocks cover 90 % of the SMs once. The time is the
     weight's bytes over the SMs that stream them; more blocks than SMs add only reduction
-    traffic (docs/linear.md, v3)."""
+    traffic (docs/linear.md)."""
     tiles = tile_count(m, n, tile)
     k_tiles = max(1, math.ceil(k / tile.bk))
     wanted = math.ceil(0.9 * dev.sm_count / tiles)

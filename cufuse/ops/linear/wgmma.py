@@ -53,7 +53,7 @@ class WgmmaGemmTile:
 
 
 # The cp.async tiles: 128x256 once its tiles fill every SM; fewer tiles, the best score of
-# the others (run 13:53, 512 x 4096^2: 128x128 s5 363-366 TFLOP/s); M = 17..64 the 64x64
+# the others (512 x 4096^2: 128x128 s5 363-366 TFLOP/s); M = 17..64 the 64x64
 # stream tile, two an SM (64 x 8192^2 split 2: 3.14-3.17 TB/s). docs/linear.md, "wgmma".
 WGMMA_TILE = WgmmaGemmTile()
 WGMMA_128x128 = WgmmaGemmTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35)
@@ -69,8 +69,8 @@ class TmaGemmTile(WgmmaGemmTile):
     """A tile of ``linear_relu_wgmma_tma``: the cp.async kernel's tile and stage layout, plus
     one producer warp (the block's last 32 threads) and 2 x ``stages`` mbarriers (8 bytes
     each) after the stages. ``cost``: the time model of ``tiling.tma_time`` in microseconds
-    on the H200, (a k tile, a wave, a split-K launch, each split), fitted to run S17-3's
-    sweep (docs/linear.md, "TMA tile and split model"); the selection reads it, not the
+    on the H200, (a k tile, a wave, a split-K launch, each split), fitted to the
+    sweep in docs/linear.md ("TMA tile and split model"); the selection reads it, not the
     inherited ``relative_speed`` (the cp.async tiles' ``gemm_score``)."""
 
     cost: tuple = (0.0, 0.0, 0.0, 0.0)
@@ -84,9 +84,9 @@ class TmaGemmTile(WgmmaGemmTile):
 
 
 # One TMA tile per cp.async block shape; stages fill the shared memory the blocks per SM
-# leave (run S4-3: 8192^3 711 TFLOP/s against the cp.async 522). Costs: least squares (weights
+# leave (8192^3 711 TFLOP/s against the cp.async 522). Costs: least squares (weights
 # 1 / time, non-negative) over 672 timed configs of fused_linear and the gated kernel, M 65 to
-# 2048, seven model projections, splits 1-4 (run S17-3).
+# 2048, seven model projections, splits 1-4 (docs/linear.md).
 TMA_TILE = TmaGemmTile(128, 256, 4, max_blocks_per_sm=1, cost=(0.69, 12.49, 0.0, 3.39))
 TMA_128x128 = TmaGemmTile(128, 128, 6, max_blocks_per_sm=1, cost=(0.44, 5.36, 3.10, 2.63))
 TMA_64x256 = TmaGemmTile(64, 256, 5, max_blocks_per_sm=1, cost=(0.44, 6.39, 4.51, 2.46))
@@ -95,7 +95,7 @@ TMA_64x64 = TmaGemmTile(64, 64, 6, max_blocks_per_sm=2, cost=(0.36, 3.40, 8.92, 
 TMA_TILES = (TMA_TILE, TMA_128x128, TMA_64x256, TMA_64x128, TMA_64x64)
 # The gated kernel's tiles: BN / 2 columns of each weight a stage, whole 64-column swizzle
 # atoms of a row-major one (so not the 64x64 tile); the one-block-an-SM tiles, the ones
-# measured (run S17-3).
+# measured.
 GATED_TMA_TILES = (TMA_TILE, TMA_128x128, TMA_64x256)
 GATED_TMA_TILES_NAMES = ", ".join(f"{t.bm}x{t.bn}" for t in GATED_TMA_TILES)
 

@@ -34,10 +34,10 @@ class WideTile(GemmTile):
 
 
 # float32: 8 warps of 64x32 (64 accumulators plus 64 for the per-stage partial sum, 200-254
-# registers), one block an SM (run 12: 61.6 TFLOP/s at 4096^3, CuPy unfused 48.4).
+# registers), one block an SM (61.6 TFLOP/s at 4096^3, CuPy unfused 48.4).
 TF32_TILE = WideTile(128, 128, 32, 2, 4, 4, max_blocks_per_sm=1, relative_speed=1.0)
 # float32 with M = 5..64: tiles that hold the rows without padding past 16 / 32 / 64 and split
-# K to fill the SMs (runs S9-1 / S9-2: 16 rows 3.37 TB/s against the 128-row tile's 0.51).
+# K to fill the SMs (16 rows 3.37 TB/s against the 128-row tile's 0.51).
 TF32_M16_TILE = WideTile(16, 128, 32, 1, 4, 4, max_blocks_per_sm=4, relative_speed=1.0)
 TF32_M32_TILE = WideTile(32, 128, 32, 1, 4, 4, max_blocks_per_sm=3, relative_speed=1.0)
 TF32_M64_TILE = WideTile(64, 128, 32, 1, 4, 4, max_blocks_per_sm=2, relative_speed=1.0)

@@ -1,6 +1,6 @@
-"""The problem of one logsumexp call: a (and b, broadcast to a's shape) viewed as softmax's
-(outer, length, inner) rows (``cufuse.ops.softmax.layout.collapse``), one value (and sign) a
-row into C-contiguous outputs. Pure (no GPU)."""
+"""The problem of one logsumexp call: a (and b, broadcast to a's shape) viewed as the row
+problem (outer, length, inner) (``cufuse._core.rows``), one value (and sign) a row into
+C-contiguous outputs. Pure (no GPU)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,28 +8,18 @@ import dataclasses
 import numpy as np
 
 from ..._core.device import ceil_div
-from ..softmax.layout import collapse, cols_vectorizable, vector_size
+from ..._core.rows import RowProblem, collapse, cols_vectorizable, vector_size
 
 
 @dataclasses.dataclass(frozen=True)
-class LseProblem:
+class LseProblem(RowProblem):
     """``rows`` = outer x inner rows of ``length``; element strides of a (so, sl, si) and of
     the weights b (bo, bl, bi; None without b); ``base_aligned``: a's first element on a
     16-byte boundary."""
 
-    outer: int
-    length: int
-    inner: int
-    so: int
-    sl: int
-    si: int
     b_strides: tuple | None
     dtype: np.dtype
     base_aligned: bool
-
-    @property
-    def rows(self) -> int:
-        return self.outer * self.inner
 
     @property
     def weighted(self) -> bool:
@@ -51,7 +41,7 @@ class LseProblem:
     @property
     def column_vectors(self) -> bool:
         """A column layout whose every VS adjacent rows (from a multiple of VS) are one aligned
-        16-byte vector at each reduced index: a's base aligned and, as softmax's
+        16-byte vector at each reduced index: a's base aligned and, as
         ``cols_vectorizable`` says of the runs of adjacent rows (inner; outer where inner is 1),
         the runs, their strides and sl multiples of VS."""
         if not (self.column_layout and self.base_aligned):

@@ -12,7 +12,7 @@ from ..._core.device import ceil_div
 from ..._core.dtypes import accumulator_dtype, ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import NULL, Launch, Plan, Scratch, ScratchRequest
-from ..softmax.layout import vector_size
+from ..._core.rows import vector_size
 from .problem import LseProblem
 
 

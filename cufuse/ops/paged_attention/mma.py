@@ -96,7 +96,7 @@ class PagedMmaTile:
     def most_units_a_sequence(self, problem) -> int:
         """The host's bound on the units of one sequence (chunks are at least chunk_floor): the
         merge's warps. Sized by the whole grid's units instead, 16K merge blocks of 800 threads
-        that mostly return at once cost ~30 us at B128 x 1024 keys (session 15, run 3)."""
+        that mostly return at once cost ~30 us at B128 x 1024 keys."""
         return max(1, ceil_div(problem.max_visible_keys, self.chunk_floor))
 
     def resident_blocks(self, dev) -> int:

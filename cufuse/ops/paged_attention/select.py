@@ -19,7 +19,7 @@ from .simt import SIMT_CTYPES, PagedSimtRows
 HEAD_DIM_BUCKETS = (64, 128, 256)
 ROW_WARPS = (1, 2, 4)
 MIN_CHUNK = 512  # keys: a unit's fixed cost (schedule, partials, merge) stays a few % of its reads
-UNITS_PER_SLOT = 1  # work units per resident block slot: one wave (session 15, sweep_units.py)
+UNITS_PER_SLOT = 1  # work units per resident block slot: one wave (experiments/paged_attention/sweep_units.py)
 STAGES = 3
 VARIANTS = (PagedMmaTile, PagedSimtRows)  # what ``config=`` takes
 

@@ -51,7 +51,7 @@ VARIANTS = (RowsConfig, SpanRowsConfig, StashedRowsConfig, ClusterConfig, SplitC
 # _BLOCK_MAX_THREADS) that hold the row; of those, the one that keeps the most rows resident
 # an SM (its width x its register cap against the register file), then the best filled, then
 # the most vectors a lane. A rung that keeps one row an SM yields to the stashed rows (two an
-# SM) where they hold the row. Runs S18-1..3: every row held in flight counts (6500 float16
+# SM) where they hold the row. Every row held in flight counts (6500 float16
 # elements: 128 x 8, 7 rows an SM, 0.93 of the copy; 224 x 4, 4 rows, 0.82; 30000: 480 x 8,
 # one row, 0.68, stashed 256 x 4 + 3, two, 0.88), and the row filling its block (16500:
 # 512 x 8 0.46, 288 x 8 0.88); 2 and 3 vectors a lane lost from 256 threads (0.55-0.78).
@@ -59,44 +59,44 @@ _BLOCK_VECS = (8, 6, 5)
 _BLOCK_MIN_THREADS, _BLOCK_MAX_THREADS = 64, 512
 # An SM's register file, threads and blocks (sm_80 and sm_90 alike).
 _SM_REGISTERS, _SM_THREADS, _SM_BLOCKS = 65536, 2048, 32
-# Warp rows in 128-thread blocks (run 7), the first rung of vectors a lane that holds the row.
+# Warp rows in 128-thread blocks, the first rung of vectors a lane that holds the row.
 _WARP_THREADS, _WARP_VECS = 128, (2, 3, 4, 5, 6, 8)
 # (Group, Vecs) of the sub-warp rows by capacity, 2-byte types then wider ones: one vector a
-# lane for 2-byte types, two for wider ones, except the v7 winners (run S3-E): 16 vectors of a
+# lane for 2-byte types, two for wider ones, except the sweep's winners: 16 vectors of a
 # 2-byte type g8 v2, 8 float32 vectors g8 v1; and 2 vectors g2 v1 (2097152 x 8 float32: 0.96-0.97
-# of the copy against g1 v2's 0.48-0.49, session 14 runs 3, 5, 6).
+# of the copy against g1 v2's 0.48-0.49).
 _SUBWARP_LADDER_2BYTE = ((1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (32, 1))
 _SUBWARP_LADDER = ((1, 1), (2, 1), (2, 2), (8, 1), (8, 2), (16, 2))
 _SUBWARP_THREADS = 256
 # Span rows (dense rows whose length is not whole vectors), (Group, PerLane) by capacity in
 # elements, steps of 4/3 and 3/2: every slot of a lane is computed, so a row fills most of its
 # rung; up to 12 slots a lane, fewer lanes a row (fewer shuffles: 2097152 x 9 float16 g1 p12
-# 0.75 of the copy against g2 p6 0.65, run 5 of session 14; 16 slots spilled at 40 registers);
+# 0.75 of the copy against g2 p6 0.65; 16 slots spilled at 40 registers);
 # blocks an SM by itemsize (the launch bound: float64 spilled at 6).
 _SPAN_THREADS = 256
 _SPAN_LADDER = ((1, 6), (1, 8), (1, 12), (2, 8), (2, 12), (4, 8), (4, 12), (8, 8), (8, 12), (16, 8), (16, 12), (32, 8))
 _SPAN_BLOCKS_PER_SM = {2: 6, 4: 6, 8: 4}
 # Bytes of rows a block stages, by itemsize: 4- and 8-byte rows keep more in flight (1048576 x 33
-# float32: 32 KB 0.76 of the copy against 16 KB 0.72, run 5 of session 14; 2-byte rows tie or lose).
+# float32: 32 KB 0.76 of the copy against 16 KB 0.72; 2-byte rows tie or lose).
 _SPAN_TILE_BYTES = {2: 16384, 4: 32768, 8: 32768}
 # exp_once keeps at most this many exps a thread (more spilled or slowed the block rows:
 # 4096 x 16384 float16, 256 x 8 vectors, 0.66 -> 0.53x copy).
 _EXP_ONCE_MAX_ELEMENTS = 32
 # (Threads, Vecs, Cluster) of the float64 cluster rungs; the 2- and 4-byte types lost theirs
-# to the split and stashed kernels (v7, run S3-E).
+# to the split and stashed kernels, which measured faster.
 _CLUSTER_LADDER_FLOAT64 = ((512, 4, 4), (512, 4, 8))
 # Devices without the ladder's largest cluster take the split kernel.
 _CLUSTER_LADDER_SIZE = max(c for _, _, c in _CLUSTER_LADDER_FLOAT64)
 # Stashed rows (2- and 4-byte types; float64 has none): 4 vectors a lane; two blocks an SM
 # where their shared memory fits, else one; the fewest shared-memory tiles (at most
 # _STASHED_MAX_TILES) that hold the row at the kernel's widest block (rows.STASHED_MAX_THREADS),
-# the threads then the fewest that hold it. Run S18-1: 33331 float16 elements 352 x 4 + 2 tiles 0.88 of the copy (512 x 4 + 3:
+# the threads then the fewest that hold it. Measured: 33331 float16 elements 352 x 4 + 2 tiles 0.88 of the copy (512 x 4 + 3:
 # 0.63), 16500 float32 352 x 4 + 2 0.94 (256 x 8 + 3: 0.65), 40000 float32 448 x 4 + 5 one
 # an SM 0.82 (512 x 4 + 7: 0.72); 8 vectors a lane lost everywhere (0.51-0.90).
 _STASHED_ITEMSIZES = (2, 4)
 _STASHED_VECS, _STASHED_MAX_TILES = 4, 7
 # Clusters of stashed blocks by itemsize: the geometry and its clusters (float32 128 x 262144:
-# c8 0.80-0.81 against the split's 0.74, run S6-5; 2-byte types lost). A rung takes only rows
+# c8 0.80-0.81 against the split's 0.74; 2-byte types lost). A rung takes only rows
 # that fill 3/4 of it (each cluster block and barrier costs a few microseconds).
 _STASHED_CLUSTER_LADDER = {4: ((256, 8, 3, 2), (8,))}
 _STASHED_CLUSTER_MIN_FILL = 0.75
@@ -107,24 +107,24 @@ _SPLIT_BLOCKS_PER_SM = 2
 # A row block's static shared memory, at most (BlockSlots; a cluster's inbox), besides the
 # hardware's reserve: what the split and stashed blocks' budgets leave for it.
 _ROW_STATIC_SMEM = 1024
-# Dtypes whose split kernel is pipelined (v6: float16 16 x 1M 0.51 -> 0.54, float32
+# Dtypes whose split kernel is pipelined (float16 16 x 1M 0.51 -> 0.54, float32
 # 1024 x 65536 0.65 -> 0.69); bfloat16's pipelined kernel spills 8 bytes since the split rows
-# hold misaligned rows from the boundary below (session 14).
+# hold misaligned rows from the boundary below.
 _SPLIT_PIPELINED = {np.dtype(np.float16), np.dtype(np.float32)}
 # The scalar column kernel: 16 slices x 32 columns = 512 threads; loads in flight a thread by
 # itemsize (24-32 KB in flight an SM; more spilled).
 _COLS_SLICES = 16
 _COLS_UNROLL = {2: 12, 4: 8, 8: 2}
 # Columns of 2048+ rows split over a cluster, so that each block's second read hits L2:
-# clusters of 4 for the scalar kernel (run 9, 14:18: c4 0.29 / 0.46x copy against c8 0.27 / 0.41).
+# clusters of 4 for the scalar kernel (c4 0.29 / 0.46x copy against c8 0.27 / 0.41).
 _COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 4, 2048
-# 16-byte column vectors by itemsize: float32 8 lanes x 4 columns in clusters of 8 (v6: 0.48x
+# 16-byte column vectors by itemsize: float32 8 lanes x 4 columns in clusters of 8 (0.48x
 # against 0.46 scalar c4); float16 lost, float64 spills.
 _COLS_VEC = {4: dict(threads=256, col_lanes=8, unroll=4)}
 _COLS_VEC_CLUSTER = 8
 # Columns of up to 16 elements: a thread a column in registers, 256 threads a block (one
 # read; the two-read kernels' 16 slices would sit mostly idle). 6 x 3000000 axis=0: float16
-# 0.39, float32 0.59 of the copy (run S24-1; the layout now takes the vectors below).
+# 0.39, float32 0.59 of the copy (the layout now takes the vectors below).
 _COLS_SHORT = ColsShortConfig(256, 16)
 # Where the column vectors are aligned, a thread a 16-byte vector of columns, on the smallest
 # rung of rows that holds the column: (MaxLength, BlocksPerSM) by itemsize, the launch bound
@@ -134,7 +134,7 @@ _COLS_SHORT = ColsShortConfig(256, 16)
 _COLS_SHORT_VEC_THREADS = 256
 _COLS_SHORT_VEC_RUNGS = {2: ((4, 5), (8, 4), (16, 2)), 4: ((4, 5), (8, 4), (16, 2)), 8: ((4, 4), (8, 2), (16, 1))}
 # The persistent column split (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM) by dtype,
-# 128-byte rows (run S6-7, 16384 x 4096 axis=0: float16 0.59, float32 0.69x copy).
+# 128-byte rows (16384 x 4096 axis=0: float16 0.59, float32 0.69x copy).
 _COLS_SPLIT = {
     np.dtype(np.float16): ((256, 8, 8, False, 2),),
     BFLOAT16: ((256, 8, 8, False, 2),),
@@ -142,7 +142,7 @@ _COLS_SPLIT = {
 }
 # cp_async_wait_pending waits with up to 7 younger groups pending: at most 8 shared-memory tiles.
 _COLS_SPLIT_MAX_SMEM_TILES = 8
-# A wave's exchange weighs about a tile's load and store in the cost of a grid (run S6-7:
+# A wave's exchange weighs about a tile's load and store in the cost of a grid (measured:
 # fewer, longer parts won).
 _COLS_SPLIT_EXCHANGE_TILES = 1.0
 

@@ -1,8 +1,8 @@
-"""Issue 23 on one GPU: fused_linear's activations and fused_gated_linear against their peers
-(cufuse.bench.cases.linear_act_case / gated_case), and the split-K paths' time; a short
-table on stdout, every measurement as JSON in the file given as argument.
+"""fused_linear's activations and fused_gated_linear against their peers on a few points
+(cufuse.bench.cases.linear_act_case / gated_case), and the float32 / float64 split-K and gemv
+paths; a short table on stdout, every measurement as JSON in the file given as argument.
 
-    python experiments/linear/measure_issue23.py out.json
+    python experiments/linear/measure_activations.py out.json
 """
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One device call: install, compile every kernel, run the tests, the sanitizers and the
-# benchmarks, logs under $OUT (default ./h200-out), a short summary printed last.
-# Usage: bash experiments/common/h200.sh [stage ...]   stages: info tests sanitize bench pybench bench2 sweep
+# benchmarks, logs under $OUT (default ./gpu-check-out), a short summary printed last.
+# Usage: bash scripts/gpu_check.sh [stage ...]   stages: info tests sanitize bench pybench bench2 sweep
 # (default: info tests sanitize bench pybench; bench2 repeats the CLI run so that
 # bench/compare_runs.py can set the CLI/pytest agreement against the CLI's own spread;
 # sweep runs the per-op tuning sweeps experiments/<op>/sweep_<op>.py, SWEEP_OPS picks which)
 set -u
-OUT=${OUT:-$PWD/h200-out}
+OUT=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 stages=${*:-info tests sanitize bench pybench}
