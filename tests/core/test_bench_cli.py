@@ -206,7 +206,7 @@ def test_gpu_flow_on_cpu_stand_ins(monkeypatch, tmp_path, capsys):
         return (time.perf_counter() - start) * 1e3
 
     monkeypatch.setattr(cli, "gpu_status", lambda: (True, "stand-in (compute capability 0.0)"))
-    monkeypatch.setattr(bench_cases, "torch_module", lambda: None)  # the torch peers need CUDA tensors
+    monkeypatch.setattr(bench_cases.common, "torch_module", lambda: None)  # the torch peers need CUDA tensors
     monkeypatch.setattr(cli, "cases_for", lambda op, quick: bench_cases.cpu_cases())
     monkeypatch.setattr(runner, "input_sets", lambda case: [case.make_inputs(np, np.random.default_rng(0))])
     monkeypatch.setattr(runner, "time_cuda_budget", wall_ms)

@@ -1,0 +1,158 @@
+"""What every op's grid is made of: ``Impl`` and ``Case``, the PyTorch bridge, random
+inputs, and the unfused compositions.
+
+The unfused compositions work on NumPy and CuPy arrays alike (they pick the array's
+module), so they are tested against the float64 oracles on the CPU. PyTorch is a peer
+only: imported on first use, and a peer that cannot run is reported, never fatal.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+from typing import Callable
+
+import numpy as np
+
+import cufuse
+
+from ... import traffic
+from ..._core.dtypes import BFLOAT16
+
+TORCH = "torch"
+UNFUSED = "cupy unfused"  # the unfused CuPy composition: the roofline's unfused points
+
+
+@dataclasses.dataclass(frozen=True)
+class Impl:
+    """One implementation of a case: ``call(*prepare(inputs))`` computes the op."""
+
+    name: str
+    call: Callable
+    prepare: Callable = tuple  # turns one input set into call's arguments (not timed)
+    needs: str = ""  # "torch" when the implementation is a PyTorch peer
+
+    def available(self) -> bool:
+        return self.needs != TORCH or torch_module() is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One op on one shape and dtype, with everything needed to time and judge it."""
+
+    op: str  # "softmax", "linear" or "attention"
+    label: str  # shape and options, e.g. "16384x4096 axis=0"
+    dtype: str
+    traffic: traffic.Traffic
+    metric: str  # "TB/s" (memory-bound: min bytes over time) or "TFLOP/s"
+    make_inputs: Callable  # make_inputs(xp, rng) -> one input set, output buffer last
+    impls: tuple  # of Impl; the first is cufuse
+
+    @property
+    def key(self) -> str:
+        return f"{self.op} {self.label} {self.dtype}"
+
+    @property
+    def ceiling(self) -> str:
+        """Which measured ceiling the metric is a fraction of: "copy" or "gemm"."""
+        return "copy" if self.metric == "TB/s" else "gemm"
+
+    @property
+    def fused(self) -> Impl:
+        return self.impls[0]
+
+    def impl(self, name: str):
+        return next((impl for impl in self.impls if impl.name == name), None)
+
+    def rate(self, ms: float) -> float:
+        """The case's metric for a call of ``ms`` milliseconds."""
+        work = self.traffic.min_bytes if self.metric == "TB/s" else self.traffic.flops
+        return work / (ms * 1e-3) / 1e12
+
+
+def resolve_dtype(name: str) -> np.dtype:
+    return BFLOAT16 if name == "bfloat16" else np.dtype(name)
+
+
+@functools.lru_cache(maxsize=None)
+def torch_module():
+    """PyTorch with CUDA, or None. Never a dependency: imported only for the peers."""
+    try:
+        import torch
+
+        return torch if torch.cuda.is_available() else None
+    except Exception:
+        return None
+
+
+def to_torch(array):
+    """A zero-copy torch view of a CuPy array (bfloat16 travels as int16 bits)."""
+    torch = torch_module()
+    if array.dtype == BFLOAT16:
+        return torch.from_dlpack(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_dlpack(array)
+
+
+def torch_inputs(inputs):
+    """A PyTorch peer's arguments: every input as a torch view, the output buffer dropped."""
+    return tuple(to_torch(array) for array in inputs[:-1])
+
+
+def array_module(array):
+    cupy = sys.modules.get("cupy")
+    return cupy.get_array_module(array) if cupy is not None else np
+
+
+def random_values(rng, shape, dtype, scale=1.0):
+    """Standard normal values (times ``scale``) of ``dtype``, from a NumPy or CuPy generator."""
+    return (rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)).astype(resolve_dtype(dtype))
+
+
+# ---------------------------------------------------------------- unfused compositions
+
+
+def softmax_unfused(x, axis=-1):
+    """``exp(x - max) / sum``, one array operation at a time."""
+    xp = array_module(x)
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def log_softmax_unfused(x, axis=-1):
+    """``x - max - log(sum(exp(x - max)))``, one array operation at a time."""
+    xp = array_module(x)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def linear_relu_unfused(x, weight, bias):
+    xp = array_module(x)
+    return xp.maximum(x @ weight + bias, 0)
+
+
+def activation_unfused(activation, v):
+    """The activations of fused_linear one array operation at a time (the oracle's formulas;
+    erf from cupyx on CuPy)."""
+    if array_module(v) is np:
+        return cufuse.reference.apply_activation(activation, v).astype(v.dtype)
+    from cupyx.scipy.special import erf
+
+    return cufuse.reference.activation_formula(activation, v, erf)
+
+
+def gated_unfused(x, w_gate, w_up, activation):
+    return activation_unfused(activation, x @ w_gate) * (x @ w_up)
+
+
+def attention_unfused(q, k, v, *, causal=False, scale=None):
+    """Scores and probabilities materialised; causal is bottom-right aligned."""
+    xp = array_module(q)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = xp.matmul(q, xp.swapaxes(k, -1, -2))
+    scores *= scale
+    if causal:
+        n_q, n_k = scores.shape[-2:]
+        visible = xp.tri(n_q, n_k, k=n_k - n_q, dtype=bool)
+        scores = xp.where(visible, scores, xp.asarray(-np.inf, dtype=scores.dtype))
+    return xp.matmul(softmax_unfused(scores, -1), v)
