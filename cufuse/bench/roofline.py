@@ -1,13 +1,15 @@
 """The roofline picture: measured roofs, and every case at its arithmetic intensity,
-fused (cufuse's time, intensity of the minimum bytes) and unfused (CuPy's composition's
-time, intensity of the bytes it moves)."""
+fused (cufuse's time, intensity of the minimum bytes), its best peer (the fastest peer's
+time, same intensity) and unfused (CuPy's composition's time, intensity of the bytes it
+moves)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .cases import UNFUSED
 
-OP_COLOURS = {"softmax": "tab:blue", "linear": "tab:orange", "attention": "tab:green"}
+OP_COLOURS = {"softmax": "tab:blue", "logsumexp": "tab:cyan", "linear": "tab:orange", "linear_epilogues": "tab:red",
+              "attention": "tab:green", "paged_attention": "tab:olive"}
 
 
 def plot_roofline(results: list, ceilings, path: str, *, title: str = "") -> None:
@@ -31,10 +33,13 @@ def plot_roofline(results: list, ceilings, path: str, *, title: str = "") -> Non
                  for r in rows if r.fused_ms is not None]
         unfused = [(r.case.traffic.unfused_intensity, r.case.traffic.flops / (r.ms[UNFUSED] * 1e-3) / 1e12)
                    for r in rows if r.ms.get(UNFUSED) is not None]
-        for points, marker, kind in ((fused, "o", "cufuse"), (unfused, "x", "unfused CuPy")):
+        best = [(r.case.traffic.intensity, r.case.traffic.flops / (r.ms[r.best_peer()] * 1e-3) / 1e12)
+                for r in rows if r.best_peer() is not None]
+        for points, marker, kind in ((fused, "o", "cufuse"), (best, "^", "best peer"), (unfused, "x", "unfused CuPy")):
             if points:
                 xs, ys = zip(*points)
-                ax.scatter(xs, ys, marker=marker, color=colour, label=f"{op}, {kind}")
+                filled = {"facecolors": "none", "edgecolors": colour} if marker == "^" else {"color": colour}
+                ax.scatter(xs, ys, marker=marker, label=f"{op}, {kind}", **filled)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of DRAM traffic)")

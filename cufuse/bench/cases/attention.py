@@ -6,6 +6,7 @@ import cufuse
 from ... import traffic
 from .common import TORCH, UNFUSED, Case, Impl, attention_unfused, random_values, resolve_dtype, torch_inputs, \
     torch_module
+from .peers import fa4_attention
 
 ATTENTION_TOKENS = 32768  # B = 32768 / N
 ATTENTION_HEADS = 16
@@ -17,20 +18,39 @@ DECODE_BATCH, DECODE_HEADS, DECODE_HEAD_DIM = 8, 32, 128
 DECODE_KEYS = (8192, 65536)
 
 
-def sdpa_peers(**options) -> tuple:
-    """PyTorch SDPA on its FLASH (FA2) and CUDNN backends, called with ``options``."""
+def bottom_right_mask(n_q, n_k, device):
+    """cufuse's causal mask as SDPA's boolean ``attn_mask`` (True: attends): query i sees key
+    j iff ``j <= i + Nk - Nq``."""
+    torch = torch_module()
+    return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(n_k - n_q)
+
+
+def sdpa_peers(*, causal=False, n_q=1, n_k=1, prepare=torch_inputs, **options) -> tuple:
+    """PyTorch SDPA on its FLASH (FA2) and CUDNN backends, called with ``options`` on
+    ``prepare(inputs)`` (q, k, v). Causal is bottom-right, as cufuse's: SDPA's ``is_causal``
+    (top-left) is the same mask where Nq == Nk, and one query sees every key; otherwise CUDNN
+    gets the mask as ``attn_mask`` (built once, outside the timing) and FLASH, which takes no
+    mask, is left out."""
+    if causal and n_q == n_k:
+        options["is_causal"] = True
+    masked = causal and n_q not in (1, n_k)
+
     def sdpa(backend):
-        def call(q, k, v):
+        def call(q, k, v, *mask):
             torch = torch_module()
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
             with sdpa_kernel(getattr(SDPBackend, backend)):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, **options)
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, *mask, **options)
 
         return call
 
-    return (Impl("sdpa flash", sdpa("FLASH_ATTENTION"), prepare=torch_inputs, needs=TORCH),
-            Impl("sdpa cudnn", sdpa("CUDNN_ATTENTION"), prepare=torch_inputs, needs=TORCH))
+    def masked_inputs(inputs):
+        q, k, v = prepare(inputs)
+        return q, k, v, bottom_right_mask(n_q, n_k, q.device)
+
+    cudnn = Impl("sdpa cudnn", sdpa("CUDNN_ATTENTION"), prepare=masked_inputs if masked else prepare, needs=TORCH)
+    return (cudnn,) if masked else (Impl("sdpa flash", sdpa("FLASH_ATTENTION"), prepare=prepare, needs=TORCH), cudnn)
 
 
 def attention_case(batch, heads, n_q, n_k, head_dim, dtype, *, causal=False) -> Case:
@@ -43,7 +63,8 @@ def attention_case(batch, heads, n_q, n_k, head_dim, dtype, *, causal=False) -> 
 
     impls = [
         Impl("cufuse", lambda q, k, v, out: cufuse.attention(q, k, v, causal=causal, out=out)),
-        *sdpa_peers(is_causal=causal),
+        *sdpa_peers(causal=causal, n_q=n_q, n_k=n_k),
+        fa4_attention(dtype, causal=causal),
     ]
     if batch * heads * n_q * n_k <= UNFUSED_ATTENTION_MAX_SCORES:
         impls.insert(1, Impl(UNFUSED, lambda q, k, v, out: attention_unfused(q, k, v, causal=causal)))
@@ -58,6 +79,7 @@ def attention_case(batch, heads, n_q, n_k, head_dim, dtype, *, causal=False) -> 
         metric="TB/s" if decode else "TFLOP/s",
         make_inputs=make_inputs,
         impls=tuple(impls),
+        klass="decode" if decode else f"prefill D{head_dim} {'causal' if causal else 'full'}",
     )
 
 
@@ -111,7 +133,9 @@ def gqa_decode_case(group, n_q, head_dim, batch_heads, n_k, dtype="bfloat16") ->
         impls=(
             Impl("cufuse", lambda q, k, v, out: cufuse.attention(q, k, v, enable_gqa=True, out=out)),
             *sdpa_peers(enable_gqa=True),
+            fa4_attention(dtype),
         ),
+        klass=f"gqa G{group} Nq{n_q} D{head_dim}",
     )
 
 

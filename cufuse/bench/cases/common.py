@@ -2,13 +2,15 @@
 inputs, and the unfused compositions.
 
 The unfused compositions work on NumPy and CuPy arrays alike (they pick the array's
-module), so they are tested against the float64 oracles on the CPU. PyTorch is a peer
-only: imported on first use, and a peer that cannot run is reported, never fatal.
+module), so they are tested against the float64 oracles on the CPU. PyTorch and the
+optional peers (``peers.py``) are imported on first use, never at import time: a peer that
+cannot be imported is skipped, one that cannot run a case is reported, neither is fatal.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import math
 import sys
 from typing import Callable
@@ -31,10 +33,20 @@ class Impl:
     name: str
     call: Callable
     prepare: Callable = tuple  # turns one input set into call's arguments (not timed)
-    needs: str = ""  # "torch" when the implementation is a PyTorch peer
+    needs: str = ""  # "torch", or the module an optional peer is imported from ("flash_attn.cute")
+    peer: bool = True  # False for cufuse's own calls and for ceilings: never a case's best peer
+    unsupported: str = ""  # why this peer has no call for the case (then it is never timed)
+
+    def unavailable(self) -> str | None:
+        """Why the implementation cannot be imported here, or None when it can."""
+        if not self.needs:
+            return None
+        if torch_module() is None:
+            return "PyTorch with CUDA is not importable"
+        return None if self.needs == TORCH else optional_module(self.needs)[1]
 
     def available(self) -> bool:
-        return self.needs != TORCH or torch_module() is not None
+        return self.unavailable() is None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +60,7 @@ class Case:
     metric: str  # "TB/s" (memory-bound: min bytes over time) or "TFLOP/s"
     make_inputs: Callable  # make_inputs(xp, rng) -> one input set, output buffer last
     impls: tuple  # of Impl; the first is cufuse
+    klass: str = ""  # the class of shapes the case stands for, over which minima are reported
 
     @property
     def key(self) -> str:
@@ -84,6 +97,17 @@ def torch_module():
         return torch if torch.cuda.is_available() else None
     except Exception:
         return None
+
+
+@functools.lru_cache(maxsize=None)
+def optional_module(name: str):
+    """``(module, None)``, or ``(None, why)`` where ``name`` cannot be imported (an optional
+    peer: imported on first use only, once)."""
+    try:
+        return importlib.import_module(name), None
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}".splitlines()[0][:100]
+        return None, f"{name} is not importable ({text})"
 
 
 def to_torch(array):

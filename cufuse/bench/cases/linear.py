@@ -10,6 +10,7 @@ import cufuse
 from ... import traffic
 from .common import TORCH, UNFUSED, Case, Impl, activation_unfused, gated_unfused, linear_relu_unfused, random_values, \
     resolve_dtype, torch_inputs, torch_module
+from .peers import quack_gated, quack_linear
 
 LINEAR_SHAPES = (  # M, K, N
     (8192, 8192, 8192),
@@ -54,7 +55,9 @@ def linear_case(m, k, n, dtype, layout="kn") -> Case:
             Impl(UNFUSED, lambda x, w, b, out: linear_relu_unfused(x, w, b)),
             Impl("torch addmm_relu", addmm_relu, prepare=torch_inputs, needs=TORCH),
             Impl("torch unfused", torch_unfused, prepare=torch_inputs, needs=TORCH),
+            quack_linear(dtype, "relu"),
         ),
+        klass=f"{'weight stream' if m <= SMALL_M else 'GEMM'} {layout}",
     )
 
 
@@ -71,7 +74,8 @@ EPILOGUES = "linear_epilogues"  # the op name of these cases (bench/bench_linear
 
 def linear_act_case(m, k, n, dtype, activation, layout="kn") -> Case:
     """fused_linear with ``activation``; peers: cuBLASLt's epilogue (torch._addmm_activation,
-    relu or its tanh GELU), the unfused CuPy composition."""
+    relu or its tanh GELU), QuACK's gemm_act, the unfused CuPy composition; its class is the
+    activation, layout and M (the minimum is over the (K, N) shapes)."""
     base = linear_case(m, k, n, dtype, layout)
 
     def addmm(x, weight, bias):
@@ -82,12 +86,15 @@ def linear_act_case(m, k, n, dtype, activation, layout="kn") -> Case:
     if activation in ("relu", "gelu", "gelu_tanh"):
         impls.append(Impl(f"torch addmm_{'relu' if activation == 'relu' else 'gelu'}", addmm, prepare=torch_inputs,
                           needs=TORCH))
-    return dataclasses.replace(base, op=EPILOGUES, label=f"{base.label} {activation}", impls=tuple(impls))
+    impls.append(quack_linear(dtype, activation))
+    return dataclasses.replace(base, op=EPILOGUES, label=f"{base.label} {activation}", impls=tuple(impls),
+                               klass=f"{activation} {layout} M{m}")
 
 
 def gated_case(m, k, n, dtype, activation="silu", layout="kn") -> Case:
     """fused_gated_linear; peers: one cuBLASLt GEMM on the concatenated [w_gate | w_up] then
-    torch's activation and multiply, the unfused CuPy composition."""
+    torch's activation and multiply, QuACK's gated gemm_act on the interleaved weight, the
+    unfused CuPy composition."""
     size = resolve_dtype(dtype).itemsize
 
     def make_inputs(xp, rng):
@@ -119,7 +126,9 @@ def gated_case(m, k, n, dtype, activation="silu", layout="kn") -> Case:
             Impl("cufuse", lambda x, wg, wu, out: cufuse.fused_gated_linear(x, wg, wu, activation=activation, out=out)),
             Impl(UNFUSED, lambda x, wg, wu, out: gated_unfused(x, wg, wu, activation)),
             Impl("torch concat gemm + act*mul", torch_gated, prepare=torch_concat, needs=TORCH),
+            quack_gated(dtype, activation, layout),
         ),
+        klass=f"gated {activation} {layout} M{m}",
     )
 
 

@@ -22,6 +22,18 @@ LOGSUMEXP_SHAPES = (
 LOGSUMEXP_DTYPES = ("float16", "float32")
 
 
+def logsumexp_class(shape, axis) -> str:
+    """The class of a reduction: last-axis rows by length (softmax's bounds), leading and
+    middle axes, short columns (2-16 elements strided over the columns), the whole array."""
+    if axis is None:
+        return "whole array"
+    if axis not in (-1, len(shape) - 1):
+        return "short columns" if shape[axis] <= 16 else "leading and middle axes"
+    length = shape[-1]
+    return ("narrow" if length <= 256 else "medium" if length <= 65536 else "long" if length <= 1 << 20
+            else "very long")
+
+
 def logsumexp_case(shape, dtype, axis=-1) -> Case:
     """A read-only stream: its ceiling is the read rate, so the case carries the read-only
     peer ``read (cupy sum)`` (x.sum over the same axis in x's dtype) beside torch and cupyx."""
@@ -50,9 +62,10 @@ def logsumexp_case(shape, dtype, axis=-1) -> Case:
         traffic=traffic.Traffic(flops=3 * n, min_bytes=nbytes, unfused_bytes=4 * n * dt.itemsize),
         metric="TB/s",
         make_inputs=make_inputs,
+        klass=logsumexp_class(shape, axis),
         impls=(
             Impl("cufuse", lambda x, _: cufuse.logsumexp(x, axis)),
-            Impl("read (cupy sum)", lambda x, _: x.sum(axis=axis)),
+            Impl("read (cupy sum)", lambda x, _: x.sum(axis=axis), peer=False),
             Impl("cupyx.scipy", cupyx_lse),
             Impl("torch.logsumexp", torch_lse, prepare=torch_inputs, needs=TORCH),
         ),

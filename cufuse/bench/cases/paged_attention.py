@@ -9,7 +9,9 @@ import numpy as np
 import cufuse
 
 from ... import traffic
-from .common import TORCH, Case, Impl, random_values, resolve_dtype, to_torch, torch_module
+from .attention import sdpa_peers
+from .common import Case, Impl, random_values, resolve_dtype, to_torch
+from .peers import fa4_paged_attention
 
 # Classes of the paged grid (bf16, vLLM's (P, S, Hkv, D) page storage, shuffled page tables);
 # each reports its minimum. Equal-length cases also run cufuse's dense attention (enable_gqa)
@@ -30,7 +32,8 @@ PAGED_QUICK = {"page size": [dict(page_size=1), dict(page_size=16), dict(page_si
 def paged_case(batch, heads_q, heads_kv, length, n_q, head_dim, page_size, lengths=None, cls="",
                dtype="bfloat16") -> Case:
     """attention_paged of ``batch`` sequences of ``length`` keys (or ``lengths``), Nq new
-    queries each, over shuffled pages of ``page_size`` tokens."""
+    queries each, over shuffled pages of ``page_size`` tokens, causal (bottom-right) for every
+    implementation; FA4 reads the same pages through its page table."""
     lengths = tuple(lengths or (length,) * batch)
     batch = len(lengths)
     equal = len(set(lengths)) == 1
@@ -51,16 +54,6 @@ def paged_case(batch, heads_q, heads_kv, length, n_q, head_dim, page_size, lengt
         return (random_values(rng, q_shape, dtype), k_pages, v_pages, xp.asarray(table), xp.asarray(np.int32(lengths)),
                 k_dense, v_dense, xp.empty(q_shape, dtype=resolve_dtype(dtype)))
 
-    def sdpa(backend):
-        def call(q, k, v):
-            torch = torch_module()
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-
-            with sdpa_kernel(getattr(SDPBackend, backend)):  # Nq = 1: no mask; else full (a bound)
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=group > 1)
-
-        return call
-
     def dense_inputs(inputs):
         return tuple(to_torch(a) for a in (inputs[0], inputs[5], inputs[6]))
 
@@ -69,10 +62,11 @@ def paged_case(batch, heads_q, heads_kv, length, n_q, head_dim, page_size, lengt
     if equal:
         impls += [
             Impl("cufuse dense", lambda q, kp, vp, bt, sl, kd, vd, out: cufuse.attention(q, kd, vd, causal=True,
-                                                                                        enable_gqa=True, out=out)),
-            Impl("sdpa flash", sdpa("FLASH_ATTENTION"), prepare=dense_inputs, needs=TORCH),
-            Impl("sdpa cudnn", sdpa("CUDNN_ATTENTION"), prepare=dense_inputs, needs=TORCH),
+                                                                                        enable_gqa=True, out=out),
+                 peer=False),
+            *sdpa_peers(causal=True, n_q=n_q, n_k=lengths[0], prepare=dense_inputs, enable_gqa=group > 1),
         ]
+    impls.append(fa4_paged_attention(dtype))
     itemsize = resolve_dtype(dtype).itemsize
     keys = sum(lengths)
     read = keys * heads_kv * 2 * head_dim * itemsize + 2 * math.prod(q_shape) * itemsize
@@ -85,6 +79,7 @@ def paged_case(batch, heads_q, heads_kv, length, n_q, head_dim, page_size, lengt
         metric="TB/s",
         make_inputs=make_inputs,
         impls=tuple(impls),
+        klass=cls,
     )
 
 

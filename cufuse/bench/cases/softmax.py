@@ -9,6 +9,7 @@ import cufuse
 from ... import traffic
 from .common import TORCH, UNFUSED, Case, Impl, log_softmax_unfused, random_values, resolve_dtype, softmax_unfused, \
     torch_inputs, torch_module
+from .peers import quack_softmax
 
 SOFTMAX_ROWS = (
     (1048576, 32),
@@ -89,8 +90,10 @@ def softmax_case(shape, dtype, axis=-1, view=None, klass="", log=False) -> Case:
         Impl("cupyx.scipy", cupyx_softmax),
         Impl("torch.softmax", torch_softmax, prepare=torch_inputs, needs=TORCH),
     )
+    if not log:
+        impls += (quack_softmax(shape, axis, view),)
     if view is not None:
-        impls += (Impl(COPY_OF_VIEW, copy_of_view),)
+        impls += (Impl(COPY_OF_VIEW, copy_of_view, peer=False),)
     return Case(
         op="softmax",
         label=(f"{klass}: " if klass else "") + label,
@@ -99,6 +102,7 @@ def softmax_case(shape, dtype, axis=-1, view=None, klass="", log=False) -> Case:
         metric="TB/s",
         make_inputs=make_inputs,
         impls=impls,
+        klass=klass or "row grid",
     )
 
 
