@@ -203,3 +203,20 @@ def test_results_markdown_shows_the_best_peer_and_class_minima(tmp_path):
     assert "| B16 H16 N2048 D128 causal | bfloat16 | 443.00 | 60 | FA4 0.69x | 0.69x (643.00) | failed |" in done.stdout
     assert "vs QuACK" not in done.stdout
     assert "| attention | prefill D128 causal | bfloat16 | 2 | 0.69x | B16 H16 N2048 D128 causal | FA4 |" in done.stdout
+
+
+def test_roofline_from_the_json_of_a_split_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    from cufuse.bench import roofline
+
+    ceilings = {"copy_TBps_read_plus_write": {"1073741824": 3.0}, "cupy_matmul_8192_TFLOPs": {"bfloat16": 700.0}}
+    prefill = _result(bench_cases.prefill_case(2048, 128, "bfloat16", True),
+                      {"cufuse": 1.0, "cupy unfused": None, "sdpa flash": 2.0, "sdpa cudnn": 1.5, "FA4": 0.8})
+    softmax = _result(bench_cases.softmax_case((65536, 1024), "float16"),
+                      {"cufuse": 0.1, "cupy unfused": 1.0, "cupyx.scipy": 1.0, "torch.softmax": 0.2, "QuACK": 0.09})
+    for name, result in (("a.json", prefill), ("b.json", softmax)):
+        (tmp_path / name).write_text(json.dumps({"device": "GPU X (9.0)", "ceilings": ceilings,
+                                                 "results": [result.to_dict()]}))
+    out = tmp_path / "roofline.png"
+    assert roofline.main([str(out), str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
