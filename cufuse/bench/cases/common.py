@@ -46,7 +46,8 @@ class Impl:
         return None if self.needs == TORCH else optional_module(self.needs)[1]
 
     def available(self) -> bool:
-        return self.unavailable() is None
+        """Whether the implementation can be called here (importable, and the case supported)."""
+        return not self.unsupported and self.unavailable() is None
 
 
 @dataclasses.dataclass(frozen=True)
