@@ -1,6 +1,6 @@
 """fused_linear_relu (issue 4): cufuse, unfused CuPy, torch._addmm_activation (cuBLASLt's
-RELU_BIAS epilogue), torch.relu(x @ w + b), and a device copy of the same bytes for the
-small-M shapes."""
+RELU_BIAS epilogue), torch.relu(x @ w + b), QuACK's gemm_act (where importable), and a device
+copy of the same bytes for the small-M shapes."""
 OP = "linear"
 
 

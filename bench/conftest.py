@@ -74,8 +74,11 @@ def _calls(case, impl_name):
     if impl_name == DEVICE_COPY:
         return device_copy, copy_sets(case.traffic.min_bytes // 2), None
     impl = case.impl(impl_name)
-    if not impl.available():
-        pytest.skip("PyTorch with CUDA is not importable")
+    if impl.unsupported:
+        pytest.skip(f"unsupported: {impl.unsupported}")
+    why = impl.unavailable()
+    if why is not None:
+        pytest.skip(why)
     sets = input_sets(case)
     try:
         impl.call(*impl.prepare(sets[0]))

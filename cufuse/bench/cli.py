@@ -1,11 +1,13 @@
 """``python -m cufuse.bench``: cufuse against its ceilings and peers, in one run.
 
-    python -m cufuse.bench [--op OP|all] [--quick]
+    python -m cufuse.bench [--op OP[,OP...]|all] [--quick] [--budget-ms MS]
                            [--json FILE] [--plot FILE.png] [--trace]
 
-On a GPU: measures the copy and GEMM ceilings, times every case of the grids of issues
-3-5 with its peers on the same rotated inputs, prints one table per op, and optionally
-writes the results as JSON and a roofline as PNG. ``--trace`` instead shows, per op,
+On a GPU: measures the copy and GEMM ceilings, times every case of the op grids with its
+peers on the same rotated inputs, prints one table per op (with each case's best peer) and
+the class minima against the best peer, and optionally writes the results as JSON and a
+roofline as PNG. Optional peers (FlashAttention-4, QuACK) that cannot be imported are
+skipped, with one line saying so. ``--trace`` instead shows, per op,
 the kernels and allocations of one cufuse call next to the unfused CuPy composition's.
 Without a GPU: says so, and runs the NumPy reference path on small inputs.
 """
@@ -25,16 +27,31 @@ import cufuse
 
 from ..tracing import cuda_device_count, trace
 from .cases import OPS, UNFUSED, cases_for, cpu_cases
-from .runner import (CEILING_COPY_BYTES, CEILING_GEMM_DTYPES, Ceilings, describe_failure, failures, format_table,
-                     measure, measure_cpu, release_memory)
+from .cases.peers import peer_versions
+from .runner import (CEILING_COPY_BYTES, CEILING_GEMM_DTYPES, Ceilings, describe_failure, failures,
+                     format_class_minima, format_table, measure, measure_cpu, release_memory, skipped_peers)
+from .timing import BUDGET_MS
+
+
+def op_list(text: str) -> list:
+    """``--op``: "all", or one op or several, comma-separated."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in (*OPS, "all"):
+            raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join((*OPS, 'all'))})")
+    return list(OPS) if "all" in names else names
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m cufuse.bench", description=(
         "cufuse against its ceilings (a device copy, cupy.matmul) and its peers (the unfused CuPy composition, "
-        "PyTorch / cuDNN where installed), in one run; without a GPU, the NumPy reference path on small inputs."))
-    parser.add_argument("--op", choices=(*OPS, "all"), default="all", help="which op's grid to run (default: all)")
+        "PyTorch / cuDNN, FlashAttention-4 and QuACK where importable), in one run; without a GPU, the NumPy "
+        "reference path on small inputs."))
+    parser.add_argument("--op", type=op_list, default=list(OPS), metavar="OP[,OP...]",
+                        help=f"which ops' grids to run: {', '.join(OPS)} or all (default: all)")
     parser.add_argument("--quick", action="store_true", help="a few shapes per op (under a minute on an H200)")
+    parser.add_argument("--budget-ms", type=float, default=None, metavar="MS",
+                        help=f"timing budget per implementation and case (default {BUDGET_MS:.0f}, --quick 100)")
     parser.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
     parser.add_argument("--plot", metavar="FILE.png", help="draw the roofline (needs matplotlib)")
     parser.add_argument("--trace", action="store_true",
@@ -59,6 +76,8 @@ def versions() -> dict:
         module = sys.modules.get(name)
         if module is not None:
             found[name] = module.__version__
+    if "torch" in found:
+        found.update(peer_versions())
     if "cupy" in found:
         import cupy
 
@@ -71,9 +90,16 @@ def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def selected_cases(args) -> list:
+    return [case for op in args.op for case in cases_for(op, args.quick)]
+
+
 def run_gpu(args, device: str) -> int:
-    cases = cases_for(args.op, args.quick)
+    cases = selected_cases(args)
     print(f"GPU: {device}")
+    skipped = skipped_peers(cases)
+    for line in skipped:
+        print(line)
     progress("measuring ceilings ...")
     ceilings = Ceilings()
     copy = ceilings.copy_tbps(CEILING_COPY_BYTES)
@@ -84,13 +110,17 @@ def run_gpu(args, device: str) -> int:
     start = time.perf_counter()
     for index, case in enumerate(cases, 1):
         progress(f"[{index}/{len(cases)}] {case.key} ({time.perf_counter() - start:.0f} s)")
-        results.append(measure(case, ceilings, budget_ms=100.0 if args.quick else 200.0))
+        results.append(measure(case, ceilings, budget_ms=args.budget_ms or (100.0 if args.quick else BUDGET_MS)))
     print()
     print(format_table(results))
+    print("\nclass minima: per op, class and dtype, the case where cufuse's speed-up over its best peer is lowest")
+    print(format_class_minima(results))
     print("\nrate: TB/s counts inputs read once and the output written once; TFLOP/s counts 2*M*N*K "
           "(linear) or 4*B*H*N^2*D, halved for causal (attention). % ceil: of the copy of the same bytes, "
           "or of cupy.matmul at 8192^3. check: cufuse's output against the unfused CuPy composition "
           "on float32 copies of the inputs. "
+          "best peer: the fastest peer that ran (not cufuse's own variants, not a ceiling) and peer time / "
+          "cufuse time; unsupported: the peer has no call for the case. "
           "vs peer: peer time / cufuse time (peer's rate); h: the peer is host-bound (enqueueing a call takes "
           ">= 75% of its time, so the GPU waits on Python: its figure is its launch rate and varies from run "
           "to run with the host).")
@@ -100,7 +130,7 @@ def run_gpu(args, device: str) -> int:
     print(f"\n{len(cases)} cases in {time.perf_counter() - start:.0f} s; "
           + ", ".join(f"{name} {version}" for name, version in versions().items()))
     if args.json:
-        write_json(args, device, ceilings, results)
+        write_json(args, device, ceilings, results, skipped)
     if args.plot:
         from .roofline import plot_roofline
 
@@ -109,13 +139,14 @@ def run_gpu(args, device: str) -> int:
     return 0
 
 
-def write_json(args, device: str, ceilings, results) -> None:
+def write_json(args, device: str, ceilings, results, skipped=()) -> None:
     document = {
         "device": device,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["python -m cufuse.bench", *args.argv]),
         "versions": versions(),
         "ceilings": ceilings.as_dict() if ceilings else None,
+        "skipped_peers": list(skipped),
         "results": [result.to_dict() for result in results],
     }
     with open(args.json, "w") as handle:
@@ -126,7 +157,7 @@ def write_json(args, device: str, ceilings, results) -> None:
 def run_traces(args) -> int:
     import cupy
 
-    for op in OPS if args.op == "all" else (args.op,):
+    for op in args.op:
         case = OPS[op](quick=True)[0]
         inputs = case.make_inputs(cupy, cupy.random.default_rng(0))
         model = case.traffic
@@ -151,7 +182,7 @@ def run_cpu(args, reason: str) -> int:
           "inputs instead: these times say nothing about the GPU kernels.\n")
     if args.trace:
         print("--trace needs a GPU; nothing to trace.")
-    cases = [case for case in cpu_cases() if args.op in ("all", case.op)]
+    cases = [case for case in cpu_cases() if case.op in args.op]
     results = []
     for case in cases:
         progress(f"{case.key} (NumPy reference path)")

@@ -66,7 +66,7 @@ class Result:
 
     case: Case
     ms: dict
-    status: dict  # "ok", "not built", "unavailable" or "failed: ..."
+    status: dict  # "ok", "not built", "unavailable", "unsupported: ..." or "failed: ..."
     ceiling: float | None
     error: float | None = None  # cufuse's max difference from the unfused CuPy result, relative
     host_ms: dict = dataclasses.field(default_factory=dict)  # Python enqueue time per call, per impl
@@ -95,6 +95,12 @@ class Result:
         peer_ms = self.ms.get(peer)
         return None if peer_ms is None or self.fused_ms is None else peer_ms / self.fused_ms
 
+    def best_peer(self):
+        """The fastest peer that ran (cufuse's own variants and the ceilings excluded), or None."""
+        timed = [(self.ms[impl.name], impl.name) for impl in self.case.impls[1:]
+                 if impl.peer and self.ms.get(impl.name) is not None]
+        return min(timed)[1] if timed else None
+
     def to_dict(self) -> dict:
         case = self.case
         return {
@@ -109,6 +115,9 @@ class Result:
             "ceiling": self.ceiling,
             "fraction_of_ceiling": self.fraction_of_ceiling(),
             "relative_difference_from_unfused": self.error,
+            "class": case.klass,
+            "best_peer": self.best_peer(),
+            "best_peer_speedup": None if self.best_peer() is None else self.speedup(self.best_peer()),
             "impls": {
                 name: {"ms": self.ms[name], "rate": self.rate(name), "status": self.status[name],
                        "speedup": None if name == case.fused.name else self.speedup(name),
@@ -156,6 +165,9 @@ def measure(case: Case, ceilings: Ceilings, *, budget_ms: float = 200.0) -> Resu
     status, host_ms = {}, {}
     for impl in case.impls:
         status[impl.name] = "unavailable"
+        if impl.unsupported:
+            status[impl.name] = f"unsupported: {impl.unsupported}"
+            continue
         if not impl.available():
             continue
         try:
@@ -212,14 +224,23 @@ def _agreement(result: Result) -> str:
 HOST_BOUND_MARK = " h"  # after a peer's rate: its time is its Python launch rate (host-bound)
 
 
+def _best_peer_cell(result: Result) -> str:
+    best = result.best_peer()
+    return "-" if best is None else f"{best} {_number(result.speedup(best), '.2f', '?')}x"
+
+
 def format_table(results: list) -> str:
-    """One table per op: time, rate, fraction of the ceiling, speed-up over each peer
-    (with the peer's own rate in brackets, marked where the peer is host-bound)."""
+    """One table per op: time, rate, fraction of the ceiling, the best (fastest) peer and
+    the speed-up over it, then the speed-up over each peer (with the peer's own rate in
+    brackets, marked where the peer is host-bound). A peer unavailable in every row of the
+    op (not importable: ``skipped_peers`` says so in one line) gets no column."""
     blocks = []
     for op in dict.fromkeys(result.case.op for result in results):
         rows = [result for result in results if result.case.op == op]
-        peers = list(dict.fromkeys(name for result in rows for name in result.ms if name != result.case.fused.name))
-        header = ["case", "dtype", "ms", "rate", "% ceil", "check"] + [f"vs {peer}" for peer in peers]
+        peers = [name for name in dict.fromkeys(name for result in rows for name in result.ms
+                                                if name != result.case.fused.name)
+                 if any(result.status.get(name, "unavailable") != "unavailable" for result in rows)]
+        header = ["case", "dtype", "ms", "rate", "% ceil", "check", "best peer"] + [f"vs {peer}" for peer in peers]
         lines = [header]
         for result in rows:
             fused = result.case.fused.name
@@ -231,6 +252,7 @@ def format_table(results: list) -> str:
                 _number(result.rate(fused), ".2f") + f" {result.case.metric}",
                 _number(None if fraction is None else 100 * fraction, ".0f"),
                 _agreement(result),
+                _best_peer_cell(result),
             ]
             for peer in peers:
                 speedup, rate = result.speedup(peer), result.rate(peer)
@@ -246,6 +268,43 @@ def format_table(results: list) -> str:
         text = [f"== {op}"] + ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
         blocks.append("\n".join(text))
     return "\n\n".join(blocks)
+
+
+def skipped_peers(cases: list) -> list:
+    """One line per reason some implementations cannot be imported here, naming them."""
+    names = {}
+    for case in cases:
+        for impl in case.impls:
+            why = None if impl.unsupported else impl.unavailable()
+            if why is not None:
+                names.setdefault(why, {})[impl.name] = None
+    return [f"skipped {', '.join(found)}: {why}" for why, found in names.items()]
+
+
+def class_minima(results: list) -> list:
+    """Per op, class and dtype, the case where cufuse does worst against its best peer:
+    ``(op, class, dtype, cases, speed-up over the best peer or None, that case's label, that
+    peer)``; the speed-up is peer time / cufuse time, as in the table."""
+    groups = {}
+    for result in results:
+        groups.setdefault((result.case.op, result.case.klass or "all", result.case.dtype), []).append(result)
+    rows = []
+    for (op, klass, dtype), members in groups.items():
+        scored = [(result.speedup(result.best_peer()), result.case.label, result.best_peer()) for result in members
+                  if result.best_peer() is not None and result.speedup(result.best_peer()) is not None]
+        worst = min(scored) if scored else (None, "-", "-")
+        rows.append((op, klass, dtype, len(members), *worst))
+    return rows
+
+
+def format_class_minima(results: list) -> str:
+    """The class minima as text, one line a class."""
+    rows = class_minima(results)
+    lines = [["op", "class", "dtype", "cases", "min vs best peer", "at", "peer"]]
+    lines += [[op, klass, dtype, str(count), _number(ratio, ".2f") + ("x" if ratio is not None else ""), label, peer]
+              for op, klass, dtype, count, ratio, label, peer in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines)
 
 
 def failures(results: list) -> list:

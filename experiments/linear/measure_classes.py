@@ -36,7 +36,7 @@ from cufuse.ops.linear.wgmma import GATED_TMA_TILES, GatedTmaConfig
 def with_configs(case, configs):
     """``case`` with one more cufuse implementation per (name, config)."""
     extra = tuple(bench_cases.Impl(name, lambda x, wg, wu, out, c=config: cufuse.fused_gated_linear(
-        x, wg, wu, activation="silu", out=out, config=c)) for name, config in configs)
+        x, wg, wu, activation="silu", out=out, config=c), peer=False) for name, config in configs)
     return dataclasses.replace(case, impls=case.impls + extra)
 
 

@@ -109,7 +109,7 @@ def _made_up_result(case, ms, status=None):
 
 def test_table_shows_rate_fraction_speedup_and_not_built():
     fast = _made_up_result(bench_cases.softmax_case((1024, 1024), "float16"),
-                           {"cufuse": 0.002, "cupy unfused": 0.02, "cupyx.scipy": 0.03, "torch.softmax": None})
+                           {"cufuse": 0.002, "cupy unfused": 0.02, "cupyx.scipy": 0.03, "torch.softmax": 0.004})
     missing = _made_up_result(bench_cases.softmax_case((16, 1048576), "float16"),
                               {"cufuse": None, "cupy unfused": 0.5, "cupyx.scipy": None, "torch.softmax": None},
                               {"cufuse": "not built", "cupy unfused": "ok", "cupyx.scipy": "failed: boom",
@@ -118,7 +118,7 @@ def test_table_shows_rate_fraction_speedup_and_not_built():
     rate = fast.case.rate(0.002)
     assert f"{rate:.2f} TB/s" in table
     assert f"{100 * rate / 4.0:.0f}" in table
-    assert "10.00x" in table and "15.00x" in table
+    assert "10.00x" in table and "15.00x" in table and "torch.softmax 2.00x" in table  # the best peer
     assert "not built" in table and "failed" in table and "unavailable" in table
     assert runner.failures([fast, missing]) == ["softmax 16x1048576 float16 cupyx.scipy: failed: boom"]
     row = missing.to_dict()
@@ -206,8 +206,8 @@ def test_gpu_flow_on_cpu_stand_ins(monkeypatch, tmp_path, capsys):
         return (time.perf_counter() - start) * 1e3
 
     monkeypatch.setattr(cli, "gpu_status", lambda: (True, "stand-in (compute capability 0.0)"))
-    monkeypatch.setattr(bench_cases, "torch_module", lambda: None)  # the torch peers need CUDA tensors
-    monkeypatch.setattr(cli, "cases_for", lambda op, quick: bench_cases.cpu_cases())
+    monkeypatch.setattr(bench_cases.common, "torch_module", lambda: None)  # the torch peers need CUDA tensors
+    monkeypatch.setattr(cli, "selected_cases", lambda args: bench_cases.cpu_cases())
     monkeypatch.setattr(runner, "input_sets", lambda case: [case.make_inputs(np, np.random.default_rng(0))])
     monkeypatch.setattr(runner, "time_cuda_budget", wall_ms)
     monkeypatch.setattr(runner, "host_ms_per_call", lambda fn, arg_sets, calls: 0.0)
@@ -268,6 +268,6 @@ def test_results_markdown_renders_every_case_of_a_run(tmp_path):
     done = subprocess.run([sys.executable, os.path.join(REPO, "bench", "results_markdown.py"), str(tmp_path / "run.json")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "| 4x8 | float16 | 1.50 | 50 | 1.50x (1.00) |" in done.stdout
-    assert "| 8x8 | float32 | 0.75 | 25 | - |" in done.stdout
+    assert "| 4x8 | float16 | 1.50 | 50 | - | 1.50x (1.00) |" in done.stdout
+    assert "| 8x8 | float32 | 0.75 | 25 | - | - |" in done.stdout
     assert "device copy 3.00 TB/s" in done.stdout and "float16 700" in done.stdout

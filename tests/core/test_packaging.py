@@ -35,7 +35,8 @@ def test_wheel_contains_kernel_sources(wheel):
     for source in sources:
         assert f"cufuse/kernels/{source}" in names
     for package in ("cufuse/_core/loader.py", "cufuse/ops/__init__.py", "cufuse/ops/softmax/__init__.py",
-                    "cufuse/ops/linear/__init__.py", "cufuse/ops/attention/__init__.py", "cufuse/bench/cli.py"):
+                    "cufuse/ops/linear/__init__.py", "cufuse/ops/attention/__init__.py", "cufuse/bench/cli.py",
+                    "cufuse/bench/cases/__init__.py", "cufuse/bench/cases/attention.py"):
         assert package in names
 
 
