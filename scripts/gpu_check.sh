@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One device call: install, compile every kernel, run the tests, the sanitizers and the
 # benchmarks, logs under $OUT (default ./gpu-check-out), a short summary printed last.
-# Usage: bash scripts/gpu_check.sh [stage ...]   stages: info tests sanitize bench pybench bench2 sweep
+# Usage: bash scripts/gpu_check.sh [stage ...]   stages: info tests sanitize bench pybench bench2 prefill sweep
 # (default: info tests sanitize bench pybench; bench2 repeats the CLI run so that
 # bench/compare_runs.py can set the CLI/pytest agreement against the CLI's own spread;
-# sweep runs the per-op tuning sweeps experiments/<op>/sweep_<op>.py, SWEEP_OPS picks which)
+# prefill runs experiments/attention/prefill_peers.py, the prefill tiles against FA4 and cuDNN;
+# sweep runs the per-op tuning sweeps experiments/<op>/sweep_<op>.py, SWEEP_OPS picks which).
+# The optional peers (FlashAttention-4, QuACK) are loaded from .peers/ where that bundle was
+# carried along (docs/benchmarking.md).
 set -u
 OUT=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$OUT"
@@ -21,6 +24,7 @@ run_stage() {  # name, time limit (s), command...
 }
 
 python3 -m pip install --no-deps --no-build-isolation -q -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+[ -f .peers/load.sh ] && source .peers/load.sh
 for stage in $stages; do
     case $stage in
         info) run_stage info 240 python3 -m cufuse info ;;
@@ -34,6 +38,7 @@ for stage in $stages; do
             cat "$OUT"/mem-*.log "$OUT"/race-*.log >"$OUT/sanitize.log" 2>/dev/null; rm -f "$OUT"/mem-*.log "$OUT"/race-*.log ;;
         bench) run_stage bench ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench.json" --plot "$OUT/roofline.png" ;;
         pybench) run_stage pybench ${PYBENCH_LIMIT:-240} python3 -m pytest -q -p no:cacheprovider bench/ ${PYBENCH_ARGS:-} --benchmark-json "$OUT/pybench.json" ;;
+        prefill) run_stage prefill ${PREFILL_LIMIT:-300} python3 experiments/attention/prefill_peers.py --json "$OUT/prefill.json" ;;
         bench2) run_stage bench2 ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench2.json" ;;
         sweep)
             for op in ${SWEEP_OPS:-linear attention softmax}; do
