@@ -82,7 +82,7 @@ def map_problem(g: MapGeometry, address: int) -> str | None:
         return f"dimensions {g.inner} x {g.outer} outside 1..2^32"
     if g.stride % 16 or not (g.inner * g.dtype.itemsize <= g.stride < MAX_STRIDE):
         return f"row stride of {g.stride} bytes (a multiple of 16, at least a row, below 2^40)"
-    if g.batch and (g.batch > MAX_DIM or g.batch_stride % 16 or not 0 < g.batch_stride < MAX_STRIDE):
+    if g.batch and (not 0 < g.batch <= MAX_DIM or g.batch_stride % 16 or not 0 < g.batch_stride < MAX_STRIDE):
         return f"{g.batch} matrices {g.batch_stride} bytes apart (a positive multiple of 16 below 2^40, at most 2^32 of them)"
     if not (0 < g.box_inner <= MAX_BOX and 0 < g.box_outer <= MAX_BOX):
         return f"box {g.box_inner} x {g.box_outer} outside 1..256"

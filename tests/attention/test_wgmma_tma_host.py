@@ -84,3 +84,17 @@ def test_tma_config_checks():
     with pytest.raises(ValueError, match="min_blocks 1, got 2 warpgroups, min_blocks 2"):
         FlashWgmmaTile(64, 2, 64, 2, 2, tma=True).check(problem, Hopper())
     TMA128.check(problem, Hopper())
+
+
+def test_tma_refuses_negative_batch_strides_and_wide_three_warpgroup_tiles():
+    class Hopper:
+        has_wgmma, cc = True, 90
+
+    n, d = 300, 64
+    flipped = describe((2, n, d), (-n * d, d, 1), (2, n, d), (n * d, d, 1), (2, n, d), (n * d, d, 1), BFLOAT16,
+                       False, 0.1, False, (True,) * 3)
+    with pytest.raises(ValueError, match="non-negative batch strides, got 'q' batch strides"):
+        FlashWgmmaTile(64, 3, 128, 2, tma=True).check(flipped, Hopper())
+    FlashWgmmaTile(64, 3, 128, 2).check(flipped, Hopper())  # the cp.async feed takes it (pointer arithmetic)
+    with pytest.raises(ValueError, match="head dim at most 128 with 3 warpgroups, got head dim 256"):
+        FlashWgmmaTile(256, 3, 64, 2, tma=True).check(gqa_problem(d=256), Hopper())

@@ -24,7 +24,8 @@ MBARRIER_BYTES = 8
 def batch_unit(sizes, strides) -> tuple:
     """(unit, count): every batch offset of an operand with batch ``sizes`` / element ``strides``
     is a multiple of ``unit`` elements (the gcd of the non-zero strides), and the largest is
-    ``(count - 1) * unit``: the third dim of its tensor map. (1, 1) where every stride is 0."""
+    ``(count - 1) * unit``: the third dim of its tensor map. (1, 1) where every stride is 0.
+    Strides must be non-negative (FlashWgmmaTile.check refuses others)."""
     unit = math.gcd(*(int(st) for st in strides if st))
     if not unit:
         return 1, 1
@@ -120,7 +121,19 @@ class FlashWgmmaTile:
                 f"v {v_strides}, scale {problem.scale}"
             )
         if self.tma:  # the bases are 16-byte aligned (wgmma_operands): only the geometry can fail
+            if self.warpgroups == 3 and self.head_dim > 128:  # 160 registers a consumer: no m64n256 accumulator
+                raise ValueError(f"attention: argument 'config' expected a TMA tile of head dim at most 128 with 3 "
+                                 f"warpgroups, got head dim {self.head_dim}")
+            for name, strides in zip("qkv", problem.batch_strides):
+                # the kernel's batch coordinate is offset / unit (int32) from the array's own base: a negative
+                # batch stride puts items before it (zero-filled by the TMA, silently wrong results)
+                if any(st < 0 for st in strides):
+                    raise ValueError(f"attention: argument 'config' asks for the TMA kernel, which needs "
+                                     f"non-negative batch strides, got '{name}' batch strides {strides}")
             for name, g in zip("qkv", operand_maps(problem, self.block_n)):
+                if g.batch >= 1 << 31:
+                    raise ValueError(f"attention: argument 'config' asks for the TMA kernel, whose batch "
+                                     f"coordinate of '{name}' ({g.batch} units) overflows int32")
                 why = _tma.map_problem(g, 0)
                 if why is not None:
                     raise ValueError(f"attention: argument 'config' asks for the TMA kernel, which cannot map "
