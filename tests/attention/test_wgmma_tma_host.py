@@ -66,11 +66,15 @@ def test_persistent_grid_takes_an_sm_each_and_an_l2_section():
     problem = gqa_problem()
     (launch,) = dataclasses.replace(TMA128, persistent=True).plan(problem, H200).launches
     assert launch.grid == (132,) and [int(a) for a in launch.args[6:9]] == [256, 32, 32]
-    # K and V of one (batch, KV head): 1000 x 256 x 2 bytes; half of the 60 MiB L2 holds 61 of them,
-    # capped at the 32 batch items
+    # K and V of one (batch, KV head): 1000 x 256 x 2 bytes, shared by a group of 4 query heads; half of
+    # the 60 MiB L2 holds far more than the 32 batch items
     assert l2_section(problem, H200) == 32
     long = gqa_problem(n=16384)
-    assert l2_section(long, H200) == 30 * 1024 * 1024 // (16384 * 256 * 2)
+    assert l2_section(long, H200) == 30 * 1024 * 1024 // (16384 * 256 * 2 // 4)
+    mha = describe((2, 16, 16384, 128), (16 * 16384 * 128, 16384 * 128, 128, 1), (2, 16, 16384, 128),
+                   (16 * 16384 * 128, 16384 * 128, 128, 1), (2, 16, 16384, 128), (16 * 16384 * 128, 16384 * 128, 128, 1),
+                   BFLOAT16, True, 0.1, False, (True,) * 3)
+    assert l2_section(mha, H200) == 30 * 1024 * 1024 // (16384 * 256 * 2)  # 3 heads of 8 MiB K/V
 
 
 def test_tma_config_checks():

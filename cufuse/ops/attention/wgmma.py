@@ -37,9 +37,13 @@ L2_SECTION_SHARE = 0.5  # of the L2 that the K/V of a persistent grid's batch it
 
 def l2_section(problem, dev) -> int:
     """Batch items the persistent TMA grid works on at once (the kernel's ``section``): as many as
-    keep their K and V within L2_SECTION_SHARE of the L2, at least one."""
+    keep their K and V within L2_SECTION_SHARE of the L2, at least one. Grouped-query heads
+    (k and v broadcast over q's innermost batch dim) share one K/V among the group."""
     kv_bytes = problem.n_k * (problem.head_dim + problem.head_dim_v) * problem.dtype.itemsize
-    return max(1, min(problem.batch_count, int(L2_SECTION_SHARE * dev.l2_bytes) // max(kv_bytes, 1)))
+    q_strides, k_strides, v_strides = (strides[-1] for strides in problem.batch_strides)
+    group = problem.batch_sizes[-1] if q_strides and not k_strides and not v_strides else 1
+    per_item = max(kv_bytes // group, 1)
+    return max(1, min(problem.batch_count, int(L2_SECTION_SHARE * dev.l2_bytes) // per_item))
 
 
 def operand_maps(problem, block_n: int) -> tuple:
