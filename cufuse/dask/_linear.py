@@ -23,10 +23,10 @@ from ..ops.linear.operands import activation_code, check_bias_shape
 from ._common import array_module, as_dask, meta
 
 
-def fused_linear(x, weight, bias=None, *, activation="relu"):
+def fused_linear(x, weight, bias=None, *, activation=None):
     """``activation(x @ weight + bias)`` over a Dask array x ``(..., K)`` of NumPy or CuPy
     chunks; weight ``(K, N)`` and bias (as ``cufuse.fused_linear`` takes them) Dask arrays or
-    single arrays; ``activation`` as ``cufuse.fused_linear``'s. A lazy Dask array ``(..., N)``,
+    single arrays; ``activation`` as ``cufuse.fused_linear``'s (default None: plain linear). A lazy Dask array ``(..., N)``,
     chunked as x's rows and the weight's N."""
     return _linear("fused_linear", x, weight, bias, activation)
 
