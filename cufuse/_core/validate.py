@@ -55,8 +55,10 @@ def describe(value) -> str:
         return f"cupy.ndarray of dtype {dtype_name(value.dtype)} and shape {value.shape}"
     kind = type(value)
     if isinstance(getattr(value, "shape", None), tuple) and hasattr(value, "dtype"):  # Dask, PyTorch, ...
-        module = kind.__module__.split(".")[0]
-        return f"{module}.{kind.__name__} of dtype {value.dtype} and shape {value.shape}"
+        parts = kind.__module__.split(".")
+        public = [p for p in parts[:next((i for i, p in enumerate(parts) if p.startswith("_") or p == "core"),
+                                          len(parts))]] or parts[:1]  # dask.array.core: dask.array
+        return f"{'.'.join(public)}.{kind.__name__} of dtype {value.dtype} and shape {value.shape}"
     return kind.__name__
 
 

@@ -60,7 +60,7 @@ def _checked_operands(fn, x, name, weight, activation):
     qualified = f"cufuse.dask.{fn}"
     activation_code(qualified, activation)
     x, weight = as_dask(fn, "x", x), as_dask(fn, name, weight)
-    require_float(fn, "x", x)
+    require_float(qualified, "x", x)
     if weight.ndim != 2 or x.ndim < 1 or weight.shape[0] != x.shape[-1]:
         raise ValueError(f"{qualified}: argument '{name}' expected shape ({x.shape[-1] if x.ndim else 'K'}, N) "
                          f"to match x's last axis, got {weight.shape}")

@@ -36,8 +36,8 @@ def log_softmax(x, axis=None):
 
 def _dask_softmax(fn, x, axis, *, log):
     x = as_dask(fn, "x", x)
-    dtype = result_dtype(fn, x)
-    axes = normalize_axis(fn, axis, x.ndim)
+    dtype = result_dtype(f"cufuse.dask.{fn}", x)
+    axes = normalize_axis(f"cufuse.dask.{fn}", axis, x.ndim)
     out_meta = meta(x, dtype, x.ndim)
     if all(x.numblocks[a] == 1 for a in axes):
         return x.map_blocks(_whole_rows, axes=axes, log=log, dtype=dtype, meta=out_meta)
