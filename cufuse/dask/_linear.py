@@ -26,7 +26,8 @@ from ._common import array_module, as_dask, meta
 def fused_linear(x, weight, bias=None, *, activation=None):
     """``activation(x @ weight + bias)`` over a Dask array x ``(..., K)`` of NumPy or CuPy
     chunks; weight ``(K, N)`` and bias (as ``cufuse.fused_linear`` takes them) Dask arrays or
-    single arrays; ``activation`` as ``cufuse.fused_linear``'s (default None: plain linear). A lazy Dask array ``(..., N)``,
+    single arrays; ``activation`` as ``cufuse.fused_linear``'s (default None: plain linear). A
+    lazy Dask array ``(..., N)``,
     chunked as x's rows and the weight's N."""
     return _linear("fused_linear", x, weight, bias, activation)
 

@@ -40,13 +40,11 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
     unlimited) lets the query at that position p see keys ``p - left <= j <= p + right``
     (causal caps right at 0); key tiles no row of a block sees are skipped. ``softcap=c``
     replaces each scaled score s by ``c * tanh(s / c)`` (Gemma 2). A row that sees no key is
-    0 with lse ``-inf``. With
-    ``return_lse`` the result is ``(out, lse)``, lse ``(..., Nq)`` float32 (float64 for float64
-    inputs). Arrays and
-    array-likes run the NumPy path; GPU arrays (CuPy, PyTorch, JAX, ...) the kernels.
-    ``config`` (GPU inputs only; checked and ignored on NumPy inputs) forces a kernel variant
-    (``FlashMmaTile``, ``FlashWgmmaTile``, ``DecodeTile``, ``SimtRows``) instead of the
-    default selection.
+    0 with lse ``-inf``. With ``return_lse`` the result is ``(out, lse)``, lse ``(..., Nq)``
+    float32 (float64 for float64 inputs). Arrays and array-likes run the NumPy path; GPU arrays
+    (CuPy, PyTorch, JAX, ...) the kernels. ``config`` (GPU inputs only; checked and ignored on
+    NumPy inputs) forces a kernel variant (``FlashMmaTile``, ``FlashWgmmaTile``, ``DecodeTile``,
+    ``SimtRows``) instead of the default selection.
     """
     # a CuPy call whose signature ran before goes straight to its launches
     signature = gpu_signature(q, k, v) if out is None else gpu_signature(q, k, v, out)

@@ -37,12 +37,12 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     (any strides whose last is 1: vLLM's ``(P, S, Hkv, D)`` storage passes as
     ``.transpose(0, 2, 1, 3)``); block_table ``(B, max_pages)`` int32 lists each sequence's
     pages in order; seq_lens ``(B,)`` int32 counts its keys, the Nq newest included (array-likes
-    of int32 values convert). Query
-    head h uses KV head ``h // (Hq // Hkv)``. ``causal`` is bottom-right within each
-    sequence; ``window=(left, right)`` and ``softcap`` as in ``attention``. Returns ``(B, Hq,
-    Nq, Dv)`` and with ``return_lse`` also lse ``(B, Hq, Nq)`` float32 (float64 for float64); a row that sees no key
-    is 0 with lse -inf. ``config`` (GPU inputs only; checked and ignored on NumPy inputs)
-    forces a kernel variant (``PagedMmaTile``, ``PagedSimtRows``).
+    of int32 values convert). Query head h uses KV head ``h // (Hq // Hkv)``. ``causal`` is
+    bottom-right within each sequence; ``window=(left, right)`` and ``softcap`` as in
+    ``attention``. Returns ``(B, Hq, Nq, Dv)`` and with ``return_lse`` also lse ``(B, Hq, Nq)``
+    float32 (float64 for float64); a row that sees no key is 0 with lse -inf. ``config`` (GPU
+    inputs only; checked and ignored on NumPy inputs) forces a kernel variant (``PagedMmaTile``,
+    ``PagedSimtRows``).
     """
     # a CuPy call whose signature ran before goes straight to its launches (not under
     # CUFUSE_DEBUG, whose index check reads the table on every call)
