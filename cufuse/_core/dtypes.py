@@ -42,6 +42,12 @@ def shifted_integers(xp, x, axes, dtype, where=None):
     lowest = np.iinfo(x.dtype).min
     candidates = x if where is None else xp.where(where, x, xp.asarray(lowest, dtype=x.dtype))
     top = candidates.max(axis=axes, keepdims=True)
+    return shifted_by(xp, x, top, dtype), top.astype(np.float64)
+
+
+def shifted_by(xp, x, top, dtype):
+    """``x - top`` of integer arrays (top broadcast with x, not below it), exactly, in float
+    ``dtype`` (see ``shifted_integers``)."""
     with np.errstate(over="ignore"):
         gap = top.astype(np.uint64) - x.astype(np.uint64)
-    return (-gap.astype(np.float64)).astype(dtype, copy=False), top.astype(np.float64)
+    return (-gap.astype(np.float64)).astype(dtype, copy=False)

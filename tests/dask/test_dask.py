@@ -69,6 +69,12 @@ def test_softmax_integers_and_bad_input(rng):
     got = cd.softmax(da.from_array(x, chunks=(2, 7)), axis=1)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got.compute(), reference.softmax(x.astype(np.float64), 1), rtol=1e-6)
+    top = np.iinfo(np.int64).max - rng.integers(0, 30, (4, 30))  # past 2^53: shifted in int64, as eager
+    for log in (False, True):
+        fn = cd.log_softmax if log else cd.softmax
+        got = fn(da.from_array(top, chunks=(2, 7)), axis=1).compute()
+        np.testing.assert_allclose(got, (cufuse.log_softmax if log else cufuse.softmax)(top, axis=1), rtol=1e-12,
+                                   atol=1e-15)
     with pytest.raises(TypeError, match=r"cufuse.dask.softmax: argument 'x' expected a Dask array"):
         cd.softmax([1.0, 2.0])
     with pytest.raises(TypeError, match=r"^cufuse.dask.softmax: argument 'x' expected a float16, bfloat16, float32, "
@@ -161,7 +167,7 @@ def test_attention_keys_and_queries_across_chunks(rng, causal, key_chunks, query
     expected, expected_lse = reference.attention(q, k, v, causal=causal, return_lse=True)
     assert out.shape == (2, 3, 30, 12) and out.dtype == np.float64 and lse.dtype == np.float64
     np.testing.assert_allclose(out.compute(), expected, rtol=1e-12, atol=1e-13)  # float64 partials: float64 accuracy
-    np.testing.assert_allclose(lse.compute(), expected_lse, rtol=1e-13)
+    np.testing.assert_allclose(lse.compute(), expected_lse, rtol=1e-13, atol=1e-13)
     out32, lse32 = cd.attention(*(da.from_array(a.astype(np.float32), chunks=(1, 2, None, None)) for a in (q, k, v)),
                                 causal=causal, return_lse=True)
     assert out32.dtype == lse32.dtype == np.float32
@@ -185,7 +191,7 @@ def test_attention_window_and_softcap_across_chunks(rng, causal, window, n_q, n_
         np.testing.assert_allclose(out.compute(), expected, rtol=1e-12, atol=1e-13)
         got_lse = lse.compute()
         assert np.array_equal(np.isneginf(got_lse), np.isneginf(expected_lse))
-        np.testing.assert_allclose(got_lse, expected_lse, rtol=1e-13)
+        np.testing.assert_allclose(got_lse, expected_lse, rtol=1e-13, atol=1e-13)
 
 
 def test_attention_checks_name_cufuse_dask_and_the_callers_shapes():
