@@ -123,7 +123,7 @@ def _linear_rows(x, weight, tile: int) -> np.ndarray:
     return acc
 
 
-def fused_linear(x, weight, bias=None, *, activation: str | None = "relu", tile: int = 256) -> np.ndarray:
+def fused_linear(x, weight, bias=None, *, activation: str | None = None, tile: int = 256) -> np.ndarray:
     """float64 ``activation(x @ weight + bias)``, accumulating over K in tiles of ``tile``."""
     acc = _linear_rows(x, weight, tile)
     if bias is not None:

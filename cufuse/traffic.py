@@ -141,7 +141,8 @@ def attention(q_shape, k_shape, v_shape, dtype, *, causal: bool = False, return_
                          f"broadcast, got {q_shape}, {k_shape}, {v_shape}") from None
     size = _itemsize("attention", dtype)
     inputs = (_count(q_shape) + _count(k_shape) + _count(v_shape)) * size
-    output = heads * n_q * head_dim_v * size + (heads * n_q * 4 if return_lse else 0)
+    lse_size = 8 if size == 8 else 4  # lse in the accumulator dtype
+    output = heads * n_q * head_dim_v * size + (heads * n_q * lse_size if return_lse else 0)
     flops = 2 * heads * n_q * n_k * (head_dim + head_dim_v)
     return Traffic(
         flops=flops // 2 if causal else flops,

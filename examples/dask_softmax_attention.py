@@ -1,6 +1,7 @@
 """cufuse over Dask arrays on every GPU of this machine (dask-cuda: one worker a GPU).
 
-    pip install -e ".[cuda13,dask]"      # from a clone of cufuse
+    pip install -e ".[dask]"                       # CPU, from a clone of cufuse
+    pip install -e ".[cuda13,dask,dask-cuda]"      # GPUs (dask-cuda's LocalCUDACluster)
     python examples/dask_softmax_attention.py
 
 Makes its data on the workers (CuPy chunks), runs a softmax whose rows span chunks and an
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import dask.array as da
-
 import cufuse
-import cufuse.dask as cd
+import cufuse.dask as cd  # first: without Dask it says how to install the extra
+
+import dask.array as da  # noqa: E402
 
 
 def main():

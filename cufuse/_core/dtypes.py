@@ -31,3 +31,23 @@ def accumulator_dtype(dtype) -> np.dtype:
 
 def dtype_name(dtype) -> str:
     return np.dtype(dtype).name
+
+
+def shifted_integers(xp, x, axes, dtype, where=None):
+    """Integer ``x`` less its maximum over ``axes`` (kept dims), in float ``dtype``, and that
+    maximum in float64: SciPy shifts integers in their own dtype before ``exp``, so that large
+    int64 values keep their differences. The difference is taken modulo 2^64 in uint64, exact
+    for every entry not above the maximum (no wrap-around, unlike ``x - x.max()``). ``where``
+    (broadcast with x): the entries the maximum is taken over (others give what they give)."""
+    lowest = np.iinfo(x.dtype).min
+    candidates = x if where is None else xp.where(where, x, xp.asarray(lowest, dtype=x.dtype))
+    top = candidates.max(axis=axes, keepdims=True)
+    return shifted_by(xp, x, top, dtype), top.astype(np.float64)
+
+
+def shifted_by(xp, x, top, dtype):
+    """``x - top`` of integer arrays (top broadcast with x, not below it), exactly, in float
+    ``dtype`` (see ``shifted_integers``)."""
+    with np.errstate(over="ignore"):
+        gap = top.astype(np.uint64) - x.astype(np.uint64)
+    return (-gap.astype(np.float64)).astype(dtype, copy=False)

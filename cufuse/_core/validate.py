@@ -53,7 +53,13 @@ def describe(value) -> str:
     cp = _cupy()
     if cp is not None and isinstance(value, cp.ndarray):
         return f"cupy.ndarray of dtype {dtype_name(value.dtype)} and shape {value.shape}"
-    return type(value).__name__
+    kind = type(value)
+    if isinstance(getattr(value, "shape", None), tuple) and hasattr(value, "dtype"):  # Dask, PyTorch, ...
+        parts = kind.__module__.split(".")
+        public = [p for p in parts[:next((i for i, p in enumerate(parts) if p.startswith("_") or p == "core"),
+                                          len(parts))]] or parts[:1]  # dask.array.core: dask.array
+        return f"{'.'.join(public)}.{kind.__name__} of dtype {value.dtype} and shape {value.shape}"
+    return kind.__name__
 
 
 def as_arrays(fn: str, *, optional: tuple = (), **values):
@@ -130,18 +136,66 @@ def _from_host(fn, name, value):
 
 
 def require_bool(fn: str, name: str, value) -> bool:
-    """``value`` as a bool; anything but a bool (or a NumPy bool) is a TypeError, as 1 or
-    'no' would be ambiguous."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{fn}: argument '{name}' expected a bool, got {value!r}")
-    return bool(value)
+    """``bool(value)``, as SciPy takes flags (1, np.True_, a one-element array). A string is
+    refused (TypeError: 'no' would be True); an object without an unambiguous truth value (an
+    array of several elements) raises the error ``bool`` raises, naming the argument."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{fn}: argument '{name}' expected a bool (or a value with a truth value, not a string), "
+                        f"got {value!r}")
+    try:
+        return bool(value)
+    except Exception as exc:
+        error = ValueError if isinstance(exc, ValueError) else TypeError
+        raise error(f"{fn}: argument '{name}' expected a bool (or a value with an unambiguous truth value), got "
+                    f"{describe(value)} ({exc})") from None
 
 
 def require_finite_real(fn: str, name: str, value) -> float:
-    """``value`` as a float: a finite real number (bool refused), else TypeError."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not np.isfinite(value):
+    """``value`` as a float: a real number (bool refused, else TypeError) that is finite (else
+    ValueError)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{fn}: argument '{name}' expected None or a finite real number, got {value!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"{fn}: argument '{name}' expected None or a finite real number, got {value!r}")
     return float(value)
+
+
+def require_writable(fn: str, name: str, value) -> None:
+    """An argument written in place must be an array the caller holds: a writeable NumPy
+    array, or a GPU array (CuPy, or one CuPy views without a copy). Anything converted on the
+    way in (a list, a read-only array) is a TypeError: the write would be lost."""
+    if isinstance(value, np.ndarray):
+        if not value.flags.writeable:
+            raise TypeError(f"{fn}: argument '{name}' is written in place and expected a writeable array, "
+                            f"got a read-only {describe(value)}")
+        return
+    cp = _cupy()
+    if (cp is not None and isinstance(value, cp.ndarray)) or is_cuda_resident(value):
+        return
+    raise TypeError(f"{fn}: argument '{name}' is written in place and expected a NumPy or GPU array, got "
+                    f"{describe(value)} (a converted copy would be written and lost)")
+
+
+def as_index_array(fn: str, name: str, value):
+    """An integer index argument (``block_table``, ``seq_lens``) given as an array-like (a
+    list, a tuple): converted to int32 when every value fits, else a ValueError. Arrays (NumPy,
+    GPU) pass as they are: their dtype is checked where they are used."""
+    cp = _cupy()
+    if value is None or isinstance(value, np.ndarray) or (cp is not None and isinstance(value, cp.ndarray)):
+        return value
+    if is_cuda_resident(value):
+        return value
+    array = _from_host(fn, name, value)
+    if array.size == 0:
+        return array.astype(np.int32)
+    if array.dtype.kind not in "iu":
+        return array  # the dtype check where it is used names what came
+    info = np.iinfo(np.int32)
+    low, high = int(array.min()), int(array.max())
+    if low < info.min or high > info.max:
+        raise ValueError(f"{fn}: argument '{name}' expected int32 values (from {info.min} to {info.max}), got "
+                         f"values from {low} to {high}")
+    return array.astype(np.int32)
 
 
 def require_window(fn: str, window):
@@ -257,7 +311,7 @@ def check_out(fn: str, out, *, shape, dtype, xp, inputs: dict):
     if not out.flags.c_contiguous:
         raise ValueError(f"{fn}: argument 'out' expected a C-contiguous array, got strides {out.strides}")
     if xp is np and not out.flags.writeable:
-        raise ValueError(f"{fn}: argument 'out' expected a writeable array, got a read-only one")
+        raise TypeError(f"{fn}: argument 'out' expected a writeable array, got a read-only one")
     if xp is not np:
         device = next((a.device.id for a in inputs.values() if a is not None), out.device.id)
         if out.device.id != device:
@@ -272,6 +326,7 @@ __all__ = [
     "AxisError",
     "FLOAT_DTYPES",
     "as_arrays",
+    "as_index_array",
     "check_config",
     "is_cuda_resident",
     "require_bool",
@@ -281,4 +336,5 @@ __all__ = [
     "require_float",
     "require_ndim",
     "require_same_dtype",
+    "require_writable",
 ]

@@ -2,13 +2,14 @@
 
 Every (query chunk, key chunk) pair of blocks computes its partial: the attention of its
 queries over its keys, normalised, with the lse (``cufuse.attention(..., return_lse=True)``),
-stored as float32 ``(..., Nq, Dv + 1)``. The partials of a query chunk merge by the lse rule in
-a tree (``dask.array.reduction``): weights ``exp(lse_c - max lse)``, the output their weighted
-mean, the lse ``max + log(sum of weights)``. Chunks along batch, heads or queries alone are
-independent blocks. With ``causal=True`` each block knows its query and key offsets, so the
-bottom-right alignment of the whole (query i sees key j iff ``j <= i + Nk - Nq``) holds: a
-block's rows see all of its keys, none, or a prefix, and the prefix rows are one causal call on
-that prefix of keys.
+stored in the accumulator dtype (float32; float64 for float64) as ``(..., Nq, Dv + 1)``. The
+partials of a query chunk merge by the lse rule in a tree (``dask.array.reduction``): weights
+``exp(lse_c - max lse)``, the output their weighted mean, the lse ``max + log(sum of
+weights)``. Chunks along batch, heads or queries alone are independent blocks. With
+``causal=True`` or a ``window`` each block knows its query and key offsets, so the
+bottom-right frame of the whole (query i sits at key position ``i + Nk - Nq``) holds: a
+block's rows split into runs (``_runs``) that see no key, or keys that one eager call on a
+slice of the block's keys gives in its own frame. ``softcap`` applies to every score alike.
 """
 from __future__ import annotations
 
@@ -19,32 +20,45 @@ import numpy as np
 import dask.array as da
 
 from .. import attention as _attention
-from .._core.validate import require_bool
+from .._core.dtypes import accumulator_dtype
+from .._core.validate import (require_bool, require_finite_real, require_float, require_same_dtype, require_softcap,
+                              require_window)
 from ._common import array_module, as_dask, flatten, meta
 
 FN = "attention"
+QUALIFIED = f"cufuse.dask.{FN}"
 
 
-def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse=False):
-    """``cufuse.attention`` over Dask arrays of NumPy or CuPy chunks: lazy ``out`` (and float32
-    ``lse`` with ``return_lse``). Leading dims broadcast; ``enable_gqa`` as in the eager
-    function; the head dims D and Dv must be whole in each chunk."""
+def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, enable_gqa=False, return_lse=False):
+    """``cufuse.attention`` over Dask arrays of NumPy or CuPy chunks: lazy ``out`` (and ``lse``
+    with ``return_lse``: float32, float64 for float64). Leading dims broadcast; ``causal``,
+    ``window``, ``softcap`` and ``enable_gqa`` as in the eager function; the head dims D and Dv
+    must be whole in each chunk."""
     q, k, v = (as_dask(FN, name, a) for name, a in (("q", q), ("k", k), ("v", v)))
-    causal, return_lse = require_bool(FN, "causal", causal), require_bool(FN, "return_lse", return_lse)
-    heads = None
-    if require_bool(FN, "enable_gqa", enable_gqa):
-        q, k, v, heads = _group_heads(q, k, v)
     for name, a in (("q", q), ("k", k), ("v", v)):
+        require_float(QUALIFIED, name, a)
         if a.ndim < 2 or a.numblocks[-1] != 1:
-            raise ValueError(f"cufuse.dask.{FN}: argument '{name}' expected at least 2 dims with the last (head dim) "
+            raise ValueError(f"{QUALIFIED}: argument '{name}' expected at least 2 dims with the last (head dim) "
                              f"in one chunk, got shape {a.shape} with chunks {a.chunks}")
-    if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2] or not (q.dtype == k.dtype == v.dtype):
-        raise ValueError(f"cufuse.dask.{FN}: arguments 'q', 'k', 'v' expected (..., Nq, D), (..., Nk, D), "
-                         f"(..., Nk, Dv) of one dtype, got {q.shape}, {k.shape}, {v.shape}")
+    require_same_dtype(QUALIFIED, "q", q, k=k, v=v)
+    causal, return_lse = require_bool(QUALIFIED, "causal", causal), require_bool(QUALIFIED, "return_lse", return_lse)
+    window, softcap = require_window(QUALIFIED, window), require_softcap(QUALIFIED, softcap)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else require_finite_real(QUALIFIED, "scale", scale)
+    if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
+        raise ValueError(f"{QUALIFIED}: arguments 'q', 'k', 'v' expected (..., Nq, D), (..., Nk, D), "
+                         f"(..., Nk, Dv), got {q.shape}, {k.shape}, {v.shape}")
+    shapes = q.shape, k.shape, v.shape  # the caller's, for the messages
+    heads = None
+    if require_bool(QUALIFIED, "enable_gqa", enable_gqa):
+        q, k, v, heads = _group_heads(q, k, v)
+    try:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(f"{QUALIFIED}: arguments 'q', 'k', 'v' expected leading dims that broadcast (grouped-query "
+                         f"heads: enable_gqa=True), got {shapes[0]}, {shapes[1]}, {shapes[2]}") from None
     n_q, n_k, dv = q.shape[-2], k.shape[-2], v.shape[-1]
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    acc = accumulator_dtype(q.dtype)
     v = v.rechunk({v.ndim - 2: k.chunks[-2]})
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     letters = list("ghijlmnoprstuvwxyz"[:len(batch)])  # the batch dims' indices (c, d, e, f, q: the others)
     unique = iter(chr(ord("A") + i) for i in range(26))
 
@@ -58,10 +72,11 @@ def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse
     partials = da.blockwise(
         _partial, partial_index, q, index(q, "qd"), k, index(k, "cd"), v, index(v, "ce"),
         da.arange(n_k, chunks=k.chunks[-2:-1]), "c", da.arange(n_q, chunks=q.chunks[-2:-1]), "q",
-        adjust_chunks={"c": 1}, new_axes={"f": dv + 1}, concatenate=True, dtype=np.float32,
-        meta=meta(q, np.float32, len(partial_index)), causal=causal, scale=scale, n_q=n_q, n_k=n_k)
-    merged = da.reduction(partials, _identity, _merge, axis=0, keepdims=False, dtype=np.float32, combine=_merge,
-                          concatenate=False, meta=meta(q, np.float32, len(partial_index) - 1))
+        adjust_chunks={"c": 1}, new_axes={"f": dv + 1}, concatenate=True, dtype=acc,
+        meta=meta(q, acc, len(partial_index)), causal=causal, scale=scale, window=window, softcap=softcap, n_q=n_q,
+        n_k=n_k)
+    merged = da.reduction(partials, _identity, _merge, axis=0, keepdims=False, dtype=acc, combine=_merge,
+                          concatenate=False, meta=meta(q, acc, len(partial_index) - 1))
     out = merged[..., :dv].astype(q.dtype)
     lse = merged[..., dv]
     if heads is not None:
@@ -72,7 +87,7 @@ def attention(q, k, v, *, causal=False, scale=None, enable_gqa=False, return_lse
 def _group_heads(q, k, v):
     """SDPA's grouped-query layout on axis -3 as the broadcast form, and the map back."""
     if min(q.ndim, k.ndim, v.ndim) < 3 or k.shape[-3] != v.shape[-3] or k.shape[-3] == 0 or q.shape[-3] % k.shape[-3]:
-        raise ValueError(f"cufuse.dask.{FN}: arguments 'q', 'k', 'v' expected (..., Hq, Nq, D) and (..., Hkv, Nk, D) "
+        raise ValueError(f"{QUALIFIED}: arguments 'q', 'k', 'v' expected (..., Hq, Nq, D) and (..., Hkv, Nk, D) "
                          f"with Hq % Hkv == 0 (enable_gqa=True), got {q.shape}, {k.shape}, {v.shape}")
     hkv, group = k.shape[-3], q.shape[-3] // k.shape[-3]
     q = q.reshape(q.shape[:-3] + (hkv, group) + q.shape[-2:])
@@ -83,30 +98,62 @@ def _group_heads(q, k, v):
     return q, k[..., None, :, :], v[..., None, :, :], ungroup
 
 
-def _partial(qb, kb, vb, key_positions, query_positions, causal, scale, n_q, n_k):
-    """(1, ..., nq, Dv + 1) float32: this block's queries over this block's keys, and the lse."""
+def _partial(qb, kb, vb, key_positions, query_positions, causal, scale, window, softcap, n_q, n_k):
+    """(1, ..., nq, Dv + 1) in the accumulator dtype: this block's queries over this block's
+    keys, and the lse."""
     xp = array_module(qb)
     nq, nk = qb.shape[-2], kb.shape[-2]
     batch = np.broadcast_shapes(qb.shape[:-2], kb.shape[:-2], vb.shape[:-2])
-    out = xp.zeros(batch + (nq, vb.shape[-1] + 1), dtype=np.float32)
+    out = xp.zeros(batch + (nq, vb.shape[-1] + 1), dtype=accumulator_dtype(qb.dtype))
     out[..., -1] = -np.inf
-    # Row i of this block (query q0 + i) sees this block's key j iff j <= i + shift.
-    shift = int(query_positions[0]) + (n_k - n_q) - int(key_positions[0]) if causal and nq and nk else nk
-    full_from = max(0, nk - 1 - shift)  # rows that see every key of the block
-    band = (max(0, -shift), min(nq, full_from))  # rows that see a prefix of the keys
-    if full_from < nq:
-        _fill(out, full_from, nq, _attention(qb[..., full_from:, :], kb, vb, scale=scale, return_lse=True))
-    if band[0] < band[1]:
-        keys = band[1] + shift  # the causal call's Nk' - Nq' = band[0] + shift
-        _fill(out, *band, _attention(qb[..., band[0]:band[1], :], kb[..., :keys, :], vb[..., :keys, :], scale=scale,
-                                     causal=True, return_lse=True))
+    shift = int(query_positions[0]) + (n_k - n_q) - int(key_positions[0]) if nq and nk else 0
+    for (start, stop), (first, end), pad, run_causal, run_window in _runs(nq, nk, shift, causal, window):
+        rows = qb[..., start:stop, :]
+        if pad:  # rows appended after the run move its bottom-right frame back by ``pad`` keys
+            rows = xp.concatenate([rows, xp.zeros(rows.shape[:-2] + (pad, rows.shape[-1]), rows.dtype)], axis=-2)
+        _fill(out, start, stop, _attention(rows, kb[..., first:end, :], vb[..., first:end, :], scale=scale,
+                                           causal=run_causal, window=run_window, softcap=softcap, return_lse=True))
     return out[None]
+
+
+def _runs(nq, nk, shift, causal, window) -> list:
+    """The eager calls that give a block's rows over its keys, ``((start, stop), (first, end),
+    pad, causal, window)`` each: rows ``start..<stop``, ``pad`` zero rows appended, over keys
+    ``first..<end``. Row i sits at key position ``p = i + shift`` and sees the keys ``p - left``
+    to ``p + right`` of ``0..<nk`` (right 0 with causal; None: unlimited). Rows that see no key
+    are in no run (they stay 0 with lse -inf). Where right is limited, the rows with ``p < nk``
+    keep the mask: the slice of keys they see, the frame moved by the pad (at most right rows).
+    The rows past them see every key from ``p - left`` to the end: the window (left', None) in
+    the eager frame of all the keys, without pad (or no window: every key)."""
+    if not (nq and nk):
+        return []
+    left, right = window if window is not None else (None, None)
+    right = 0 if causal else right
+
+    def rows(first_position, last_position):  # the rows whose p lies in the range (None: open)
+        start = 0 if first_position is None else min(nq, max(0, first_position - shift))
+        stop = nq if last_position is None else min(nq, max(0, last_position - shift + 1))
+        return start, max(start, stop)
+
+    last_seeing = None if left is None else nk - 1 + left
+    runs = []
+    if right is not None:
+        start, stop = rows(-right, nk - 1 if last_seeing is None else min(nk - 1, last_seeing))
+        if start < stop:
+            first = 0 if left is None else max(0, start + shift - left)
+            end = min(nk, stop + shift + right)
+            runs.append(((start, stop), (first, end), end - stop - shift, causal, window))
+    start, stop = rows(None if right is None else nk, last_seeing)
+    if start < stop:
+        tail_window = None if left is None else (left - (stop + shift - nk), None)
+        runs.append(((start, stop), (0, nk), 0, False, tail_window))
+    return runs
 
 
 def _fill(out, start, stop, result):
     values, lse = result
-    out[..., start:stop, :-1] = values.astype(np.float32)
-    out[..., start:stop, -1] = lse
+    out[..., start:stop, :-1] = values[..., :stop - start, :]
+    out[..., start:stop, -1] = lse[..., :stop - start]
 
 
 def _identity(block, axis, keepdims):
@@ -126,7 +173,7 @@ def _merge(parts, axis, keepdims):
         seen = top > -np.inf
         weights = xp.where(seen, xp.exp(lse - xp.where(seen, top, 0)), 0)
         total = weights.sum(axis=0)
-        merged = xp.empty(stacked.shape[1:], dtype=np.float32)
+        merged = xp.empty(stacked.shape[1:], dtype=stacked.dtype)
         merged[..., :-1] = xp.where(seen[..., None], (weights[..., None] * stacked[..., :-1]).sum(axis=0)
                                     / xp.where(seen, total, 1)[..., None], 0)
         merged[..., -1] = xp.where(seen, top + xp.log(xp.where(seen, total, 1)), -np.inf)

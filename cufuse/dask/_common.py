@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-try:
-    import dask.array as da
-except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise ImportError("cufuse.dask needs Dask: cufuse's extra 'dask' (from a clone: pip install -e \".[dask]\")") from exc
+import dask.array as da  # cufuse.dask (the package) says how to install it where it is missing
 
 
 def as_dask(fn: str, name: str, value):

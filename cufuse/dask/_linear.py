@@ -23,10 +23,11 @@ from ..ops.linear.operands import activation_code, check_bias_shape
 from ._common import array_module, as_dask, meta
 
 
-def fused_linear(x, weight, bias=None, *, activation="relu"):
+def fused_linear(x, weight, bias=None, *, activation=None):
     """``activation(x @ weight + bias)`` over a Dask array x ``(..., K)`` of NumPy or CuPy
     chunks; weight ``(K, N)`` and bias (as ``cufuse.fused_linear`` takes them) Dask arrays or
-    single arrays; ``activation`` as ``cufuse.fused_linear``'s. A lazy Dask array ``(..., N)``,
+    single arrays; ``activation`` as ``cufuse.fused_linear``'s (default None: plain linear). A
+    lazy Dask array ``(..., N)``,
     chunked as x's rows and the weight's N."""
     return _linear("fused_linear", x, weight, bias, activation)
 
@@ -60,7 +61,7 @@ def _checked_operands(fn, x, name, weight, activation):
     qualified = f"cufuse.dask.{fn}"
     activation_code(qualified, activation)
     x, weight = as_dask(fn, "x", x), as_dask(fn, name, weight)
-    require_float(fn, "x", x)
+    require_float(qualified, "x", x)
     if weight.ndim != 2 or x.ndim < 1 or weight.shape[0] != x.shape[-1]:
         raise ValueError(f"{qualified}: argument '{name}' expected shape ({x.shape[-1] if x.ndim else 'K'}, N) "
                          f"to match x's last axis, got {weight.shape}")

@@ -17,7 +17,7 @@ import numpy as np
 import dask.array as da
 
 from .. import softmax as _softmax_fn, log_softmax as _log_softmax_fn
-from .._core.dtypes import accumulator_dtype
+from .._core.dtypes import accumulator_dtype, shifted_by
 from .._core.validate import normalize_axis
 from ..ops.softmax import partials
 from ..ops.softmax.api import result_dtype
@@ -36,16 +36,23 @@ def log_softmax(x, axis=None):
 
 def _dask_softmax(fn, x, axis, *, log):
     x = as_dask(fn, "x", x)
-    dtype = result_dtype(fn, x)
-    axes = normalize_axis(fn, axis, x.ndim)
+    dtype = result_dtype(f"cufuse.dask.{fn}", x)
+    axes = normalize_axis(f"cufuse.dask.{fn}", axis, x.ndim)
     out_meta = meta(x, dtype, x.ndim)
     if all(x.numblocks[a] == 1 for a in axes):
         return x.map_blocks(_whole_rows, axes=axes, log=log, dtype=dtype, meta=out_meta)
+    if x.dtype.kind in "iu" and x.size:  # shifted by the rows' maximum in the integer dtype, as eager
+        top = x.max(axis=axes, keepdims=True)
+        x = da.map_blocks(_shift, x, top, result_dtype=dtype, dtype=dtype, meta=out_meta)
     lse_dtype = np.dtype(np.float64) if isinstance(x._meta, np.ndarray) else accumulator_dtype(dtype)
     lse = da.reduction(x, functools.partial(_chunk_lse, result_dtype=dtype), _merge_partials, axis=axes,
                        keepdims=True, dtype=lse_dtype, combine=_merge_partials, concatenate=False,
                        meta=meta(x, lse_dtype, x.ndim))
     return da.map_blocks(_apply, x, lse, axes=axes, log=log, result_dtype=dtype, dtype=dtype, meta=out_meta)
+
+
+def _shift(block, top, result_dtype):
+    return shifted_by(array_module(block), block, top, result_dtype)
 
 
 def _whole_rows(block, axes, log):

@@ -15,7 +15,7 @@ namespace attention {
 template <typename T, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32)
     attention_fwd_simt(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                       T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv,
+                       T* __restrict__ out, accum_t<T>* __restrict__ lse, int nq, int nk, int d, int dv,
                        int q_tiles, T scale, int flags, T softcap, int band_lo, int band_hi,
                        int64 q_row, int64 q_col, int64 k_row, int64 k_col,
                        int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     if ((flags & kWriteLse) && lane == 0) {
         const A base = row_max == neg_inf ? A(0) : row_max;
-        lse[out_row] = empty ? neg_infinity<float>() : static_cast<float>(base + exact_log(row_sum));
+        lse[out_row] = empty ? neg_inf : base + exact_log(row_sum);
     }
 }
 

@@ -17,7 +17,7 @@ template <typename T, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32)
     paged_attention_simt(const T* __restrict__ q, const T* __restrict__ k_pages, const T* __restrict__ v_pages,
                          const int* __restrict__ block_table, const int* __restrict__ seq_lens, T* __restrict__ out,
-                         float* __restrict__ lse, int batch_count, int heads_kv, int group, int nq, int d, int dv,
+                         accum_t<T>* __restrict__ lse, int batch_count, int heads_kv, int group, int nq, int d, int dv,
                          int page_size, int max_keys, T scale, T softcap, int left, int right, int flags,
                          int64 q_batch, int64 q_head, int64 q_row, int64 q_col, int64 k_page, int64 k_head,
                          int64 k_row, int64 v_page, int64 v_head, int64 v_row, int64 table_row, int64 table_col,
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         if (lane + 32 * c < dv) out[row * dv + lane + 32 * c] = from_accum<T>(empty ? A(0) : acc[c] / row_sum);
     if ((flags & kWriteLse) && lane == 0) {
         const A base = row_max == neg_inf ? A(0) : row_max;
-        lse[row] = empty ? neg_infinity<float>() : static_cast<float>(base + exact_log(row_sum));
+        lse[row] = empty ? neg_inf : base + exact_log(row_sum);
     }
 }
 

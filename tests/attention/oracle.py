@@ -133,8 +133,9 @@ def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None
         failures.append(f"max error {err:.3g} > 2 * naive {naive_err:.3g} + floor {floor:.3g}")
     if return_lse:
         lse = cp.asnumpy(lse)
-        if lse.dtype != np.float32 or lse.shape != ref_lse.shape:
-            failures.append(f"lse {lse.dtype} {lse.shape}, expected float32 {ref_lse.shape}")
+        lse_dtype = np.float64 if q.dtype == np.float64 else np.float32  # the accumulator's
+        if lse.dtype != lse_dtype or lse.shape != ref_lse.shape:
+            failures.append(f"lse {lse.dtype} {lse.shape}, expected {np.dtype(lse_dtype).name} {ref_lse.shape}")
         else:
             same_inf = np.array_equal(np.isneginf(lse), np.isneginf(ref_lse))
             finite = np.isfinite(ref_lse)

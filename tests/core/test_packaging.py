@@ -66,3 +66,13 @@ def test_installed_wheel_reads_its_own_kernels(wheel, tmp_path):
     assert str(env_dir) in kernels_dir and str(REPO) not in kernels_dir
     assert str(env_dir) in package_file
     assert "cufuse" in header or "Device helpers" in header
+
+
+def test_the_dask_extra_installs_no_cuda_package():
+    """``cufuse[dask]`` on a machine without a GPU: Dask and distributed only (dask-cuda pulls
+    CUDA packages and pins Dask back), dask-cuda an extra of its own."""
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = [req.split(";")[0].split("[")[0].split(">")[0].split("=")[0].strip() for req in extras["dask"]]
+    assert names == ["dask", "distributed"], extras["dask"]
+    assert any(req.startswith("dask-cuda") for req in extras["dask-cuda"])

@@ -155,20 +155,29 @@ def test_attention_shape_mismatches(xp):
 
 def test_attention_bad_flags(xp):
     q = arr(xp, (4, 8))
-    with pytest.raises(TypeError, match=r"attention: argument 'causal' expected a bool, got 'yes'"):
+    with pytest.raises(TypeError, match=r"attention: argument 'causal' expected a bool .*not a string.*, got 'yes'"):
         cufuse.attention(q, q, q, causal="yes")
-    with pytest.raises(TypeError, match=r"attention: argument 'causal' expected a bool, got 1"):
-        cufuse.attention(q, q, q, causal=1)
-    with pytest.raises(TypeError, match=r"attention: argument 'return_lse' expected a bool, got 'no'"):
+    with pytest.raises(TypeError, match=r"attention: argument 'return_lse' expected a bool .*, got 'no'"):
         cufuse.attention(q, q, q, return_lse="no")
-    with pytest.raises(TypeError, match=r"attention: argument 'return_lse' expected a bool, got 1"):
-        cufuse.attention(q, q, q, return_lse=1)
-    with pytest.raises(TypeError, match=r"attention: argument 'enable_gqa' expected a bool, got None"):
-        cufuse.attention(q, q, q, enable_gqa=None)
-    with pytest.raises(TypeError, match=r"attention: argument 'scale' expected None or a finite real number, got nan"):
+    with pytest.raises(ValueError, match=r"attention: argument 'causal' expected a bool \(or a value with an "
+                                         r"unambiguous truth value\), got numpy.ndarray of dtype int64"):
+        cufuse.attention(q, q, q, causal=np.array([1, 0]))
+    with pytest.raises(ValueError, match=r"attention: argument 'scale' expected None or a finite real number, got nan"):
         cufuse.attention(q, q, q, scale=float("nan"))
+    with pytest.raises(ValueError, match=r"attention: argument 'scale' expected None or a finite real number, got inf"):
+        cufuse.attention(q, q, q, scale=np.inf)
     with pytest.raises(TypeError, match=r"attention: argument 'scale' expected None or a finite real number, got 'a'"):
         cufuse.attention(q, q, q, scale="a")
+
+
+def test_truthy_flags_act_as_bool(xp):
+    """Flags take what has a truth value, as SciPy takes them: 1, np.True_, a one-element array."""
+    q = arr(xp, (4, 8))
+    want, want_lse = cufuse.attention(q, q, q, causal=True, return_lse=True)
+    for flag in (1, np.True_, np.array([1])):
+        got, got_lse = cufuse.attention(q, q, q, causal=flag, return_lse=flag)
+        assert xp.array_equal(got, want) and xp.array_equal(got_lse, want_lse)
+    assert xp.array_equal(cufuse.attention(q, q, q, causal=0, return_lse=None), cufuse.attention(q, q, q))
 
 
 def test_softmax_bad_axis(xp):
@@ -206,7 +215,7 @@ def test_read_only_numpy_out_rejected():
     x = arr(np, (3, 4))
     out = np.empty((3, 4), np.float32)
     out.flags.writeable = False
-    with pytest.raises(ValueError, match=r"softmax: argument 'out' expected a writeable array, got a read-only one"):
+    with pytest.raises(TypeError, match=r"softmax: argument 'out' expected a writeable array, got a read-only one"):
         cufuse.softmax(x, out=out)
 
 

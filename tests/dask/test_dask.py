@@ -69,9 +69,16 @@ def test_softmax_integers_and_bad_input(rng):
     got = cd.softmax(da.from_array(x, chunks=(2, 7)), axis=1)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got.compute(), reference.softmax(x.astype(np.float64), 1), rtol=1e-6)
+    top = np.iinfo(np.int64).max - rng.integers(0, 30, (4, 30))  # past 2^53: shifted in int64, as eager
+    for log in (False, True):
+        fn = cd.log_softmax if log else cd.softmax
+        got = fn(da.from_array(top, chunks=(2, 7)), axis=1).compute()
+        np.testing.assert_allclose(got, (cufuse.log_softmax if log else cufuse.softmax)(top, axis=1), rtol=1e-12,
+                                   atol=1e-15)
     with pytest.raises(TypeError, match=r"cufuse.dask.softmax: argument 'x' expected a Dask array"):
         cd.softmax([1.0, 2.0])
-    with pytest.raises(TypeError, match=r"softmax: argument 'x' expected a float16, bfloat16, float32, float64 or integer"):
+    with pytest.raises(TypeError, match=r"^cufuse.dask.softmax: argument 'x' expected a float16, bfloat16, float32, "
+                                        r"float64 or integer array, got dask.array.Array of dtype bool and shape \(3,\)"):
         cd.softmax(da.ones(3, dtype=bool))
 
 
@@ -158,9 +165,114 @@ def test_attention_keys_and_queries_across_chunks(rng, causal, key_chunks, query
     out, lse = cd.attention(da.from_array(q, chunks=(1, 2, query_chunks, 16)), da.from_array(k, chunks=(2, 1, key_chunks, 16)),
                             da.from_array(v, chunks=(2, 3, key_chunks, 12)), causal=causal, return_lse=True)
     expected, expected_lse = reference.attention(q, k, v, causal=causal, return_lse=True)
-    assert out.shape == (2, 3, 30, 12) and out.dtype == np.float64 and lse.dtype == np.float32
-    np.testing.assert_allclose(out.compute(), expected, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(lse.compute(), expected_lse, rtol=1e-5)
+    assert out.shape == (2, 3, 30, 12) and out.dtype == np.float64 and lse.dtype == np.float64
+    np.testing.assert_allclose(out.compute(), expected, rtol=1e-12, atol=1e-13)  # float64 partials: float64 accuracy
+    np.testing.assert_allclose(lse.compute(), expected_lse, rtol=1e-13, atol=1e-13)
+    out32, lse32 = cd.attention(*(da.from_array(a.astype(np.float32), chunks=(1, 2, None, None)) for a in (q, k, v)),
+                                causal=causal, return_lse=True)
+    assert out32.dtype == lse32.dtype == np.float32
+    np.testing.assert_allclose(out32.compute(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window", [None, (3, 0), (0, 4), (5, None), (None, 2), (40, 40), (0, 0)], ids=str)
+@pytest.mark.parametrize("n_q, n_k", [(30, 50), (40, 20), (17, 17)])
+def test_attention_window_and_softcap_across_chunks(rng, causal, window, n_q, n_k):
+    """A window and a softcap over query and key chunks of every size: each block's rows see the
+    band of its keys the whole's bottom-right frame gives them (blocks wholly inside, past or
+    before the band, and straddling it)."""
+    q, k, v = rng.standard_normal((2, n_q, 8)) * 2, rng.standard_normal((2, n_k, 8)), rng.standard_normal((2, n_k, 5))
+    softcap = 3.0 if (n_q + n_k) % 2 else None
+    expected, expected_lse = reference.attention(q, k, v, causal=causal, window=window, softcap=softcap, return_lse=True)
+    for q_chunks, k_chunks in (((n_q,), (n_k,)), ((7, n_q - 7), (3, 11, n_k - 14)), ((1,) * 5 + (n_q - 5,), (n_k - 1, 1))):
+        out, lse = cd.attention(da.from_array(q, chunks=(1, q_chunks, 8)), da.from_array(k, chunks=(2, k_chunks, 8)),
+                                da.from_array(v, chunks=(2, k_chunks, 5)), causal=causal, window=window,
+                                softcap=softcap, return_lse=True)
+        np.testing.assert_allclose(out.compute(), expected, rtol=1e-12, atol=1e-13)
+        got_lse = lse.compute()
+        assert np.array_equal(np.isneginf(got_lse), np.isneginf(expected_lse))
+        np.testing.assert_allclose(got_lse, expected_lse, rtol=1e-13, atol=1e-13)
+
+
+def test_attention_checks_name_cufuse_dask_and_the_callers_shapes():
+    q = da.ones((1, 8, 9, 16), chunks=(1, 3, 9, 8))
+    with pytest.raises(ValueError, match=r"^cufuse.dask.attention: argument 'q' expected at least 2 dims with the last "
+                                         r"\(head dim\) in one chunk, got shape \(1, 8, 9, 16\)"):
+        cd.attention(q, da.ones((1, 2, 5, 16)), da.ones((1, 2, 5, 16)), enable_gqa=True)
+    with pytest.raises(ValueError, match=r"^cufuse.dask.attention: arguments 'q', 'k', 'v' expected leading dims "
+                                         r"that broadcast .*, got \(2, 9, 16\), \(3, 5, 16\), \(3, 5, 16\)"):
+        cd.attention(da.ones((2, 9, 16)), da.ones((3, 5, 16)), da.ones((3, 5, 16)))
+    with pytest.raises(TypeError, match=r"^cufuse.dask.attention: argument 'k' expected dtype float64 \(the dtype of "
+                                        r"'q'\), got float32"):
+        cd.attention(da.ones((9, 16)), da.ones((5, 16), dtype=np.float32), da.ones((5, 16)))
+    with pytest.raises(TypeError, match=r"^cufuse.dask.attention: argument 'q' expected dtype float16"):
+        cd.attention(da.ones((9, 16), dtype=int), da.ones((5, 16)), da.ones((5, 16)))
+    with pytest.raises(ValueError, match=r"^cufuse.dask.attention: argument 'scale' expected None or a finite real"):
+        cd.attention(da.ones((9, 16)), da.ones((5, 16)), da.ones((5, 16)), scale=float("nan"))
+    with pytest.raises(ValueError, match=r"^cufuse.dask.attention: argument 'window' expected None or non-negative"):
+        cd.attention(da.ones((9, 16)), da.ones((5, 16)), da.ones((5, 16)), window=(-1, 2))
+
+
+@pytest.mark.parametrize("axis", [1, 0, None, (0, 1), -1])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_logsumexp_across_chunks_matches_scipy(rng, axis, keepdims):
+    import scipy.special
+
+    a = rows_with_non_finite(rng)
+    b = rng.standard_normal(a.shape)
+    b[5, :] = 0  # a row of zero weights
+    b[0, :3] = 0
+    for chunks in ((6, 45), (2, SPLITS[3]), (4, SPLITS[7])):
+        da_a, da_b = da.from_array(a, chunks=chunks), da.from_array(b, chunks=chunks)
+        with np.errstate(all="ignore"):
+            want = scipy.special.logsumexp(a, axis=axis, keepdims=keepdims)
+            want_signed = scipy.special.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=True)
+            want_weighted = scipy.special.logsumexp(a, axis=axis, b=b, keepdims=keepdims)
+        got = cd.logsumexp(da_a, axis=axis, keepdims=keepdims)
+        assert isinstance(got, da.Array) and got.dtype == np.float64
+        np.testing.assert_allclose(got.compute(), want, rtol=1e-12, equal_nan=True)
+        value, sign = cd.logsumexp(da_a, axis=axis, b=da_b, keepdims=keepdims, return_sign=True)
+        np.testing.assert_allclose(value.compute(), want_signed[0], rtol=1e-12, equal_nan=True)
+        np.testing.assert_array_equal(sign.compute(), want_signed[1])
+        np.testing.assert_allclose(cd.logsumexp(da_a, axis=axis, b=da_b, keepdims=keepdims).compute(), want_weighted,
+                                   rtol=1e-12, equal_nan=True)
+
+
+def test_logsumexp_dtypes_broadcast_and_empty(rng):
+    import scipy.special
+
+    x = rng.integers(-50, 50, (5, 30)).astype(np.int8)
+    got = cd.logsumexp(da.from_array(x, chunks=(2, 7)), axis=1)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got.compute(), scipy.special.logsumexp(x, axis=1), rtol=1e-14)
+    f16 = rng.standard_normal((5, 30)).astype(np.float16)
+    got = cd.logsumexp(da.from_array(f16, chunks=(5, 7)), axis=1, b=2.0)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.compute().astype(np.float64), scipy.special.logsumexp(f16.astype(np.float64), axis=1,
+                                                                                         b=2.0), rtol=1e-3)
+    b = rng.standard_normal(30)
+    got = cd.logsumexp(da.from_array(f16.astype(np.float64), chunks=(2, 11)), axis=1, b=da.from_array(b, chunks=13))
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(got.compute(), scipy.special.logsumexp(f16.astype(np.float64), axis=1, b=b),
+                                   rtol=1e-12, equal_nan=True)
+    empty = cd.logsumexp(da.zeros((3, 0)), axis=1)
+    assert empty.shape == (3,) and np.all(empty.compute() == -np.inf)
+    with pytest.raises(TypeError, match=r"^cufuse.dask.logsumexp: argument 'a' expected a float16, .*, got "
+                                        r"dask.array.Array of dtype complex128 and shape \(3,\)"):
+        cd.logsumexp(da.ones(3, dtype=complex))
+    with pytest.raises(ValueError, match=r"^cufuse.dask.logsumexp: argument 'b' expected a shape broadcastable"):
+        cd.logsumexp(da.ones((2, 3)), b=da.ones(2))
+
+
+def test_without_dask_the_import_says_how_to_install_it():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['dask'] = None; sys.modules['dask.array'] = None\n"
+            "try:\n    import cufuse.dask\nexcept ImportError as exc:\n    print(exc)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=str(__import__("pathlib").Path(cufuse.__file__).parents[1]))
+    assert 'pip install "cufuse[dask]"' in result.stdout, result.stdout + result.stderr
 
 
 def test_attention_chunks_whose_queries_see_no_key(rng):

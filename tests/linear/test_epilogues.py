@@ -57,8 +57,8 @@ def test_activation_special_values():
 
 def test_fused_linear_relu_is_fused_linear_with_relu(rng):
     x, w = rng.standard_normal((5, 16)).astype(np.float32), rng.standard_normal((16, 8)).astype(np.float32)
-    assert np.array_equal(fused_linear_relu(x, w, 1.5), fused_linear(x, w, 1.5))
-    assert np.array_equal(fused_linear(x, w), fused_linear(x, w, activation="relu"))
+    assert np.array_equal(fused_linear_relu(x, w, 1.5), fused_linear(x, w, 1.5, activation="relu"))
+    assert np.array_equal(fused_linear(x, w), fused_linear(x, w, activation=None))  # the default: plain linear
     assert cufuse.fused_linear is fused_linear and cufuse.fused_gated_linear is fused_gated_linear
 
 

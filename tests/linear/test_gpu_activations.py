@@ -172,4 +172,8 @@ def test_gated_numpy_path_and_gpu_agree(cp, rng):
     np.testing.assert_allclose(cp.asnumpy(got), fused_gated_linear(x, w_gate, w_up, activation="gelu"), rtol=1e-5,
                                atol=1e-4)
     relu = fused_linear_relu(cp.asarray(x), cp.asarray(w_gate))
-    assert bool(cp.array_equal(relu, fused_linear(cp.asarray(x), cp.asarray(w_gate))))
+    assert bool(cp.array_equal(relu, fused_linear(cp.asarray(x), cp.asarray(w_gate), activation="relu")))
+    plain = fused_linear(cp.asarray(x), cp.asarray(w_gate))  # the default: no activation
+    np.testing.assert_allclose(cp.asnumpy(plain), reference.fused_linear(x, w_gate, activation=None), rtol=1e-5,
+                               atol=1e-4)
+    assert bool((plain < 0).any())

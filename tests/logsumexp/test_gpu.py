@@ -193,12 +193,23 @@ def test_short_columns_non_finite(cp, rng, short_kernels, dtype):
 
 
 def test_integer_zero_d_and_empty(cp, rng):
-    x = cp.asarray(rng.integers(-100, 100, (5, 77)).astype(np.int8))
-    got = cufuse.logsumexp(x, axis=1)
-    assert got.dtype == np.float16
-    assert_close(cp.asnumpy(got), expected(cp.asnumpy(x), 1)[0], np.float16)
-    with pytest.raises(TypeError, match="logsumexp: argument 'a'"):
-        cufuse.logsumexp(cp.ones(3, dtype=bool))
+    """Integers and bools give float64 (SciPy's logsumexp), integers shifted by their maximum
+    in the integer dtype; an empty reduction is -inf (sign -1), as on the NumPy path."""
+    for dtype in (np.int8, np.uint8, np.int16, bool):
+        x = cp.asarray(rng.integers(-100, 100, (5, 77)).astype(dtype))
+        got = cufuse.logsumexp(x, axis=1)
+        assert got.dtype == np.float64
+        assert_close(cp.asnumpy(got), expected(cp.asnumpy(x), 1)[0], np.float64)
+    big = np.iinfo(np.int64).max - rng.integers(0, 30, (4, 9))
+    b = rng.integers(0, 2, (4, 9)).astype(np.float16)
+    for weights in (None, b):
+        got = cufuse.logsumexp(cp.asarray(big), axis=1, b=None if weights is None else cp.asarray(weights))
+        np.testing.assert_allclose(cp.asnumpy(got), cufuse.logsumexp(big, axis=1, b=weights), rtol=1e-15)
+    for shape, kwargs in (((0,), {}), ((3, 0), {"axis": -1}), ((3, 0), {"axis": 1, "keepdims": True}),
+                          ((0,), {"b": cp.zeros(0)}), ((3, 0), {"axis": -1, "b": cp.ones((3, 0))})):
+        got = cufuse.logsumexp(cp.zeros(shape), **kwargs)
+        want = cufuse.logsumexp(np.zeros(shape), **{k: cp.asnumpy(v) if k == "b" else v for k, v in kwargs.items()})
+        assert got.shape == np.shape(want) and bool(cp.all(got == -np.inf))
     zero_d = cufuse.logsumexp(cp.asarray(2.5, dtype=cp.float32))
     assert zero_d.shape == () and float(zero_d) == 2.5
     assert cufuse.logsumexp(cp.asarray(2.5), keepdims=True).shape == (1,)

@@ -66,6 +66,8 @@ def compare(cp, q, k_pages, v_pages, table, lens, *, use_out=True, config=None, 
     failures = []
     if use_out and got is not out:
         failures.append("out was not returned")
+    if lse.dtype != (np.float64 if dtype == np.float64 else np.float32):  # the accumulator's dtype
+        failures.append(f"lse dtype {lse.dtype}")
     got, lse = cp.asnumpy(got).astype(np.float64), cp.asnumpy(lse).astype(np.float64)
     tol = TOLERANCE[dtype] * max(1.0, float(np.abs(ref).max(initial=0.0)))
     err = float(np.abs(got - ref).max(initial=0.0)) if np.isfinite(got).all() else math.inf
@@ -76,7 +78,7 @@ def compare(cp, q, k_pages, v_pages, table, lens, *, use_out=True, config=None, 
         failures.append("lse -inf pattern differs")
     elif finite.any():
         lse_err = float(np.abs(lse[finite] - ref_lse[finite]).max())
-        # lse is float32 whatever the dtype: its rounding floor is 2^-24 of its magnitude
+        # lse float32 (float64 for float64): its rounding floor is at most 2^-24 of its magnitude
         if lse_err > max(10 * TOLERANCE[dtype], 1e-6 * max(1.0, float(np.abs(ref_lse[finite]).max()))):
             failures.append(f"lse error {lse_err:.3g}")
     return failures

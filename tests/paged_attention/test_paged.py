@@ -56,7 +56,7 @@ def test_numpy_path_matches_direct(rng, causal, window, softcap, layout):
     q = rng.standard_normal((4, 6, 3, 8))
     out, lse = attention_paged(q, k, v, table, lens, causal=causal, window=window, softcap=softcap, return_lse=True)
     np.testing.assert_allclose(out, direct(q, k, v, table, lens, causal, None, window, softcap), atol=1e-12)
-    assert out.dtype == np.float64 and lse.dtype == np.float32
+    assert out.dtype == np.float64 and lse.dtype == np.float64
     assert np.all(lse[0] == -np.inf) and np.all(out[0] == 0)  # length 0
     if causal and window is None:
         assert np.all(lse[1, :, 0] == -np.inf)  # Nq = 3 > length 2: the first query sees no key
@@ -103,8 +103,8 @@ def _bad_inputs(rng):
     (lambda a: {**a, "window": (1, -2)}, ValueError, "window"),
     (lambda a: {**a, "window": 3}, TypeError, "window"),
     (lambda a: {**a, "softcap": 0.0}, ValueError, "softcap"),
-    (lambda a: {**a, "scale": float("nan")}, TypeError, "scale"),
-    (lambda a: {**a, "causal": 1}, TypeError, "causal"),
+    (lambda a: {**a, "scale": float("nan")}, ValueError, "scale"),
+    (lambda a: {**a, "causal": "yes"}, TypeError, "causal"),
     (lambda a: {**a, "seq_lens": a["seq_lens"] + 100}, ValueError, "seq_lens"),
     (lambda a: {**a, "block_table": np.where(a["block_table"] >= 0, 99, -1).astype(np.int32)}, ValueError,
      "block_table"),

@@ -71,6 +71,23 @@ def test_integer_inputs_take_the_dtype_np_exp_gives_them(cp, rng, dtype, result_
     assert result.dtype == result_dtype
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint16, np.int64])
+@pytest.mark.parametrize("log", [False, True])
+def test_integers_are_shifted_by_their_maximum(cp, rng, dtype, log):
+    """Rows at the top of the dtype's range (int64 past 2^53: the conversion alone loses their
+    differences) and rows spanning it (SciPy's x - max would wrap): the NumPy path's values."""
+    info = np.iinfo(dtype)
+    x = (info.max - rng.integers(0, 40, (6, 301))).astype(dtype)
+    x[0, :2] = info.min, info.max
+    got = FN[log](cp.asarray(x), axis=1)
+    want = FN[log](x, axis=1)
+    assert got.dtype == want.dtype
+    tol = {2: 2e-3, 4: 1e-6, 8: 1e-12}[want.dtype.itemsize]
+    np.testing.assert_allclose(cp.asnumpy(got).astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    np.testing.assert_allclose(cp.asnumpy(FN[False](cp.asarray(np.array([2**62, 2**62 + 1])))),
+                               [0.2689414213699951, 0.7310585786300049], rtol=1e-15)
+
+
 @pytest.mark.parametrize("log", [False, True])
 def test_bool_inputs_are_refused_as_scipy_refuses_them(cp, log):
     with pytest.raises(TypeError, match="expected a float16, bfloat16, float32, float64 or integer array"):

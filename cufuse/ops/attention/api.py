@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import reference
 from ..._core.device import device_info
+from ..._core.dtypes import accumulator_dtype
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
 from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_finite_real, require_float,
@@ -39,12 +40,11 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
     unlimited) lets the query at that position p see keys ``p - left <= j <= p + right``
     (causal caps right at 0); key tiles no row of a block sees are skipped. ``softcap=c``
     replaces each scaled score s by ``c * tanh(s / c)`` (Gemma 2). A row that sees no key is
-    0 with lse ``-inf``. With
-    ``return_lse`` the result is ``(out, lse)``, lse float32 ``(..., Nq)``. Arrays and
-    array-likes run the NumPy path; GPU arrays (CuPy, PyTorch, JAX, ...) the kernels.
-    ``config`` (GPU inputs only; checked and ignored on NumPy inputs) forces a kernel variant
-    (``FlashMmaTile``, ``FlashWgmmaTile``, ``DecodeTile``, ``SimtRows``) instead of the
-    default selection.
+    0 with lse ``-inf``. With ``return_lse`` the result is ``(out, lse)``, lse ``(..., Nq)``
+    float32 (float64 for float64 inputs). Arrays and array-likes run the NumPy path; GPU arrays
+    (CuPy, PyTorch, JAX, ...) the kernels. ``config`` (GPU inputs only; checked and ignored on
+    NumPy inputs) forces a kernel variant (``FlashMmaTile``, ``FlashWgmmaTile``, ``DecodeTile``,
+    ``SimtRows``) instead of the default selection.
     """
     # a CuPy call whose signature ran before goes straight to its launches
     signature = gpu_signature(q, k, v) if out is None else gpu_signature(q, k, v, out)
@@ -98,7 +98,7 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
         result, lse = reference.attention(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                                           return_lse=True)
         result = deliver(result, out, q.dtype)
-        lse, bound = lse.astype(np.float32), None
+        lse, bound = lse.astype(accumulator_dtype(q.dtype)), None
     else:
         result, lse, bound = _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out_shape,
                                             config)
@@ -153,7 +153,7 @@ def _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out
     with q.device:
         if out is None:
             out = cupy.empty(out_shape, dtype=q.dtype)
-        lse = cupy.empty(out_shape[:-1], dtype=np.float32) if return_lse else None
+        lse = cupy.empty(out_shape[:-1], dtype=accumulator_dtype(q.dtype)) if return_lse else None
         if k.shape[-2] == 0:
             out.fill(0)
             if lse is not None:

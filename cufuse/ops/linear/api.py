@@ -31,18 +31,18 @@ from .select import GATED_VARIANTS, VARIANTS
 GATED_FN = "fused_gated_linear"
 
 
-def fused_linear(x, weight, bias=None, *, activation="relu", out=None, config=None):
+def fused_linear(x, weight, bias=None, *, activation=None, out=None, config=None):
     """``activation(x @ weight + bias)`` for x ``(..., K)`` (or ``(K,)``), weight ``(K, N)``
     with any strides (a transposed ``(N, K)`` array works without a copy) and bias None or
     what broadcasts the same to every row: ``(N,)``, ``(1, N)``, or one value (``()``,
     ``(1,)``, a Python number, taken in x's dtype); a bias that differs from row to row is
-    refused (ValueError): it is not a bias of the GEMM's epilogue. ``activation``: None,
-    "relu", "gelu" (exact, erf), "gelu_tanh" or "silu" (``cufuse.reference.apply_activation``
-    gives the formulas; NaN stays NaN, -inf gives 0). Arrays and array-likes run the NumPy
-    path; GPU arrays (CuPy, PyTorch, JAX, ...) the kernels. All arrays share one float dtype;
-    accumulation is float32 (float64 for float64). ``config`` overrides the chosen kernel
-    configuration (GPU only: one of the variant classes of ``cufuse.ops.linear``, e.g.
-    ``MmaConfig``; checked and ignored on NumPy inputs).
+    refused (ValueError): it is not a bias of the GEMM's epilogue. ``activation``: None (the
+    default: plain ``x @ weight + bias``), "relu", "gelu" (exact, erf), "gelu_tanh" or "silu"
+    (``cufuse.reference.apply_activation`` gives the formulas; NaN stays NaN, -inf gives 0).
+    Arrays and array-likes run the NumPy path; GPU arrays (CuPy, PyTorch, JAX, ...) the
+    kernels. All arrays share one float dtype; accumulation is float32 (float64 for float64).
+    ``config`` overrides the chosen kernel configuration (GPU only: one of the variant classes
+    of ``cufuse.ops.linear``, e.g. ``MmaConfig``; checked and ignored on NumPy inputs).
 
     On CuPy arrays nothing is copied. x's leading axes must collapse into one row stride
     (a C-ordered stack of rows, its last axis sliced or strided included); any other x

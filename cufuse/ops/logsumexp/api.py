@@ -20,7 +20,7 @@ import numpy as np
 
 from ... import reference
 from ..._core.device import device_info
-from ..._core.dtypes import BFLOAT16, is_supported_float
+from ..._core.dtypes import BFLOAT16, is_supported_float, shifted_integers
 from ..._core.plans import PLANS, BoundPlan
 from ..._core.validate import as_arrays, check_config, describe, normalize_axis, require_bool
 from .plan import plan_logsumexp
@@ -36,9 +36,11 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, *, config
     weights broadcastable with ``a`` (zero weights drop their entries, negative ones need
     ``return_sign=True`` for a negative sum, else NaN); ``keepdims``; ``return_sign=True``
     returns ``(value, sign)`` with sign +1, -1, 0 or NaN; non-finite rows as SciPy gives them.
-    The result dtype is a's float dtype (integers: the dtype ``np.exp`` gives them, as
-    softmax; bool a is refused) promoted with b's (a Python scalar b does not promote).
-    An empty a gives -inf with sign -1, as SciPy. GPU arrays (CuPy, PyTorch, JAX, ...) run
+    ``keepdims`` and ``return_sign`` take any value with a truth value (1, np.True_), as SciPy.
+    The result dtype is a's and b's promoted as SciPy promotes them: floats as NumPy promotes
+    them (a Python scalar b does not promote), integer or bool a (and b) float64; integer a is
+    shifted by its maximum in the integer dtype first. An empty reduction gives -inf (sign -1),
+    as SciPy. GPU arrays (CuPy, PyTorch, JAX, ...) run
     the GPU kernels and return CuPy arrays; ``config`` overrides the kernel configuration
     (GPU only; checked and ignored on NumPy inputs).
     """
@@ -58,9 +60,15 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, *, config
     final = kept if keepdims else tuple(n for d, n in enumerate(shape) if d not in axes)
     if xp is np:
         with np.errstate(all="ignore"):
-            value, sign = reference.logsumexp(a, axes, b_arr) if a.size else _empty(np, kept)
-            if not return_sign:  # SciPy: a negative sum without its sign is NaN
-                value = np.where(sign < 0, np.nan, value)
+            if 0 in shape:
+                value, sign = _empty(np, kept)
+            else:
+                a, top = _shifted(np, a, b_arr, shape, axes)
+                value, sign = reference.logsumexp(a, axes, b_arr)
+                if not isinstance(top, float):  # integer a: add its shift back
+                    value = value + top
+                if not return_sign:  # SciPy: a negative sum without its sign is NaN
+                    value = np.where(sign < 0, np.nan, value)
         value, sign = (v.reshape(final).astype(dtype)[()] for v in (value, sign))
     else:
         value, sign = _logsumexp_gpu(a, b_arr, shape, axes, kept, dtype, return_sign, config)
@@ -77,31 +85,46 @@ def _broadcast_shape(a, b):
         raise ValueError(f"{FN}: argument 'b' expected a shape broadcastable with a's {a.shape}, got {b.shape}") from None
 
 
+def _shifted(xp, a, b, shape, axes):
+    """a (integers: less their maximum over the entries b weighs, in the integer dtype, so
+    that large int64 values keep their differences) broadcast to ``shape``, and the shift to
+    add to the result (kept dims; 0 for float a)."""
+    a = xp.broadcast_to(a.reshape(a.shape or (1,)), shape)
+    if a.dtype.kind not in "iu":
+        return a, 0.0
+    return shifted_integers(xp, a, axes, np.float64, where=None if b is None else b != 0)
+
+
 def _empty(xp, kept):
     """SciPy's result of an empty a: -inf, sign -1 (np.sign(-inf))."""
     return xp.full(kept, -np.inf), xp.full(kept, -1.0)
 
 
-def _float_of(name, arr, *, allow_bool):
-    if is_supported_float(arr.dtype):
+def _checked_dtype(name, arr):
+    if is_supported_float(arr.dtype) or arr.dtype.kind in "iub":
         return arr.dtype
-    if arr.dtype.kind in "iu" or (allow_bool and arr.dtype.kind == "b"):
-        return np.exp(np.zeros(1, dtype=arr.dtype)).dtype
-    expected = "a float16, bfloat16, float32, float64 or integer array" + (" or a bool array" if allow_bool else "")
-    raise TypeError(f"{FN}: argument '{name}' expected {expected}, got {describe(arr)}")
+    raise TypeError(f"{FN}: argument '{name}' expected a float16, bfloat16, float32, float64, integer or bool "
+                    f"array, got {describe(arr)}")
 
 
 def result_dtype(a, b) -> np.dtype:
-    """a's float dtype (integers: ``np.exp``'s, as softmax; bool refused) promoted with b's
-    (bool weights, a mask, allowed); bfloat16 with float16 gives float32."""
-    da = _float_of("a", a, allow_bool=False)
-    if b is None:
-        return da
-    db = _float_of("b", b, allow_bool=True)
+    """SciPy's promotion of a and b (b a mask of bools allowed): NumPy's result type where
+    one is a float (float16 with int8 float16, with int16 float32), float64 where neither is
+    (SciPy's ``logsumexp`` promotes integers and bools to the default float, unlike its
+    softmax); bfloat16 with float16 gives float32, with an integer what float16 would give."""
+    da = _checked_dtype("a", a)
+    db = da if b is None else _checked_dtype("b", b)
+    if not (is_supported_float(da) or is_supported_float(db)):
+        return np.dtype(np.float64)
     if da == db:
         return da
     if BFLOAT16 in (da, db):
         other = db if da == BFLOAT16 else da
+        if other.kind == "b":
+            return BFLOAT16
+        if other.kind in "iu":  # as float16 would promote, bfloat16 in float16's place
+            promoted = np.result_type(np.float16, other)
+            return BFLOAT16 if promoted == np.float16 else promoted
         return np.dtype(np.float64) if other == np.float64 else np.dtype(np.float32)
     return np.result_type(da, db)
 
@@ -110,20 +133,20 @@ def _logsumexp_gpu(a, b, shape, axes, kept, dtype, return_sign, config):
     import cupy
 
     with a.device:
-        if a.dtype != dtype:
-            a = a.astype(dtype)
-        if b is not None and b.dtype != dtype:
-            b = b.astype(dtype)
-        a = cupy.broadcast_to(a, shape)
-        b = None if b is None else cupy.broadcast_to(b, shape)
         rows = int(np.prod(kept, dtype=np.int64))
         value = cupy.empty(rows, dtype=dtype)
         sign = cupy.empty(rows, dtype=dtype) if return_sign else None
-        if a.size == 0:
+        if 0 in shape:  # SciPy: an empty sum is -inf, sign -1
             value.fill(-np.inf)
             if sign is not None:
                 sign.fill(-1)
             return value, sign
+        a, top = _shifted(cupy, a, b, shape, axes)
+        if a.dtype != dtype:
+            a = a.astype(dtype)
+        if b is not None and b.dtype != dtype:
+            b = b.astype(dtype)
+        b = None if b is None else cupy.broadcast_to(b, shape)
         bound = _bound_plan(a, b, axes, dtype, config)
         if bound is None:  # scattered reduced axes or a view that does not collapse: copies
             trailing = tuple(range(a.ndim - len(axes), a.ndim))
@@ -132,6 +155,8 @@ def _logsumexp_gpu(a, b, shape, axes, kept, dtype, return_sign, config):
             axes = trailing
             bound = _bound_plan(a, b, axes, dtype, config)
         bound({"a": a, "b": b, "value": value, "sign": sign})
+        if not isinstance(top, float):  # integer a: add its shift back
+            value += top.reshape(rows).astype(dtype)
         return value, sign
 
 

@@ -16,8 +16,10 @@ from ..._core.device import device_info
 from ..._core.loader import debug_enabled
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
-from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_finite_real, require_float,
-                               require_ndim, require_same_dtype, require_softcap, require_window)
+from ..._core.dtypes import accumulator_dtype
+from ..._core.validate import (as_arrays, as_index_array, check_config, check_out, require_bool, require_finite_real,
+                               require_float, require_ndim, require_same_dtype, require_softcap, require_window,
+                               require_writable)
 from .plan import plan_attention_paged, plan_kv_append
 from .problem import UNLIMITED
 from .select import VARIANTS
@@ -34,12 +36,13 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     q ``(B, Hq, Nq, D)``; k_pages / v_pages the logical ``(P, Hkv, S, D)`` / ``(P, Hkv, S, Dv)``
     (any strides whose last is 1: vLLM's ``(P, S, Hkv, D)`` storage passes as
     ``.transpose(0, 2, 1, 3)``); block_table ``(B, max_pages)`` int32 lists each sequence's
-    pages in order; seq_lens ``(B,)`` int32 counts its keys, the Nq newest included. Query
-    head h uses KV head ``h // (Hq // Hkv)``. ``causal`` is bottom-right within each
-    sequence; ``window=(left, right)`` and ``softcap`` as in ``attention``. Returns ``(B, Hq,
-    Nq, Dv)`` and with ``return_lse`` also lse ``(B, Hq, Nq)`` float32; a row that sees no key
-    is 0 with lse -inf. ``config`` (GPU inputs only; checked and ignored on NumPy inputs)
-    forces a kernel variant (``PagedMmaTile``, ``PagedSimtRows``).
+    pages in order; seq_lens ``(B,)`` int32 counts its keys, the Nq newest included (array-likes
+    of int32 values convert). Query head h uses KV head ``h // (Hq // Hkv)``. ``causal`` is
+    bottom-right within each sequence; ``window=(left, right)`` and ``softcap`` as in
+    ``attention``. Returns ``(B, Hq, Nq, Dv)`` and with ``return_lse`` also lse ``(B, Hq, Nq)``
+    float32 (float64 for float64); a row that sees no key is 0 with lse -inf. ``config`` (GPU
+    inputs only; checked and ignored on NumPy inputs) forces a kernel variant (``PagedMmaTile``,
+    ``PagedSimtRows``).
     """
     # a CuPy call whose signature ran before goes straight to its launches (not under
     # CUFUSE_DEBUG, whose index check reads the table on every call)
@@ -51,6 +54,7 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
             results = prepared(q, k_pages, v_pages, block_table, seq_lens, out=out)
             if results is not None:
                 return results
+    block_table, seq_lens = as_index_array(_FN, "block_table", block_table), as_index_array(_FN, "seq_lens", seq_lens)
     xp, arrays = as_arrays(_FN, q=q, k_pages=k_pages, v_pages=v_pages, block_table=block_table, seq_lens=seq_lens)
     q, k_pages, v_pages = arrays["q"], arrays["k_pages"], arrays["v_pages"]
     block_table, seq_lens = arrays["block_table"], arrays["seq_lens"]
@@ -80,7 +84,7 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     if xp is np:
         result, lse = reference.attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=causal,
                                                 scale=scale, window=window, softcap=softcap, return_lse=True)
-        result, lse = deliver(result, out, q.dtype), lse.astype(np.float32)
+        result, lse = deliver(result, out, q.dtype), lse.astype(accumulator_dtype(q.dtype))
     else:
         result, lse, bound = _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape,
                                                   config)
@@ -113,7 +117,13 @@ def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
     """Write k_new ``(B, Hkv, Nnew, D)`` and v_new ``(B, Hkv, Nnew, Dv)`` into the pages at
     positions ``seq_lens[b] ..< seq_lens[b] + Nnew`` of each sequence, in place, in one launch
     on the GPU (the caller then passes ``seq_lens + Nnew`` to attention_paged). Pages and
-    table as in ``attention_paged``; k_new / v_new any strides, the pages' dtype. Returns None."""
+    table as in ``attention_paged`` (array-likes of int32 values convert); k_new / v_new any
+    strides, the pages' dtype. The pages must be arrays it can write (a writeable NumPy array or
+    a GPU array; anything else is a TypeError). Returns None."""
+    for name, pages in (("k_pages", k_pages), ("v_pages", v_pages)):
+        require_writable(_APPEND, name, pages)
+    block_table = as_index_array(_APPEND, "block_table", block_table)
+    seq_lens = as_index_array(_APPEND, "seq_lens", seq_lens)
     xp, arrays = as_arrays(_APPEND, k_pages=k_pages, v_pages=v_pages, k_new=k_new, v_new=v_new,
                            block_table=block_table, seq_lens=seq_lens)
     k_pages, v_pages, k_new, v_new = (arrays[n] for n in ("k_pages", "v_pages", "k_new", "v_new"))
@@ -129,10 +139,6 @@ def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
             raise ValueError(f"{_APPEND}: argument '{name}' expected shape {(batch, heads_kv, n_new, dim)} "
                              f"(B, the pages' Hkv, Nnew, their head dim), got {arr.shape}")
     _check_table(_APPEND, block_table, seq_lens, batch, k_pages.shape[2])
-    if xp is np:
-        for name, arr in (("k_pages", k_pages), ("v_pages", v_pages)):
-            if not arr.flags.writeable:
-                raise ValueError(f"{_APPEND}: argument '{name}' expected a writeable array, got a read-only one")
     if xp is np or debug_enabled():
         _check_indices(_APPEND, xp, block_table, seq_lens, k_pages.shape[0], k_pages.shape[2], n_new)
     if xp is np:
@@ -160,7 +166,7 @@ def _check_pages(fn, k_pages, v_pages, head_dim, head_name) -> int:
     returns Hkv."""
     n_pages, heads_kv, page_size, dim = k_pages.shape
     if dim != head_dim:
-        raise ValueError(f"{fn}: argument 'k_pages' expected last axis {head_dim} ('{head_name}''s head dim), "
+        raise ValueError(f"{fn}: argument 'k_pages' expected last axis {head_dim} ({head_name}'s head dim), "
                          f"got shape {k_pages.shape}")
     if v_pages.shape[:3] != k_pages.shape[:3]:
         raise ValueError(f"{fn}: argument 'v_pages' expected (P, Hkv, S) = {k_pages.shape[:3]} (k_pages'), "
@@ -225,7 +231,7 @@ def _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out
         with cupy.cuda.Device(device_id):
             return _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config)
     out = cupy.empty(out_shape, dtype=q.dtype) if out is None else out
-    lse = cupy.empty(out_shape[:-1], dtype=np.float32) if return_lse else None
+    lse = cupy.empty(out_shape[:-1], dtype=accumulator_dtype(q.dtype)) if return_lse else None
     if out.size == 0:
         return out, lse, None
     names = ("q", "k_pages", "v_pages", "block_table", "seq_lens")

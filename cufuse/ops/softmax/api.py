@@ -15,8 +15,9 @@ kernel runs which layout: ``select`` and docs/softmax.md. Documented exceptions:
   array) or a group of axes of a view does not collapse to one stride, x is first copied
   into a C-contiguous array with the reduced axes last (``cupy.ascontiguousarray`` of a
   ``moveaxis``), the kernel writes a temporary and the result is copied into ``out``.
-- integer inputs are cast to a copy of the float dtype NumPy's ``np.exp`` gives them first
-  (int8 / uint8 float16, int16 / uint16 float32, wider ones float64), as SciPy computes them.
+- integer inputs are shifted by their maximum in the integer dtype (as SciPy does) into a
+  copy of the float dtype NumPy's ``np.exp`` gives them (int8 / uint8 float16, int16 / uint16
+  float32, wider ones float64) first.
 - rows longer than the split kernel holds on chip (H200: about 17 M float16 / 8.4 M float32
   elements) are streamed with the online rule, the tiles that fit in neither registers nor
   shared memory read a second time, most recent first (so that part of it comes from L2).
@@ -36,7 +37,7 @@ import numpy as np
 
 from ... import reference
 from ..._core.device import device_info
-from ..._core.dtypes import is_supported_float
+from ..._core.dtypes import is_supported_float, shifted_integers
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature, new_array
 from ..._core.validate import as_arrays, check_config, check_out, describe, normalize_axis
@@ -49,9 +50,10 @@ def softmax(x, axis=None, *, out=None, config=None):
 
     Exactly ``scipy.special.softmax``: ``x`` an array or array-like (a GPU array of CuPy,
     PyTorch, JAX, ... runs on the GPU), axis None, an int or a tuple of ints; integer inputs
-    give the dtype ``np.exp`` gives them (int8 float16, int16 float32, int32 float64), bool
-    raises TypeError; non-finite rows follow SciPy's NaN pattern; an empty reduction gives an
-    empty result (SciPy raises). ``config`` overrides the kernel configuration chosen by
+    are shifted by their maximum in the integer dtype, as SciPy does, and give the dtype
+    ``np.exp`` gives them (int8 float16, int16 float32, int32 float64), bool raises TypeError;
+    non-finite rows follow SciPy's NaN pattern; an empty reduction gives an empty result (SciPy
+    raises); a 0-d NumPy input gives a NumPy scalar, as SciPy. ``config`` overrides the kernel configuration chosen by
     ``cufuse.ops.softmax.select`` (GPU only; checked and ignored on NumPy inputs).
     """
     return _softmax("softmax", x, axis, out, config, log=False)
@@ -88,8 +90,11 @@ def _softmax(fn, x, axis, out, config, *, log):
     check_config(fn, config, VARIANTS)
     out = check_out(fn, out, shape=x.shape, dtype=dtype, xp=xp, inputs={"x": x})
     if xp is np:
+        if x.dtype.kind in "iu" and x.size:  # shifted in the integer dtype, as SciPy does
+            x = shifted_integers(np, x, axes, np.float64)[0]
         oracle = reference.log_softmax if log else reference.softmax
-        return deliver(oracle(x, axes), out, dtype)
+        result = deliver(oracle(x, axes), out, dtype)
+        return result[()] if x.ndim == 0 and out is None else result  # SciPy: a 0-d input gives a scalar
     if x.ndim == 0:  # SciPy's 0-d case: the one element is the whole reduction
         result = _softmax_gpu(x.reshape(1), (0,), None if out is None else out.reshape(1), dtype, config, None, log=log)
         return result.reshape(()) if out is None else out
@@ -105,10 +110,10 @@ def _softmax_gpu(x, axes, out, dtype, config, key, *, log):
         with cupy.cuda.Device(device_id):
             return _softmax_gpu(x, axes, out, dtype, config, key, log=log)
     out_given = out
-    if x.dtype != dtype:  # integers: computed in np.exp's float dtype, as SciPy does (no prepared call:
-        x, key = x.astype(dtype), None  # the conversion is part of every call)
     if x.size == 0:
         return cupy.empty(x.shape, dtype=dtype) if out is None else out
+    if x.dtype != dtype:  # integers: shifted by their max, then np.exp's float dtype, as SciPy (no prepared
+        x, key = shifted_integers(cupy, x, axes, dtype)[0], None  # call: the conversion is part of every call)
     order = _memory_order(x) if out is None else None
     bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log, order)
     if bound is None and order is not None:  # x's own order does not collapse: C order, if that does
