@@ -1,0 +1,33 @@
+"""CPU (NVRTC) tests of attention_fwd_wgmma_tma, which the default selection does not reach yet:
+each TMA tile of the tests, with and without ping-pong turns, compiles for sm_90a without
+local-memory spills or serialised wgmmas, and its entry register count is the one its
+setmaxnreg split is balanced against (producer and consumers fill the register file exactly)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from cufuse._core import loader
+
+from ..conftest import requires_nvrtc
+from .oracle import TMA_TILES
+
+pytestmark = requires_nvrtc
+# (producer, consumer) registers a thread by consumer warpgroups (wgmma.cu TmaRegisters)
+SPLIT = {2: (24, 240), 3: (32, 160)}
+TILES = [dataclasses.replace(tile, pingpong=pingpong) for tile in TMA_TILES.values() for pingpong in (False, True)]
+
+
+@pytest.mark.parametrize("tile", TILES, ids=lambda t: f"hd{t.head_dim}w{t.warpgroups}n{t.block_n}" +
+                         ("-pp" if t.pingpong else ""))
+def test_tma_tiles_compile_balanced_without_spills(tile):
+    spec = tile.spec("__nv_bfloat16")
+    ((_, entry, error),) = loader.precompile([spec], "sm_90a", jobs=1)
+    assert error is None, error
+    usage = entry.usage
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0 and usage["stack"] == 0, usage
+    producer, consumer = SPLIT[tile.warpgroups]
+    assert (producer + tile.warpgroups * consumer) * 128 <= usage["registers"] * tile.threads, usage
+    # C7508: setmaxnreg ignored; C7512: wgmma serialised (spilled accumulators)
+    assert "C7508" not in entry.log and "C7512" not in entry.log, entry.log
