@@ -106,9 +106,68 @@ def format_bytes(nbytes: int) -> str:
 
 
 def trace(fn, *args, **kwargs) -> Trace:
-    """Run ``fn(*args, **kwargs)`` once, then report the graph nodes and allocations of
-    a second, captured call (allocations only, uncaptured, where CuPy refuses to capture
-    it). Needs a CUDA GPU (``RuntimeError`` otherwise)."""
+    """Trace one call: the kernels it launches and the device memory it allocates.
+
+    Runs ``fn(*args, **kwargs)`` once as a warm-up, then reports the graph nodes and allocations of a second
+    call captured into a CUDA graph (allocations only, uncaptured, where CuPy refuses to capture it).
+
+    Parameters
+    ----------
+    fn : callable
+        The call to trace, typically a cufuse function on CuPy arrays.
+    *args, **kwargs
+        Its arguments.
+
+    Returns
+    -------
+    Trace
+        The label ``module.qualname`` of fn, the captured graph's nodes (``Node``: kind, kernel name and
+        symbol, grid, block, shared memory) in the driver's listing order, the bytes of each allocation through
+        CuPy's allocator, and ``uncaptured``: why the nodes could not be captured (empty when they were).
+        ``str(trace)`` lists them; ``trace.summary()`` is one line.
+
+    Raises
+    ------
+    RuntimeError
+        No CUDA GPU through CuPy; a CUDA driver call reading the graph failed.
+    Exception
+        Whatever ``fn`` raises.
+
+    Notes
+    -----
+    Both calls run on a fresh non-blocking stream (the warm-up too, so compilation, module loading and
+    per-stream caches stay out of the picture), with a counting allocator around CuPy's current one. The
+    captured graph is never launched, so the traced call computes nothing. Its nodes are read through the CUDA
+    driver API (``libcuda`` through ctypes). CuPy refuses cuBLAS calls (``cupy.matmul``) during a stream
+    capture: a call that makes one is run again uncaptured, its allocations still counted, its kernels
+    reported as not seen.
+
+    It sees every kernel, memset and memcpy the call enqueues on CuPy's current stream and every allocation
+    through CuPy's allocator (the memory pool by default); not work on other streams (PyTorch's, for
+    instance) nor memory a library allocates behind CuPy's back (cuBLAS' workspace).
+
+    Examples
+    --------
+    On a GPU:
+
+    >>> import cufuse
+    >>> import cupy as cp  # doctest: +SKIP
+    >>> x = cp.ones((1024, 1024), dtype=cp.float32)  # doctest: +SKIP
+    >>> t = cufuse.trace(cufuse.softmax, x, axis=-1)  # doctest: +SKIP
+    >>> print(t)  # doctest: +SKIP
+
+    A ``Trace`` prints as its summary line, then one line a node and one an allocation:
+
+    >>> from cufuse.tracing import Node, Trace
+    >>> t = Trace("f", nodes=(Node("kernel", "k<...>", grid=(4, 1, 1), block=(128, 1, 1), shared_mem=256),),
+    ...           allocations=(2048,))
+    >>> print(t)
+    f: 1 kernel, 1 allocation (2.0 KiB)
+      kernel k<...>  grid 4x1x1  block 128x1x1  smem 256 B
+      alloc 2.0 KiB
+    >>> t.kernel_count, t.allocated_bytes
+    (1, 2048)
+    """
     count, why = cuda_device_count()
     if count == 0:
         raise RuntimeError(f"trace: needs a CUDA GPU through CuPy, found none ({why})")

@@ -30,10 +30,68 @@ QUALIFIED = f"cufuse.dask.{FN}"
 
 
 def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, enable_gqa=False, return_lse=False):
-    """``cufuse.attention`` over Dask arrays of NumPy or CuPy chunks: lazy ``out`` (and ``lse``
-    with ``return_lse``: float32, float64 for float64). Leading dims broadcast; ``causal``,
-    ``window``, ``softcap`` and ``enable_gqa`` as in the eager function; the head dims D and Dv
-    must be whole in each chunk."""
+    """``cufuse.attention`` over Dask arrays of NumPy or CuPy chunks: a lazy ``out`` (and ``lse``).
+
+    Parameters
+    ----------
+    q, k, v : dask.array.Array or array
+        ``(..., Nq, D)``, ``(..., Nk, D)``, ``(..., Nk, Dv)``, one float dtype, of NumPy or CuPy chunks (a NumPy
+        / CuPy array is one chunk). Leading dims broadcast. The head dims D and Dv must be whole in each chunk;
+        batch, heads, queries and keys may be chunked (v is rechunked along keys as k).
+    causal : bool, optional
+        Bottom-right aligned over the whole arrays, as in ``cufuse.attention``.
+    scale : float, optional
+        ``1/sqrt(D)`` by default.
+    window : (left, right), optional
+        Sliding window, as in ``cufuse.attention``.
+    softcap : float, optional
+        Score soft-capping, as in ``cufuse.attention``.
+    enable_gqa : bool, optional
+        Grouped-query heads on axis -3, as in ``cufuse.attention``.
+    return_lse : bool, optional
+        Also return the lse.
+
+    Returns
+    -------
+    out : dask.array.Array
+        Lazy ``(..., Nq, Dv)`` in q's dtype.
+    lse : dask.array.Array
+        With ``return_lse`` only: ``(..., Nq)`` in the accumulator dtype, float32 (float64 for float64).
+
+    Raises
+    ------
+    TypeError
+        Non-float or mixed dtypes; flags without a truth value; a ``scale``, ``window`` or ``softcap`` of
+        another type. Messages name ``cufuse.dask.attention`` and the caller's shapes.
+    ValueError
+        Inputs with fewer than 2 dims or a head dim across chunks; shapes that do not match or leading dims
+        that do not broadcast (or heads that do not group with ``enable_gqa``); invalid ``scale``,
+        ``window`` or ``softcap`` values.
+
+    Notes
+    -----
+    Every (query chunk, key chunk) pair of blocks computes its partial: the attention of its queries over its
+    keys, normalised, with the lse (``cufuse.attention(..., return_lse=True)``), stored in the accumulator
+    dtype. The partials of a query chunk merge by the lse rule in a tree: weights ``exp(lse_c - max lse)``,
+    the output their weighted mean, the lse ``max + log(sum of weights)``. Chunks along batch, heads or
+    queries alone are independent blocks. With ``causal`` or a ``window`` each block knows its query and key
+    offsets, so the bottom-right frame of the whole holds. ``softcap`` applies to every score alike.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> import cufuse.dask
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = (rng.standard_normal((2, n, 8)) for n in (4, 6, 6))
+    >>> out, lse = cufuse.dask.attention(da.from_array(q, chunks=(1, 2, 8)), da.from_array(k, chunks=(1, 3, 8)),
+    ...                                  da.from_array(v, chunks=(1, 3, 8)), causal=True, return_lse=True)
+    >>> out.shape, lse.dtype
+    ((2, 4, 8), dtype('float64'))
+    >>> expected, expected_lse = cufuse.attention(q, k, v, causal=True, return_lse=True)
+    >>> np.allclose(out.compute(), expected), np.allclose(lse.compute(), expected_lse)
+    (True, True)
+    """
     q, k, v = (as_dask(FN, name, a) for name, a in (("q", q), ("k", k), ("v", v)))
     for name, a in (("q", q), ("k", k), ("v", v)):
         require_float(QUALIFIED, name, a)

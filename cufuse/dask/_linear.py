@@ -24,24 +24,142 @@ from ._common import array_module, as_dask, meta
 
 
 def fused_linear(x, weight, bias=None, *, activation=None):
-    """``activation(x @ weight + bias)`` over a Dask array x ``(..., K)`` of NumPy or CuPy
-    chunks; weight ``(K, N)`` and bias (as ``cufuse.fused_linear`` takes them) Dask arrays or
-    single arrays; ``activation`` as ``cufuse.fused_linear``'s (default None: plain linear). A
-    lazy Dask array ``(..., N)``,
-    chunked as x's rows and the weight's N."""
+    """``activation(x @ weight + bias)`` over a Dask array x of NumPy or CuPy chunks: a lazy Dask array.
+
+    Parameters
+    ----------
+    x : dask.array.Array or array
+        ``(..., K)``, a float dtype; a NumPy / CuPy array is one chunk.
+    weight : dask.array.Array or array
+        ``(K, N)``, x's dtype; rechunked along K as x's last axis.
+    bias : dask.array.Array, array or number, optional
+        As ``cufuse.fused_linear`` takes it: ``(N,)``, ``(1, N)`` or one value; None (the default): no bias.
+    activation : {None, "relu", "gelu", "gelu_tanh", "silu"}, optional
+        As ``cufuse.fused_linear``'s; None (the default) is the plain linear.
+
+    Returns
+    -------
+    dask.array.Array
+        Lazy ``(..., N)`` in x's dtype, chunked as x's rows and the weight's N.
+
+    Raises
+    ------
+    TypeError
+        x not an array or not a float; a weight or bias of another dtype than x's. Messages name
+        ``cufuse.dask.fused_linear``.
+    ValueError
+        An unknown activation; a weight that is not ``(K, N)`` with x's K; a bias that differs from row to row.
+
+    Notes
+    -----
+    x chunked along its rows (and the weights along N): one fused eager call an output block, the bias and the
+    activation in the GEMM's epilogue. K split across chunks: the partial products of an output block (x's
+    k-th chunk times the weight's k-th chunk, in the accumulator dtype) are summed in chunk order, then the
+    bias and the activation apply once to the sums: the epilogue cannot fuse into the GEMM there, and the
+    partial products are unfused matmuls.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> import cufuse.dask
+    >>> x = np.array([[1.0, -2.0, 0.5, 3.0], [0.5, 0.5, -1.0, 2.0]])
+    >>> w = np.arange(12.0).reshape(4, 3) / 10
+    >>> y = cufuse.dask.fused_linear(da.from_array(x, chunks=(1, 2)), da.from_array(w, chunks=(2, 3)), 0.5)
+    >>> y.chunks  # K across two chunks: partial products summed, then the bias
+    ((1, 1), (3,))
+    >>> np.round(y.compute(), 4)
+    array([[2.9 , 3.15, 3.4 ],
+           [1.85, 2.05, 2.25]])
+    >>> np.allclose(y.compute(), cufuse.fused_linear(x, w, 0.5))
+    True
+    """
     return _linear("fused_linear", x, weight, bias, activation)
 
 
 def fused_linear_relu(x, weight, bias=None):
-    """``np.maximum(x @ weight + bias, 0)``: ``fused_linear(x, weight, bias, activation="relu")``."""
+    """``np.maximum(x @ weight + bias, 0)`` over a Dask array x: ``fused_linear(x, weight, bias, activation="relu")``.
+
+    Parameters
+    ----------
+    x : dask.array.Array or array
+        ``(..., K)``, a float dtype, of NumPy or CuPy chunks.
+    weight : dask.array.Array or array
+        ``(K, N)``, x's dtype.
+    bias : dask.array.Array, array or number, optional
+        ``(N,)``, ``(1, N)`` or one value; None (the default): no bias.
+
+    Returns
+    -------
+    dask.array.Array
+        Lazy ``np.maximum(x @ weight + bias, 0)``, ``(..., N)`` in x's dtype, chunked as x's rows and the
+        weight's N.
+
+    Raises
+    ------
+    TypeError
+        x not a float array; a weight or bias of another dtype (messages name ``cufuse.dask.fused_linear_relu``).
+    ValueError
+        A weight that is not ``(K, N)`` with x's K; a bias that differs from row to row.
+
+    Notes
+    -----
+    ``cufuse.dask.fused_linear``'s blocks with the ReLU.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> import cufuse.dask
+    >>> x = da.from_array(np.array([[1.0, -2.0], [0.5, 0.5]]), chunks=(1, 2))
+    >>> cufuse.dask.fused_linear_relu(x, np.array([[1.0, 0.0], [1.0, 1.0]]), np.array([0.0, 1.0])).compute()
+    array([[0. , 0. ],
+           [1. , 1.5]])
+    """
     return _linear("fused_linear_relu", x, weight, bias, "relu")
 
 
 def fused_gated_linear(x, w_gate, w_up, *, activation="silu"):
-    """``activation(x @ w_gate) * (x @ w_up)`` over a Dask array x ``(..., K)`` of NumPy or CuPy
-    chunks; w_gate and w_up ``(K, N)`` Dask arrays or single arrays of x's dtype (w_up takes
-    w_gate's chunks); ``activation`` as ``cufuse.fused_gated_linear``'s. A lazy Dask array
-    ``(..., N)``, chunked as x's rows and w_gate's N."""
+    """``activation(x @ w_gate) * (x @ w_up)`` over a Dask array x of NumPy or CuPy chunks: a lazy Dask array.
+
+    Parameters
+    ----------
+    x : dask.array.Array or array
+        ``(..., K)``, a float dtype; a NumPy / CuPy array is one chunk.
+    w_gate, w_up : dask.array.Array or array
+        ``(K, N)`` each, x's dtype (w_up takes w_gate's chunks).
+    activation : {"silu", "relu", "gelu", "gelu_tanh"}, optional
+        As ``cufuse.fused_gated_linear``'s; "silu" by default.
+
+    Returns
+    -------
+    dask.array.Array
+        Lazy ``(..., N)`` in x's dtype, chunked as x's rows and w_gate's N.
+
+    Raises
+    ------
+    TypeError
+        x not a float array; weights of another dtype than x's. Messages name ``cufuse.dask.fused_gated_linear``.
+    ValueError
+        An unknown activation; weights that are not ``(K, N)`` with x's K, or of different shapes.
+
+    Notes
+    -----
+    K whole in a chunk: one fused ``cufuse.fused_gated_linear`` call an output block. K across chunks: both
+    products' partial sums in the accumulator dtype, in chunk order, then ``activation(gate) * up`` once.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> import cufuse.dask
+    >>> x = np.array([[1.0, 2.0, -1.0, 0.5]])
+    >>> w_gate = np.arange(8.0).reshape(4, 2) / 8
+    >>> w_up = np.ones((4, 2))
+    >>> y = cufuse.dask.fused_gated_linear(da.from_array(x, chunks=(1, 2)), w_gate, w_up)
+    >>> np.allclose(y.compute(), cufuse.fused_gated_linear(x, w_gate, w_up))
+    True
+    """
     fn = "fused_gated_linear"
     x, w_gate = _checked_operands(fn, x, "w_gate", w_gate, activation)
     _, w_up = _checked_operands(fn, x, "w_up", w_up, activation)

@@ -25,9 +25,55 @@ QUALIFIED = f"cufuse.dask.{FN}"
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """``cufuse.logsumexp`` over a Dask array a of NumPy or CuPy chunks (b a Dask array, an
-    array or a Python number, broadcast with a): a lazy Dask array, or ``(value, sign)`` with
-    ``return_sign``; SciPy's dtypes and rules as the eager function."""
+    """``cufuse.logsumexp`` over a Dask array of NumPy or CuPy chunks: a lazy Dask array.
+
+    Parameters
+    ----------
+    a : dask.array.Array or array
+        A Dask array of NumPy or CuPy chunks (a NumPy / CuPy array is one chunk).
+    axis : None, int or tuple of ints, optional
+        The axes summed over (None, the default: every element); they may span chunks.
+    b : dask.array.Array, array or number, optional
+        Weights broadcast with a (a Dask array is rechunked as a); a Python number does not promote, as eager.
+    keepdims : bool, optional
+        Keep the reduced axes with size 1.
+    return_sign : bool, optional
+        Return ``(value, sign)``.
+
+    Returns
+    -------
+    value : dask.array.Array
+        Lazy, with SciPy's dtypes and rules as the eager function (integer or bool a and b: float64).
+    sign : dask.array.Array
+        With ``return_sign`` only: +1, -1, 0 or NaN.
+
+    Raises
+    ------
+    TypeError
+        a or b not an array or of an unsupported dtype; flags without a truth value; an axis of another type.
+        Messages name ``cufuse.dask.logsumexp``.
+    ValueError
+        A b that does not broadcast with a; repeated or out-of-range axes.
+
+    Notes
+    -----
+    Each block gives the partial ``(log|S|, sign S)`` of its part of every row (``cufuse.logsumexp`` with
+    ``keepdims`` and ``return_sign``: a cufuse kernel on CuPy chunks) in the accumulator dtype; the partials
+    of a row merge in a tree as one more logsumexp, the values weighted by their signs. Rows whole in one
+    chunk take the same path. An empty reduction gives -inf (sign -1), as the eager function.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> import cufuse.dask
+    >>> a = da.from_array(np.array([[1.0, 2.0, 3.0, 4.0]]), chunks=(1, 2))
+    >>> np.round(cufuse.dask.logsumexp(a, axis=1).compute(), 4)
+    array([4.4402])
+    >>> value, sign = cufuse.dask.logsumexp(a, axis=1, b=-1.0, return_sign=True)
+    >>> np.round(value.compute(), 4), sign.compute()
+    (array([4.4402]), array([-1.]))
+    """
     keepdims = require_bool(QUALIFIED, "keepdims", keepdims)
     return_sign = require_bool(QUALIFIED, "return_sign", return_sign)
     a = as_dask(FN, "a", a)

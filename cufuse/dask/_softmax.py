@@ -25,12 +25,95 @@ from ._common import array_module, as_dask, flatten, meta
 
 
 def softmax(x, axis=None):
-    """``cufuse.softmax`` over a Dask array of NumPy or CuPy chunks: a lazy Dask array."""
+    """``cufuse.softmax`` over a Dask array of NumPy or CuPy chunks: a lazy Dask array.
+
+    Parameters
+    ----------
+    x : dask.array.Array or array
+        A Dask array of NumPy or CuPy chunks (a NumPy / CuPy array is taken as one chunk); the dtypes of
+        ``cufuse.softmax``.
+    axis : None, int or tuple of ints, optional
+        The axes reduced together as one row; None (the default) reduces the whole array. They may span
+        chunks.
+
+    Returns
+    -------
+    dask.array.Array
+        Lazy, x's shape and chunks, the dtype ``cufuse.softmax`` gives (integers: the dtype ``np.exp`` gives
+        them), its meta of x's chunk type.
+
+    Raises
+    ------
+    TypeError
+        x not an array, of bool or another unsupported dtype; an axis of another type. Messages name
+        ``cufuse.dask.softmax``.
+    ValueError
+        Repeated axes, or an axis out of range (``numpy.exceptions.AxisError``).
+
+    Notes
+    -----
+    Rows whole in each chunk (every reduced axis one chunk): one ``cufuse.softmax`` call a chunk, one read and
+    one write. Rows across chunks: each chunk's partial logsumexp in one read (a cufuse kernel on CuPy
+    chunks), the partials merged by the online rule (a running max ``m``, the sums rescaled by
+    ``exp(m - m')``) in a tree, then a second pass writes ``exp(x - lse)``: two reads and one write, the
+    second read inherent when a row spans devices. Integer rows across chunks are shifted by their maximum in
+    the integer dtype first, as the eager function. Needs the extra ``dask``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> import cufuse.dask
+    >>> x = np.array([[1.0, 2.0, 3.0, 4.0]])
+    >>> p = cufuse.dask.softmax(da.from_array(x, chunks=(1, 2)), axis=1)  # each row across two chunks
+    >>> p.chunks
+    ((1,), (2, 2))
+    >>> np.round(p.compute(), 4)
+    array([[0.0321, 0.0871, 0.2369, 0.6439]])
+    >>> np.allclose(p.compute(), cufuse.softmax(x, axis=1))
+    True
+    """
     return _dask_softmax("softmax", x, axis, log=False)
 
 
 def log_softmax(x, axis=None):
-    """``cufuse.log_softmax`` over a Dask array of NumPy or CuPy chunks: a lazy Dask array."""
+    """``cufuse.log_softmax`` over a Dask array of NumPy or CuPy chunks: a lazy Dask array.
+
+    Parameters
+    ----------
+    x : dask.array.Array or array
+        A Dask array of NumPy or CuPy chunks (a NumPy / CuPy array is one chunk); ``cufuse.log_softmax``'s
+        dtypes.
+    axis : None, int or tuple of ints, optional
+        The axes reduced together as one row (None, the default: the whole array); they may span chunks.
+
+    Returns
+    -------
+    dask.array.Array
+        Lazy, x's shape and chunks, ``cufuse.log_softmax``'s dtype.
+
+    Raises
+    ------
+    TypeError
+        x not an array, of bool or another unsupported dtype; an axis of another type (messages name
+        ``cufuse.dask.log_softmax``).
+    ValueError
+        Repeated or out-of-range axes.
+
+    Notes
+    -----
+    The passes of ``cufuse.dask.softmax``: one call a chunk where rows are whole, else partial logsumexps
+    merged in a tree and a second pass that writes ``x - lse``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> import cufuse.dask
+    >>> x = da.from_array(np.array([[1.0, 2.0, 3.0, 4.0]]), chunks=(1, 2))
+    >>> np.round(cufuse.dask.log_softmax(x, axis=-1).compute(), 4)
+    array([[-3.4402, -2.4402, -1.4402, -0.4402]])
+    """
     return _dask_softmax("log_softmax", x, axis, log=True)
 
 

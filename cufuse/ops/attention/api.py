@@ -29,22 +29,87 @@ VARIANTS = (FlashMmaTile, FlashWgmmaTile, DecodeTile, SimtRows)  # what ``config
 
 def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, enable_gqa=False, return_lse=False,
               out=None, config=None):
-    """FlashAttention forward for q ``(..., Nq, D)``, k ``(..., Nk, D)``, v ``(..., Nk, Dv)``.
+    """FlashAttention forward: ``softmax(q @ k^T * scale) @ v`` without materialising the score matrix.
 
-    Leading dims broadcast (a size-1 head axis on k/v is MQA/GQA). ``enable_gqa=True`` (SDPA's
-    name) also takes grouped-query heads on axis -3: q ``(..., Hq, Nq, D)``, k / v
-    ``(..., Hkv, Nk, D)`` with ``Hq % Hkv == 0``; query head h uses key/value head
-    ``h // (Hq // Hkv)`` (the same kernels as the broadcast form ``(..., Hkv, G, Nq, D)``).
-    ``scale`` defaults to ``1/sqrt(D)``. ``causal`` is bottom-right aligned: query i sees key j
-    iff ``j <= i + Nk - Nq``. ``window=(left, right)`` (sliding window; None on a side for
-    unlimited) lets the query at that position p see keys ``p - left <= j <= p + right``
-    (causal caps right at 0); key tiles no row of a block sees are skipped. ``softcap=c``
-    replaces each scaled score s by ``c * tanh(s / c)`` (Gemma 2). A row that sees no key is
-    0 with lse ``-inf``. With ``return_lse`` the result is ``(out, lse)``, lse ``(..., Nq)``
-    float32 (float64 for float64 inputs). Arrays and array-likes run the NumPy path; GPU arrays
-    (CuPy, PyTorch, JAX, ...) the kernels. ``config`` (GPU inputs only; checked and ignored on
-    NumPy inputs) forces a kernel variant (``FlashMmaTile``, ``FlashWgmmaTile``, ``DecodeTile``,
-    ``SimtRows``) instead of the default selection.
+    Parameters
+    ----------
+    q : array_like
+        Queries ``(..., Nq, D)``. NumPy arrays and array-likes run the NumPy path and return NumPy; GPU arrays
+        (CuPy, PyTorch, JAX, ...) run the GPU kernels and return CuPy.
+    k : array_like
+        Keys ``(..., Nk, D)``, q's dtype.
+    v : array_like
+        Values ``(..., Nk, Dv)``, q's dtype. D and Dv from 1 to 256. Leading dims of q, k and v broadcast by
+        NumPy's rules (a size-1 head axis on k / v is MQA / GQA).
+    causal : bool, optional
+        Bottom-right aligned causal mask: query i sees key j iff ``j <= i + Nk - Nq``. False by default.
+    scale : float, optional
+        The scores' factor; ``1/sqrt(D)`` by default.
+    window : (left, right), optional
+        Sliding window: the query at position ``p = i + Nk - Nq`` sees keys ``p - left <= j <= p + right``;
+        None on a side (or for the whole) is unlimited; ``causal`` caps right at 0.
+    softcap : float, optional
+        Replaces each scaled score s by ``c * tanh(s / c)`` before the softmax (Gemma 2); a positive number.
+    enable_gqa : bool, optional
+        SDPA's name: also take grouped-query heads on axis -3, q ``(..., Hq, Nq, D)``, k / v
+        ``(..., Hkv, Nk, D)`` with ``Hq % Hkv == 0``; query head h uses key / value head ``h // (Hq // Hkv)``.
+    return_lse : bool, optional
+        Also return the log-sum-exp of each row's scaled scores.
+    out : array, optional
+        Written in place and returned: ``(..., Nq, Dv)``, q's dtype, C-contiguous, on q's side.
+    config : kernel variant, optional
+        Forces a kernel variant (``FlashMmaTile``, ``FlashWgmmaTile``, ``DecodeTile``, ``SimtRows``) instead
+        of the default selection (GPU inputs only; checked and ignored on NumPy inputs).
+
+    Returns
+    -------
+    out : ndarray
+        ``(..., Nq, Dv)`` (the broadcast leading dims) in q's dtype; ``out`` when it is given.
+    lse : ndarray
+        With ``return_lse`` only: ``(..., Nq)``, the natural log of each row's sum of exp(scaled scores), in the
+        accumulator dtype: float32 (float64 for float64 inputs).
+
+    Raises
+    ------
+    TypeError
+        Non-float inputs or inputs of different dtypes; ``causal`` / ``return_lse`` / ``enable_gqa`` without a
+        truth value; a ``scale`` or ``softcap`` that is not a real number; a ``window`` that is not None or a
+        pair; a foreign ``config``; an unusable ``out``; host and GPU inputs mixed.
+    ValueError
+        Inputs with fewer than 2 dims; k's head dim not q's, v's key count not k's, a head dim outside 1 to
+        256; leading dims that do not broadcast (or heads that do not group with ``enable_gqa``); a
+        non-finite ``scale``; a non-positive ``softcap``; negative window sides; an ``out`` of another shape,
+        layout or device, or overlapping an input; on the GPU, a ``config`` that cannot run this call.
+
+    Notes
+    -----
+    A row that sees no key is 0 (never NaN) with lse ``-inf``. NaN in the inputs propagates to the rows it
+    touches. Accumulation is float32 (float64 for float64); the NumPy path computes in float64 and rounds
+    once. With ``enable_gqa`` the grouped layout runs the same kernels as the broadcast form
+    ``(..., Hkv, G, Nq, D)``. On the GPU, key tiles that the window or the causal mask hide from every row of
+    a block are skipped; decode shapes (few queries, many keys) split the keys across blocks and merge the
+    partials by their lse. Inputs are never copied: broadcast dims get stride 0, strided views pass their
+    strides. Which kernel runs which shape: ``cufuse.ops.attention.select`` and docs/attention.md.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cufuse
+    >>> q = np.zeros((2, 4))
+    >>> k = np.ones((3, 4))
+    >>> v = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+    >>> out, lse = cufuse.attention(q, k, v, causal=True, return_lse=True)
+    >>> out
+    array([[1., 2.],
+           [2., 3.]])
+    >>> np.round(lse, 4)
+    array([0.6931, 1.0986])
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = (rng.standard_normal((2, 5, 8)) for _ in range(3))
+    >>> s = q @ k.swapaxes(-1, -2) / np.sqrt(8)
+    >>> p = np.exp(s - s.max(axis=-1, keepdims=True))
+    >>> np.allclose(cufuse.attention(q, k, v), p / p.sum(axis=-1, keepdims=True) @ v)
+    True
     """
     # a CuPy call whose signature ran before goes straight to its launches
     signature = gpu_signature(q, k, v) if out is None else gpu_signature(q, k, v, out)

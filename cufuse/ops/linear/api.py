@@ -32,54 +32,195 @@ GATED_FN = "fused_gated_linear"
 
 
 def fused_linear(x, weight, bias=None, *, activation=None, out=None, config=None):
-    """``activation(x @ weight + bias)`` for x ``(..., K)`` (or ``(K,)``), weight ``(K, N)``
-    with any strides (a transposed ``(N, K)`` array works without a copy) and bias None or
-    what broadcasts the same to every row: ``(N,)``, ``(1, N)``, or one value (``()``,
-    ``(1,)``, a Python number, taken in x's dtype); a bias that differs from row to row is
-    refused (ValueError): it is not a bias of the GEMM's epilogue. ``activation``: None (the
-    default: plain ``x @ weight + bias``), "relu", "gelu" (exact, erf), "gelu_tanh" or "silu"
-    (``cufuse.reference.apply_activation`` gives the formulas; NaN stays NaN, -inf gives 0).
-    Arrays and array-likes run the NumPy path; GPU arrays (CuPy, PyTorch, JAX, ...) the
-    kernels. All arrays share one float dtype; accumulation is float32 (float64 for float64).
-    ``config`` overrides the chosen kernel configuration (GPU only: one of the variant classes
-    of ``cufuse.ops.linear``, e.g. ``MmaConfig``; checked and ignored on NumPy inputs).
+    """``activation(x @ weight + bias)`` in one GEMM, the bias and the activation in its epilogue.
 
-    On CuPy arrays nothing is copied. x's leading axes must collapse into one row stride
-    (a C-ordered stack of rows, its last axis sliced or strided included); any other x
-    layout raises ValueError rather than being copied silently. Operands whose rows are
-    16-byte aligned (unit stride along K for x, K a multiple of 16 bytes, the weight
-    contiguous along K or along N) run on tensor cores: float16 / bfloat16 on mma.sync, or on
-    compute capability 9.0 on the warpgroup-MMA kernels (fed by TMA where tensor maps
-    describe the operands; M <= 64 with the operands swapped, launched with programmatic
-    dependent launch); float32 as 3xTF32 (float32-level accuracy; an infinite input gives NaN
-    where NumPy may give +-inf); float64 on DMMA. float32 with M <= 4 and float64 with M = 1
-    stream the weight through a kernel of true float32 / float64 FMAs instead. Everything
-    else runs on a SIMT kernel with arbitrary strides (true float32 / float64 arithmetic).
-    Where fewer output tiles than the GPU has block slots would leave SMs idle, K is split
-    over blocks that meet in a float32 workspace (one slot of partial sums a split, summed in
-    split order: the same call gives the same bits) plus one int per output tile, allocated
-    once per device and stream and reused.
+    Parameters
+    ----------
+    x : array_like
+        ``(..., K)`` or ``(K,)``. NumPy arrays and array-likes run the NumPy path and return NumPy; GPU arrays
+        (CuPy, PyTorch, JAX, ...) run the GPU kernels and return CuPy.
+    weight : array_like
+        ``(K, N)`` with any strides: a transposed ``(N, K)`` array (PyTorch's Linear layout) works without a
+        copy.
+    bias : array_like or number, optional
+        What broadcasts the same to every row: ``(N,)``, ``(1, N)``, or one value (``()``, ``(1,)``, a Python
+        number, taken in x's dtype). None (the default): no bias.
+    activation : {None, "relu", "gelu", "gelu_tanh", "silu"}, optional
+        None (the default) is the plain ``x @ weight + bias``; "gelu" is exact (erf). The formulas:
+        ``cufuse.reference.apply_activation`` (NaN stays NaN, -inf gives 0).
+    out : array, optional
+        Written in place and returned: ``(..., N)``, x's dtype, C-contiguous, on x's side, not overlapping an
+        input.
+    config : kernel variant, optional
+        Overrides the chosen kernel configuration (GPU only: one of the variant classes of
+        ``cufuse.ops.linear``, e.g. ``MmaConfig``; checked and ignored on NumPy inputs).
+
+    Returns
+    -------
+    ndarray
+        ``(..., N)`` (``(N,)`` for a 1-D x) in x's dtype; ``out`` when it is given.
+
+    Raises
+    ------
+    TypeError
+        A non-float x or arrays of different dtypes (float16, bfloat16, float32 and float64 only, one for
+        all); a ``config`` that is not a linear variant; an ``out`` of another dtype or array type, or
+        read-only; host and GPU inputs mixed.
+    ValueError
+        An unknown ``activation``; a weight that is not 2-D or whose K differs from x's last axis; a bias that
+        differs from row to row (it is not a bias of the GEMM's epilogue); an ``out`` of another shape, layout
+        or device, or overlapping an input; on the GPU, an x whose leading axes do not collapse into one row
+        stride, or a ``config`` whose kernel cannot run these operands.
+
+    Notes
+    -----
+    All arrays share one float dtype; accumulation is float32 (float64 for float64). The NumPy path computes
+    in float64 and rounds once.
+
+    On CuPy arrays nothing is copied. x's leading axes must collapse into one row stride (a C-ordered stack of
+    rows, its last axis sliced or strided included); any other x layout raises ValueError rather than being
+    copied silently. Operands whose rows are 16-byte aligned (unit stride along K for x, K a multiple of 16
+    bytes, the weight contiguous along K or along N) run on tensor cores: float16 / bfloat16 on mma.sync, or
+    on compute capability 9.0 on the warpgroup-MMA kernels (fed by TMA where tensor maps describe the
+    operands; M <= 64 with the operands swapped, launched with programmatic dependent launch); float32 as
+    3xTF32 (three TF32 products a term: float32-level accuracy; an infinite input gives NaN where NumPy may
+    give +-inf); float64 on DMMA. float32 with M <= 4 and float64 with M = 1 stream the weight through a
+    kernel of true float32 / float64 FMAs instead. Everything else runs on a SIMT kernel with arbitrary
+    strides (true float32 / float64 arithmetic). Where fewer output tiles than the GPU has block slots would
+    leave SMs idle, K is split over blocks that meet in a float32 workspace (one slot of partial sums a
+    split, summed in split order: the same call gives the same bits) plus one int per output tile, allocated
+    once per device and stream and reused. Which kernel runs which shape: docs/linear.md.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cufuse
+    >>> x = np.array([[1.0, -2.0], [0.5, 0.5]])
+    >>> w = np.array([[1.0, 0.0, 2.0], [1.0, 1.0, -1.0]])
+    >>> cufuse.fused_linear(x, w, np.array([0.0, 1.0, 0.0]))
+    array([[-1. , -1. ,  4. ],
+           [ 1. ,  1.5,  0.5]])
+    >>> cufuse.fused_linear(x, w, 1.0, activation="relu")
+    array([[0. , 0. , 5. ],
+           [2. , 1.5, 1.5]])
+    >>> np.round(cufuse.fused_linear(x, w, activation="silu"), 4)
+    array([[-0.2689, -0.2384,  3.9281],
+           [ 0.7311,  0.3112,  0.3112]])
+    >>> cufuse.fused_linear([[-1.0]], [[1.0]])
+    array([[-1.]])
     """
     return _linear(FN, x, weight, bias, activation, out, config)
 
 
 def fused_linear_relu(x, weight, bias=None, *, out=None, config=None):
-    """``np.maximum(x @ weight + bias, 0)``: ``fused_linear(x, weight, bias, activation="relu",
-    out=out, config=config)``, errors naming fused_linear_relu."""
+    """``np.maximum(x @ weight + bias, 0)`` in one GEMM.
+
+    ``fused_linear(x, weight, bias, activation="relu", out=out, config=config)``, its errors naming
+    fused_linear_relu.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., K)`` or ``(K,)``; NumPy arrays and array-likes run the NumPy path, GPU arrays the kernels.
+    weight : array_like
+        ``(K, N)`` with any strides (a transposed ``(N, K)`` array works without a copy).
+    bias : array_like or number, optional
+        ``(N,)``, ``(1, N)`` or one value, as ``fused_linear`` takes it; None (the default): no bias.
+    out : array, optional
+        Written in place and returned: ``(..., N)`` in x's dtype, as ``fused_linear``'s.
+    config : kernel variant, optional
+        A variant of ``cufuse.ops.linear`` (GPU only; checked and ignored on NumPy inputs).
+
+    Returns
+    -------
+    ndarray
+        ``np.maximum(x @ weight + bias, 0)``, ``(..., N)`` in x's dtype; ``out`` when it is given.
+
+    Raises
+    ------
+    TypeError
+        A non-float x, arrays of different dtypes, a foreign ``config`` or an unusable ``out``, as
+        ``fused_linear``.
+    ValueError
+        Shapes that do not match, a bias that differs from row to row, an x layout the GPU kernels cannot read
+        without a copy or a ``config`` that cannot run the call, as ``fused_linear``.
+
+    Notes
+    -----
+    The same kernels and accuracy as ``fused_linear`` (float32 as 3xTF32 on tensor cores: float32-level
+    accuracy), with the ReLU in the epilogue.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cufuse
+    >>> x = np.array([[1.0, -2.0], [0.5, 0.5]])
+    >>> w = np.array([[1.0, 0.0], [1.0, 1.0]])
+    >>> cufuse.fused_linear_relu(x, w, np.array([0.0, 1.0]))
+    array([[0. , 0. ],
+           [1. , 1.5]])
+    """
     return _linear("fused_linear_relu", x, weight, bias, "relu", out, config)
 
 
 def fused_gated_linear(x, w_gate, w_up, *, activation="silu", out=None, config=None):
-    """``activation(x @ w_gate) * (x @ w_up)`` in one kernel (SwiGLU with "silu", GeGLU with
-    "gelu" or "gelu_tanh"; the activations of ``fused_linear``): x ``(..., K)`` is read once
-    for both products, neither product is written. w_gate and w_up are ``(K, N)`` with any
-    strides, one dtype with x. float16 / bfloat16 weights of one layout with 16-byte aligned
-    rows (as ``fused_linear``'s tensor-core rule) run on tensor cores, both products'
-    accumulators in one block sharing each tile of x: on compute capability 9.0, where tensor
-    maps describe x and both weights, the TMA-fed warpgroup-MMA kernels (M <= 64 the swapped
-    weight stream, beyond the GEMM tiles); elsewhere mma.sync; split-K through slots summed in
-    split order. Everything else (float32, float64, other strides) runs a SIMT kernel of true
-    float32 / float64 arithmetic. ``config``: a variant of ``select.GATED_VARIANTS``."""
+    """``activation(x @ w_gate) * (x @ w_up)`` in one kernel: the gated MLP's first half.
+
+    SwiGLU with "silu", GeGLU with "gelu" or "gelu_tanh". x is read once for both products; neither product is
+    written.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., K)`` or ``(K,)``. NumPy arrays and array-likes run the NumPy path and return NumPy; GPU arrays
+        (CuPy, PyTorch, JAX, ...) run the GPU kernels and return CuPy.
+    w_gate, w_up : array_like
+        ``(K, N)`` each, with any strides, x's dtype.
+    activation : {"silu", "relu", "gelu", "gelu_tanh"}, optional
+        The gate's activation (the activations of ``fused_linear``); "silu" by default.
+    out : array, optional
+        Written in place and returned: ``(..., N)``, x's dtype, C-contiguous, on x's side.
+    config : kernel variant, optional
+        A variant of ``cufuse.ops.linear.select.GATED_VARIANTS`` (GPU only; checked and ignored on NumPy
+        inputs).
+
+    Returns
+    -------
+    ndarray
+        ``(..., N)`` in x's dtype; ``out`` when it is given.
+
+    Raises
+    ------
+    TypeError
+        A non-float x or arrays of different dtypes; a ``config`` that is not a gated variant; an ``out`` of
+        another dtype or array type, or read-only; host and GPU inputs mixed.
+    ValueError
+        An unknown ``activation``; weights that are not 2-D, whose K differs from x's last axis, or of
+        different shapes; an ``out`` of another shape, layout or device, or overlapping an input; on the GPU,
+        a ``config`` whose kernel cannot run these operands.
+
+    Notes
+    -----
+    Accumulation is float32 (float64 for float64); the NumPy path computes in float64 and rounds once.
+    float16 / bfloat16 weights of one layout with 16-byte aligned rows (``fused_linear``'s tensor-core rule)
+    run on tensor cores, both products' accumulators in one block sharing each tile of x: on compute
+    capability 9.0, where tensor maps describe x and both weights, the TMA-fed warpgroup-MMA kernels (M <= 64
+    the swapped weight stream, beyond the GEMM tiles); elsewhere mma.sync; split-K through slots summed in
+    split order. Everything else (float32, float64, other strides) runs a SIMT kernel of true float32 /
+    float64 arithmetic.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cufuse
+    >>> x = np.array([[1.0, 2.0]])
+    >>> w_gate = np.array([[1.0, -1.0], [0.0, 0.0]])
+    >>> w_up = np.array([[2.0, 3.0], [1.0, 0.0]])
+    >>> np.round(cufuse.fused_gated_linear(x, w_gate, w_up), 4)
+    array([[ 2.9242, -0.8068]])
+    >>> cufuse.fused_gated_linear(x, w_gate, w_up, activation="relu")
+    array([[4., 0.]])
+    """
     code = activation_code(GATED_FN, activation)
     key = _prepared_key(GATED_FN, (x, w_gate, w_up), out, code, config)
     result = _run_prepared(key, (x, w_gate, w_up), out)

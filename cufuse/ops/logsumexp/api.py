@@ -30,19 +30,74 @@ FN = "logsumexp"
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, *, config=None):
-    """``log(sum(b * exp(a)))`` over ``axis`` (None: every element), computed stably.
+    """``log(sum(b * exp(a)))`` over ``axis``, computed stably, with ``scipy.special.logsumexp``'s semantics.
 
-    Exactly ``scipy.special.logsumexp``: ``axis`` None, an int or a tuple of ints; ``b``
-    weights broadcastable with ``a`` (zero weights drop their entries, negative ones need
-    ``return_sign=True`` for a negative sum, else NaN); ``keepdims``; ``return_sign=True``
-    returns ``(value, sign)`` with sign +1, -1, 0 or NaN; non-finite rows as SciPy gives them.
-    ``keepdims`` and ``return_sign`` take any value with a truth value (1, np.True_), as SciPy.
-    The result dtype is a's and b's promoted as SciPy promotes them: floats as NumPy promotes
-    them (a Python scalar b does not promote), integer or bool a (and b) float64; integer a is
-    shifted by its maximum in the integer dtype first. An empty reduction gives -inf (sign -1),
-    as SciPy. GPU arrays (CuPy, PyTorch, JAX, ...) run
-    the GPU kernels and return CuPy arrays; ``config`` overrides the kernel configuration
-    (GPU only; checked and ignored on NumPy inputs).
+    Parameters
+    ----------
+    a : array_like
+        Float16, bfloat16, float32, float64, integer or bool values. NumPy arrays and array-likes run the
+        NumPy path and return NumPy; GPU arrays (CuPy, PyTorch, JAX, ...) run the GPU kernels and return CuPy.
+    axis : None, int or tuple of ints, optional
+        The axes summed over; None (the default) sums every element.
+    b : array_like or number, optional
+        Weights broadcastable with ``a``: zero weights drop their entries; negative ones need
+        ``return_sign=True`` for a negative sum (else the value is NaN). A Python scalar does not promote.
+    keepdims : bool, optional
+        Keep the reduced axes with size 1. Any value with a truth value (1, ``np.True_``), as SciPy.
+    return_sign : bool, optional
+        Return ``(value, sign)``: the logarithm of ``|sum|`` and the sign of the sum. Any value with a truth
+        value, as SciPy.
+    config : kernel variant, optional
+        Overrides the kernel configuration chosen by ``cufuse.ops.logsumexp.select`` (GPU only; checked and
+        ignored on NumPy inputs).
+
+    Returns
+    -------
+    value : ndarray or scalar
+        The logarithm of the sum, ``a``'s (broadcast) shape less the reduced axes (kept with ``keepdims``). Its
+        dtype is a's and b's promoted as SciPy promotes them: floats as NumPy promotes them, integer or bool a
+        (and b) float64. NumPy inputs reduced to 0-d give a NumPy scalar, as SciPy.
+    sign : ndarray or scalar
+        With ``return_sign`` only: +1, -1, 0 (a zero sum) or NaN, value's shape and dtype.
+
+    Raises
+    ------
+    TypeError
+        An unsupported dtype of a or b; an axis of another type; ``keepdims`` / ``return_sign`` without a truth
+        value; a ``config`` that is not a logsumexp variant; host and GPU inputs mixed.
+    ValueError
+        A ``b`` whose shape does not broadcast with a's; repeated axes; on the GPU, a ``config`` that cannot
+        run this call. ``numpy.exceptions.AxisError`` (a ValueError) for an axis out of range.
+
+    Notes
+    -----
+    Non-finite rows give what SciPy gives. An empty reduction gives -inf (sign -1), as SciPy; SciPy 1.17 raises
+    over several axes of an empty array, cufuse gives -inf there too. Integer a is shifted by its maximum (over
+    the entries b weighs) in the integer dtype first, so large int64 values keep their differences. Where
+    SciPy's shifted sum with weights fails and its fallback overflows ``exp``, SciPy gives NaN and cufuse the
+    sum's logarithm. The documented differences: docs/scipy.md.
+
+    The NumPy path computes in float64 and rounds once. On the GPU, a and b are broadcast together (views)
+    and read once as (outer, length, inner) rows, one value (and sign) a row; reduced axes that are not
+    consecutive, or a view that does not collapse, are first copied with the reduced axes last.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cufuse
+    >>> a = np.array([[0.0, np.log(3.0)], [1.0, 1.0]])
+    >>> np.round(cufuse.logsumexp(a, axis=1), 4)
+    array([1.3863, 1.6931])
+    >>> np.round(cufuse.logsumexp(a, axis=1, keepdims=True), 4)
+    array([[1.3863],
+           [1.6931]])
+    >>> value, sign = cufuse.logsumexp(np.array([0.0, 0.0]), b=np.array([1.0, -2.0]), return_sign=True)
+    >>> float(np.round(value, 4)), float(sign)
+    (0.0, -1.0)
+    >>> float(cufuse.logsumexp(np.zeros(0)))
+    -inf
+    >>> cufuse.logsumexp(np.array([1, 2], dtype=np.int8)).dtype
+    dtype('float64')
     """
     keepdims = require_bool(FN, "keepdims", keepdims)
     return_sign = require_bool(FN, "return_sign", return_sign)

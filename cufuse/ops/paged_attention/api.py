@@ -31,18 +31,80 @@ MAX_HEAD_DIM = 256
 
 def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, scale=None, window=None,
                     softcap=None, return_lse=False, out=None, config=None):
-    """Attention of each sequence's newest queries over its keys and values in pages.
+    """Attention of each sequence's newest queries over its keys and values in pages of a shared pool.
 
-    q ``(B, Hq, Nq, D)``; k_pages / v_pages the logical ``(P, Hkv, S, D)`` / ``(P, Hkv, S, Dv)``
-    (any strides whose last is 1: vLLM's ``(P, S, Hkv, D)`` storage passes as
-    ``.transpose(0, 2, 1, 3)``); block_table ``(B, max_pages)`` int32 lists each sequence's
-    pages in order; seq_lens ``(B,)`` int32 counts its keys, the Nq newest included (array-likes
-    of int32 values convert). Query head h uses KV head ``h // (Hq // Hkv)``. ``causal`` is
-    bottom-right within each sequence; ``window=(left, right)`` and ``softcap`` as in
-    ``attention``. Returns ``(B, Hq, Nq, Dv)`` and with ``return_lse`` also lse ``(B, Hq, Nq)``
-    float32 (float64 for float64); a row that sees no key is 0 with lse -inf. ``config`` (GPU
-    inputs only; checked and ignored on NumPy inputs) forces a kernel variant (``PagedMmaTile``,
-    ``PagedSimtRows``).
+    Parameters
+    ----------
+    q : array_like
+        Queries ``(B, Hq, Nq, D)``, at least one query. NumPy arrays and array-likes run the NumPy path and
+        return NumPy; GPU arrays (CuPy, PyTorch, JAX, ...) run the GPU kernels and return CuPy.
+    k_pages, v_pages : array_like
+        The logical ``(P, Hkv, S, D)`` / ``(P, Hkv, S, Dv)`` pools (P pages of S keys), q's dtype, any strides
+        whose last is 1: vLLM's ``(P, S, Hkv, D)`` storage passes as ``.transpose(0, 2, 1, 3)``. Hkv divides
+        Hq: query head h uses KV head ``h // (Hq // Hkv)``. D and Dv from 1 to 256.
+    block_table : array_like of int32
+        ``(B, max_pages)``: each sequence's pages in order. Array-likes of int32 values convert.
+    seq_lens : array_like of int32
+        ``(B,)``: each sequence's key count, the Nq newest included. Array-likes of int32 values convert.
+    causal : bool, optional
+        Bottom-right causal mask within each sequence; True by default.
+    scale : float, optional
+        The scores' factor; ``1/sqrt(D)`` by default.
+    window : (left, right), optional
+        Sliding window, as in ``attention``.
+    softcap : float, optional
+        Score soft-capping ``c * tanh(s / c)``, as in ``attention``.
+    return_lse : bool, optional
+        Also return each row's log-sum-exp.
+    out : array, optional
+        Written in place and returned: ``(B, Hq, Nq, Dv)``, q's dtype, C-contiguous, on q's side.
+    config : kernel variant, optional
+        Forces a kernel variant (``PagedMmaTile``, ``PagedSimtRows``) (GPU inputs only; checked and ignored on
+        NumPy inputs).
+
+    Returns
+    -------
+    out : ndarray
+        ``(B, Hq, Nq, Dv)`` in q's dtype; ``out`` when it is given.
+    lse : ndarray
+        With ``return_lse`` only: ``(B, Hq, Nq)`` in the accumulator dtype, float32 (float64 for float64).
+
+    Raises
+    ------
+    TypeError
+        Non-float or mixed dtypes; a block_table or seq_lens that is not int32; flags without a truth value;
+        a ``window`` or ``scale`` of another type; a foreign ``config``; an unusable ``out``; host and GPU
+        inputs mixed.
+    ValueError
+        Arrays that are not 4-D (q, pages), 2-D (block_table) or 1-D (seq_lens); pages whose head dim, head
+        count or page shape do not match, or whose last stride is not 1; Hkv not dividing Hq; no query; a
+        table or lengths of another batch; array-likes with values outside int32; on the NumPy path (and on the
+        GPU under ``CUFUSE_DEBUG=1``) a length outside 0 to ``max_pages * S`` or a page index outside
+        ``[0, P)`` among the pages a sequence uses; invalid ``scale``, ``window`` or ``softcap`` values; an
+        ``out`` of another shape, layout or device, or overlapping an input.
+
+    Notes
+    -----
+    A row that sees no key is 0 with lse -inf. The NumPy path gathers the pages and runs the float64 dense
+    oracle, after checking every page index a sequence uses. On the GPU the kernels never read block_table or
+    seq_lens on the host (no synchronisation), except under ``CUFUSE_DEBUG=1``, which checks the page indices
+    first. Design and measurements: docs/paged_attention.md.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cufuse
+    >>> k_pages = np.zeros((2, 1, 2, 2))  # 2 pages, 1 KV head, 2 keys a page, head dim 2
+    >>> v_pages = np.zeros((2, 1, 2, 2))
+    >>> block_table = [[1, 0]]  # the sequence's first page is page 1, its second page 0
+    >>> cufuse.kv_append(k_pages, v_pages, np.ones((1, 1, 3, 2)), np.arange(6.0).reshape(1, 1, 3, 2),
+    ...                  block_table, [0])
+    >>> q = np.zeros((1, 1, 1, 2))
+    >>> cufuse.attention_paged(q, k_pages, v_pages, block_table, [3])
+    array([[[[2., 3.]]]])
+    >>> out, lse = cufuse.attention_paged(q, k_pages, v_pages, block_table, [2], return_lse=True)
+    >>> out, np.round(lse, 4)
+    (array([[[[1., 2.]]]]), array([[[0.6931]]]))
     """
     # a CuPy call whose signature ran before goes straight to its launches (not under
     # CUFUSE_DEBUG, whose index check reads the table on every call)
@@ -114,12 +176,60 @@ def _prepared_key(q, k_pages, v_pages, block_table, seq_lens, out, causal, scale
 
 
 def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
-    """Write k_new ``(B, Hkv, Nnew, D)`` and v_new ``(B, Hkv, Nnew, Dv)`` into the pages at
-    positions ``seq_lens[b] ..< seq_lens[b] + Nnew`` of each sequence, in place, in one launch
-    on the GPU (the caller then passes ``seq_lens + Nnew`` to attention_paged). Pages and
-    table as in ``attention_paged`` (array-likes of int32 values convert); k_new / v_new any
-    strides, the pages' dtype. The pages must be arrays it can write (a writeable NumPy array or
-    a GPU array; anything else is a TypeError). Returns None."""
+    """Write new keys and values into each sequence's pages, in place, after its ``seq_lens`` keys.
+
+    k_new and v_new go to positions ``seq_lens[b] ..< seq_lens[b] + Nnew`` of each sequence, in one launch on
+    the GPU; the caller then passes ``seq_lens + Nnew`` to ``attention_paged``.
+
+    Parameters
+    ----------
+    k_pages, v_pages : array
+        The pools ``(P, Hkv, S, D)`` / ``(P, Hkv, S, Dv)``, as in ``attention_paged``; written in place, so
+        arrays it can write: a writeable NumPy array or a GPU array.
+    k_new : array_like
+        ``(B, Hkv, Nnew, D)``, any strides, the pages' dtype.
+    v_new : array_like
+        ``(B, Hkv, Nnew, Dv)``, any strides, the pages' dtype.
+    block_table : array_like of int32
+        ``(B, max_pages)``, as in ``attention_paged``; array-likes of int32 values convert.
+    seq_lens : array_like of int32
+        ``(B,)``: each sequence's key count before the append; array-likes of int32 values convert.
+
+    Returns
+    -------
+    None
+        The pages are written in place.
+
+    Raises
+    ------
+    TypeError
+        Pages that are not a writeable NumPy or GPU array (a list, a read-only array: nothing could be written
+        back); non-float or mixed dtypes; a block_table or seq_lens that is not int32; host and GPU inputs
+        mixed.
+    ValueError
+        Arrays that are not 4-D, pages whose shapes or strides do not match, new keys or values of another
+        shape than ``(B, Hkv, Nnew, head dim)``; a table or lengths of another batch; array-likes with values
+        outside int32; on the NumPy path (and on the GPU under ``CUFUSE_DEBUG=1``) a length outside 0 to
+        ``max_pages * S - Nnew`` or a page index outside ``[0, P)`` among the pages a sequence uses.
+
+    Notes
+    -----
+    On the GPU nothing is read back to the host (no synchronisation) except under ``CUFUSE_DEBUG=1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cufuse
+    >>> keys, values = np.zeros((2, 1, 2, 2)), np.zeros((2, 1, 2, 2))  # 2 pages of 2 keys, 1 head, dim 2
+    >>> new_values = np.arange(6.0).reshape(1, 1, 3, 2)  # one sequence, 3 new keys
+    >>> cufuse.kv_append(keys, values, np.ones((1, 1, 3, 2)), new_values, [[1, 0]], [0])
+    >>> values[1, 0]  # the sequence's first page
+    array([[0., 1.],
+           [2., 3.]])
+    >>> values[0, 0]  # its second: one key written
+    array([[4., 5.],
+           [0., 0.]])
+    """
     for name, pages in (("k_pages", k_pages), ("v_pages", v_pages)):
         require_writable(_APPEND, name, pages)
     block_table = as_index_array(_APPEND, "block_table", block_table)

@@ -46,21 +46,122 @@ from .select import VARIANTS
 
 
 def softmax(x, axis=None, *, out=None, config=None):
-    """``exp(x - max) / sum(exp(x - max))`` over ``axis`` (None: the whole array).
+    """Softmax over ``axis``: ``exp(x - max) / sum(exp(x - max))``, with ``scipy.special.softmax``'s semantics.
 
-    Exactly ``scipy.special.softmax``: ``x`` an array or array-like (a GPU array of CuPy,
-    PyTorch, JAX, ... runs on the GPU), axis None, an int or a tuple of ints; integer inputs
-    are shifted by their maximum in the integer dtype, as SciPy does, and give the dtype
-    ``np.exp`` gives them (int8 float16, int16 float32, int32 float64), bool raises TypeError;
-    non-finite rows follow SciPy's NaN pattern; an empty reduction gives an empty result (SciPy
-    raises); a 0-d NumPy input gives a NumPy scalar, as SciPy. ``config`` overrides the kernel configuration chosen by
-    ``cufuse.ops.softmax.select`` (GPU only; checked and ignored on NumPy inputs).
+    Parameters
+    ----------
+    x : array_like
+        Float16, bfloat16 (``ml_dtypes.bfloat16``), float32, float64 or integer values. NumPy arrays and
+        array-likes run the NumPy path and return NumPy; GPU arrays (CuPy, PyTorch, JAX, ...) run the GPU
+        kernels, zero-copy, and return CuPy.
+    axis : None, int or tuple of ints, optional
+        The axes reduced together as one row; None (the default) reduces the whole array. Negative axes count
+        from the end; a 0-d input takes 0, -1 or None; a bool is not an axis.
+    out : array, optional
+        Written in place and returned: x's shape, the result dtype, C-contiguous, on x's side (a NumPy array
+        for host inputs, a GPU array for GPU inputs), not overlapping x.
+    config : kernel variant, optional
+        Overrides the kernel configuration chosen by ``cufuse.ops.softmax.select`` (GPU only; checked and
+        ignored on NumPy inputs).
+
+    Returns
+    -------
+    ndarray
+        The softmax, x's shape, in x's float dtype; integer inputs give the dtype ``np.exp`` gives them (int8 /
+        uint8 float16, int16 / uint16 float32, wider ones float64), as SciPy. A 0-d NumPy input gives a NumPy
+        scalar, as SciPy. ``out`` when it is given.
+
+    Raises
+    ------
+    TypeError
+        A bool x (as SciPy) or another unsupported dtype; an axis that is not None, an int or a tuple of ints;
+        a ``config`` that is not a softmax variant; an ``out`` of another dtype or array type, or read-only;
+        host and GPU inputs mixed.
+    ValueError
+        Repeated axes; an ``out`` of another shape, not C-contiguous, overlapping x or on another device; on
+        the GPU, a ``config`` that cannot run this call. ``numpy.exceptions.AxisError`` (a ValueError) for an
+        axis out of range.
+
+    Notes
+    -----
+    Non-finite rows follow SciPy's NaN pattern: a row with NaN or +inf is NaN, an all ``-inf`` row is NaN,
+    other ``-inf`` entries give 0. Integer inputs are shifted by their maximum in the integer dtype first, as
+    SciPy does. Differences from SciPy (docs/scipy.md): an empty reduction gives an empty result (SciPy
+    raises), and an integer row whose entries lie further apart than the dtype holds takes the exact
+    difference (SciPy's ``x - x.max()`` wraps around).
+
+    The NumPy path computes in float64 and rounds once to the result dtype. On the GPU, x is viewed as
+    (outer, length, inner) rows: any strides work in place (negative, transposed, sliced) where the reduced
+    axes are consecutive and each group of axes collapses to one stride; otherwise x is first copied with the
+    reduced axes last. A new result is laid out as x is (its axes in x's memory order, as ``np.exp`` gives
+    them). Which kernel runs which layout: ``cufuse.ops.softmax.select`` and docs/softmax.md.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cufuse
+    >>> np.round(cufuse.softmax(np.array([1.0, 2.0, 3.0])), 4)
+    array([0.09  , 0.2447, 0.6652])
+    >>> p = cufuse.softmax(np.array([[0.0, 0.0], [0.0, np.log(3.0)]], dtype=np.float32), axis=1)
+    >>> p
+    array([[0.5 , 0.5 ],
+           [0.25, 0.75]], dtype=float32)
+    >>> cufuse.softmax(np.array([1, 2], dtype=np.int16)).dtype
+    dtype('float32')
+    >>> cufuse.softmax(np.array([-np.inf, 0.0]))
+    array([0., 1.])
     """
     return _softmax("softmax", x, axis, out, config, log=False)
 
 
 def log_softmax(x, axis=None, *, out=None, config=None):
-    """``x - max - log(sum(exp(x - max)))`` over ``axis``, exactly ``scipy.special.log_softmax``."""
+    """Log-softmax over ``axis``: ``x - max - log(sum(exp(x - max)))``, with ``scipy.special.log_softmax``'s
+    semantics.
+
+    Parameters
+    ----------
+    x : array_like
+        Float16, bfloat16, float32, float64 or integer values; NumPy arrays and array-likes run the NumPy path,
+        GPU arrays (CuPy, PyTorch, JAX, ...) the GPU kernels, as in ``softmax``.
+    axis : None, int or tuple of ints, optional
+        The axes reduced together as one row; None (the default) reduces the whole array.
+    out : array, optional
+        Written in place and returned, as in ``softmax``.
+    config : kernel variant, optional
+        A softmax kernel variant instead of the choice of ``cufuse.ops.softmax.select`` (GPU only; checked and
+        ignored on NumPy inputs).
+
+    Returns
+    -------
+    ndarray
+        The log-softmax, x's shape, with ``softmax``'s result dtype (integers: the dtype ``np.exp`` gives
+        them); a NumPy scalar for a 0-d NumPy input. ``out`` when it is given.
+
+    Raises
+    ------
+    TypeError
+        A bool x or another unsupported dtype, an axis of another type, a foreign ``config``, an ``out`` of
+        another dtype or array type, or read-only (as ``softmax``).
+    ValueError
+        Repeated or out-of-range axes, an ``out`` of another shape, layout or device, or overlapping x; on the
+        GPU, a ``config`` that cannot run this call.
+
+    Notes
+    -----
+    Non-finite rows give ``scipy.special.log_softmax``'s own NaN pattern; integers are shifted by their
+    maximum in the integer dtype, as SciPy does. The same kernels, layouts and documented differences from
+    SciPy as ``softmax`` (docs/scipy.md): an empty reduction gives an empty result.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import cufuse
+    >>> np.round(cufuse.log_softmax(np.array([1.0, 2.0, 3.0])), 4)
+    array([-2.4076, -1.4076, -0.4076])
+    >>> lp = cufuse.log_softmax(np.array([[1.0, 2.0], [3.0, 5.0]]), axis=-1)
+    >>> np.allclose(np.exp(lp).sum(axis=-1), 1.0)
+    True
+    """
     return _softmax("log_softmax", x, axis, out, config, log=True)
 
 
