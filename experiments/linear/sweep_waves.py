@@ -74,7 +74,7 @@ def main(argv=None) -> None:
                 def run(x, w, u, config=None):
                     return cufuse.fused_linear_relu(x, w, bias, out=out, config=config)
             times = {}
-            configs = [make(tile, splits) for tile in tiles for splits in splits_list]
+            configs = [make(tile=tile, splits=splits) for tile in tiles for splits in splits_list]
             for config in configs:
                 try:
                     run(*call_args[0], config=config)

@@ -94,7 +94,7 @@ def test_config_override_variants(cp, rng, case):
 def test_decode_tile_nan_key_and_unaligned_rows(cp, rng):
     # causal, Nq = 4, Nk = 3000: row i sees key j iff j <= i + 2996
     q, k, v = make_inputs(rng, 4, 3000, 64, 64, "mha", BF16, heads=1)
-    config = select.split_decode_keys(DecodeTile(64, 4, 8), 4, 3000, 1, current_device_info(), 3)
+    config = select.split_decode_keys(DecodeTile(head_dim=64, warps=4, unroll=8), 4, 3000, 1, current_device_info(), 3)
     for bad, first_seeing in ((100, 0), (2998, 2)):
         k_bad = k.copy()
         k_bad[..., bad, 5] = np.nan

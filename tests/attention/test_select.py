@@ -101,14 +101,17 @@ def test_key_split_model():
 def test_default_mma_tiles_are_the_measured_best():
     # the decode sweep (H200 bf16): register-streaming decode
     decode = select.select_config(1, 8192, 128, 128, 256, BF16, H200, True)
-    assert decode.spec("__half") == DecodeTile(128, 4, 8).spec("__half") and decode.splits > 1
+    assert decode.spec("__half") == DecodeTile(head_dim=128, warps=4, unroll=8).spec("__half") and decode.splits > 1
     assert isinstance(select.select_config(1, 8192, 59, 59, 256, BF16, H200, False), FlashMmaTile)
     # the prefill sweep: D64 4 warps x 16 rows x 64 keys, 3 blocks per SM, at every length; D128 the
     # 8-warp 128-key tile for long key ranges (Q from shared memory since the window's mask),
     # the 2-block tile for short ones
-    three_blocks = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False)
-    long_keys = FlashMmaTile(128, 8, 1, 128, 2, 1, False, False)
-    short_keys = FlashMmaTile(128, 4, 1, 64, 2, 2, True, False)
+    three_blocks = FlashMmaTile(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=3, q_in_regs=True,
+                                skip_pad_cols=False)
+    long_keys = FlashMmaTile(head_dim=128, warps=8, m_tiles=1, block_n=128, stages=2, min_blocks=1, q_in_regs=False,
+                             skip_pad_cols=False)
+    short_keys = FlashMmaTile(head_dim=128, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=2, q_in_regs=True,
+                              skip_pad_cols=False)
     for n, causal in itertools.product((512, 2048, 16384), (False, True)):
         assert select.select_config(n, n, 64, 64, 32768 // n * 16, F16, H200, True, causal) == three_blocks
     for n, causal, tile in ((512, False, short_keys), (512, True, short_keys), (2048, True, long_keys),
@@ -177,14 +180,16 @@ def test_windowed_splits_cover_the_span(dev):
 
 
 def test_forced_split_must_cover_a_blocks_keys():
-    tile = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False, splits=2, keys_per_split=64)
+    tile = FlashMmaTile(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=3, q_in_regs=True,
+                        skip_pad_cols=False, splits=2, keys_per_split=64)
     strides = (2048 * 64, 64, 1)
     args = ((1, 2048, 64), strides, (1, 2048, 64), strides, (1, 2048, 64), strides, BF16, True, 0.125, False,
             (True,) * 3, H200)
     with pytest.raises(ValueError, match="splits \\* keys_per_split"):
         plan_attention(*args, config=tile)
     # a window of 100 keys: 64 rows see at most 164 keys, which 2 x 128 covers
-    covering = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False, splits=2, keys_per_split=128)
+    covering = FlashMmaTile(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=3, q_in_regs=True,
+                            skip_pad_cols=False, splits=2, keys_per_split=128)
     plan_attention(*args, config=covering, window=(100, 0))
     with pytest.raises(ValueError, match="splits \\* keys_per_split"):
         plan_attention(*args, config=covering)
@@ -278,14 +283,14 @@ def assert_decode_split(split, n_k, granule, max_splits):
 
 @pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (8192, 256), (65536, 256), (65536, 1)])
 def test_decode_split_covers_the_keys(n_k, batch):
-    for tile in (DecodeTile(128, 4, 8), DecodeTile(64, 8, 4)):
+    for tile in (DecodeTile(head_dim=128, warps=4, unroll=8), DecodeTile(head_dim=64, warps=8, unroll=4)):
         split = select.split_decode_keys(tile, 1, n_k, batch, H200)
         assert_decode_split(split, n_k, tile.group_keys, select.DECODE_MAX_SPLITS)
         forced = select.split_decode_keys(tile, 1, n_k, batch, H200, splits=7)
         assert forced.splits <= 7 and (forced.splits == 1 or forced.keys_per_split * forced.splits >= n_k)
     # B*H = 256 with 8192 keys: thousands of blocks, not 256
-    assert select.split_decode_keys(DecodeTile(128, 4, 8), 1, 8192, 256, H200).splits >= 8
-    assert DecodeTile(128, 4, 8).spec("__half").template_args == ("__half", 128, 4, 8)
+    assert select.split_decode_keys(DecodeTile(head_dim=128, warps=4, unroll=8), 1, 8192, 256, H200).splits >= 8
+    assert DecodeTile(head_dim=128, warps=4, unroll=8).spec("__half").template_args == ("__half", 128, 4, 8)
 
 
 @pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (1 << 20, 1), (8192, 256), (65536, 1024)])
@@ -360,7 +365,9 @@ def test_plan_of_a_key_split_merges_its_partials():
 def test_large_split_workspaces_are_temporaries_of_the_call():
     # 2 x 16 heads x 16384 rows x 2 splits x (128 + 1) float32 = 270 MB: not held per stream
     forward, merge = _plan((2, 16, 16384, 128), (2, 16, 16384, 128), (2, 16, 16384, 128),
-                           config=FlashMmaTile(128, 8, 1, 128, 2, 1, True, False, 2, 8192)).launches
+                           config=FlashMmaTile(head_dim=128, warps=8, m_tiles=1, block_n=128, stages=2, min_blocks=1,
+                                               q_in_regs=True, skip_pad_cols=False, splits=2,
+                                               keys_per_split=8192)).launches
     assert forward.args[5:7] == merge.args[:2] == (Temporary(0), Temporary(1))
 
 
@@ -399,9 +406,9 @@ def test_grouped_query_decode_packs_the_group_into_rows():
 def test_forced_variants_are_checked():
     shapes = ((2, 128, 64),) * 3
     with pytest.raises(ValueError, match="attention: argument 'config' expected a tile head dim >= 64, got 32"):
-        _plan(*shapes, config=FlashMmaTile(32, 4, 1, 64, 2))
+        _plan(*shapes, config=FlashMmaTile(head_dim=32, warps=4, m_tiles=1, block_n=64, stages=2))
     with pytest.raises(ValueError, match="attention: argument 'config' asks for attention_fwd_mma, which takes"):
-        _plan(*shapes, dtype=F32, config=FlashMmaTile(64, 4, 1, 64, 2))
+        _plan(*shapes, dtype=F32, config=FlashMmaTile(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2))
     with pytest.raises(ValueError, match="which needs compute capability 9.0, got 8.0"):
         _plan(*shapes, dev=A100, config=D64_MID)
     with pytest.raises(ValueError, match="attention: argument 'config' asks for the wgmma kernel, which takes"):
@@ -411,7 +418,7 @@ def test_forced_variants_are_checked():
     with pytest.raises(ValueError, match="attention: argument 'config' expected q, k and v with unit last-axis"):
         _plan(*shapes, strides={"q": (128 * 128, 128, 2)}, config=D64_MID)  # columns 2 elements apart
     with pytest.raises(ValueError, match="attention: argument 'config' expected k and v with 16-byte"):
-        _plan(*shapes, aligned=(True, False, True), config=DecodeTile(64, 4, 8))
+        _plan(*shapes, aligned=(True, False, True), config=DecodeTile(head_dim=64, warps=4, unroll=8))
     # what passes the checks plans as the default would
     assert _plan(*((64, 1024, 64),) * 3, config=D64_MID) == _plan(*((64, 1024, 64),) * 3)
     assert _plan(*shapes, dtype=F32, config=SimtRows()) == _plan(*shapes, dtype=F32)

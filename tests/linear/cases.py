@@ -56,16 +56,16 @@ class Case:
 
 
 def mma(tile, splits=1):
-    return MmaConfig(tile, splits)
+    return MmaConfig(tile=tile, splits=splits)
 
 
 def gemv(splits=1, rows=1):
-    return GemvConfig(GemvTile(rows), splits)
+    return GemvConfig(tile=GemvTile(rows=rows), splits=splits)
 
 
 def swap(m, splits=1):
     """The default swapped tile of an M-row problem, with ``splits``."""
-    return SwapConfig(SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64], splits)
+    return SwapConfig(tile=SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64], splits=splits)
 
 
 def random(cp, rng, shape, dtype):

@@ -34,7 +34,7 @@ def _launch(spec, grid, threads, problem: LseProblem, parts: int, part_len: int,
     return Plan((Launch(spec, (grid,), (threads,), args),), scratch)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RowsConfig:
     """``logsumexp_rows``: ``group`` threads a row (a power of two up to 32, several rows a
     block; or the whole block, ``group == threads``), ``vecs`` 16-byte vectors a thread a
@@ -74,7 +74,7 @@ def _require_columns(config, problem: LseProblem) -> None:
         refuse(config, "expected a layout whose adjacent rows are adjacent in memory and whose reduced axis is strided")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsConfig:
     """``logsumexp_cols``: a lane a row, 32 rows a block of ``slices`` warps, each taking runs
     of ``unroll`` elements of the reduced axis; ``parts`` blocks a strip of 32 rows."""
@@ -113,7 +113,7 @@ def _short_launch(config, problem: LseProblem, width: int) -> Plan:
     return Plan((Launch(config.spec(problem.dtype, problem.weighted), (grid,), (config.threads,), args),))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsShortConfig:
     """``logsumexp_cols_short``: in the column layout, a thread a row of at most
     ``max_length`` elements, all loaded at once into registers; ``threads`` rows a block."""
@@ -131,7 +131,7 @@ class ColsShortConfig:
         return _short_launch(self, problem, 1)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsShortVecConfig:
     """``logsumexp_cols_short_vec``: a thread a 16-byte vector of adjacent rows of at most
     ``max_length`` elements (``LseProblem.column_vectors``), all loaded at once; ``threads``

@@ -30,4 +30,5 @@ def plan_kv_append(new_shape, head_dim_v, page_size, max_pages, dtype, strides) 
     ``AppendRows`` lists them. The plan's arrays: "k_pages", "v_pages", "k_new", "v_new",
     "block_table", "seq_lens"."""
     batch, heads_kv, n_new, head_dim = new_shape
-    return AppendRows(batch, heads_kv, n_new, head_dim, head_dim_v, page_size, max_pages, dtype, tuple(strides)).plan()
+    return AppendRows(batch=batch, heads_kv=heads_kv, n_new=n_new, head_dim=head_dim, head_dim_v=head_dim_v,
+                      page_size=page_size, max_pages=max_pages, dtype=dtype, strides=tuple(strides)).plan()

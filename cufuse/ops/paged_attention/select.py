@@ -47,7 +47,8 @@ def block_keys(head_dim: int, row_warps: int) -> int:
 def mma_tile(head_dim: int, row_warps: int, dev) -> PagedMmaTile:
     """The default tile: STAGES deep, 2 where a block's shared memory is short (A100 D256 with
     one row warp: 213 KB at 3 stages against 163 KB)."""
-    tile = PagedMmaTile(head_dim, row_warps, block_keys(head_dim, row_warps), STAGES, 0, MIN_CHUNK)
+    tile = PagedMmaTile(head_dim=head_dim, row_warps=row_warps, block_n=block_keys(head_dim, row_warps), stages=STAGES,
+                        target_units=0, min_chunk=MIN_CHUNK)
     while tile.smem_bytes > dev.max_smem_per_block and tile.stages > 2:
         tile = dataclasses.replace(tile, stages=tile.stages - 1)
     target = dev.sm_count * tile.resident_blocks(dev) * UNITS_PER_SLOT

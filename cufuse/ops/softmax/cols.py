@@ -49,7 +49,7 @@ def _short_launch(config, problem: SoftmaxProblem, width: int) -> Plan:
     return Plan((Launch(config.spec(problem.dtype, problem.log), (grid,), (config.threads,), args),))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsConfig:
     """``softmax_cols`` (cluster 1) or ``softmax_cols_cluster``: 32 columns x ``slices``
     slices of the reduced axis per block, ``unroll`` loads in flight per thread, the reduced
@@ -69,7 +69,7 @@ class ColsConfig:
         return _column_launch(self, problem, dev, 32 * self.slices, 32)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsVecConfig:
     """``softmax_cols_vec`` (cluster 1) or ``softmax_cols_vec_cluster``: ``col_lanes`` 16-byte
     vectors of adjacent columns x ``threads / col_lanes`` slices of the reduced axis per block,
@@ -96,7 +96,7 @@ class ColsVecConfig:
         return _column_launch(self, problem, dev, self.threads, self.columns(problem.dtype))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsShortConfig:
     """``softmax_cols_short``: a thread a column of at most ``max_length`` elements, held in
     registers (one read), ``threads`` columns a block. Any layout; picked for short columns."""
@@ -114,7 +114,7 @@ class ColsShortConfig:
         return _short_launch(self, problem, 1)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsShortVecConfig:
     """``softmax_cols_short_vec``: a thread a 16-byte vector of adjacent columns of at most
     ``max_length`` elements, held in registers (one read), ``threads`` vectors a block, the
@@ -139,7 +139,7 @@ class ColsShortVecConfig:
         return _short_launch(self, problem, vector_size(problem.dtype))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsSplitConfig:
     """``softmax_cols_split``: a persistent grid of ``strips_per_wave`` x ``blocks_per_strip``
     co-resident blocks (``blocks_per_sm`` an SM: the kernel's launch bound). A strip of

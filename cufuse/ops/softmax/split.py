@@ -23,7 +23,7 @@ def split_scratch(dtype, accumulators: int, counters: int) -> ScratchRequest:
     return ScratchRequest(f"softmax-split-{acc.name}", ((acc, accumulators, False), (np.dtype(np.uint32), counters, True)))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SplitConfig:
     """``softmax_rows_split``: ``blocks_per_row`` blocks per row, ``grid`` co-resident blocks
     (``blocks_per_sm`` an SM: the kernel's launch bound; a wave is grid / blocks_per_row rows).
