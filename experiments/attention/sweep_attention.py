@@ -219,10 +219,10 @@ def precompile_variants(dev):
     specs = [merge_spec(bf16)]
     for batch, heads, n, head_dim, causal, dtype in PREFILL_SHAPES:
         name = ctype(cases.resolve_dtype(dtype))
-        specs.append(select.select_config(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
+        specs.append(select.choose_by_sizes(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
                                           dev, True, causal).spec(name))
         specs += [tile.spec(name) for _, tile in PREFILL_VARIANTS[head_dim] if tile is not None]
-    specs.append(select.select_config(1, DECODE_KEYS[0], 128, 128, cases.DECODE_BATCH * cases.DECODE_HEADS,
+    specs.append(select.choose_by_sizes(1, DECODE_KEYS[0], 128, 128, cases.DECODE_BATCH * cases.DECODE_HEADS,
                                       cases.resolve_dtype("bfloat16"), dev, True).spec(bf16))
     specs += [tile.spec(bf16) for _, tile, _ in DECODE_VARIANTS if tile is not None]
     precompile_specs(specs)
@@ -248,7 +248,7 @@ def wgmma_grid(dev, dtypes):
     for dtype in dtypes:
         name = ctype(cases.resolve_dtype(dtype))
         for batch, heads, n, head_dim, causal in GRID_SHAPES:
-            specs.append(select.select_config(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
+            specs.append(select.choose_by_sizes(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
                                               dev, True, causal, True).spec(name))
             specs.append(select.prefill_tile(head_dim, dev, n, n, causal).spec(name))
         specs += [tile.spec(name) for tiles in WGMMA_TILES.values() for tile in tiles]

@@ -455,7 +455,7 @@ def _problem(m, k, n, dname, kmajor):
 
 
 def default_config(m, k, n, dname, kmajor):
-    return select.choose_config(_problem(m, k, n, dname, kmajor), current_device_info())
+    return select.choose(_problem(m, k, n, dname, kmajor), current_device_info())
 
 
 def all_specs(plan):

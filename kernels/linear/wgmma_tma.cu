@@ -9,7 +9,7 @@
 // else the best-scoring of all five, K split through slots where the tiles leave block slots idle.
 // `gated_linear_wgmma_tma` (fused_gated_linear): the same ring and tiles with each stage's
 // weight columns half w_gate's, half w_up's; picked for every 16-bit gated problem with M > 64
-// on compute capability 9.0 whose operands tensor maps describe (select.choose_gated_config).
+// on compute capability 9.0 whose operands tensor maps describe (select.choose).
 #include "common/tma_ring.cuh"
 #include "linear/wgmma_stage.cuh"
 

@@ -77,7 +77,7 @@ def test_matches_oracle(cp, rng, case):
 def test_split_keys_prefill_and_decode(cp, rng, dtype):
     # One (batch, head) with many keys: the wave model splits them; then merge.
     for n_q, n_k, causal in ((200, 3000, True), (16, 5000, False), (3, 4099, True)):
-        config = select.select_config(n_q, n_k, 64, 64, 1, dtype, current_device_info(), True)
+        config = select.choose_by_sizes(n_q, n_k, 64, 64, 1, dtype, current_device_info(), True)
         assert config.splits > 1
         q, k, v = make_inputs(rng, n_q, n_k, 64, 64, "mha", dtype, heads=1)
         assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []

@@ -104,18 +104,18 @@ def gated(m, k, n, dtype, *, w="kn", up=None, dev=H200, config=None, activation=
 
 @pytest.mark.parametrize("m,tile", [(1, STREAM_TILE), (16, STREAM_TILE), (17, STREAM64_TILE), (64, STREAM64_TILE)])
 def test_gated_small_m_streams_both_weights_on_tensor_cores(m, tile):
-    config = select.choose_gated_config(gated_problem(m, 4096, 11008, BF16, A100), A100)
+    config = select.choose(gated_problem(m, 4096, 11008, BF16, A100), A100)
     assert type(config) is GatedMmaConfig and config.tile == tile
 
 
 @pytest.mark.parametrize("w", ["kn", "nk_t"])
 @pytest.mark.parametrize("m,mx", [(1, 8), (8, 8), (9, 16), (16, 16), (17, 64), (64, 64)])
 def test_gated_small_m_on_hopper_is_the_gated_swapped_stream(m, mx, w):
-    config = select.choose_gated_config(gated_problem(m, 4096, 11008, BF16, H200, w), H200)
+    config = select.choose(gated_problem(m, 4096, 11008, BF16, H200, w), H200)
     assert config == GatedSwapConfig(tile=GATED_SWAP_DEFAULT_TILES[mx], splits=config.splits)
     # ceil(11008 / 64) = 172 blocks of 64 output columns already cover the SMs: no split
     assert config.splits == 1
-    few = select.choose_gated_config(gated_problem(m, 4096, 1024, BF16, H200, w), H200)
+    few = select.choose(gated_problem(m, 4096, 1024, BF16, H200, w), H200)
     assert few.splits > 1  # 16 blocks: split K until the SMs are covered
 
 
@@ -123,16 +123,16 @@ def test_gated_small_m_on_hopper_is_the_gated_swapped_stream(m, mx, w):
 @pytest.mark.parametrize("m", [65, 128, 512, 4096, 16384])
 def test_gated_gemms_on_hopper_run_the_gated_tma_kernel(m, w):
     for n in (1024, 4096, 11008, 14336, 28672):
-        config = select.choose_gated_config(gated_problem(m, 4096, n, BF16, H200, w), H200)
+        config = select.choose(gated_problem(m, 4096, n, BF16, H200, w), H200)
         assert type(config) is GatedTmaConfig and config.tile in GATED_TMA_TILES, (m, n, config)
         # the linear rules on the 2N columns, on the same tile shape
-        linear = select.choose_config(_linear_problem(m, 4096, 2 * n, BF16, H200, w), H200)
+        linear = select.choose(_linear_problem(m, 4096, 2 * n, BF16, H200, w), H200)
         if type(linear) is TmaConfig and linear.tile in GATED_TMA_TILES:
             assert (config.tile, config.splits) == (linear.tile, linear.splits), (m, n, config, linear)
 
 
 def test_gated_hopper_kernels_need_tensor_maps_over_both_weights():
-    choose = select.choose_gated_config
+    choose = select.choose
     mixed = gated_problem(128, 4096, 4096, BF16, H200, "kn", "nk_t")  # layouts differ: SIMT
     assert type(choose(mixed, H200)) is GatedSimtConfig
     broadcast = _gated_with_x_rows(128, 0)  # x rows broadcast (stride 0): no tensor map, mma
@@ -164,7 +164,7 @@ def gated_problem(m, k, n, dtype, dev, w="kn", up=None):
 
 
 def test_gated_selection_by_dtype_and_layout():
-    choose = select.choose_gated_config
+    choose = select.choose
     assert type(choose(gated_problem(4096, 4096, 11008, F16, H200), H200)) is GatedTmaConfig
     assert type(choose(gated_problem(4096, 4096, 11008, F16, H200, "nk_t"), H200)) is GatedTmaConfig
     assert type(choose(gated_problem(4096, 4096, 11008, F16, A100, "nk_t"), A100)) is GatedMmaConfig
@@ -278,5 +278,5 @@ def test_gated_instantiations_cover_the_gated_selection(dev):
         for n in (64, 1024, 4096, 14336):
             for dtype in (F16, BF16, F32, F64):
                 for w in ("kn", "nk_t"):
-                    config = select.choose_gated_config(gated_problem(m, 4096, n, dtype, dev, w), dev)
+                    config = select.choose(gated_problem(m, 4096, n, dtype, dev, w), dev)
                     assert config.spec(np.dtype(dtype), w == "nk_t") in specs, (m, n, dtype, w, config)

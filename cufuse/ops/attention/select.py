@@ -25,7 +25,7 @@ from ..._core.dtypes import ctype
 from .decode import DECODE_HEAD_DIMS, DecodeTile, decode_head_dim
 from .merge import merge_spec
 from .mma import FlashMmaTile
-from .problem import MMA_CTYPES, NO_WINDOW, key_span
+from .problem import MMA_CTYPES, NO_WINDOW, AttentionProblem, key_span
 from .simt import SIMT_CTYPES, SimtRows
 from .wgmma import FlashWgmmaTile
 
@@ -255,10 +255,17 @@ def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch
     return tile if key_splits(tile, n_q, span, batch_count, dev)[0] == 1 else None
 
 
-def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev: DeviceInfo,
-                  kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False, group: int = 1,
-                  window: tuple = NO_WINDOW):
-    """The default variant of a call. ``kv_rows_16b``: k and v have unit column stride and
+def choose(problem: AttentionProblem, dev: DeviceInfo):
+    """The default variant for ``problem`` on ``dev`` (``choose_by_sizes`` of its facts)."""
+    p = problem
+    return choose_by_sizes(p.n_q, p.n_k, p.head_dim, p.head_dim_v, p.batch_count, p.dtype, dev, p.kv_rows_16b, p.causal,
+                           p.wgmma_operands, p.packed().group, p.window)
+
+
+def choose_by_sizes(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev: DeviceInfo,
+                    kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False, group: int = 1,
+                    window: tuple = NO_WINDOW):
+    """The default variant of a call of these sizes. ``kv_rows_16b``: k and v have unit column stride and
     16-byte aligned rows (attention_decode's precondition). ``wgmma_operands``: q, k and v
     all have such rows and the scale is positive or a softcap applies (attention_fwd_wgmma's).
     ``group``: query heads (of the ``batch_count``) sharing each K/V head, which a decode tile
@@ -287,7 +294,7 @@ def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_coun
 
 
 def instantiations(dev: DeviceInfo) -> list:
-    """Every kernel ``select_config`` can reach on ``dev``."""
+    """Every kernel ``choose`` can reach on ``dev``."""
     specs = []
     for name in MMA_CTYPES:
         for bucket in HEAD_DIM_BUCKETS:

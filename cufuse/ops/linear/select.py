@@ -19,7 +19,7 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
   tile, M = 17..64 the 64x64 one, beyond the best-scoring GEMM tile, split K where the tiles
   leave block slots idle.
 
-The gated form (``choose_gated_config``), on its 2N columns of gate and up: on compute
+The gated form (``choose`` on a ``GatedProblem``), on its 2N columns of gate and up: on compute
 capability 9.0 with tensor maps over x and both weights, M <= 64 the gated swapped stream
 (``gated_linear_swap_tma``, x padded as the linear stream pads it), beyond
 ``gated_linear_wgmma_tma`` on the 128x256 / 128x128 / 64x256 tile and split with the least
@@ -41,7 +41,7 @@ from ..._core.dtypes import BFLOAT16
 from .dmma import DMMA_FEW_ROW_TILES, DMMA_MIN_CC, DMMA_PIPELINED_TILE, PipelinedDmmaConfig
 from .gemv import GEMV_MAX_ROWS, GEMV_MIN_SPLIT_ROWS, GEMV_TILES, GEMV_WAVES, GemvConfig
 from .mma import GEMM_TILES, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig, MmaConfig
-from .operands import MMA_MIN_CC, SMALL_M
+from .operands import MMA_MIN_CC, SMALL_M, GatedProblem
 from .simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig
 from .swap_tma import GATED_SWAP_DEFAULT_TILES, SWAP_DEFAULT_TILES, SWAP_MAX_M, GatedSwapConfig, SwapConfig, \
     swap_padding
@@ -59,9 +59,12 @@ GATED_VARIANTS = (GatedTmaConfig, GatedSwapConfig, GatedMmaConfig, GatedSimtConf
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def choose_config(problem, dev):
-    """The default variant for ``problem`` (``operands.LinearProblem``) on ``dev``."""
+def choose(problem, dev):
+    """The default variant for ``problem`` on ``dev``: a gated variant over the 2N columns of an
+    ``operands.GatedProblem``, else a plain one for an ``operands.LinearProblem``."""
     p = problem
+    if isinstance(p, GatedProblem):
+        return _choose_gated(p.m, p.tile_columns, p.k, p.dtype, p.tensor_ok and p.itemsize == 2, p.tma_ok, dev)
     return _choose(p.m, p.n, p.k, p.dtype, p.tensor_ok, dev, p.kmajor, p.tma_ok)
 
 
@@ -94,12 +97,6 @@ def _choose(m: int, n: int, k: int, dtype, tensor_ok: bool, dev, kmajor: bool, t
         # tile area floats, 17 MB on the H200).
         return MmaConfig(tile=tile, splits=choose_k_splits(m, n, k, tile, dev))
     return MmaConfig(tile=tile)
-
-
-def choose_gated_config(problem, dev):
-    """The default variant of a gated problem (``operands.GatedProblem``) on its 2N columns."""
-    p = problem
-    return _choose_gated(p.m, p.tile_columns, p.k, p.dtype, p.tensor_ok and p.itemsize == 2, p.tma_ok, dev)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -244,7 +241,7 @@ def reachable_configs(dev) -> list:
 
 
 def reachable_gated_configs(dev) -> list:
-    """(variant, dtypes) of every configuration ``choose_gated_config`` can reach on ``dev``."""
+    """(variant, dtypes) of every gated configuration ``choose`` can reach on ``dev``."""
     half, every = (np.dtype(np.float16), BFLOAT16), (np.dtype(np.float16), BFLOAT16, F32, F64)
     reached = [(GatedSimtConfig(tile=SIMT_SMALL), every)]
     if dev.cc >= MMA_MIN_CC:

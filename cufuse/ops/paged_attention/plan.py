@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..._core.plans import Plan
 from .append import AppendRows
 from .problem import describe
-from .select import select_config
+from .select import choose
 
 
 def plan_attention_paged(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides,
@@ -19,7 +19,7 @@ def plan_attention_paged(q_shape, q_strides, k_shape, k_strides, v_shape, v_stri
     problem = describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides,
                        lens_stride, dtype, causal, scale, window, softcap, return_lse, aligned)
     if config is None:
-        config = select_config(problem, dev)
+        config = choose(problem, dev)
     else:
         config.check(problem, dev)
     return config.plan(problem, dev)

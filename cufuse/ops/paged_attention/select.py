@@ -55,14 +55,14 @@ def mma_tile(head_dim: int, row_warps: int, dev) -> PagedMmaTile:
     return dataclasses.replace(tile, target_units=target)
 
 
-def select_config(problem, dev):
+def choose(problem, dev):
     if problem.ctype in SIMT_CTYPES:
         return PagedSimtRows()
     return mma_tile(head_dim_bucket(problem.width), row_warps_for(problem.rows), dev)
 
 
 def instantiations(dev) -> list:
-    """Every kernel ``select_config`` and kv_append can reach on ``dev``."""
+    """Every kernel ``choose`` and kv_append can reach on ``dev``."""
     specs = []
     for name in MMA_CTYPES:
         specs.extend(mma_tile(bucket, warps, dev).spec(name) for bucket in HEAD_DIM_BUCKETS for warps in ROW_WARPS)
