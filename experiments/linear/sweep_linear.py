@@ -232,7 +232,7 @@ GEMV_WIDE_VARIANTS = [
 
 
 def dmma_pipelined(bm, bn, warps_m, warps_n, stages, blocks_per_sm, mma_k):
-    """A linear_relu_dmma tile (float64, sm_90: fragments pipelined, DMMA m16n8k{mma_k})."""
+    """A linear_dmma tile (float64, sm_90: fragments pipelined, DMMA m16n8k{mma_k})."""
     return D.PipelinedDmmaConfig(tile=D.DmmaTile(bm=bm, bn=bn, bk=16, warps_m=warps_m, warps_n=warps_n, stages=stages,
                                                  max_blocks_per_sm=blocks_per_sm, relative_speed=1.0, dmma_k=mma_k))
 
@@ -241,7 +241,7 @@ FP64_VARIANTS = [  # float64 DMMA tiles; v5 (m16n8k8) and v6 (m16n8k16): all 44.
     ("dmma 128x128k16s3 8w", F.DmmaConfig(tile=F.DMMA_TILE)),
     ("dmma 64x128k16s3 2/SM", F.DmmaConfig(tile=TF(bm=64, bn=128, bk=16, warps_m=2, warps_n=2, stages=3,
                                                    max_blocks_per_sm=2, relative_speed=1.0, itemsize=8))),
-    # linear_relu_dmma (v7): cuBLAS's 128x64 x 4 warps of 64x32 x 2/SM first (DMMA_PIPELINED_TILE)
+    # linear_dmma (v7): cuBLAS's 128x64 x 4 warps of 64x32 x 2/SM first (DMMA_PIPELINED_TILE)
     ("pipe 128x64s3 k8 2/SM", D.PipelinedDmmaConfig(tile=D.DMMA_PIPELINED_TILE)),
     ("pipe 128x64s3 k16 2/SM", dmma_pipelined(128, 64, 2, 2, 3, 2, 16)),
     ("pipe 128x64s4 k8 2/SM", dmma_pipelined(128, 64, 2, 2, 4, 2, 8)),
@@ -249,7 +249,7 @@ FP64_VARIANTS = [  # float64 DMMA tiles; v5 (m16n8k8) and v6 (m16n8k16): all 44.
     ("pipe 128x128s3 k8 8w 32x64", dmma_pipelined(128, 128, 4, 2, 3, 1, 8)),
 ]
 # K-major weights only: one barrier per 32 k (216 KB of shared memory); a row-major weight
-# spills at this tile on sm_90a (255 registers). linear_relu_dmma's 64x128 tile (32x64 warps)
+# spills at this tile on sm_90a (255 registers). linear_dmma's 64x128 tile (32x64 warps)
 # copies a row-major weight in passes of 2 k rows, which its swizzle does not allow.
 FP64_KMAJOR_VARIANTS = [
     ("dmma 128x128k32s3 8w", F.DmmaConfig(tile=TF(bm=128, bn=128, bk=32, warps_m=4, warps_n=2, stages=3,

@@ -226,7 +226,7 @@ def require_sm90(cp, kernel="the wgmma kernels"):
 
 
 def require_kernel(cp, case: Case):
-    """Skip a forced Hopper config (or linear_relu_dmma's) off compute capability 9.0."""
+    """Skip a forced Hopper config (or linear_dmma's) off compute capability 9.0."""
     config = case.config
     if isinstance(config, HOPPER_CONFIGS) or getattr(config, "kind", "") == "dmma_pipelined":
         require_sm90(cp)

@@ -7,7 +7,7 @@ still reaches every kernel branch, for compute-sanitizer (a script, not collecte
 
 Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks as
 the GPU tests. An argument keeps the cases whose name contains it ("wgmma": the Hopper
-kernels' cases; "swap_tma": the swapped stream's; "dmma_pipelined": linear_relu_dmma's;
+kernels' cases; "swap_tma": the swapped stream's; "dmma_pipelined": linear_dmma's;
 "gemv"; "gated": the gated kernels'). Exits 1 on any mismatch, 0 when all agree.
 """
 from __future__ import annotations

@@ -85,18 +85,18 @@ def test_hopper_kernels_match_float64_oracle(cp, rng, case):
 # cp.async wgmma kernel for operands no tensor map can describe (x rows broadcast with row
 # stride 0, K = 0), the mma stream for M <= 16 without maps.
 DEFAULT_CASES = [
-    (Case((1,), 4096, 4096, BF16, "nk_t"), "linear_relu_swap_tma"),
-    (Case((16,), 1032, 520, F16, "kn"), "linear_relu_swap_tma"),
-    (Case((64,), 1032, 520, BF16, "kn"), "linear_relu_swap_tma"),
-    (Case((65,), 1024, 64, BF16, "nk_t"), "linear_relu_wgmma_tma"),
-    (Case((4097,), 264, 4096, F16, "kn"), "linear_relu_wgmma_tma"),
-    (Case((16,), 33, 64, BF16, "kn"), "linear_relu_simt"),  # K = 33: no 16-byte rows
-    (Case((16,), 4096, 520, BF16, "kn", x_layout="broadcast_rows"), "linear_relu_mma"),
-    (Case((64,), 4096, 4096, BF16, "kn", x_layout="broadcast_rows"), "linear_relu_wgmma"),
-    (Case((200,), 4096, 4096, F16, "nk_t", x_layout="broadcast_rows"), "linear_relu_wgmma"),
+    (Case((1,), 4096, 4096, BF16, "nk_t"), "linear_swap_tma"),
+    (Case((16,), 1032, 520, F16, "kn"), "linear_swap_tma"),
+    (Case((64,), 1032, 520, BF16, "kn"), "linear_swap_tma"),
+    (Case((65,), 1024, 64, BF16, "nk_t"), "linear_wgmma_tma"),
+    (Case((4097,), 264, 4096, F16, "kn"), "linear_wgmma_tma"),
+    (Case((16,), 33, 64, BF16, "kn"), "linear_simt"),  # K = 33: no 16-byte rows
+    (Case((16,), 4096, 520, BF16, "kn", x_layout="broadcast_rows"), "linear_mma"),
+    (Case((64,), 4096, 4096, BF16, "kn", x_layout="broadcast_rows"), "linear_wgmma"),
+    (Case((200,), 4096, 4096, F16, "nk_t", x_layout="broadcast_rows"), "linear_wgmma"),
     # K = 0 (bias + ReLU only) as views of wider arrays: the strides keep their unit k stride
-    (Case((17,), 0, 264, BF16, "nk_t_padded", x_layout="padded_rows"), "linear_relu_wgmma"),
-    (Case((130,), 0, 4096, F16, "nk_t_padded", x_layout="padded_rows"), "linear_relu_wgmma"),
+    (Case((17,), 0, 264, BF16, "nk_t_padded", x_layout="padded_rows"), "linear_wgmma"),
+    (Case((130,), 0, 4096, F16, "nk_t_padded", x_layout="padded_rows"), "linear_wgmma"),
 ]
 
 

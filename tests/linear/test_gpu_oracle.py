@@ -19,7 +19,7 @@ from ..conftest import poisoned
 from .cases import BF16, F16, F32, F64, Case, check_case, gemv, make_inputs, mma, oracle, random, require_kernel
 
 TF32X3 = Tf32x3Config(tile=TF32_TILE)
-DMMA = DmmaConfig(tile=DMMA_TILE)  # float64 on linear_relu_wide (the sm_80 default), through config= anywhere
+DMMA = DmmaConfig(tile=DMMA_TILE)  # float64 on linear_wide (the sm_80 default), through config= anywhere
 DMMA_PIPE = PipelinedDmmaConfig(tile=DMMA_PIPELINED_TILE)
 
 CASES = [
@@ -75,9 +75,9 @@ CASES = [
     Case((200,), 520, 136, F32, "every_other_k", config=TF32X3),  # weight rows 2N apart
     Case((130,), 260, 72, F32, "kn", x_layout="padded_rows", config=TF32X3),
     Case((), 260, 72, F32, "nk_t", config=TF32X3),  # 1-D x
-    # float64 on linear_relu_wide (DMMA, the sm_80 default) and on linear_relu_dmma (sm_90): ragged
-    # M, N and last k tile (full tiles take linear_relu_dmma's unchecked cp.async), both layouts,
-    # weight rows 2N apart, padded rows, 1-D x (the generated cases below); for linear_relu_dmma
+    # float64 on linear_wide (DMMA, the sm_80 default) and on linear_dmma (sm_90): ragged
+    # M, N and last k tile (full tiles take linear_dmma's unchecked cp.async), both layouts,
+    # weight rows 2N apart, padded rows, 1-D x (the generated cases below); for linear_dmma
     # also fewer k tiles than stages and every tile full
     Case((300,), 1000, 264, F64, "nk_t", config=DMMA_PIPE),
     Case((70,), 6, 24, F64, "kn", config=DMMA_PIPE),

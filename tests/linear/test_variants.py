@@ -136,7 +136,7 @@ def test_pipelined_dmma_tile_shape():
     assert t.smem_bytes() == t.stages * (t.bm + t.bn) * 16 * 8 == 73728 and t.blocks_per_sm(H200) == 2
     assert (t.threads // (t.bk // 2)) % 4 == 0 and (t.threads // (t.bn // 2)) % 4 == 0  # whole cp.async passes
     spec = PipelinedDmmaConfig(tile=t).spec(F64, True)
-    assert (spec.name, spec.template_args, spec.min_cc) == ("linear_relu_dmma", (128, 64, 2, 2, 3, 8, True), 90)
+    assert (spec.name, spec.template_args, spec.min_cc) == ("linear_dmma", (128, 64, 2, 2, 3, 8, True), 90)
 
 
 @pytest.mark.parametrize("shape", [dict(bn=256, mx=16, stages=8), dict(bn=64, mx=32, stages=8),
@@ -150,14 +150,14 @@ def test_swap_tile_refuses_shapes_the_kernel_lacks(shape):
 def test_spec_names_and_sources():
     specs = {s.name: s for s in select.instantiations(H200)}
     assert {name: s.source for name, s in specs.items()} == {
-        "linear_relu_simt": "linear/simt.cu", "linear_relu_gemv": "linear/gemv.cu", "linear_relu_wide": "linear/wide.cu",
-        "linear_relu_dmma": "linear/dmma.cu", "linear_relu_mma": "linear/mma.cu", "linear_relu_wgmma": "linear/wgmma.cu",
-        "linear_relu_wgmma_tma": "linear/wgmma_tma.cu", "linear_relu_swap_tma": "linear/swap_tma.cu",
+        "linear_simt": "linear/simt.cu", "linear_gemv": "linear/gemv.cu", "linear_wide": "linear/wide.cu",
+        "linear_dmma": "linear/dmma.cu", "linear_mma": "linear/mma.cu", "linear_wgmma": "linear/wgmma.cu",
+        "linear_wgmma_tma": "linear/wgmma_tma.cu", "linear_swap_tma": "linear/swap_tma.cu",
         "gated_linear_mma": "linear/mma.cu", "gated_linear_simt": "linear/simt.cu",
         "gated_linear_wgmma_tma": "linear/wgmma_tma.cu", "gated_linear_swap_tma": "linear/swap_tma.cu"}
     spec = SwapConfig(tile=SWAP_DEFAULT_TILES[16]).spec(BF16, False)
     assert spec.template_args == ("__nv_bfloat16", 64, 16, 256, 5, False, True)
-    assert all(s.name not in ("linear_relu_swap_tma", "linear_relu_dmma") for s in select.instantiations(A100))
+    assert all(s.name not in ("linear_swap_tma", "linear_dmma") for s in select.instantiations(A100))
 
 
 @pytest.mark.parametrize("args,config,dev,message", [

@@ -1,4 +1,4 @@
-"""``linear_relu_gemv`` (kernels/linear/gemv.cu): the weight streamed straight to registers
+"""``linear_gemv`` (kernels/linear/gemv.cu): the weight streamed straight to registers
 for a few rows of x, float32 / float64 FMAs (no tensor-core rounding). K-major weights need
 no split; row-major float32 ones split K through float32 slots (splits x M x N cells)."""
 from __future__ import annotations
@@ -47,7 +47,7 @@ GEMV_WAVES = 4
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GemvConfig:
-    """``linear_relu_gemv`` on ``tile``; a row-major weight splits K ``splits`` ways (float32
+    """``linear_gemv`` on ``tile``; a row-major weight splits K ``splits`` ways (float32
     only: the split sums meet in a float32 workspace), a K-major one never."""
 
     kind: ClassVar[str] = "gemv"
@@ -55,7 +55,7 @@ class GemvConfig:
     splits: int = 1
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
-        return KernelSpec("linear/gemv.cu", "linear_relu_gemv", (ctype(dtype), self.tile.rows, kmajor))
+        return KernelSpec("linear/gemv.cu", "linear_gemv", (ctype(dtype), self.tile.rows, kmajor))
 
     def check(self, problem, dev) -> None:
         if problem.dtype not in GEMV_DTYPES:

@@ -1,4 +1,4 @@
-"""``linear_relu_mma`` (kernels/linear/mma.cu): float16 / bfloat16 on mma.sync tensor cores,
+"""``linear_mma`` (kernels/linear/mma.cu): float16 / bfloat16 on mma.sync tensor cores,
 sm_80 and later. One template serves the GEMM tiles and the weight-streaming tiles of M <=
 64; split-K through per-split slots summed in split order."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .tiling import TiledConfig
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GemmTile:
-    """Block tile BM x BN x BK of ``linear_relu_mma``, its warp grid and pipeline depth.
+    """Block tile BM x BN x BK of ``linear_mma``, its warp grid and pipeline depth.
 
     ``max_blocks_per_sm``: blocks an SM's registers hold (the kernel's launch bounds: two for
     4 warps); ``blocks_per_sm`` adds the device's shared memory. ``relative_speed``: the
@@ -60,12 +60,12 @@ STREAM64_TILE = GemmTile(bm=64, bn=64, bk=64, warps_m=2, warps_n=2, stages=6, ma
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MmaConfig(TiledConfig):
-    """``linear_relu_mma`` on a ``GemmTile``, K split ``splits`` ways (1: no workspace): each
+    """``linear_mma`` on a ``GemmTile``, K split ``splits`` ways (1: no workspace): each
     split stores its partial tile to its own slot, the last block sums them in split order
     (tiles x splits x BM x BN floats)."""
 
     kind: ClassVar[str] = "mma"
-    kernel: ClassVar[str] = "linear_relu_mma"
+    kernel: ClassVar[str] = "linear_mma"
     gated: ClassVar[bool] = False
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:

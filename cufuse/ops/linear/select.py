@@ -143,7 +143,7 @@ def choose_gemv_config(m: int, n: int, k: int, dtype, kmajor: bool, dev) -> Gemv
 
 def choose_wide_config(m: int, n: int, k: int, dtype, tensor_ok: bool, dev):
     """float32 / float64: the tensor cores where they can load the operands (3xTF32; DMMA,
-    ``linear_relu_dmma`` on 9.0), else SIMT. The fewest-row tile that holds M (float64: on 9.0
+    ``linear_dmma`` on 9.0), else SIMT. The fewest-row tile that holds M (float64: on 9.0
     only), else the 128-row tile; K split where the tiles leave SMs idle."""
     if not tensor_ok:
         return SimtConfig(tile=choose_simt_tile(m, n, dtype, dev))

@@ -1,4 +1,4 @@
-"""``linear_relu_simt`` (kernels/linear/simt.cu): a register-tiled SIMT GEMM with any strides
+"""``linear_simt`` (kernels/linear/simt.cu): a register-tiled SIMT GEMM with any strides
 and alignment, true float32 / float64 arithmetic; the fallback for operands the 16-byte-chunk
 kernels cannot load."""
 from __future__ import annotations
@@ -38,10 +38,10 @@ SIMT_SMALL = SimtTile(bm=64, bn=64, bk=16, tm=4, tn=4)
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SimtConfig:
-    """``linear_relu_simt`` on ``tile`` (no split-K); runs any operands."""
+    """``linear_simt`` on ``tile`` (no split-K); runs any operands."""
 
     kind: ClassVar[str] = "simt"
-    kernel: ClassVar[str] = "linear_relu_simt"
+    kernel: ClassVar[str] = "linear_simt"
     gated: ClassVar[bool] = False
     tile: SimtTile
     raster_group: int = RASTER_GROUP

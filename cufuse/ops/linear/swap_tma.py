@@ -1,4 +1,4 @@
-"""``linear_relu_swap_tma`` (kernels/linear/swap_tma.cu): the weight stream of M <= 64 on
+"""``linear_swap_tma`` (kernels/linear/swap_tma.cu): the weight stream of M <= 64 on
 Hopper with the operands swapped (out^T = W^T x^T: the weight's columns as wgmma's M, x's
 rows padded to 8, 16 or 64 as its N), fed by TMA; split-K through slots. fused_gated_linear's
 ``gated_linear_swap_tma`` (same file): 64 output columns a block, w_gate's and w_up's 64
@@ -98,10 +98,10 @@ def swap_padding(m: int) -> int:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SwapConfig(TiledConfig):
-    """``linear_relu_swap_tma`` on a ``SwapTile``, K split through slots."""
+    """``linear_swap_tma`` on a ``SwapTile``, K split through slots."""
 
     kind: ClassVar[str] = "swap_tma"
-    kernel: ClassVar[str] = "linear_relu_swap_tma"
+    kernel: ClassVar[str] = "linear_swap_tma"
     gated: ClassVar[bool] = False
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:

@@ -1,5 +1,5 @@
-"""The Hopper warpgroup-MMA GEMM kernels (sm_90a), float16 / bfloat16: ``linear_relu_wgmma``
-(kernels/linear/wgmma.cu, operands loaded by cp.async) and ``linear_relu_wgmma_tma``
+"""The Hopper warpgroup-MMA GEMM kernels (sm_90a), float16 / bfloat16: ``linear_wgmma``
+(kernels/linear/wgmma.cu, operands loaded by cp.async) and ``linear_wgmma_tma``
 (kernels/linear/wgmma_tma.cu, fed by TMA). Same tiles and epilogue; split-K through slots.
 fused_gated_linear's ``gated_linear_wgmma_tma`` (same file) runs the TMA tiles with each
 stage's weight columns half w_gate's, half w_up's."""
@@ -23,7 +23,7 @@ WGMMA_STATIC_SMEM = 16  # upper bound of the kernels' static shared memory (last
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WgmmaGemmTile:
-    """A tile of ``linear_relu_wgmma``: BM x BN x BK (BM 64 or 128: one wgmma m64nBNk16 row of
+    """A tile of ``linear_wgmma``: BM x BN x BK (BM 64 or 128: one wgmma m64nBNk16 row of
     64 per warpgroup; BK 64 or 128), a ``stages``-deep cp.async pipeline, ``pending`` wgmma
     groups left in flight across the next barrier (the loads then run stages - 1 - pending
     tiles ahead). ``max_blocks_per_sm``: the kernel's MIN_BLOCKS (its registers allow that
@@ -66,7 +66,7 @@ WGMMA_STREAM_TILE = WGMMA_64x64
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TmaGemmTile(WgmmaGemmTile):
-    """A tile of ``linear_relu_wgmma_tma``: the cp.async kernel's tile and stage layout, plus
+    """A tile of ``linear_wgmma_tma``: the cp.async kernel's tile and stage layout, plus
     one producer warp (the block's last 32 threads) and 2 x ``stages`` mbarriers (8 bytes
     each) after the stages. ``cost``: the time model of ``tiling.tma_time`` in microseconds
     on the H200, (a k tile, a wave, a split-K launch, each split), fitted to the
@@ -119,12 +119,12 @@ def _spec(name: str, source: str, tile: WgmmaGemmTile, dtype, kmajor: bool) -> K
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WgmmaConfig(TiledConfig):
-    """``linear_relu_wgmma`` (cp.async) on a ``WgmmaGemmTile``, K split through slots."""
+    """``linear_wgmma`` (cp.async) on a ``WgmmaGemmTile``, K split through slots."""
 
     kind: ClassVar[str] = "wgmma"
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
-        return _spec("linear_relu_wgmma", "linear/wgmma.cu", self.tile, dtype, kmajor)
+        return _spec("linear_wgmma", "linear/wgmma.cu", self.tile, dtype, kmajor)
 
     def check(self, problem, dev) -> None:
         require_16bit_tensor_operands(self.kind, problem)
@@ -137,11 +137,11 @@ class WgmmaConfig(TiledConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TmaConfig(TiledConfig):
-    """``linear_relu_wgmma_tma`` on a ``TmaGemmTile``, K split through slots; x and the weight
+    """``linear_wgmma_tma`` on a ``TmaGemmTile``, K split through slots; x and the weight
     passed as tensor maps (``operands.operand_maps``)."""
 
     kind: ClassVar[str] = "wgmma_tma"
-    kernel: ClassVar[str] = "linear_relu_wgmma_tma"
+    kernel: ClassVar[str] = "linear_wgmma_tma"
     gated: ClassVar[bool] = False
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:

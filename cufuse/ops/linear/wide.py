@@ -1,4 +1,4 @@
-"""``linear_relu_wide`` (kernels/linear/wide.cu): float32 on tensor cores at float32 accuracy
+"""``linear_wide`` (kernels/linear/wide.cu): float32 on tensor cores at float32 accuracy
 (3xTF32) and float64 on DMMA (compute capability 8.x; 9.0 runs float64 on ``dmma``), for
 operands ``mma_eligible``; split-K through slots of accumulators."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .tiling import TiledConfig
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WideTile(GemmTile):
-    """Block tile of ``linear_relu_wide`` (float32 3xTF32 when ``itemsize`` is 4, float64
+    """Block tile of ``linear_wide`` (float32 3xTF32 when ``itemsize`` is 4, float64
     DMMA when 8). Rows are padded in shared memory (x and a K-major weight by 4 elements, a
     row-major weight by 32 bytes: no bank conflicts); both weight layouts get the larger of
     the two sizes."""
@@ -49,7 +49,7 @@ DMMA_TILE = WideTile(bm=128, bn=128, bk=16, warps_m=4, warps_n=2, stages=3, max_
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _WideConfig(TiledConfig):
-    """``linear_relu_wide`` on a ``WideTile`` of the config's dtype, K split through slots
+    """``linear_wide`` on a ``WideTile`` of the config's dtype, K split through slots
     (float64 slots take two float32 cells a value)."""
 
     kind: ClassVar[str]
@@ -58,7 +58,7 @@ class _WideConfig(TiledConfig):
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
         t = self.tile
         args = (ctype(dtype), t.bm, t.bn, t.bk, t.warps_m, t.warps_n, t.stages, kmajor)
-        return KernelSpec("linear/wide.cu", "linear_relu_wide", args, min_cc=MMA_MIN_CC)
+        return KernelSpec("linear/wide.cu", "linear_wide", args, min_cc=MMA_MIN_CC)
 
     def check(self, problem, dev) -> None:
         if not (problem.tensor_ok and problem.dtype == self.dtype):
