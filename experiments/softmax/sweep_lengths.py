@@ -38,7 +38,7 @@ import cupy  # noqa: E402
 from cufuse._core.device import SMEM_RESERVED_PER_BLOCK, current_device_info  # noqa: E402
 from cufuse._core.loader import arch_for, device_cc, precompile  # noqa: E402
 from cufuse.ops.softmax import select as S  # noqa: E402
-from cufuse.ops.softmax.layout import SoftmaxProblem, vector_size  # noqa: E402
+from cufuse.ops.softmax.problem import SoftmaxProblem, vector_size  # noqa: E402
 from cufuse.ops.softmax.rows import RowsConfig, StashedRowsConfig  # noqa: E402
 from cufuse.ops.softmax.split import SplitConfig  # noqa: E402
 from sweep_softmax import DTYPES, run_case  # noqa: E402

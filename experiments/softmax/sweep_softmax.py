@@ -31,7 +31,7 @@ from cufuse._core.device import SMEM_RESERVED_PER_BLOCK, current_device_info  # 
 from cufuse._core.loader import arch_for, device_cc, precompile  # noqa: E402
 from cufuse.ops.softmax import select as S  # noqa: E402
 from cufuse.ops.softmax.cols import ColsConfig, ColsVecConfig  # noqa: E402
-from cufuse.ops.softmax.layout import cols_vectorizable, vector_size  # noqa: E402
+from cufuse.ops.softmax.problem import cols_vectorizable, vector_size  # noqa: E402
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig  # noqa: E402
 from cufuse.ops.softmax.split import SplitConfig  # noqa: E402
 from cufuse.bench.timing import copy_ceiling_tbps, rotation_count, time_cuda  # noqa: E402

@@ -22,7 +22,7 @@ import cupy  # noqa: E402
 from cufuse._core.device import current_device_info  # noqa: E402
 from cufuse._core.loader import arch_for, device_cc, precompile  # noqa: E402
 from cufuse.ops.softmax import select as S  # noqa: E402
-from cufuse.ops.softmax.layout import SoftmaxProblem, vector_size  # noqa: E402
+from cufuse.ops.softmax.problem import SoftmaxProblem, vector_size  # noqa: E402
 from cufuse.ops.softmax.rows import SpanRowsConfig  # noqa: E402
 from sweep_softmax import DTYPES, _alternatives, run_case  # noqa: E402
 

@@ -14,7 +14,7 @@ import cufuse
 from cufuse._core.plans import SCRATCH
 from cufuse.ops.softmax import select
 from cufuse.ops.softmax.cols import ColsSplitConfig, ColsVecConfig
-from cufuse.ops.softmax.layout import vector_size
+from cufuse.ops.softmax.problem import vector_size
 from cufuse.ops.softmax.plan import plan_softmax
 
 from ..conftest import allocations, poisoned

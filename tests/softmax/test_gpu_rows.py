@@ -12,7 +12,7 @@ import pytest
 
 import cufuse
 from cufuse.ops.softmax import select
-from cufuse.ops.softmax.layout import vector_size
+from cufuse.ops.softmax.problem import vector_size
 from cufuse.ops.softmax.rows import ClusterConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
 

@@ -11,7 +11,7 @@ import pytest
 from cufuse._core.device import A100, H200, ceil_div
 from cufuse.ops.softmax import partials, select
 from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
-from cufuse.ops.softmax.layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
+from cufuse.ops.softmax.problem import SoftmaxProblem, cols_vectorizable, row_share, vector_size
 from cufuse.ops.softmax.rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
 

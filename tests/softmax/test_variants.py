@@ -13,7 +13,7 @@ from cufuse._core.device import A100, H200
 from cufuse._core.plans import Scratch
 from cufuse.ops.softmax import select
 from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsVecConfig
-from cufuse.ops.softmax.layout import SoftmaxProblem, collapse, vector_size
+from cufuse.ops.softmax.problem import SoftmaxProblem, collapse, vector_size
 from cufuse.ops.softmax.plan import plan_softmax
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig

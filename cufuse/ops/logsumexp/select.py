@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..._core.device import ceil_div
 from ..._core.dtypes import FLOAT_DTYPES
-from .problem import LseProblem
+from .problem import LogsumexpProblem
 from .variants import ColsConfig, ColsShortConfig, ColsShortVecConfig, RowsConfig
 
 VARIANTS = (RowsConfig, ColsConfig, ColsShortConfig, ColsShortVecConfig)
@@ -31,7 +31,7 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def choose_rows(problem: LseProblem, dev) -> RowsConfig:
+def choose_rows(problem: LogsumexpProblem, dev) -> RowsConfig:
     """Up to 128 slots: the smallest sub-warp group holding the row in one tile (4 vectors a
     lane; 1-4 slots: one lane, 1, 2 or 4 vectors). Longer rows: a warp a row where the rows
     fill two waves of warps and a warp takes at most 32 tiles; else a block a part, the parts
@@ -55,7 +55,7 @@ def short_vec(length: int, weighted: bool) -> ColsShortVecConfig:
     return ColsShortVecConfig(threads=SHORT_VEC_THREADS, max_length=max_length, blocks_per_sm=blocks_per_sm)
 
 
-def choose_cols(problem: LseProblem, dev):
+def choose_cols(problem: LogsumexpProblem, dev):
     """Rows of up to 16 elements in registers (a thread a vector of rows where column_vectors,
     else a thread a row). Longer: 8 warps a strip of 32 rows, 16 / 8 / 4 loads in flight a lane
     by itemsize; parts of the reduced axis where the strips alone fill fewer than WAVES waves,
@@ -70,7 +70,7 @@ def choose_cols(problem: LseProblem, dev):
     return ColsConfig(slices=slices, unroll=unroll, parts=parts)
 
 
-def choose(problem: LseProblem, dev):
+def choose(problem: LogsumexpProblem, dev):
     return choose_cols(problem, dev) if problem.column_layout else choose_rows(problem, dev)
 
 

@@ -14,13 +14,13 @@ from ..._core.device import ceil_div
 from ..._core.dtypes import accumulator_dtype, ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, Scratch
-from .layout import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, vector_size
+from .problem import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, vector_size
 from .split import split_scratch
 
 
 def _require_column_vectors(config, problem: SoftmaxProblem, float64: bool = False) -> None:
     """The 16-byte column kernels need the reduced axis strided over a contiguous inner axis
-    and every vector of columns aligned (``layout.cols_vectorizable``); those of two reads and
+    and every vector of columns aligned (``problem.cols_vectorizable``); those of two reads and
     the split take 2- and 4-byte types only (``float64`` False: their float64 vectors spilled)."""
     if not problem.vectorizable:
         refuse(config, f"needs the reduced axis strided over a contiguous inner axis with every 16-byte vector of "

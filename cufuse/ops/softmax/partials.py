@@ -18,7 +18,7 @@ from ..._core.device import ceil_div, device_info
 from ..._core.dtypes import FLOAT_DTYPES, accumulator_dtype, ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import PLANS, BoundPlan, Launch, Plan
-from .layout import collapse
+from .problem import collapse
 
 THREADS = 256
 SOURCE = "softmax/partials.cu"

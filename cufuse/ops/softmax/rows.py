@@ -13,7 +13,7 @@ from ..._core.device import ceil_div
 from ..._core.dtypes import ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan
-from .layout import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, row_share, vector_size
+from .problem import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, row_share, vector_size
 
 
 # The kernels whose block width is set at launch. Block rows: at most 512 threads, registers

@@ -37,7 +37,7 @@ import numpy as np
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.dtypes import BFLOAT16, FLOAT_DTYPES
 from .cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
-from .layout import SoftmaxProblem, row_share, vector_size
+from .problem import SoftmaxProblem, row_share, vector_size
 from .rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig, block_rows_registers
 from .split import SplitConfig
 from . import partials

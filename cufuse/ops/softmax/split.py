@@ -11,7 +11,7 @@ import numpy as np
 from ..._core.dtypes import accumulator_dtype, ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, Scratch, ScratchRequest
-from .layout import SoftmaxProblem, refuse, vector_size
+from .problem import SoftmaxProblem, refuse, vector_size
 
 
 def split_scratch(dtype, accumulators: int, counters: int) -> ScratchRequest:
