@@ -21,7 +21,7 @@ import numpy as np
 from cufuse._core.device import device_info
 from cufuse._core.plans import BoundPlan
 from cufuse.ops.attention.plan import plan_attention
-from cufuse.ops.attention.select import prefill_tile, select_config, split_keys
+from cufuse.ops.attention.select import prefill_tile, choose_by_sizes, split_keys
 
 # (G, Nq, D, B, Hkv, Nk)
 SHAPES = (
@@ -82,7 +82,7 @@ def main(argv):
         v = cupy.asarray(rng.standard_normal((b, hkv, 1, n_k, d), dtype=np.float32)).astype(dtype)
         out = cupy.empty((b, hkv, group, n_q, d), dtype=dtype)
         strides = [tuple(s // 2 for s in a.strides) for a in (q, k, v)]
-        default = select_config(n_q, n_k, d, d, b * hkv * group, dtype, dev, kv_rows_16b=True, group=group)
+        default = choose_by_sizes(n_q, n_k, d, d, b * hkv * group, dtype, dev, kv_rows_16b=True, group=group)
         kv_bytes = 2 * k.nbytes
         for name, cfg in variants(default):
             if isinstance(cfg, int):

@@ -46,15 +46,21 @@ POINTS = [
 ]
 # TMA-fed candidates per tile head dim (the first is the tests' TMA_TILES entry)
 TMA_CANDIDATES = {
-    64: [W(64, 3, 128, 2, tma=True), W(64, 3, 128, 2, tma=True, pingpong=True),
-         W(64, 3, 128, 2, tma=True, pingpong=True, persistent=True), W(64, 2, 128, 2, tma=True, pingpong=True)],
-    96: [W(96, 2, 128, 2, tma=True), W(96, 2, 128, 2, tma=True, pingpong=True),
-         W(96, 2, 128, 2, tma=True, pingpong=True, persistent=True)],
-    128: [W(128, 2, 128, 2, tma=True), W(128, 2, 128, 2, tma=True, pingpong=True),
-          W(128, 2, 128, 2, tma=True, pingpong=True, persistent=True), W(128, 3, 64, 2, tma=True),
-          W(128, 2, 128, 3, tma=True, pingpong=True)],
-    256: [W(256, 2, 64, 2, tma=True), W(256, 2, 64, 2, tma=True, pingpong=True),
-          W(256, 2, 64, 2, tma=True, pingpong=True, persistent=True)],
+    64: [W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True),
+         W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True, pingpong=True),
+         W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True, pingpong=True, persistent=True),
+         W(head_dim=64, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True)],
+    96: [W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True),
+         W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True),
+         W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True, persistent=True)],
+    128: [W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True),
+          W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True),
+          W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True,
+            persistent=True), W(head_dim=128, warpgroups=3, block_n=64, stages=2, tma=True),
+          W(head_dim=128, warpgroups=2, block_n=128, stages=3, tma=True, pingpong=True)],
+    256: [W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True),
+          W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True, pingpong=True),
+          W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True, pingpong=True, persistent=True)],
 }
 
 

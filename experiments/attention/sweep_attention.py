@@ -55,23 +55,28 @@ M, Dec, W = FlashMmaTile, DecodeTile, FlashWgmmaTile
 PREFILL_VARIANTS = {
     128: [
         ("default", None),
-        ("8w x16r bn128 s2 Qreg nobranch (long keys)", M(128, 8, 1, 128, 2, 1, True, False)),
-        ("4w x16r bn64 s2 Qreg nobranch (2 blk/SM, short keys)", M(128, 4, 1, 64, 2, 2, True, False)),
-        ("old default 4w x32r bn64 s2 Qsmem", M(128, 4, 2, 64, 2)),
+        ("8w x16r bn128 s2 Qreg nobranch (long keys)", M(head_dim=128, warps=8, m_tiles=1, block_n=128, stages=2,
+                                                         min_blocks=1, q_in_regs=True, skip_pad_cols=False)),
+        ("4w x16r bn64 s2 Qreg nobranch (2 blk/SM, short keys)",
+         M(head_dim=128, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=2, q_in_regs=True, skip_pad_cols=False)),
+        ("old default 4w x32r bn64 s2 Qsmem", M(head_dim=128, warps=4, m_tiles=2, block_n=64, stages=2)),
     ],
     64: [
         ("default", None),
-        ("4w x16r bn64 s2 Qreg nobranch (3 blk/SM)", M(64, 4, 1, 64, 2, 3, True, False)),
-        ("8w x16r bn128 s2 Qreg nobranch (v3 default)", M(64, 8, 1, 128, 2, 1, True, False)),
-        ("4w x16r bn128 s2 Qreg nobranch (2 blk/SM)", M(64, 4, 1, 128, 2, 2, True, False)),
+        ("4w x16r bn64 s2 Qreg nobranch (3 blk/SM)", M(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2,
+                                                       min_blocks=3, q_in_regs=True, skip_pad_cols=False)),
+        ("8w x16r bn128 s2 Qreg nobranch (v3 default)", M(head_dim=64, warps=8, m_tiles=1, block_n=128, stages=2,
+                                                          min_blocks=1, q_in_regs=True, skip_pad_cols=False)),
+        ("4w x16r bn128 s2 Qreg nobranch (2 blk/SM)", M(head_dim=64, warps=4, m_tiles=1, block_n=128, stages=2,
+                                                        min_blocks=2, q_in_regs=True, skip_pad_cols=False)),
     ],
 }
 # (label, tile, splits); splits None = the tile's own planner.
 DECODE_VARIANTS = [
     ("default (simt 4w u8)", None, None),
-    ("old default mma 1w bn64 s3", M(128, 1, 1, 64, 3), None),
-    ("simt 4w u8 splits=8", Dec(128, 4, 8), 8),
-    ("simt 8w u8", Dec(128, 8, 8), None),
+    ("old default mma 1w bn64 s3", M(head_dim=128, warps=1, m_tiles=1, block_n=64, stages=3), None),
+    ("simt 4w u8 splits=8", Dec(head_dim=128, warps=4, unroll=8), 8),
+    ("simt 8w u8", Dec(head_dim=128, warps=8, unroll=8), None),
 ]
 PREFILL_SHAPES = [  # (batch, heads, n, head_dim, causal, dtype)
     (16, 16, 2048, 128, False, "bfloat16"),
@@ -91,8 +96,10 @@ DECODE_KEYS = (8192, 65536)
 # wgmma sweeps (docs/attention.md). The kernel's ordered, persistent and no-overlap forms
 # are gone; git history has them.
 WGMMA_CANDIDATES = {
-    64: (W(64, 1, 128, 2, 3), W(64, 1, 64, 2, 4)),
-    128: (W(128, 2, 128, 2), W(128, 2, 64, 2), W(128, 3, 64, 2, wg_ranges=False)),
+    64: (W(head_dim=64, warpgroups=1, block_n=128, stages=2, min_blocks=3),
+         W(head_dim=64, warpgroups=1, block_n=64, stages=2, min_blocks=4)),
+    128: (W(head_dim=128, warpgroups=2, block_n=128, stages=2), W(head_dim=128, warpgroups=2, block_n=64, stages=2),
+          W(head_dim=128, warpgroups=3, block_n=64, stages=2, wg_ranges=False)),
 }
 WGMMA_TILES = {hd: tuple(dict.fromkeys([t for _, t in select.WGMMA_PREFILL[hd]] + list(WGMMA_CANDIDATES[hd])))
                for hd in WGMMA_CANDIDATES}
@@ -212,10 +219,10 @@ def precompile_variants(dev):
     specs = [merge_spec(bf16)]
     for batch, heads, n, head_dim, causal, dtype in PREFILL_SHAPES:
         name = ctype(cases.resolve_dtype(dtype))
-        specs.append(select.select_config(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
+        specs.append(select.choose_by_sizes(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
                                           dev, True, causal).spec(name))
         specs += [tile.spec(name) for _, tile in PREFILL_VARIANTS[head_dim] if tile is not None]
-    specs.append(select.select_config(1, DECODE_KEYS[0], 128, 128, cases.DECODE_BATCH * cases.DECODE_HEADS,
+    specs.append(select.choose_by_sizes(1, DECODE_KEYS[0], 128, 128, cases.DECODE_BATCH * cases.DECODE_HEADS,
                                       cases.resolve_dtype("bfloat16"), dev, True).spec(bf16))
     specs += [tile.spec(bf16) for _, tile, _ in DECODE_VARIANTS if tile is not None]
     precompile_specs(specs)
@@ -241,7 +248,7 @@ def wgmma_grid(dev, dtypes):
     for dtype in dtypes:
         name = ctype(cases.resolve_dtype(dtype))
         for batch, heads, n, head_dim, causal in GRID_SHAPES:
-            specs.append(select.select_config(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
+            specs.append(select.choose_by_sizes(n, n, head_dim, head_dim, batch * heads, cases.resolve_dtype(dtype),
                                               dev, True, causal, True).spec(name))
             specs.append(select.prefill_tile(head_dim, dev, n, n, causal).spec(name))
         specs += [tile.spec(name) for tiles in WGMMA_TILES.values() for tile in tiles]

@@ -14,7 +14,7 @@ import numpy as np
 
 import cufuse
 from cufuse._core.device import current_device_info
-from cufuse.ops.attention.select import select_config, split_packed_decode_keys
+from cufuse.ops.attention.select import choose_by_sizes, split_packed_decode_keys
 
 SHAPES = ((8, 1, 8, 32768), (4, 1, 8, 32768), (16, 1, 8, 32768), (8, 8, 8, 4096), (8, 1, 8, 65536))  # G, B, Hkv, Nk
 
@@ -39,7 +39,7 @@ def main():
         q = rng.standard_normal((b, hkv * group, 1, d), dtype=np.float32).astype(np.float16)
         k, v = (rng.standard_normal((b, hkv, n_k, d), dtype=np.float32).astype(np.float16) for _ in range(2))
         out = cupy.empty_like(q)
-        default = select_config(1, n_k, d, d, b * hkv * group, np.float16, dev, True, False, True, group)
+        default = choose_by_sizes(1, n_k, d, d, b * hkv * group, np.float16, dev, True, False, True, group)
         tiles = [("default", None)] + [
             (f"{s} splits", split_packed_decode_keys(dataclasses.replace(default, splits=1), group, n_k, b * hkv, dev, s))
             for s in (8, 16, 24, 33, 48, 64, 96)]

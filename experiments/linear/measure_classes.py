@@ -44,10 +44,10 @@ def mma_config(m, k, n):
     """What the gated selection picked before the Hopper kernels (gated_linear_mma's rules)."""
     tile = STREAM_TILE if m <= 16 else STREAM64_TILE if m <= 64 else SMALL_TILE
     if m <= 16:
-        return GatedMmaConfig(tile, stream_splits(m, 2 * n, k, tile, H200))
+        return GatedMmaConfig(tile=tile, splits=stream_splits(m, 2 * n, k, tile, H200))
     if tile_count(m, 2 * n, tile) < H200.sm_count * tile.blocks_per_sm(H200):
-        return GatedMmaConfig(tile, choose_k_splits(m, 2 * n, k, tile, H200))
-    return GatedMmaConfig(tile)
+        return GatedMmaConfig(tile=tile, splits=choose_k_splits(m, 2 * n, k, tile, H200))
+    return GatedMmaConfig(tile=tile)
 
 
 def grid_cases():
@@ -66,16 +66,18 @@ def sweep_cases():
                 for bk, stages in ((64, 10), (128, 4), (128, 6), (256, 3)):
                     if stages * (mx + 128) * bk * 2 + 1024 + 16 * stages > 232448:
                         continue
-                    tile = GatedSwapTile(128, mx, stages, bk=bk, l2_hints=True)
-                    configs.append((f"swap bk{bk} s{stages}", GatedSwapConfig(tile, stream_splits(m, 2 * n, k, tile, H200))))
-                configs.append(("swap bk128 s6 no hints", GatedSwapConfig(GatedSwapTile(128, mx, 6 if mx < 64 else 4,
-                                                                                        bk=128))))
+                    tile = GatedSwapTile(bn=128, mx=mx, stages=stages, bk=bk, l2_hints=True)
+                    splits = stream_splits(m, 2 * n, k, tile, H200)
+                    configs.append((f"swap bk{bk} s{stages}", GatedSwapConfig(tile=tile, splits=splits)))
+                no_hints = GatedSwapTile(bn=128, mx=mx, stages=6 if mx < 64 else 4, bk=128)
+                configs.append(("swap bk128 s6 no hints", GatedSwapConfig(tile=no_hints)))
                 if m == 64:
-                    configs += [(f"tma 64x256 split {s}", GatedTmaConfig(GATED_TMA_TILES[2], s)) for s in (1, 2, 4)]
+                    configs += [(f"tma 64x256 split {s}", GatedTmaConfig(tile=GATED_TMA_TILES[2], splits=s))
+                                for s in (1, 2, 4)]
                 cases.append(with_configs(bench_cases.gated_case(m, k, n, "bfloat16", "silu", layout), configs))
     for m in (128, 512, 4096):
         for k, n in ((4096, 11008), (8192, 28672)):
-            configs = [(f"tma {t.bm}x{t.bn} split {s}", GatedTmaConfig(t, s)) for t in GATED_TMA_TILES
+            configs = [(f"tma {t.bm}x{t.bn} split {s}", GatedTmaConfig(tile=t, splits=s)) for t in GATED_TMA_TILES
                        for s in ((1, 2, 4) if m <= 512 else (1,))]
             cases.append(with_configs(bench_cases.gated_case(m, k, n, "bfloat16", "silu", "nk"), configs))
     return cases

@@ -1,10 +1,10 @@
 """Shared-memory models of the float64 tensor-core kernels (CPU only; docs/linear.md, "dmma").
 
-* ``old_kernel_model``: linear_relu_wide<double,128,128,16,4,2,3,false> (v6), the wavefronts of
+* ``old_kernel_model``: linear_wide<double,128,128,16,4,2,3,false> (v6), the wavefronts of
   its accesses per block and k tile by the bank rule (64-bit per half warp, 128-bit per quarter
   warp) and, for the cp.async stores, by one wavefront per 128-byte segment touched (rows padded
   to 160 / 1056 bytes straddle lines); compared with ncu's counts at 4096^3.
-* ``run``: an emulation of linear_relu_dmma with the kernel's index formulas (swizzled cp.async,
+* ``run``: an emulation of linear_dmma with the kernel's index formulas (swizzled cp.async,
   fragment lane offsets, the rolled fragment loads, one barrier per k tile), all warps in
   lockstep, cp.async groups landing only at the wait_group that needs them; returns the max error
   against x @ w of one output tile and the bank model's excess wavefronts.
@@ -161,7 +161,7 @@ def run(BM, BN, WM, WN, S, MMA_K, KMAJ, M, N, K, m0=0, n0=0, seed=0):
 
 
 def old_kernel_model():
-    """Per block and k tile of linear_relu_wide<double,128,128,16,4,2,3,false> (v6): wavefronts by the bank
+    """Per block and k tile of linear_wide<double,128,128,16,4,2,3,false> (v6): wavefronts by the bank
     rule, and the cp.async stores by a one-wavefront-per-128-byte-segment rule."""
     BM, BN, BK, T = 128, 128, 16, 256
     a_ld, b_ld = BK + 4, BN + 4

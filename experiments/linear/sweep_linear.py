@@ -55,27 +55,30 @@ TOL = {"bf16": 2e-2, "fp16": 1e-2, "fp32": 1e-5, "fp64": 1e-12}  # fp32: plain T
 
 # Candidate tensor-core tiles (bm, bn, bk, warps_m, warps_n, stages, blocks/SM, speed).
 T = M.GemmTile
-T128x256k64s4 = T(128, 256, 64, 2, 4, 4, 1, 1.0)
-T256x128k64s3 = T(256, 128, 64, 4, 2, 3, 1, 1.0)
-T256x128k64s4 = T(256, 128, 64, 4, 2, 4, 1, 1.0)
-T128x256k32s4 = T(128, 256, 32, 2, 4, 4, 1, 1.0)
-T256x128k32s4 = T(256, 128, 32, 4, 2, 4, 1, 1.0)
-T128x128k32s4 = T(128, 128, 32, 2, 2, 4, 2, 0.9)
-S16x128k128 = T(16, 128, 128, 1, 4, 4, 1, 0.25)
-S16x256k64 = T(16, 256, 64, 1, 8, 4, 1, 0.25)
+T128x256k64s4 = T(bm=128, bn=256, bk=64, warps_m=2, warps_n=4, stages=4, max_blocks_per_sm=1, relative_speed=1.0)
+T256x128k64s3 = T(bm=256, bn=128, bk=64, warps_m=4, warps_n=2, stages=3, max_blocks_per_sm=1, relative_speed=1.0)
+T256x128k64s4 = T(bm=256, bn=128, bk=64, warps_m=4, warps_n=2, stages=4, max_blocks_per_sm=1, relative_speed=1.0)
+T128x256k32s4 = T(bm=128, bn=256, bk=32, warps_m=2, warps_n=4, stages=4, max_blocks_per_sm=1, relative_speed=1.0)
+T256x128k32s4 = T(bm=256, bn=128, bk=32, warps_m=4, warps_n=2, stages=4, max_blocks_per_sm=1, relative_speed=1.0)
+T128x128k32s4 = T(bm=128, bn=128, bk=32, warps_m=2, warps_n=2, stages=4, max_blocks_per_sm=2, relative_speed=0.9)
+S16x128k128 = T(bm=16, bn=128, bk=128, warps_m=1, warps_n=4, stages=4, max_blocks_per_sm=1, relative_speed=0.25)
+S16x256k64 = T(bm=16, bn=256, bk=64, warps_m=1, warps_n=8, stages=4, max_blocks_per_sm=1, relative_speed=0.25)
 # Dropped from the product (measured slower, docs/linear.md): the other M = 17..64 mma tiles,
 # the TMA kernel's own M <= 64 stream tiles (the swapped stream took M <= 64), the 3xTF32
 # 128x64 tile and the float32 16-row weight stream.
-STREAM64_CANDIDATES = (M.STREAM64_TILE, T(32, 128, 64, 1, 4, 5, 2, 0.5), T(64, 256, 32, 2, 4, 6, 1, 0.75))
-TMA_STREAM_TILES = (W.TmaGemmTile(64, 64, 12, max_blocks_per_sm=1, relative_speed=0.8),
-                    W.TmaGemmTile(64, 64, 8, max_blocks_per_sm=1, relative_speed=0.8),
-                    W.TmaGemmTile(64, 128, 8, max_blocks_per_sm=1, relative_speed=1.1))
-TF32_NARROW_TILE = F.WideTile(128, 64, 16, 2, 2, 4, max_blocks_per_sm=2, relative_speed=0.85)
-GEMV_16_ROWS = G.GemvTile(16)
+STREAM64_CANDIDATES = (M.STREAM64_TILE, T(bm=32, bn=128, bk=64, warps_m=1, warps_n=4, stages=5, max_blocks_per_sm=2,
+                                          relative_speed=0.5), T(bm=64, bn=256, bk=32, warps_m=2, warps_n=4, stages=6,
+                                                                 max_blocks_per_sm=1, relative_speed=0.75))
+TMA_STREAM_TILES = (W.TmaGemmTile(bm=64, bn=64, stages=12, max_blocks_per_sm=1, relative_speed=0.8),
+                    W.TmaGemmTile(bm=64, bn=64, stages=8, max_blocks_per_sm=1, relative_speed=0.8),
+                    W.TmaGemmTile(bm=64, bn=128, stages=8, max_blocks_per_sm=1, relative_speed=1.1))
+TF32_NARROW_TILE = F.WideTile(bm=128, bn=64, bk=16, warps_m=2, warps_n=2, stages=4, max_blocks_per_sm=2,
+                              relative_speed=0.85)
+GEMV_16_ROWS = G.GemvTile(rows=16)
 
 
 def mma(tile, splits=1, reduction="atomic"):
-    return M.MmaConfig(tile, splits, reduction=reduction)
+    return M.MmaConfig(tile=tile, splits=splits, reduction=reduction)
 
 
 def slots(tile, splits):
@@ -88,7 +91,7 @@ LARGE_VARIANTS = [  # mma.sync tiles (the default on H200 is the TMA wgmma 128x2
     ("256x128k64s3", mma(T256x128k64s3)),
     ("128x256k64s4", mma(T128x256k64s4)),
     ("256x128k64s4", mma(T256x128k64s4)),
-    ("128x256k64s3 group16", M.MmaConfig(M.LARGE_TILE, 1, 16)),
+    ("128x256k64s3 group16", M.MmaConfig(tile=M.LARGE_TILE, splits=1, raster_group=16)),
     ("128x256k32s4", mma(T128x256k32s4)),
     ("256x128k32s4", mma(T256x128k32s4)),
     ("128x128k32s4 2/SM", mma(T128x128k32s4)),
@@ -111,19 +114,19 @@ M64_VARIANTS = [  # M = 64 on the mma kernel: the sm_80 default and the other ca
     ("mma 64x256k32s6 split4 slots", slots(STREAM64_CANDIDATES[2], 4)),
 ]
 WGMMA_VARIANTS = [  # the cp.async Hopper kernel, 128x256k64s4
-    ("wgmma 128x256k64s4", W.WgmmaConfig(W.WGMMA_TILE)),
-    ("wgmma 128x256k64s3", W.WgmmaConfig(W.WgmmaGemmTile(stages=3))),
+    ("wgmma 128x256k64s4", W.WgmmaConfig(tile=W.WGMMA_TILE)),
+    ("wgmma 128x256k64s3", W.WgmmaConfig(tile=W.WgmmaGemmTile(stages=3))),
 ]
 
 
 def wgmma(tile, splits=1):
-    return W.WgmmaConfig(tile, splits)
+    return W.WgmmaConfig(tile=tile, splits=splits)
 
 
 # (The v8 stream-K rows are gone: measured slower than the defaults on every shape.)
 WGMMA_RASTER_VARIANTS = [  # the rasterisation group of the 128x256 tile (L2 reuse of the weight tiles)
-    ("wgmma 128x256k64s4 group4", W.WgmmaConfig(W.WGMMA_TILE, 1, 4)),
-    ("wgmma 128x256k64s4 group16", W.WgmmaConfig(W.WGMMA_TILE, 1, 16)),
+    ("wgmma 128x256k64s4 group4", W.WgmmaConfig(tile=W.WGMMA_TILE, splits=1, raster_group=4)),
+    ("wgmma 128x256k64s4 group16", W.WgmmaConfig(tile=W.WGMMA_TILE, splits=1, raster_group=16)),
 ]
 WGMMA_MID_VARIANTS = [  # 512 x 4096^2 (cp.async 128x128k64s5, 128 tiles on 132 SMs)
     ("wgmma 128x256 s4 split2", wgmma(W.WGMMA_TILE, 2)),
@@ -135,14 +138,14 @@ WGMMA_M64_VARIANTS = [  # M = 64 x 8192^2 (the cp.async default without tensor m
 
 
 def tma(tile, splits=1, group=RASTER_GROUP):
-    return W.TmaConfig(tile, splits, group)
+    return W.TmaConfig(tile=tile, splits=splits, raster_group=group)
 
 
 # The TMA-fed kernel (producer warp, mbarrier ring, no block barrier).
 TMA_LARGE_VARIANTS = [  # M > 64 with full waves (default: tma 128x256k64s4)
     ("tma 128x256 s4", tma(W.TMA_TILE)),
     ("tma 128x256 s4 group16", tma(W.TMA_TILE, group=16)),
-    ("tma 128x256 s3", tma(W.TmaGemmTile(128, 256, 3))),
+    ("tma 128x256 s3", tma(W.TmaGemmTile(bm=128, bn=256, stages=3))),
     ("tma 128x128 s6", tma(W.TMA_128x128)),
 ]
 TMA_MID_VARIANTS = [  # 512 x 4096^2 (default: tma 128x128 s6)
@@ -153,7 +156,7 @@ TMA_MID_VARIANTS = [  # 512 x 4096^2 (default: tma 128x128 s6)
 TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 on the straight TMA kernel (the default is now the swapped stream)
     ("tma 64x64 s6 x2 split2", tma(W.TMA_64x64, 2)),
     ("wgmma 64x64 s6 x2 split2 (v8 default)", wgmma(W.WGMMA_64x64, 2)),
-    ("tma 64x64 s14 split1", tma(W.TmaGemmTile(64, 64, 14, max_blocks_per_sm=1))),
+    ("tma 64x64 s14 split1", tma(W.TmaGemmTile(bm=64, bn=64, stages=14, max_blocks_per_sm=1))),
     ("tma 64x64 s12 split2", tma(TMA_STREAM_TILES[0], 2)),
     ("tma 64x64 s8 split2", tma(TMA_STREAM_TILES[1], 2)),
     ("tma 64x128 s8 split2", tma(TMA_STREAM_TILES[2], 2)),
@@ -163,22 +166,22 @@ TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 on the straight TMA kernel (the defa
 TMA_WIDE_STREAM_VARIANTS = [
     ("tma 64x256 s5 split4", tma(W.TMA_64x256, 4)),
     ("tma 64x256 s5 split2", tma(W.TMA_64x256, 2)),
-    ("tma 64x256 s4 split4", tma(W.TmaGemmTile(64, 256, 4, max_blocks_per_sm=1), 4)),
+    ("tma 64x256 s4 split4", tma(W.TmaGemmTile(bm=64, bn=256, stages=4, max_blocks_per_sm=1), 4)),
     ("tma 64x128 s4 x2 split2", tma(W.TMA_64x128, 2)),
     ("tma 64x128 s8 split2 group1", tma(TMA_STREAM_TILES[2], 2, 1)),
 ]
 # The swapped stream's first tiles (64 k a stage, no L2 hints): per x padding of 8 or 16,
 # 64 weight columns at 8 / 12 / 16 stages, 128 at 8 / 12; x padded to 64: 64 columns at 8 /
 # 12 stages, 128 at 8. The defaults (swap_tma.SWAP_DEFAULT_TILES) came after them.
-SWAP_TILES = tuple(S.SwapTile(bn, mx, stages) for mx in (8, 16)
+SWAP_TILES = tuple(S.SwapTile(bn=bn, mx=mx, stages=stages) for mx in (8, 16)
                    for bn, stages in ((64, 8), (64, 12), (64, 16), (128, 8), (128, 12)))
-SWAP_TILES += tuple(S.SwapTile(bn, 64, stages) for bn, stages in ((64, 8), (64, 12), (128, 8)))
+SWAP_TILES += tuple(S.SwapTile(bn=bn, mx=64, stages=stages) for bn, stages in ((64, 8), (64, 12), (128, 8)))
 
 
 def swap_variants(mx):
     """The swapped-operand TMA kernel (M <= mx): every SWAP_TILES tile of this x padding at 1,
     2 and 4 splits."""
-    return [(f"swap n{t.bn} s{t.stages} split{splits}", S.SwapConfig(t, splits))
+    return [(f"swap n{t.bn} s{t.stages} split{splits}", S.SwapConfig(tile=t, splits=splits))
             for t in SWAP_TILES if t.mx == mx for splits in (1, 2, 4)]
 
 
@@ -198,53 +201,59 @@ SWAP_DEEP_K_TILES = {  # (bn, stages, bk, l2 hints)
 
 def swap_bk_variants(mx):
     """The deeper-k swapped tiles of this x padding (split 1; bn 128 also split 2)."""
-    tiles = [S.SwapTile(bn, mx, stages, bk, hints) for bn, stages, bk, hints in SWAP_DEEP_K_TILES[mx]]
+    tiles = [S.SwapTile(bn=bn, mx=mx, stages=stages, bk=bk, l2_hints=hints) for bn, stages, bk,
+             hints in SWAP_DEEP_K_TILES[mx]]
     return [(f"swap n{t.bn} s{t.stages} bk{t.bk}{' hints' if t.l2_hints else ''} split{splits}",
-             S.SwapConfig(t, splits)) for t in tiles for splits in ((1, 2) if t.bn == 128 else (1,))]
+             S.SwapConfig(tile=t, splits=splits)) for t in tiles for splits in ((1, 2) if t.bn == 128 else (1,))]
 
 
 TF = F.WideTile
 FP32_VARIANTS = [  # 3xTF32 tensor cores (float32 accuracy) against the SIMT kernel
-    ("tf32x3 128x128k32s4 8w", F.Tf32x3Config(F.TF32_TILE)),
-    ("tf32x3 128x64k16s4 2/SM", F.Tf32x3Config(TF32_NARROW_TILE)),
-    ("tf32x3 128x128k16s4 8w", F.Tf32x3Config(TF(128, 128, 16, 2, 4, 4, 1, 1.0))),
-    ("tf32x3 128x128k32s3 8w", F.Tf32x3Config(TF(128, 128, 32, 2, 4, 3, 1, 1.0))),
-    ("simt 128x128k8 8x8", SimtConfig(SIMT_LARGE)),
-    ("simt 64x64k16 4x4", SimtConfig(SIMT_SMALL)),
+    ("tf32x3 128x128k32s4 8w", F.Tf32x3Config(tile=F.TF32_TILE)),
+    ("tf32x3 128x64k16s4 2/SM", F.Tf32x3Config(tile=TF32_NARROW_TILE)),
+    ("tf32x3 128x128k16s4 8w", F.Tf32x3Config(tile=TF(bm=128, bn=128, bk=16, warps_m=2, warps_n=4, stages=4,
+                                                      max_blocks_per_sm=1, relative_speed=1.0))),
+    ("tf32x3 128x128k32s3 8w", F.Tf32x3Config(tile=TF(bm=128, bn=128, bk=32, warps_m=2, warps_n=4, stages=3,
+                                                      max_blocks_per_sm=1, relative_speed=1.0))),
+    ("simt 128x128k8 8x8", SimtConfig(tile=SIMT_LARGE)),
+    ("simt 64x64k16 4x4", SimtConfig(tile=SIMT_SMALL)),
 ]
 
 
 # float32 / float64 at small M on the weight-streaming kernel (the default for float32
 # M <= 4, float64 M = 1).
 GEMV_WIDE_VARIANTS = [
-    ("gemv 16 rows (no split)", G.GemvConfig(GEMV_16_ROWS, 1)),
-    ("gemv 16 rows split4", G.GemvConfig(GEMV_16_ROWS, 4)),
-    ("gemv 16 rows split32", G.GemvConfig(GEMV_16_ROWS, 32)),
-    ("gemv 1 row split8", G.GemvConfig(G.GemvTile(1), 8)),
-    ("gemv 1 row split32", G.GemvConfig(G.GemvTile(1), 32)),
+    ("gemv 16 rows (no split)", G.GemvConfig(tile=GEMV_16_ROWS, splits=1)),
+    ("gemv 16 rows split4", G.GemvConfig(tile=GEMV_16_ROWS, splits=4)),
+    ("gemv 16 rows split32", G.GemvConfig(tile=GEMV_16_ROWS, splits=32)),
+    ("gemv 1 row split8", G.GemvConfig(tile=G.GemvTile(rows=1), splits=8)),
+    ("gemv 1 row split32", G.GemvConfig(tile=G.GemvTile(rows=1), splits=32)),
 ]
 
 
 def dmma_pipelined(bm, bn, warps_m, warps_n, stages, blocks_per_sm, mma_k):
-    """A linear_relu_dmma tile (float64, sm_90: fragments pipelined, DMMA m16n8k{mma_k})."""
-    return D.PipelinedDmmaConfig(D.DmmaTile(bm, bn, 16, warps_m, warps_n, stages, blocks_per_sm, 1.0, dmma_k=mma_k))
+    """A linear_dmma tile (float64, sm_90: fragments pipelined, DMMA m16n8k{mma_k})."""
+    return D.PipelinedDmmaConfig(tile=D.DmmaTile(bm=bm, bn=bn, bk=16, warps_m=warps_m, warps_n=warps_n, stages=stages,
+                                                 max_blocks_per_sm=blocks_per_sm, relative_speed=1.0, dmma_k=mma_k))
 
 
 FP64_VARIANTS = [  # float64 DMMA tiles; v5 (m16n8k8) and v6 (m16n8k16): all 44.4-48.9 TFLOP/s
-    ("dmma 128x128k16s3 8w", F.DmmaConfig(F.DMMA_TILE)),
-    ("dmma 64x128k16s3 2/SM", F.DmmaConfig(TF(64, 128, 16, 2, 2, 3, 2, 1.0, itemsize=8))),
-    # linear_relu_dmma (v7): cuBLAS's 128x64 x 4 warps of 64x32 x 2/SM first (DMMA_PIPELINED_TILE)
-    ("pipe 128x64s3 k8 2/SM", D.PipelinedDmmaConfig(D.DMMA_PIPELINED_TILE)),
+    ("dmma 128x128k16s3 8w", F.DmmaConfig(tile=F.DMMA_TILE)),
+    ("dmma 64x128k16s3 2/SM", F.DmmaConfig(tile=TF(bm=64, bn=128, bk=16, warps_m=2, warps_n=2, stages=3,
+                                                   max_blocks_per_sm=2, relative_speed=1.0, itemsize=8))),
+    # linear_dmma (v7): cuBLAS's 128x64 x 4 warps of 64x32 x 2/SM first (DMMA_PIPELINED_TILE)
+    ("pipe 128x64s3 k8 2/SM", D.PipelinedDmmaConfig(tile=D.DMMA_PIPELINED_TILE)),
     ("pipe 128x64s3 k16 2/SM", dmma_pipelined(128, 64, 2, 2, 3, 2, 16)),
     ("pipe 128x64s4 k8 2/SM", dmma_pipelined(128, 64, 2, 2, 4, 2, 8)),
     ("pipe 128x128s3 k8 8w 64x32", dmma_pipelined(128, 128, 2, 4, 3, 1, 8)),
     ("pipe 128x128s3 k8 8w 32x64", dmma_pipelined(128, 128, 4, 2, 3, 1, 8)),
 ]
 # K-major weights only: one barrier per 32 k (216 KB of shared memory); a row-major weight
-# spills at this tile on sm_90a (255 registers). linear_relu_dmma's 64x128 tile (32x64 warps)
+# spills at this tile on sm_90a (255 registers). linear_dmma's 64x128 tile (32x64 warps)
 # copies a row-major weight in passes of 2 k rows, which its swizzle does not allow.
 FP64_KMAJOR_VARIANTS = [
-    ("dmma 128x128k32s3 8w", F.DmmaConfig(TF(128, 128, 32, 4, 2, 3, 1, 1.0, itemsize=8))),
+    ("dmma 128x128k32s3 8w", F.DmmaConfig(tile=TF(bm=128, bn=128, bk=32, warps_m=4, warps_n=2, stages=3,
+                                                  max_blocks_per_sm=1, relative_speed=1.0, itemsize=8))),
     ("pipe 64x128s3 k8 2/SM", dmma_pipelined(64, 128, 2, 2, 3, 2, 8)),
 ]
 
@@ -258,15 +267,16 @@ def few_row_variants(dname, rows):
     else:
         make, tiles, counts = D.PipelinedDmmaConfig, D.DMMA_FEW_ROW_TILES + (D.DMMA_PIPELINED_TILE,), (1, 2, 3, 6, 12)
     tiles = [t for t in tiles if t.bm >= rows][:2]
-    return [(f"{make.kind} {t.bm}x{t.bn}k{t.bk}s{t.stages} split{c}", make(t, c)) for t in tiles for c in counts]
+    return [(f"{make.kind} {t.bm}x{t.bn}k{t.bk}s{t.stages} split{c}",
+             make(tile=t, splits=c)) for t in tiles for c in counts]
 
 
 def _tf32(tile, splits):
-    return F.Tf32x3Config(tile, splits)
+    return F.Tf32x3Config(tile=tile, splits=splits)
 
 
 def _dmma(tile, splits):
-    return D.PipelinedDmmaConfig(tile, splits)
+    return D.PipelinedDmmaConfig(tile=tile, splits=splits)
 
 
 FEW_ROW_FOLLOWUP = {  # the follow-up: fewer-row float32 tiles at M <= 16, deeper float64 stages
@@ -277,14 +287,16 @@ FEW_ROW_FOLLOWUP = {  # the follow-up: fewer-row float32 tiles at M <= 16, deepe
                    for s in (6, 8) for c in (3, 6, 12)],
     ("fp64", 64): [(f"dmma 64x64k16s6 split{c}", _dmma(dataclasses.replace(D.DMMA_M64_TILE, stages=6), c))
                    for c in (2, 3, 4)]
-    + [(f"dmma 64x128k16s4 8w split{c}", _dmma(D.DmmaTile(64, 128, 16, 2, 4, 4, 2, 1.0), c)) for c in (2, 3, 4)],
+    + [(f"dmma 64x128k16s4 8w split{c}", _dmma(D.DmmaTile(bm=64, bn=128, bk=16, warps_m=2, warps_n=4, stages=4,
+                                                          max_blocks_per_sm=2, relative_speed=1.0), c))
+       for c in (2, 3, 4)],
 }
 
 
 FP64_M16_STAGE_VARIANTS = [  # the 16-row float64 tile at 4 and 8 stages, 3 splits
     (f"dmma 16x64k16s{stages} split3", _dmma(dataclasses.replace(D.DMMA_M16_TILE, stages=stages), 3))
     for stages in (4, 8)
-] + [("gemv 16 rows", G.GemvConfig(GEMV_16_ROWS, 1))]
+] + [("gemv 16 rows", G.GemvConfig(tile=GEMV_16_ROWS, splits=1))]
 
 
 def make_sets(m, k, n, dtype, kmajor, count):
@@ -443,7 +455,7 @@ def _problem(m, k, n, dname, kmajor):
 
 
 def default_config(m, k, n, dname, kmajor):
-    return select.choose_config(_problem(m, k, n, dname, kmajor), current_device_info())
+    return select.choose(_problem(m, k, n, dname, kmajor), current_device_info())
 
 
 def all_specs(plan):

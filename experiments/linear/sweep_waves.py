@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from types import SimpleNamespace
 
 import cupy
 import numpy as np
@@ -28,6 +27,7 @@ from cufuse._core.dtypes import BFLOAT16
 from cufuse.bench.cases import to_torch
 from cufuse.bench.timing import rotation_count, time_cuda_budget
 from cufuse.ops.linear import select
+from cufuse.ops.linear.operands import gated_problem, linear_problem
 from cufuse.ops.linear.wgmma import GATED_TMA_TILES, TMA_TILES, GatedTmaConfig, TmaConfig
 
 ROWS = (128, 256, 384, 512, 768, 1024, 2048, 4096)
@@ -74,7 +74,7 @@ def main(argv=None) -> None:
                 def run(x, w, u, config=None):
                     return cufuse.fused_linear_relu(x, w, bias, out=out, config=config)
             times = {}
-            configs = [make(tile, splits) for tile in tiles for splits in splits_list]
+            configs = [make(tile=tile, splits=splits) for tile in tiles for splits in splits_list]
             for config in configs:
                 try:
                     run(*call_args[0], config=config)
@@ -83,9 +83,11 @@ def main(argv=None) -> None:
                 times[label(config)] = time_cuda_budget(lambda x, w, u: run(x, w, u, config), call_args,
                                                         budget_ms=args.budget_ms)
             # The default selection's facts of these calls: bf16, (N, K).T weights, TMA-eligible.
-            facts = SimpleNamespace(m=m, n=n, k=k, tile_columns=2 * n, dtype=np.dtype(BFLOAT16), itemsize=2,
-                                    tensor_ok=True, tma_ok=True, kmajor=True)
-            default = (select.choose_gated_config if args.gated else select.choose_config)(facts, dev)
+            if args.gated:
+                facts = gated_problem(m, k, 1, 0, k, n, (1, k), 0, (1, k), 0, None, BFLOAT16, dev, 4, "fused_gated_linear")
+            else:
+                facts = linear_problem(m, k, 1, 0, k, n, (1, k), 0, 1, None, BFLOAT16, dev)
+            default = select.choose(facts, dev)
             default_ms = time_cuda_budget(lambda x, w, u: run(x, w, u), call_args, budget_ms=args.budget_ms)
             tx, tw, tu, tb = [to_torch(x) for x in xs], [to_torch(w) for w in ws], [to_torch(u) for u in ups], \
                 to_torch(bias)

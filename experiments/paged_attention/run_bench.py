@@ -41,9 +41,11 @@ def time_variants(page_sizes=(16, 1)) -> None:
         q, kp, vp, bt, sl, _, _, out = case.make_inputs(cupy, cupy.random.default_rng(0))
         line = []
         for block_n, stages in TILE_VARIANTS:
-            probe = PagedMmaTile(128, 1, block_n, stages, 0, MIN_CHUNK)
-            tile = PagedMmaTile(128, 1, block_n, stages, dev.sm_count * probe.resident_blocks(dev) * UNITS_PER_SLOT,
-                                MIN_CHUNK)
+            probe = PagedMmaTile(head_dim=128, row_warps=1, block_n=block_n, stages=stages, target_units=0,
+                                 min_chunk=MIN_CHUNK)
+            tile = PagedMmaTile(head_dim=128, row_warps=1, block_n=block_n, stages=stages,
+                                target_units=dev.sm_count * probe.resident_blocks(dev) * UNITS_PER_SLOT,
+                                min_chunk=MIN_CHUNK)
             for _ in range(3):
                 attention_paged(q, kp, vp, bt, sl, out=out, config=tile)
             times = []

@@ -69,7 +69,8 @@ def main() -> None:
         line = []
         for factor in factors:
             slots = dev.sm_count * base.resident_blocks(dev)
-            tile = PagedMmaTile(base.head_dim, base.row_warps, base.block_n, base.stages, slots * factor, MIN_CHUNK)
+            tile = PagedMmaTile(head_dim=base.head_dim, row_warps=base.row_warps, block_n=base.block_n,
+                                stages=base.stages, target_units=slots * factor, min_chunk=MIN_CHUNK)
             ms = median_ms(lambda: attention_paged(q, kp, vp, bt, sl, out=out, config=tile))
             line.append(f"x{factor} {ms * 1e3:7.1f}us {case.traffic.min_bytes / ms / 1e9:5.2f}TB/s")
         print(f"{case.label:58s} " + "  ".join(line), flush=True)

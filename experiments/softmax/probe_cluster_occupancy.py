@@ -42,11 +42,15 @@ def max_active_clusters(kernel, cluster: int, threads: int, smem: int) -> int:
 def main():
     dev = current_device_info()
     cases = [  # (name, config, dtype, shape, axes)
-        ("rows stashed float32 256 x 8 + 3 c8", StashedRowsConfig(256, 8, 3, 2, 8), np.float32, (128, 262144), (1,)),
-        ("rows cluster float64 512 x 4 c8", ClusterConfig(512, 4, 8), np.float64, (1024, 16384), (1,)),
-        ("rows cluster float32 256 x 8 c4 (v7, lost)", ClusterConfig(256, 8, 4), np.float32, (2048, 32768), (1,)),
-        ("cols float16 c4", ColsConfig(16, 12, 4), np.float16, (16384, 4096), (0,)),
-        ("cols vec float32 256 l8 c8", ColsVecConfig(256, 8, 4, 8), np.float32, (16384, 4096), (0,)),
+        ("rows stashed float32 256 x 8 + 3 c8", StashedRowsConfig(threads=256, vecs=8, stash_tiles=3, blocks_per_sm=2,
+                                                                  cluster=8), np.float32, (128, 262144), (1,)),
+        ("rows cluster float64 512 x 4 c8", ClusterConfig(threads=512, vecs=4, cluster=8), np.float64, (1024, 16384),
+         (1,)),
+        ("rows cluster float32 256 x 8 c4 (v7, lost)", ClusterConfig(threads=256, vecs=8, cluster=4), np.float32,
+         (2048, 32768), (1,)),
+        ("cols float16 c4", ColsConfig(slices=16, unroll=12, cluster=4), np.float16, (16384, 4096), (0,)),
+        ("cols vec float32 256 l8 c8", ColsVecConfig(threads=256, col_lanes=8, unroll=4, cluster=8), np.float32,
+         (16384, 4096), (0,)),
     ]
     print(f"{'kernel':48s} {'cluster':>7s} {'threads':>7s} {'smem KB':>8s} {'blocks/SM':>9s} {'ideal':>6s} {'driver':>6s}")
     for name, config, dtype, shape, axes in cases:

@@ -38,7 +38,7 @@ import cupy  # noqa: E402
 from cufuse._core.device import SMEM_RESERVED_PER_BLOCK, current_device_info  # noqa: E402
 from cufuse._core.loader import arch_for, device_cc, precompile  # noqa: E402
 from cufuse.ops.softmax import select as S  # noqa: E402
-from cufuse.ops.softmax.layout import SoftmaxProblem, vector_size  # noqa: E402
+from cufuse.ops.softmax.problem import SoftmaxProblem, vector_size  # noqa: E402
 from cufuse.ops.softmax.rows import RowsConfig, StashedRowsConfig  # noqa: E402
 from cufuse.ops.softmax.split import SplitConfig  # noqa: E402
 from sweep_softmax import DTYPES, run_case  # noqa: E402
@@ -72,11 +72,12 @@ def variants(rows, length, dtype, dev):
     vectors = -(-(length + problem.max_row_misalignment) // vector_size(dtype))
     out = [("default", S.choose(problem, dev))]
     if vectors <= 256:  # the warp rows' rungs that hold the row
-        out += [(f"warp x {v}", S.with_exp_once(RowsConfig(128, 32, v), dtype)) for v in (2, 3, 4, 5, 6, 8) if 32 * v >= vectors]
+        out += [(f"warp x {v}", S.with_exp_once(RowsConfig(threads=128, group=32, vecs=v), dtype))
+                for v in (2, 3, 4, 5, 6, 8) if 32 * v >= vectors]
     for v in (2, 3, 4, 5, 6, 8):
         t = _threads(vectors, v)
         if 64 <= t <= (1024 if v <= 4 else 512):
-            out.append((f"rows {t} x {v}", S.with_exp_once(RowsConfig(t, t, v), dtype)))
+            out.append((f"rows {t} x {v}", S.with_exp_once(RowsConfig(threads=t, group=t, vecs=v), dtype)))
     for bpr in (1, 2):  # the persistent split kernel, rows on chip in one or two blocks
         split = split_with_blocks(length, rows, dtype, dev, bpr)
         if vectors > 1024 and split is not None and split.blocks_per_row == bpr:
@@ -90,7 +91,8 @@ def variants(rows, length, dtype, dev):
             smem = s * t * v * 16
             for b in (2, 1):
                 if smem + reserve <= dev.max_smem_per_block and b * (smem + reserve) <= dev.smem_per_sm:
-                    out.append((f"stashed {t} x {v} + {s} / {b}", StashedRowsConfig(t, v, s, b)))
+                    out.append((f"stashed {t} x {v} + {s} / {b}",
+                                StashedRowsConfig(threads=t, vecs=v, stash_tiles=s, blocks_per_sm=b)))
                     break
     return _unique(out)
 
@@ -109,8 +111,9 @@ def split_with_blocks(length, rows, dtype, dev, blocks_per_row):
     if blocks_per_row > resident or tiles - 1 > max_smem_tiles:
         return None
     rows_per_wave = min(rows, resident // blocks_per_row)
-    return SplitConfig(S._SPLIT_THREADS, S._SPLIT_VECS, S._SPLIT_BLOCKS_PER_SM, blocks_per_row, rows_per_wave * blocks_per_row,
-                       chunk, tiles - 1, False, np.dtype(dtype) in S._SPLIT_PIPELINED)
+    return SplitConfig(threads=S._SPLIT_THREADS, vecs=S._SPLIT_VECS, blocks_per_sm=S._SPLIT_BLOCKS_PER_SM,
+                       blocks_per_row=blocks_per_row, grid=rows_per_wave * blocks_per_row,
+                       chunk=chunk, smem_tiles=tiles - 1, streams=False, pipelined=np.dtype(dtype) in S._SPLIT_PIPELINED)
 
 
 def split_variants(rows, length, dtype, dev):

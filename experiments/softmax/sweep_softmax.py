@@ -31,7 +31,7 @@ from cufuse._core.device import SMEM_RESERVED_PER_BLOCK, current_device_info  # 
 from cufuse._core.loader import arch_for, device_cc, precompile  # noqa: E402
 from cufuse.ops.softmax import select as S  # noqa: E402
 from cufuse.ops.softmax.cols import ColsConfig, ColsVecConfig  # noqa: E402
-from cufuse.ops.softmax.layout import cols_vectorizable, vector_size  # noqa: E402
+from cufuse.ops.softmax.problem import cols_vectorizable, vector_size  # noqa: E402
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig  # noqa: E402
 from cufuse.ops.softmax.split import SplitConfig  # noqa: E402
 from cufuse.bench.timing import copy_ceiling_tbps, rotation_count, time_cuda  # noqa: E402
@@ -61,8 +61,9 @@ def split_variant(length, rows, dtype, dev, tiles_per_block, pipelined):
     tiles_per_block = -(-chunk // tile)
     smem_tiles = min(max_smem_tiles, tiles_per_block - 1)
     rows_per_wave = min(rows, resident // blocks_per_row)
-    return SplitConfig(S._SPLIT_THREADS, S._SPLIT_VECS, S._SPLIT_BLOCKS_PER_SM, blocks_per_row,
-                         rows_per_wave * blocks_per_row, chunk, smem_tiles, tiles_per_block - 1 > smem_tiles, pipelined)
+    return SplitConfig(threads=S._SPLIT_THREADS, vecs=S._SPLIT_VECS, blocks_per_sm=S._SPLIT_BLOCKS_PER_SM,
+                       blocks_per_row=blocks_per_row, grid=rows_per_wave * blocks_per_row, chunk=chunk,
+                       smem_tiles=smem_tiles, streams=tiles_per_block - 1 > smem_tiles, pipelined=pipelined)
 
 
 def alternatives(rows, length, dname, axis, dev):
@@ -93,9 +94,9 @@ def stashed_cluster_candidates(rows, length, dname, axis, dev):
     out = []
     for geometry in STASHED_CLUSTER_GEOMETRIES.get(np.dtype(dtype).itemsize, ()):
         for cluster in STASHED_CLUSTERS:
-            config = StashedRowsConfig(*geometry, cluster)
-            if vectors <= config.capacity_vectors and (dname != "bf16" or geometry[0] == 256):
-                t, v, tiles, blocks = geometry
+            t, v, tiles, blocks = geometry
+            config = StashedRowsConfig(threads=t, vecs=v, stash_tiles=tiles, blocks_per_sm=blocks, cluster=cluster)
+            if vectors <= config.capacity_vectors and (dname != "bf16" or t == 256):
                 out.append((f"v10 stashed {t} x {v} + {tiles} {blocks}/SM c{cluster}", config))
     return out
 
@@ -159,9 +160,11 @@ def v6_candidates(rows, length, dname, axis, dev):
     vectors = -(-length // vector_size(dtype))
     if axis == 0:
         u = S._COLS_UNROLL[np.dtype(dtype).itemsize]
-        return [("v5 cols c8", ColsConfig(16, u, 8)), ("cols c4", ColsConfig(16, u, 4)),
-                ("colsvec 256 l8 u4 c8", ColsVecConfig(256, 8, 4, 8)),
-                ("v6 colsvec 256 l8 u4 c4", ColsVecConfig(256, 8, 4, 4)), ("v6 colsvec 256 l4 u4 c4", ColsVecConfig(256, 4, 4, 4))]
+        return [("v5 cols c8", ColsConfig(slices=16, unroll=u, cluster=8)),
+                ("cols c4", ColsConfig(slices=16, unroll=u, cluster=4)),
+                ("colsvec 256 l8 u4 c8", ColsVecConfig(threads=256, col_lanes=8, unroll=4, cluster=8)),
+                ("v6 colsvec 256 l8 u4 c4", ColsVecConfig(threads=256, col_lanes=8, unroll=4, cluster=4)),
+                ("v6 colsvec 256 l4 u4 c4", ColsVecConfig(threads=256, col_lanes=4, unroll=4, cluster=4))]
     out = []
     if isinstance(default, SplitConfig):
         flipped = dataclasses.replace(default, pipelined=not default.pipelined)
@@ -169,7 +172,7 @@ def v6_candidates(rows, length, dname, axis, dev):
     if axis is None:  # one row of rows x length: only the split kernel holds it
         return out
     if vectors == 128 and np.dtype(dtype).itemsize == 2:  # 65536 x 1024 float16: 2 warps a block
-        out.append(("v6 rows 64 g32 v4", S.with_exp_once(R(64, 32, 4), dtype)))
+        out.append(("v6 rows 64 g32 v4", S.with_exp_once(R(threads=64, group=32, vecs=4), dtype)))
     if vectors > 4096:  # cluster and split rows: the prefetching split at 2 and 4 tiles a block
         out += [(f"v6 split tpb{k} pipelined", split_variant(length, rows, dtype, dev, k, True)) for k in (2, 4)]
     return out
@@ -182,25 +185,26 @@ def _alternatives(rows, length, dname, axis, dev):
     vectors = -(-length // vector_size(dtype))
     with_exp_once = lambda c: S.with_exp_once(c, dtype)  # noqa: E731
     if vectors <= 32:  # sub-warp groups: lanes per row x vectors per lane
-        return [(f"rows 256 g{vectors // k} v{k}", with_exp_once(R(256, vectors // k, k))) for k in (1, 2, 4) if vectors // k >= 1]
+        return [(f"rows 256 g{vectors // k} v{k}", with_exp_once(R(threads=256, group=vectors // k, vecs=k)))
+                for k in (1, 2, 4) if vectors // k >= 1]
     if vectors <= 256:
         v = vectors // 32
-        out = [(f"rows 256 g32 v{v}", with_exp_once(R(256, 32, v)))]
+        out = [(f"rows 256 g32 v{v}", with_exp_once(R(threads=256, group=32, vecs=v)))]
         if v <= 4:
-            out.append((f"rows 128 g16 v{2 * v}", with_exp_once(R(128, 16, 2 * v))))
+            out.append((f"rows 128 g16 v{2 * v}", with_exp_once(R(threads=128, group=16, vecs=2 * v))))
         return out
     if vectors <= 4096:
         out = []
         for t in (128, 256, 512, 1024):
             v = vectors // t
-            if 2 <= v <= 8 and S.choose_rows(length, rows, dtype, dev) != with_exp_once(R(t, t, v)):
-                out.append((f"block {t} v{v}", with_exp_once(R(t, t, v))))
+            if 2 <= v <= 8 and S.choose_rows(length, rows, dtype, dev) != with_exp_once(R(threads=t, group=t, vecs=v)):
+                out.append((f"block {t} v{v}", with_exp_once(R(threads=t, group=t, vecs=v))))
         return out
     if vectors <= 16384:
         out = []
         for t, v, c in ((512, 4, 8), (256, 4, 8), (512, 8, 4), (512, 4, 4), (256, 8, 4)):
-            if t * v * c == vectors and C(t, v, c) != S.choose_rows(length, rows, dtype, dev):
-                out.append((f"cluster {t} v{v} c{c}", C(t, v, c)))
+            if t * v * c == vectors and C(threads=t, vecs=v, cluster=c) != S.choose_rows(length, rows, dtype, dev):
+                out.append((f"cluster {t} v{v} c{c}", C(threads=t, vecs=v, cluster=c)))
         # The split kernel with one or two blocks a row, the next row's tiles prefetched (v6).
         out.append(("v6 split pipelined", dataclasses.replace(S.choose_rows_split(length, rows, dtype, dev), pipelined=True)))
         split = S.choose_rows_split(length, rows, dtype, dev)
@@ -211,7 +215,8 @@ def _alternatives(rows, length, dname, axis, dev):
         # One block a row, a register tile plus shared-memory tiles (softmax_rows_stashed).
         # (The launch bounds: 448 x 4 at two an SM, 256 x 8 at one.)
         for geometry in ((448, 4, 4, 2), (256, 8, 3, 2), (256, 4, 7, 2), (256, 8, 7, 1), (512, 4, 7, 1)):
-            stashed = StashedRowsConfig(*geometry)
+            t, v, tiles, blocks = geometry
+            stashed = StashedRowsConfig(threads=t, vecs=v, stash_tiles=tiles, blocks_per_sm=blocks)
             if stashed.capacity_vectors >= vectors and (np.dtype(dtype).itemsize, geometry) != (4, (448, 4, 4, 2)):
                 out.append((f"s5 stashed {geometry[0]} v{geometry[1]} t{geometry[2]} {geometry[3]}/SM", stashed))
         # (One 1024-thread block a row lost, 0.81 of the copy; block rows take up to 512 threads.)

@@ -22,7 +22,7 @@ import cupy  # noqa: E402
 from cufuse._core.device import current_device_info  # noqa: E402
 from cufuse._core.loader import arch_for, device_cc, precompile  # noqa: E402
 from cufuse.ops.softmax import select as S  # noqa: E402
-from cufuse.ops.softmax.layout import SoftmaxProblem, vector_size  # noqa: E402
+from cufuse.ops.softmax.problem import SoftmaxProblem, vector_size  # noqa: E402
 from cufuse.ops.softmax.rows import SpanRowsConfig  # noqa: E402
 from sweep_softmax import DTYPES, _alternatives, run_case  # noqa: E402
 
@@ -39,7 +39,8 @@ def variants(rows, length, dtype, dev):
     out += [(f"span g{span.group} p{span.per_lane} tile {b // 1024}K", dataclasses.replace(span, tile_bytes=b))
             for b in (8192, 16384, 32768)]
     if span.group > 1:
-        wider = SpanRowsConfig(span.threads, span.group // 2, span.per_lane * 2, span.blocks_per_sm)
+        wider = SpanRowsConfig(threads=span.threads, group=span.group // 2, per_lane=span.per_lane * 2,
+                               blocks_per_sm=span.blocks_per_sm)
         out.append((f"span g{wider.group} p{wider.per_lane}", wider))
     if length % vector_size(dtype) == 0:  # the register rows' own alternatives (sweep_softmax.py)
         out += _alternatives(rows, length, next(k for k, d in DTYPES.items() if d == dtype), -1, dev)

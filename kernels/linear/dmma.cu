@@ -1,11 +1,11 @@
-// fused_linear_relu in float64 on sm_90 with the fragment loads pipelined: `linear_relu_dmma`.
+// fused_linear_relu in float64 on sm_90 with the fragment loads pipelined: `linear_dmma`.
 //
 // Picked when (cufuse/ops/linear/select.py) the operands are float64 past one row (the weight
 // stream's), their rows 16-byte aligned, on compute capability 9.0: 16 / 32 / 64-row tiles up
 // to 64 rows, cuBLAS's 128x64 Hopper DGEMM tile beyond, K split through slots where the tiles
-// leave SMs idle. (Compute capability 8.x runs float64 on linear_relu_wide, linear/wide.cu.)
+// leave SMs idle. (Compute capability 8.x runs float64 on linear_wide, linear/wide.cu.)
 //
-// linear_relu_wide loads a stage's fragments after the stage's barrier and its cp.async
+// linear_wide loads a stage's fragments after the stage's barrier and its cp.async
 // address math, so every warp of the block waits for shared memory at the same time and the
 // DMMA pipe idles there (ncu, 4096^3: DP pipe 67 %, cuBLAS's DGEMM 95 %). Here, as in
 // cuBLAS's Hopper DGEMM (128x64x16 tile, 4 warps of 64x32, 2 blocks per SM, DMMA.16x8x8):
@@ -16,7 +16,7 @@
 //    row of those MMAs (the DMMA queue is full there);
 //  * BK = 16: x and a K-major weight as 128-byte rows, 16-byte chunk c of row r at
 //    c ^ (2 (r & 3)), a row-major weight as [16][BN] rows, chunk c of row k at c ^ (2 (k & 3)):
-//    unpadded rows aligned to 128 bytes (the padded rows of linear_relu_wide cost 12 % excess
+//    unpadded rows aligned to 128 bytes (the padded rows of linear_wide cost 12 % excess
 //    shared-memory wavefronts, ncu), no bank conflicts in the 64-bit fragment loads (per half
 //    warp) or in the cp.async stores (per quarter warp);
 //  * cp.async of whole tiles inside M and N and K without predicates or bounds math; rows
@@ -143,10 +143,10 @@ __device__ __forceinline__ void mma_f64(double (&d)[4], const double (&a)[MMA_K 
 
 // Grid: (tiles_m * tiles_n, 1, splits). Block tile BM x BN x 16, STAGES-deep cp.async
 // pipeline (dynamic shared memory STAGES x (BM + BN) x 16 doubles), DMMA m16n8k{MMA_K}; sm_90
-// only (the body is a trap before). Requirements, arguments and split-K as linear_relu_wide.
+// only (the body is a trap before). Requirements, arguments and split-K as linear_wide.
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int MMA_K, bool B_KMAJOR>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
-linear_relu_dmma(const double* __restrict__ x, const double* __restrict__ w, const double* __restrict__ bias,
+linear_dmma(const double* __restrict__ x, const double* __restrict__ w, const double* __restrict__ bias,
                  double* __restrict__ out, double* __restrict__ workspace, int* __restrict__ counters, int64 M,
                  int64 N, int64 K, int64 ldx, int64 ldw, int64 bias_stride, int k_tiles_per_split,
                  int raster_group, int activation) {

@@ -1,7 +1,7 @@
-// Device code shared by the fused_linear kernel families (named linear_relu_* since ReLU was
-// their first epilogue): which output tile and k range a block computes (raster order,
-// split-K), and the epilogue (bias + activation on the accumulators, the only store of the
-// output; or the gated form's act(gate) * up).
+// Device code shared by the fused_linear kernel families (linear_*, gated_linear_*): which
+// output tile and k range a block computes (raster order, split-K), and the epilogue (bias +
+// activation on the accumulators, the only store of the output; or the gated form's
+// act(gate) * up).
 #pragma once
 #include "common/common.cuh"
 #include "common/split_k.cuh"

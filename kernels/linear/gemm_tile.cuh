@@ -1,5 +1,5 @@
-// The tile geometry of the cp.async tensor-core kernels of fused_linear_relu: linear_relu_mma's
-// block tile and warp grid, whose stage sizes linear_relu_wgmma (cp.async) uses too.
+// The tile geometry of the cp.async tensor-core kernels of fused_linear_relu: linear_mma's
+// block tile and warp grid, whose stage sizes linear_wgmma (cp.async) uses too.
 #pragma once
 #include "common/common.cuh"
 

@@ -1,4 +1,4 @@
-// fused_linear_relu as a weight stream for a few rows of x: `linear_relu_gemv<T, ROWS, B_KMAJOR>`,
+// fused_linear_relu as a weight stream for a few rows of x: `linear_gemv<T, ROWS, B_KMAJOR>`,
 // a matrix-vector product bound by the weight's bytes. The weight goes straight from DRAM to
 // registers with 16-byte streaming loads (VEC = 16 / sizeof(T) elements), many in flight per
 // thread (no shared-memory staging: nothing is reused), FMAs in accum_t<T> (true float32 /
@@ -45,7 +45,7 @@ __device__ __forceinline__ void widen_vec16(const uint4& raw, accum_t<T> (&f)[16
 
 template <typename T, int ROWS, bool B_KMAJOR>
 __global__ void __launch_bounds__(GEMV_THREADS, ROWS * sizeof(accum_t<T>) >= 16 ? 1 : 2)  // many rows: 255 registers
-linear_relu_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
+linear_gemv(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                  float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                  int64 ldw, int64 bias_stride, int64 k_rows_per_split, int activation) {
     begin_dependent_grid();

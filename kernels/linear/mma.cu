@@ -1,5 +1,5 @@
 // fused_linear on float16 / bfloat16 tensor cores with mma.sync (sm_80 and later):
-// `linear_relu_mma` (and fused_gated_linear's `gated_linear_mma`), a cp.async multi-stage pipeline into XOR-swizzled shared memory,
+// `linear_mma` (and fused_gated_linear's `gated_linear_mma`), a cp.async multi-stage pipeline into XOR-swizzled shared memory,
 // ldmatrix, mma.sync m16n8k16, bias + activation on the accumulators before the only store.
 //
 // Picked when (cufuse/ops/linear/select.py) the operands' rows are 16-byte aligned: on
@@ -185,7 +185,7 @@ __device__ __forceinline__ bool mma_tile_sum(float (&acc)[Tile::mi][Tile::ni][4]
 // Activation. Blocks of 4 warps run two per SM.
 template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
-linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
+linear_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                 float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                 int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store,
                 int activation) {
@@ -206,7 +206,7 @@ linear_relu_mma(const T* __restrict__ x, const T* __restrict__ w, const T* __res
 
 // fused_gated_linear: act(x @ w_gate) * (x @ w_up) on the same tiles, each warp's columns
 // half gate, half up (GatedColumns): a block covers BN / 2 output columns; x's tile is loaded
-// once for both products. Weights as linear_relu_mma's (one layout, B_KMAJOR, for both; row
+// once for both products. Weights as linear_mma's (one layout, B_KMAJOR, for both; row
 // strides ld_gate, ld_up), no bias.
 template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)

@@ -1,4 +1,4 @@
-// fused_linear on CUDA cores with any strides: `linear_relu_simt`, a register-tiled SIMT GEMM,
+// fused_linear on CUDA cores with any strides: `linear_simt`, a register-tiled SIMT GEMM,
 // true IEEE float32 / float64 arithmetic (no TF32), 16-bit inputs widened to float32; and
 // fused_gated_linear's `gated_linear_simt` on the same code.
 //
@@ -162,7 +162,7 @@ __device__ __forceinline__ void simt_gemm(const T* __restrict__ x, const T* __re
 
 template <typename T, int BM, int BN, int BK, int TM, int TN, bool B_KMAJOR>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), 2)
-linear_relu_simt(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
+linear_simt(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                  int64 M, int64 N, int64 K, int64 sxm, int64 sxk, int64 swk, int64 swn, int64 bias_stride,
                  int raster_group, int activation) {
     begin_dependent_grid();

@@ -1,4 +1,4 @@
-// fused_linear_relu's weight stream for M <= 64 on Hopper (sm_90a): `linear_relu_swap_tma`,
+// fused_linear_relu's weight stream for M <= 64 on Hopper (sm_90a): `linear_swap_tma`,
 // the operands swapped (out^T = W^T x^T) so that the weight's columns are wgmma's M (64 per
 // consumer warpgroup) and x's rows, padded to MX = 8, 16 or 64, its N; the TMA ring of
 // common/tma_ring.cuh with x boxes of MX rows (where the straight kernel's box is 64), 64 to
@@ -106,16 +106,16 @@ __device__ __forceinline__ bool swap_tma_tile(const TmaDescriptor& x_map, const 
 }  // namespace cufuse::linear
 
 // Grid: (ceil(N / BN), 1, splits); block: BN / 64 consumer warpgroups + one producer warp (2 x
-// BN + 32 threads). x boxes of MX rows, weight boxes as linear_relu_wgmma_tma's (x_map: boxes
+// BN + 32 threads). x boxes of MX rows, weight boxes as linear_wgmma_tma's (x_map: boxes
 // of 64 x MX; w_map: 64 x BN K-major, 64 x BK N-major). Split-K through slots (BN x MX floats
-// a block) and the arguments otherwise as linear_relu_wgmma_tma (no paired store: the output
+// a block) and the arguments otherwise as linear_wgmma_tma (no paired store: the output
 // is written transposed, one element a lane). BK: 64, 128 or 256 k a stage (BK / 64 boxes
 // per operand row; 256 or 512 contiguous bytes of an (N, K) weight row at once). L2_HINTS:
 // the TMA loads carry L2 eviction policies (tma_wgmma_ring). Dynamic shared memory: STAGES
 // x (MX + BN) x BK elements + 1 KB of alignment + 2 x STAGES mbarriers.
 template <typename T, int BN, int MX, int BK, int STAGES, bool B_KMAJOR, bool L2_HINTS>
 __global__ void __launch_bounds__(2 * BN + 32, 1)
-linear_relu_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
+linear_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
                      const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
                      int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
                      int raster_group, int activation) {
@@ -137,7 +137,7 @@ linear_relu_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_c
 // (BN = 128 stage rows: gate_map's, then up_map's, each map's boxes 64 x 64 K-major or 64 x
 // BK N-major), act(gate) * up stored. Block: 128 + 32 threads; grid (ceil(N / 64), 1,
 // splits); split-K through slots (2 x 64 x MX floats a block); no bias; the other arguments
-// as linear_relu_swap_tma's.
+// as linear_swap_tma's.
 template <typename T, int MX, int BK, int STAGES, bool B_KMAJOR, bool L2_HINTS>
 __global__ void __launch_bounds__(128 + 32, 1)
 gated_linear_swap_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor gate_map,

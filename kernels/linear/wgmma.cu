@@ -1,5 +1,5 @@
 // fused_linear_relu on Hopper warpgroup MMA with operands loaded by cp.async (sm_90a):
-// `linear_relu_wgmma`. Block-synchronous pipeline: every thread issues its share of a k tile's
+// `linear_wgmma`. Block-synchronous pipeline: every thread issues its share of a k tile's
 // copies, a block barrier per k tile, then each warpgroup's wgmmas (linear/wgmma_stage.cuh).
 //
 // Picked when (cufuse/ops/linear/select.py) the problem would take the TMA-fed kernel
@@ -38,14 +38,14 @@ __device__ __forceinline__ void wgmma_load_kmajor(T* dst, const T* __restrict__ 
 // BM x BN x BK (BK 64 or 128: a k tile per barrier), STAGES-deep cp.async pipeline
 // (dynamic shared memory STAGES x (BM + BN) x 2 BK bytes + 1 KB to align the stages to
 // 1024 bytes). Operand rules, B_KMAJOR, split-K (k tiles per split, counters) as
-// linear_relu_mma; split-K always reduces through slots.
+// linear_mma; split-K always reduces through slots.
 // PENDING wgmma groups (k tiles) stay in flight while the next stage is waited for, so the
 // tensor cores run across the barrier; those stages cannot be refilled yet, so the loads
 // run STAGES - 1 - PENDING tiles ahead (the trade: MMA overlap against load depth).
 // MIN_BLOCKS: blocks per SM the registers must allow (__launch_bounds__).
 template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
 __global__ void __launch_bounds__(2 * BM, MIN_BLOCKS)
-linear_relu_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
+linear_wgmma(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                   float* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K, int64 ldx,
                   int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group, int paired_store,
                   int activation) {

@@ -1,5 +1,5 @@
-// Device code of the Hopper (sm_90a) kernels of fused_linear_relu (linear_relu_wgmma,
-// linear_relu_wgmma_tma, linear_relu_swap_tma): stage alignment, one stage's warpgroup MMAs
+// Device code of the Hopper (sm_90a) kernels of fused_linear_relu (linear_wgmma,
+// linear_wgmma_tma, linear_swap_tma): stage alignment, one stage's warpgroup MMAs
 // and the epilogue of the straight (unswapped) tiles.
 //
 // Block tile BM x BN x BK (BM = 64 or 128: one or two warpgroups of 64 rows; BN = 64, 128 or

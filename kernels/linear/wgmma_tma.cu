@@ -1,5 +1,5 @@
-// fused_linear_relu on Hopper warpgroup MMA fed by TMA (sm_90a): `linear_relu_wgmma_tma`.
-// The tiles, stage layout, wgmmas and epilogue of linear_relu_wgmma (linear/wgmma_stage.cuh),
+// fused_linear_relu on Hopper warpgroup MMA fed by TMA (sm_90a): `linear_wgmma_tma`.
+// The tiles, stage layout, wgmmas and epilogue of linear_wgmma (linear/wgmma_stage.cuh),
 // but a producer warp loads the stages through tensor maps into an mbarrier ring
 // (common/tma_ring.cuh): no block barrier in the main loop.
 //
@@ -9,7 +9,7 @@
 // else the best-scoring of all five, K split through slots where the tiles leave block slots idle.
 // `gated_linear_wgmma_tma` (fused_gated_linear): the same ring and tiles with each stage's
 // weight columns half w_gate's, half w_up's; picked for every 16-bit gated problem with M > 64
-// on compute capability 9.0 whose operands tensor maps describe (select.choose_gated_config).
+// on compute capability 9.0 whose operands tensor maps describe (select.choose).
 #include "common/tma_ring.cuh"
 #include "linear/wgmma_stage.cuh"
 
@@ -43,10 +43,10 @@ __device__ __forceinline__ bool wgmma_tma_tile(const TmaDescriptor& x_map, const
 // Parameters: x_map over x as {K, M} (row stride ldx), w_map over the weight as {K, N}
 // (K-major) or {N, K} (N-major), both with 128-byte swizzle and boxes of 64 inner
 // elements (cufuse/_core/tma.py; box rows BM, BN or BK). Dynamic shared memory: the stages of
-// linear_relu_wgmma (with its 1 KB of alignment), then 2 x STAGES mbarriers.
+// linear_wgmma (with its 1 KB of alignment), then 2 x STAGES mbarriers.
 template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
 __global__ void __launch_bounds__(2 * BM + 32, MIN_BLOCKS)
-linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
+linear_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor w_map,
                       const T* __restrict__ bias, T* __restrict__ out, float* __restrict__ workspace,
                       int* __restrict__ counters, int64 M, int64 N, int64 K, int64 bias_stride, int k_tiles_per_split,
                       int raster_group, int paired_store, int activation) {
@@ -65,9 +65,9 @@ linear_relu_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_
 
 // fused_gated_linear: act(x @ w_gate) * (x @ w_up). A block covers BN / 2 output columns;
 // each stage's weight tile is w_gate's BN / 2 columns, then w_up's (gate_map, up_map: the
-// weight map of linear_relu_wgmma_tma over each, K-major boxes of BN / 2 rows), so a thread's
+// weight map of linear_wgmma_tma over each, K-major boxes of BN / 2 rows), so a thread's
 // n8 tiles j and j + BN / 16 hold the gate and the up value of one output (store_gated). No
-// bias; the other arguments as linear_relu_wgmma_tma's.
+// bias; the other arguments as linear_wgmma_tma's.
 template <typename T, int BM, int BN, int BK, int STAGES, int PENDING, int MIN_BLOCKS, bool B_KMAJOR>
 __global__ void __launch_bounds__(2 * BM + 32, MIN_BLOCKS)
 gated_linear_wgmma_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_constant__ TmaDescriptor gate_map,

@@ -1,4 +1,4 @@
-// fused_linear_relu in float32 and float64 on tensor cores: `linear_relu_wide<T>`, one
+// fused_linear_relu in float32 and float64 on tensor cores: `linear_wide<T>`, one
 // cp.async pipeline for both.
 //
 // Picked when (cufuse/ops/linear/select.py) the operands' rows are 16-byte aligned on
@@ -20,7 +20,7 @@
 //    on sm_90, m8n8k4 on sm_80.
 //
 // Shared memory holds the tiles as padded rows, written by 16-byte cp.async in the
-// multi-stage pipeline of linear_relu_mma (common/cp_async_pipeline.cuh): x as [BM][BK + 4],
+// multi-stage pipeline of linear_mma (common/cp_async_pipeline.cuh): x as [BM][BK + 4],
 // a K-major weight as [BN][BK + 4], a row-major weight as [BK][BN + 32 bytes] (elements). float32: an 8x8
 // b16 ldmatrix on fp32 rows is 8 rows x 4 floats, thread l getting float l % 4 of row
 // l / 4: exactly the tf32 A fragment, and the B fragment of a K-major weight; rows BK + 4
@@ -192,10 +192,10 @@ __device__ __forceinline__ void wide_compute_stage(const double* sa, const doubl
 // BM x BN values of accum_t<T>, `counters` one zero int per tile). T is float (3xTF32) or
 // double. Requires (checked on the host): x rows 16-byte aligned with unit k stride, K a
 // multiple of 16 bytes' elements; the weight's contiguous axis 16-byte aligned and, when
-// it is N, N a multiple of them too. B_KMAJOR as in linear_relu_mma.
+// it is N, N a multiple of them too. B_KMAJOR as in linear_mma.
 template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool B_KMAJOR>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, WARPS_M * WARPS_N <= 4 ? 2 : 1)
-linear_relu_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
+linear_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
                  accum_t<T>* __restrict__ workspace, int* __restrict__ counters, int64 M, int64 N, int64 K,
                  int64 ldx, int64 ldw, int64 bias_stride, int k_tiles_per_split, int raster_group,
                  int activation) {

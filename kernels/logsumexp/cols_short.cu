@@ -8,7 +8,7 @@
 // layouts of at most 16 elements a row: logsumexp_cols gives a row a lane and its 8 warps runs
 // of 16 / 8 / 4 elements, so a short row leaves most warps idle (2 x 4194304 float16: 7 of 8,
 // 0.07 of a read stream). logsumexp_cols_short_vec where every 16-byte vector of VS adjacent
-// rows is aligned (LseProblem.column_vectors), on the smallest rung of 4, 8, 16 elements
+// rows is aligned (LogsumexpProblem.column_vectors), on the smallest rung of 4, 8, 16 elements
 // holding the row; logsumexp_cols_short, a thread a row, for every other layout.
 // docs/logsumexp.md, "Dispatch".
 #include "logsumexp/statistics.cuh"

@@ -34,8 +34,10 @@ F32 = np.dtype(np.float32)
 ((_, D256_TILE),) = WGMMA_PREFILL[256]
 # The TMA-fed twin of each tile head dim (attention_fwd_wgmma_tma: a producer warpgroup, two or
 # three consumer warpgroups); tma_twin keeps a tile's per-warpgroup or block-wide key ranges.
-TMA_TILES = {64: FlashWgmmaTile(64, 3, 128, 2, tma=True), 96: FlashWgmmaTile(96, 2, 128, 2, tma=True),
-             128: FlashWgmmaTile(128, 2, 128, 2, tma=True), 256: FlashWgmmaTile(256, 2, 64, 2, tma=True)}
+TMA_TILES = {64: FlashWgmmaTile(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True),
+             96: FlashWgmmaTile(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True),
+             128: FlashWgmmaTile(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True),
+             256: FlashWgmmaTile(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True)}
 
 
 def tma_twin(tile):
@@ -149,17 +151,21 @@ def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None
 # decode kernel (one query row per block, K/V straight to registers) and a branch-free MMA
 # tile on padded head dims (the zero padding must make the skipped steps harmless).
 OVERRIDE_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, tile, splits)
-    (1, 239, 128, 128, False, "mha", BF16, DecodeTile(128, 4, 8), None),
-    (1, 5000, 64, 64, True, "gqa", F16, DecodeTile(64, 4, 8), None),
-    (3, 4099, 128, 96, True, "mqa", BF16, DecodeTile(128, 8, 4), 5),
-    (16, 700, 40, 40, False, "gqa", F16, DecodeTile(64, 2, 8), 3),
-    (5, 3, 32, 32, True, "mha", BF16, DecodeTile(32, 4, 4), None),
-    (113, 203, 40, 56, True, "gqa", BF16, FlashMmaTile(64, 8, 1, 64, 2, 1, True, False), None),
-    (256, 517, 111, 104, False, "mha", F16, FlashMmaTile(128, 8, 1, 64, 2, 1, True, False), None),
+    (1, 239, 128, 128, False, "mha", BF16, DecodeTile(head_dim=128, warps=4, unroll=8), None),
+    (1, 5000, 64, 64, True, "gqa", F16, DecodeTile(head_dim=64, warps=4, unroll=8), None),
+    (3, 4099, 128, 96, True, "mqa", BF16, DecodeTile(head_dim=128, warps=8, unroll=4), 5),
+    (16, 700, 40, 40, False, "gqa", F16, DecodeTile(head_dim=64, warps=2, unroll=8), 3),
+    (5, 3, 32, 32, True, "mha", BF16, DecodeTile(head_dim=32, warps=4, unroll=4), None),
+    (113, 203, 40, 56, True, "gqa", BF16, FlashMmaTile(head_dim=64, warps=8, m_tiles=1, block_n=64, stages=2,
+                                                       min_blocks=1, q_in_regs=True, skip_pad_cols=False), None),
+    (256, 517, 111, 104, False, "mha", F16, FlashMmaTile(head_dim=128, warps=8, m_tiles=1, block_n=64, stages=2,
+                                                         min_blocks=1, q_in_regs=True, skip_pad_cols=False), None),
     # the long-key default tile without a key split: O staged in shared memory, then stored
     # element-wise (odd Dv) or in 16-byte chunks, on ragged last query tiles (300 = 2 x 128 + 44)
-    (300, 700, 128, 111, True, "mha", BF16, FlashMmaTile(128, 8, 1, 128, 2, 1, True, False), 1),
-    (300, 700, 96, 128, False, "gqa", F16, FlashMmaTile(128, 8, 1, 128, 2, 1, True, False), 1),
+    (300, 700, 128, 111, True, "mha", BF16, FlashMmaTile(head_dim=128, warps=8, m_tiles=1, block_n=128, stages=2,
+                                                         min_blocks=1, q_in_regs=True, skip_pad_cols=False), 1),
+    (300, 700, 96, 128, False, "gqa", F16, FlashMmaTile(head_dim=128, warps=8, m_tiles=1, block_n=128, stages=2,
+                                                        min_blocks=1, q_in_regs=True, skip_pad_cols=False), 1),
 ]
 
 

@@ -83,7 +83,7 @@ def test_packed_decode_matches_oracle(cp, rng, case):
 def test_packed_decode_key_split(cp, rng, dtype):
     # One KV head, many keys: the decode split fills the device, then attention_merge.
     for group, n_q, n_k, d, causal in ((8, 1, 20000, 128, False), (4, 4, 9000, 64, True), (16, 2, 6000, 256, True)):
-        config = select.select_config(n_q, n_k, d, d, group, dtype, current_device_info(), True, causal, True, group)
+        config = select.choose_by_sizes(n_q, n_k, d, d, group, dtype, current_device_info(), True, causal, True, group)
         assert config.key_warps and config.splits > 1
         q, k, v = gqa_inputs(rng, 1, 1, group, n_q, n_k, d, dtype)
         assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []

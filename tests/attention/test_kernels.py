@@ -77,7 +77,7 @@ def test_matches_oracle(cp, rng, case):
 def test_split_keys_prefill_and_decode(cp, rng, dtype):
     # One (batch, head) with many keys: the wave model splits them; then merge.
     for n_q, n_k, causal in ((200, 3000, True), (16, 5000, False), (3, 4099, True)):
-        config = select.select_config(n_q, n_k, 64, 64, 1, dtype, current_device_info(), True)
+        config = select.choose_by_sizes(n_q, n_k, 64, 64, 1, dtype, current_device_info(), True)
         assert config.splits > 1
         q, k, v = make_inputs(rng, n_q, n_k, 64, 64, "mha", dtype, heads=1)
         assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []
@@ -94,7 +94,7 @@ def test_config_override_variants(cp, rng, case):
 def test_decode_tile_nan_key_and_unaligned_rows(cp, rng):
     # causal, Nq = 4, Nk = 3000: row i sees key j iff j <= i + 2996
     q, k, v = make_inputs(rng, 4, 3000, 64, 64, "mha", BF16, heads=1)
-    config = select.split_decode_keys(DecodeTile(64, 4, 8), 4, 3000, 1, current_device_info(), 3)
+    config = select.split_decode_keys(DecodeTile(head_dim=64, warps=4, unroll=8), 4, 3000, 1, current_device_info(), 3)
     for bad, first_seeing in ((100, 0), (2998, 2)):
         k_bad = k.copy()
         k_bad[..., bad, 5] = np.nan

@@ -35,7 +35,7 @@ def test_every_selected_tile_fits_and_is_instantiated(dev):
             (1, 4, 5, 16, 17, 4096), (1, 100, 65536), (1, 64, 128, 200, 256), (8, 128, 256), (1, 256), (False, True),
             (1, 8)):
         for dtype, causal, wgmma_operands in itertools.product((F16, BF16), (False, True), (False, True)):
-            config = select.select_config(n_q, n_k, d, dv, batch * group, dtype, dev, kv_rows_16b, causal,
+            config = select.choose_by_sizes(n_q, n_k, d, dv, batch * group, dtype, dev, kv_rows_16b, causal,
                                           wgmma_operands and kv_rows_16b, group)
             assert config.head_dim >= max(d, dv)
             assert config.spec(ctype(dtype)) in specs
@@ -57,7 +57,7 @@ def test_every_selected_tile_fits_and_is_instantiated(dev):
                 assert config.keys_per_split % step == 0
                 # every split holds keys, none is left over
                 assert (splits - 1) * config.keys_per_split < n_k <= splits * config.keys_per_split
-    assert select.select_config(5, 5, 8, 8, 1, F32, dev) == SimtRows()
+    assert select.choose_by_sizes(5, 5, 8, 8, 1, F32, dev) == SimtRows()
     assert SimtRows().spec("double") in specs and merge_spec("__nv_bfloat16") in specs
 
 
@@ -89,31 +89,34 @@ def test_key_split_model():
     assert select.choose_key_splits(base_blocks=140, n_tiles=100, slots=132) > 1  # 1.06 waves
     # decode at B*H = 8 with 65536 keys fills the device, on both decode paths
     for kv_rows_16b in (False, True):
-        config = select.select_config(1, 65536, 128, 128, 8, BF16, H200, kv_rows_16b)
+        config = select.choose_by_sizes(1, 65536, 128, 128, 8, BF16, H200, kv_rows_16b)
         assert config.splits * 8 >= H200.sm_count
     # Nk = 0 (the API launches nothing): the prefill wave model divides by zero (today's
     # behaviour), the packed decode split keeps one split
     with pytest.raises(ZeroDivisionError):
-        select.select_config(17, 0, 64, 64, 8, F16, H200, True)
-    assert select.select_config(5, 0, 64, 64, 8, F16, H200, True).splits == 1
+        select.choose_by_sizes(17, 0, 64, 64, 8, F16, H200, True)
+    assert select.choose_by_sizes(5, 0, 64, 64, 8, F16, H200, True).splits == 1
 
 
 def test_default_mma_tiles_are_the_measured_best():
     # the decode sweep (H200 bf16): register-streaming decode
-    decode = select.select_config(1, 8192, 128, 128, 256, BF16, H200, True)
-    assert decode.spec("__half") == DecodeTile(128, 4, 8).spec("__half") and decode.splits > 1
-    assert isinstance(select.select_config(1, 8192, 59, 59, 256, BF16, H200, False), FlashMmaTile)
+    decode = select.choose_by_sizes(1, 8192, 128, 128, 256, BF16, H200, True)
+    assert decode.spec("__half") == DecodeTile(head_dim=128, warps=4, unroll=8).spec("__half") and decode.splits > 1
+    assert isinstance(select.choose_by_sizes(1, 8192, 59, 59, 256, BF16, H200, False), FlashMmaTile)
     # the prefill sweep: D64 4 warps x 16 rows x 64 keys, 3 blocks per SM, at every length; D128 the
     # 8-warp 128-key tile for long key ranges (Q from shared memory since the window's mask),
     # the 2-block tile for short ones
-    three_blocks = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False)
-    long_keys = FlashMmaTile(128, 8, 1, 128, 2, 1, False, False)
-    short_keys = FlashMmaTile(128, 4, 1, 64, 2, 2, True, False)
+    three_blocks = FlashMmaTile(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=3, q_in_regs=True,
+                                skip_pad_cols=False)
+    long_keys = FlashMmaTile(head_dim=128, warps=8, m_tiles=1, block_n=128, stages=2, min_blocks=1, q_in_regs=False,
+                             skip_pad_cols=False)
+    short_keys = FlashMmaTile(head_dim=128, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=2, q_in_regs=True,
+                              skip_pad_cols=False)
     for n, causal in itertools.product((512, 2048, 16384), (False, True)):
-        assert select.select_config(n, n, 64, 64, 32768 // n * 16, F16, H200, True, causal) == three_blocks
+        assert select.choose_by_sizes(n, n, 64, 64, 32768 // n * 16, F16, H200, True, causal) == three_blocks
     for n, causal, tile in ((512, False, short_keys), (512, True, short_keys), (2048, True, long_keys),
                             (2048, False, long_keys), (8192, False, long_keys), (16384, True, long_keys)):
-        assert select.select_config(n, n, 128, 128, 32768 // n * 16, BF16, H200, True, causal) == tile
+        assert select.choose_by_sizes(n, n, 128, 128, 32768 // n * 16, BF16, H200, True, causal) == tile
     assert select.prefill_tiles(128, A100)[0].block_n == 64  # 128-key tiles exceed A100's shared memory
     assert select.prefill_tiles(256, A100)[0].block_n == 32
 
@@ -167,7 +170,7 @@ def test_windowed_splits_cover_the_span(dev):
     for n_q, n_k, d, window, causal, group in itertools.product((1, 3, 16, 4096), (1000, 65536, 1 << 20), (64, 128),
                                                                 ((4096, 0), (256, 256), (0, 0)), (False, True),
                                                                 (1, 8)):
-        config = select.select_config(n_q, n_k, d, d, 8 * group, BF16, dev, True, causal, True, group, window)
+        config = select.choose_by_sizes(n_q, n_k, d, d, 8 * group, BF16, dev, True, causal, True, group, window)
         if isinstance(config, (FlashMmaTile, DecodeTile)):
             positions = 1 if isinstance(config, DecodeTile) else min(config.block_m, n_q)
             span = select.key_span(positions, n_k, causal, window)
@@ -177,14 +180,16 @@ def test_windowed_splits_cover_the_span(dev):
 
 
 def test_forced_split_must_cover_a_blocks_keys():
-    tile = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False, splits=2, keys_per_split=64)
+    tile = FlashMmaTile(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=3, q_in_regs=True,
+                        skip_pad_cols=False, splits=2, keys_per_split=64)
     strides = (2048 * 64, 64, 1)
     args = ((1, 2048, 64), strides, (1, 2048, 64), strides, (1, 2048, 64), strides, BF16, True, 0.125, False,
             (True,) * 3, H200)
     with pytest.raises(ValueError, match="splits \\* keys_per_split"):
         plan_attention(*args, config=tile)
     # a window of 100 keys: 64 rows see at most 164 keys, which 2 x 128 covers
-    covering = FlashMmaTile(64, 4, 1, 64, 2, 3, True, False, splits=2, keys_per_split=128)
+    covering = FlashMmaTile(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=3, q_in_regs=True,
+                            skip_pad_cols=False, splits=2, keys_per_split=128)
     plan_attention(*args, config=covering, window=(100, 0))
     with pytest.raises(ValueError, match="splits \\* keys_per_split"):
         plan_attention(*args, config=covering)
@@ -231,38 +236,38 @@ def test_wgmma_default_rule_is_the_measured_best():
     assert (D64_LONG.warpgroups, D64_LONG.block_n, D64_LONG.wg_ranges) == (3, 128, False)  # block ranges
     assert (D128_TILE.warpgroups, D128_TILE.block_n, D128_TILE.wg_ranges) == (3, 64, True)
     for (n, d, causal, tile), dtype in itertools.product(MEASURED_BEST, (F16, BF16)):
-        config = select.select_config(n, n, d, d, 32768 // n * 16, dtype, H200, True, causal, True)
+        config = select.choose_by_sizes(n, n, d, d, 32768 // n * 16, dtype, H200, True, causal, True)
         assert config == tile, (n, d, causal)
     # the rule goes by the keys a row sees, not by N: a short query block against a long cache
     # sees many keys; padded head dims take their bucket's tiles
-    assert select.select_config(300, 4096, 64, 64, 512, BF16, H200, True, True, True) == D64_LONG
-    assert select.select_config(4096, 4096, 40, 56, 16, F16, H200, True, False, True) == D64_LONG
-    assert select.select_config(1000, 1000, 64, 64, 64, F16, H200, True, True, True) == D64_SHORT  # 500.5
-    assert select.select_config(1100, 1100, 64, 64, 64, F16, H200, True, True, True) == D64_MID  # 550.5
-    assert select.select_config(600, 600, 120, 120, 64, F16, H200, True, True, True) == D128_TILE
+    assert select.choose_by_sizes(300, 4096, 64, 64, 512, BF16, H200, True, True, True) == D64_LONG
+    assert select.choose_by_sizes(4096, 4096, 40, 56, 16, F16, H200, True, False, True) == D64_LONG
+    assert select.choose_by_sizes(1000, 1000, 64, 64, 64, F16, H200, True, True, True) == D64_SHORT  # 500.5
+    assert select.choose_by_sizes(1100, 1100, 64, 64, 64, F16, H200, True, True, True) == D64_MID  # 550.5
+    assert select.choose_by_sizes(600, 600, 120, 120, 64, F16, H200, True, True, True) == D128_TILE
 
 
 def test_wgmma_default_only_where_it_applies():
     prefill = (4096, 4096, 128, 128, 16)
-    assert isinstance(select.select_config(*prefill, BF16, H200, True, False, True), FlashWgmmaTile)
+    assert isinstance(select.choose_by_sizes(*prefill, BF16, H200, True, False, True), FlashWgmmaTile)
     # every head dim, on the smallest tile holding it (1.1-2.6x the mma tiles)
     for d, dv, tile_head_dim in ((32, 32, 64), (80, 80, 96), (96, 96, 96), (104, 96, 128), (160, 160, 256),
                                  (192, 128, 256),
                                  (256, 256, 256), (8, 256, 256)):
-        config = select.select_config(4096, 4096, d, dv, 16, BF16, H200, True, False, True)
+        config = select.choose_by_sizes(4096, 4096, d, dv, 16, BF16, H200, True, False, True)
         assert isinstance(config, FlashWgmmaTile) and config.head_dim == tile_head_dim
     # a grid of one wave or more runs unsplit on wgmma, even where the wave model would split:
     # one sequence x 32 heads x 4096 causal keys (22 blocks of 192 rows a head, 5.3 waves)
     assert select.key_splits(select.WGMMA_PREFILL[128][0][1], 4096, 4096, 32, H200)[0] > 1
-    assert isinstance(select.select_config(4096, 4096, 128, 128, 32, BF16, H200, True, True, True), FlashWgmmaTile)
+    assert isinstance(select.choose_by_sizes(4096, 4096, 128, 128, 32, BF16, H200, True, True, True), FlashWgmmaTile)
     # elsewhere the mma.sync / decode / SIMT paths: operands without 16-byte rows or a
     # non-positive scale, no wgmma (A100), float32, decode shapes, and a grid under one wave
     # whose keys are split
-    assert isinstance(select.select_config(*prefill, BF16, H200, True, False, False), FlashMmaTile)
-    assert isinstance(select.select_config(*prefill, BF16, A100, True, False, True), FlashMmaTile)
-    assert select.select_config(*prefill, F32, H200, True, False, True) == SimtRows()
-    assert isinstance(select.select_config(16, 4096, 128, 128, 16, BF16, H200, False, False, True), FlashMmaTile)
-    small = select.select_config(200, 3000, 64, 64, 1, BF16, H200, True, True, True)
+    assert isinstance(select.choose_by_sizes(*prefill, BF16, H200, True, False, False), FlashMmaTile)
+    assert isinstance(select.choose_by_sizes(*prefill, BF16, A100, True, False, True), FlashMmaTile)
+    assert select.choose_by_sizes(*prefill, F32, H200, True, False, True) == SimtRows()
+    assert isinstance(select.choose_by_sizes(16, 4096, 128, 128, 16, BF16, H200, False, False, True), FlashMmaTile)
+    small = select.choose_by_sizes(200, 3000, 64, 64, 1, BF16, H200, True, True, True)
     assert isinstance(small, FlashMmaTile) and small.splits > 1
 
 
@@ -278,14 +283,14 @@ def assert_decode_split(split, n_k, granule, max_splits):
 
 @pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (8192, 256), (65536, 256), (65536, 1)])
 def test_decode_split_covers_the_keys(n_k, batch):
-    for tile in (DecodeTile(128, 4, 8), DecodeTile(64, 8, 4)):
+    for tile in (DecodeTile(head_dim=128, warps=4, unroll=8), DecodeTile(head_dim=64, warps=8, unroll=4)):
         split = select.split_decode_keys(tile, 1, n_k, batch, H200)
         assert_decode_split(split, n_k, tile.group_keys, select.DECODE_MAX_SPLITS)
         forced = select.split_decode_keys(tile, 1, n_k, batch, H200, splits=7)
         assert forced.splits <= 7 and (forced.splits == 1 or forced.keys_per_split * forced.splits >= n_k)
     # B*H = 256 with 8192 keys: thousands of blocks, not 256
-    assert select.split_decode_keys(DecodeTile(128, 4, 8), 1, 8192, 256, H200).splits >= 8
-    assert DecodeTile(128, 4, 8).spec("__half").template_args == ("__half", 128, 4, 8)
+    assert select.split_decode_keys(DecodeTile(head_dim=128, warps=4, unroll=8), 1, 8192, 256, H200).splits >= 8
+    assert DecodeTile(head_dim=128, warps=4, unroll=8).spec("__half").template_args == ("__half", 128, 4, 8)
 
 
 @pytest.mark.parametrize("n_k,batch", [(1, 1), (239, 4), (5000, 1), (1 << 20, 1), (8192, 256), (65536, 1024)])
@@ -360,7 +365,9 @@ def test_plan_of_a_key_split_merges_its_partials():
 def test_large_split_workspaces_are_temporaries_of_the_call():
     # 2 x 16 heads x 16384 rows x 2 splits x (128 + 1) float32 = 270 MB: not held per stream
     forward, merge = _plan((2, 16, 16384, 128), (2, 16, 16384, 128), (2, 16, 16384, 128),
-                           config=FlashMmaTile(128, 8, 1, 128, 2, 1, True, False, 2, 8192)).launches
+                           config=FlashMmaTile(head_dim=128, warps=8, m_tiles=1, block_n=128, stages=2, min_blocks=1,
+                                               q_in_regs=True, skip_pad_cols=False, splits=2,
+                                               keys_per_split=8192)).launches
     assert forward.args[5:7] == merge.args[:2] == (Temporary(0), Temporary(1))
 
 
@@ -399,9 +406,9 @@ def test_grouped_query_decode_packs_the_group_into_rows():
 def test_forced_variants_are_checked():
     shapes = ((2, 128, 64),) * 3
     with pytest.raises(ValueError, match="attention: argument 'config' expected a tile head dim >= 64, got 32"):
-        _plan(*shapes, config=FlashMmaTile(32, 4, 1, 64, 2))
+        _plan(*shapes, config=FlashMmaTile(head_dim=32, warps=4, m_tiles=1, block_n=64, stages=2))
     with pytest.raises(ValueError, match="attention: argument 'config' asks for attention_fwd_mma, which takes"):
-        _plan(*shapes, dtype=F32, config=FlashMmaTile(64, 4, 1, 64, 2))
+        _plan(*shapes, dtype=F32, config=FlashMmaTile(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2))
     with pytest.raises(ValueError, match="which needs compute capability 9.0, got 8.0"):
         _plan(*shapes, dev=A100, config=D64_MID)
     with pytest.raises(ValueError, match="attention: argument 'config' asks for the wgmma kernel, which takes"):
@@ -411,7 +418,7 @@ def test_forced_variants_are_checked():
     with pytest.raises(ValueError, match="attention: argument 'config' expected q, k and v with unit last-axis"):
         _plan(*shapes, strides={"q": (128 * 128, 128, 2)}, config=D64_MID)  # columns 2 elements apart
     with pytest.raises(ValueError, match="attention: argument 'config' expected k and v with 16-byte"):
-        _plan(*shapes, aligned=(True, False, True), config=DecodeTile(64, 4, 8))
+        _plan(*shapes, aligned=(True, False, True), config=DecodeTile(head_dim=64, warps=4, unroll=8))
     # what passes the checks plans as the default would
     assert _plan(*((64, 1024, 64),) * 3, config=D64_MID) == _plan(*((64, 1024, 64),) * 3)
     assert _plan(*shapes, dtype=F32, config=SimtRows()) == _plan(*shapes, dtype=F32)

@@ -46,7 +46,7 @@ DEFAULT_RULE_CASES = [  # (n_q, n_k, d, dv, causal, dtype, tile)
 def test_wgmma_default_rule_dispatch(cp, rng, case):
     require_wgmma(cp)
     n_q, n_k, d, dv, causal, dtype, tile = case
-    assert select.select_config(n_q, n_k, d, dv, 48, dtype, current_device_info(), True, causal, True) == tile
+    assert select.choose_by_sizes(n_q, n_k, d, dv, 48, dtype, current_device_info(), True, causal, True) == tile
     q, k, v = make_inputs(rng, n_q, n_k, d, dv, "mha", dtype, batch=3, heads=16)
     assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []
     device = [cp.asarray(x) for x in (q, k, v)]

@@ -15,7 +15,7 @@ from cufuse._core.device import H200
 from cufuse.ops.attention.wgmma import FlashWgmmaTile, batch_unit, l2_section, operand_maps
 
 N = 1000
-TMA128 = FlashWgmmaTile(128, 2, 128, 2, tma=True)
+TMA128 = FlashWgmmaTile(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True)
 
 
 def gqa_problem(n=N, d=128):
@@ -84,9 +84,9 @@ def test_tma_config_checks():
         has_wgmma, cc = True, 90
 
     with pytest.raises(ValueError, match="expected a TMA tile of \\(2, 3\\) warpgroups and min_blocks 1, got 4"):
-        FlashWgmmaTile(128, 4, 64, 2, tma=True).check(problem, Hopper())
+        FlashWgmmaTile(head_dim=128, warpgroups=4, block_n=64, stages=2, tma=True).check(problem, Hopper())
     with pytest.raises(ValueError, match="min_blocks 1, got 2 warpgroups, min_blocks 2"):
-        FlashWgmmaTile(64, 2, 64, 2, 2, tma=True).check(problem, Hopper())
+        FlashWgmmaTile(head_dim=64, warpgroups=2, block_n=64, stages=2, min_blocks=2, tma=True).check(problem, Hopper())
     TMA128.check(problem, Hopper())
 
 

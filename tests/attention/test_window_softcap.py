@@ -163,7 +163,7 @@ def case_config(c, dev):
     if c.family == "wgmma":
         return c.tile
     if c.family == "decode":
-        tile = DecodeTile(decode_head_dim(width), 4, 8)
+        tile = DecodeTile(head_dim=decode_head_dim(width), warps=4, unroll=8)
     elif c.family == "packed":
         tile = select.decode_tile(bucket, c.group * c.n_q, dev)
     else:
@@ -243,7 +243,7 @@ def test_tma_tiles_match_oracle(cp, rng, case):
 def _families_for_split_tests(dev):
     """(name, tile, n_q, mode): the tiles whose splits cover only the visible keys."""
     return [
-        ("decode", DecodeTile(64, 4, 8), 1, "mha"),
+        ("decode", DecodeTile(head_dim=64, warps=4, unroll=8), 1, "mha"),
         ("mma64", select.prefill_tiles(64, dev)[0], 200, "mha"),
         ("packed", select.decode_tile(64, 4 * 3, dev), 3, "gqa"),
     ]
@@ -277,7 +277,7 @@ def test_nan_key_outside_the_window_reaches_no_row(cp, rng, family):
     n_q, n_k = (4, 3000) if family == "decode" else (200, 200)
     dtype = F32 if family == "simt" else BF16
     q, k, v = make_inputs(rng, n_q, n_k, 64, 64, "mha", dtype, heads=1)
-    config = {"simt": SimtRows(), "decode": forced_split(DecodeTile(64, 4, 8), n_k, 3),
+    config = {"simt": SimtRows(), "decode": forced_split(DecodeTile(head_dim=64, warps=4, unroll=8), n_k, 3),
               "mma64": forced_split(select.prefill_tiles(64, dev)[0], n_k, 2), "wgmma": D64_MID,
               "default": None}[family]
     window = (2, 0) if family == "decode" else (10, 3)

@@ -51,8 +51,8 @@ def test_snapshot_covers_every_kernel_family_and_both_devices(recorded):
     assert {line.split()[0] for line in recorded} == set(OPS)
     for family in ("softmax_rows", "softmax_rows_stashed", "softmax_rows_split", "softmax_cols_split",
                    "softmax_cols_short", "softmax_cols_short_vec", "logsumexp_rows", "logsumexp_cols",
-                   "linear_relu_swap_tma", "linear_relu_wgmma_tma", "linear_relu_wgmma", "linear_relu_mma",
-                   "linear_relu_gemv", "linear_relu_dmma", "attention_fwd_wgmma", "attention_fwd_mma",
+                   "linear_swap_tma", "linear_wgmma_tma", "linear_wgmma", "linear_mma",
+                   "linear_gemv", "linear_dmma", "attention_fwd_wgmma", "attention_fwd_mma",
                    "attention_decode", "attention_merge", "attention_fwd_simt", "paged_attention_mma",
                    "paged_attention_simt"):
         assert kernels[family] > 0, family

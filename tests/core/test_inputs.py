@@ -59,9 +59,10 @@ def test_a_bool_is_not_an_axis(axis):
 
 @pytest.mark.parametrize("call", [
     lambda: cufuse.softmax(np.ones(3), config="bogus"),
-    lambda: cufuse.log_softmax(np.ones(3), config=FlashMmaTile(64, 4, 1, 64, 2)),
+    lambda: cufuse.log_softmax(np.ones(3), config=FlashMmaTile(head_dim=64, warps=4, m_tiles=1, block_n=64, stages=2)),
     lambda: cufuse.fused_linear_relu(np.ones((2, 3)), np.ones((3, 4)), config="mma"),
-    lambda: cufuse.attention(np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 4)), config=RowsConfig(256, 1, 1)),
+    lambda: cufuse.attention(np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 4)),
+                             config=RowsConfig(threads=256, group=1, vecs=1)),
 ])
 def test_config_is_checked_on_the_numpy_path(call):
     with pytest.raises(TypeError, match=r"argument 'config' expected None or one of"):
@@ -70,9 +71,10 @@ def test_config_is_checked_on_the_numpy_path(call):
 
 def test_a_valid_config_is_ignored_on_the_numpy_path():
     x = np.random.default_rng(0).standard_normal((5, 7))
-    np.testing.assert_array_equal(cufuse.softmax(x, axis=1, config=RowsConfig(256, 8, 1)), cufuse.softmax(x, axis=1))
+    np.testing.assert_array_equal(cufuse.softmax(x, axis=1, config=RowsConfig(threads=256, group=8, vecs=1)),
+                                  cufuse.softmax(x, axis=1))
     w = np.ones((7, 3))
-    np.testing.assert_array_equal(cufuse.fused_linear_relu(x, w, config=SimtConfig(SIMT_SMALL)),
+    np.testing.assert_array_equal(cufuse.fused_linear_relu(x, w, config=SimtConfig(tile=SIMT_SMALL)),
                                   cufuse.fused_linear_relu(x, w))
 
 

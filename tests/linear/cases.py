@@ -56,16 +56,16 @@ class Case:
 
 
 def mma(tile, splits=1):
-    return MmaConfig(tile, splits)
+    return MmaConfig(tile=tile, splits=splits)
 
 
 def gemv(splits=1, rows=1):
-    return GemvConfig(GemvTile(rows), splits)
+    return GemvConfig(tile=GemvTile(rows=rows), splits=splits)
 
 
 def swap(m, splits=1):
     """The default swapped tile of an M-row problem, with ``splits``."""
-    return SwapConfig(SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64], splits)
+    return SwapConfig(tile=SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64], splits=splits)
 
 
 def random(cp, rng, shape, dtype):
@@ -226,7 +226,7 @@ def require_sm90(cp, kernel="the wgmma kernels"):
 
 
 def require_kernel(cp, case: Case):
-    """Skip a forced Hopper config (or linear_relu_dmma's) off compute capability 9.0."""
+    """Skip a forced Hopper config (or linear_dmma's) off compute capability 9.0."""
     config = case.config
     if isinstance(config, HOPPER_CONFIGS) or getattr(config, "kind", "") == "dmma_pipelined":
         require_sm90(cp)

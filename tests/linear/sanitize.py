@@ -7,7 +7,7 @@ still reaches every kernel branch, for compute-sanitizer (a script, not collecte
 
 Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks as
 the GPU tests. An argument keeps the cases whose name contains it ("wgmma": the Hopper
-kernels' cases; "swap_tma": the swapped stream's; "dmma_pipelined": linear_relu_dmma's;
+kernels' cases; "swap_tma": the swapped stream's; "dmma_pipelined": linear_dmma's;
 "gemv"; "gated": the gated kernels'). Exits 1 on any mismatch, 0 when all agree.
 """
 from __future__ import annotations
@@ -47,14 +47,14 @@ CASES = [
     Case((70,), 1024, 136, F16, "kn", config=mma(MEDIUM_TILE, 2)),
     Case((150,), 136, 264, BF16, "nk_t", config=mma(MEDIUM_TILE)),
     Case((150,), 136, 264, F16, "kn", config=mma(LARGE_TILE)),
-    Case((300,), 520, 264, BF16, "nk_t", config=WgmmaConfig(WGMMA_TILE)),  # Hopper kernel
-    Case((300,), 520, 264, F16, "kn", config=WgmmaConfig(WGMMA_TILE)),  # Hopper, N-major weight
-    Case((64,), 4096, 520, BF16, "kn", config=WgmmaConfig(WGMMA_64x256, 4)),  # wgmma split-K through slots
-    Case((65,), 4096, 8, F16, "nk_t", config=WgmmaConfig(WGMMA_64x64, 4)),  # m64n64, two M tiles, split-K
-    Case((300,), 1032, 264, BF16, "kn", config=WgmmaConfig(WGMMA_128x128)),  # m64n128, two warpgroups
+    Case((300,), 520, 264, BF16, "nk_t", config=WgmmaConfig(tile=WGMMA_TILE)),  # Hopper kernel
+    Case((300,), 520, 264, F16, "kn", config=WgmmaConfig(tile=WGMMA_TILE)),  # Hopper, N-major weight
+    Case((64,), 4096, 520, BF16, "kn", config=WgmmaConfig(tile=WGMMA_64x256, splits=4)),  # wgmma split-K through slots
+    Case((65,), 4096, 8, F16, "nk_t", config=WgmmaConfig(tile=WGMMA_64x64, splits=4)),  # m64n64, two M tiles, split-K
+    Case((300,), 1032, 264, BF16, "kn", config=WgmmaConfig(tile=WGMMA_128x128)),  # m64n128, two warpgroups
     Case((40,), 520, 136, BF16, "kn", x_layout="broadcast_rows"),  # no tensor map: cp.async wgmma on 9.0
-    Case((65,), 1032, 72, BF16, "nk_t", config=TmaConfig(TMA_64x64, 3)),  # TMA, ragged M/N/K, split-K
-    Case((130,), 520, 264, F16, "kn", bias="none", config=TmaConfig(TMA_TILE)),  # TMA, N-major weight boxes
+    Case((65,), 1032, 72, BF16, "nk_t", config=TmaConfig(tile=TMA_64x64, splits=3)),  # TMA, ragged M/N/K, split-K
+    Case((130,), 520, 264, F16, "kn", bias="none", config=TmaConfig(tile=TMA_TILE)),  # TMA, N-major weight boxes
     Case((7,), 1032, 72, BF16, "nk_t", config=swap(7, 3)),  # swapped TMA, ragged N/K, split-K
     Case((16,), 520, 136, F16, "kn", bias="none", config=swap(16, 2)),  # swapped, M-major A (tnspA)
     Case((40,), 520, 136, BF16, "kn", config=swap(40, 2)),  # swapped, x padded to 64 rows
@@ -64,21 +64,21 @@ CASES = [
     Case((7,), 64, 40, BF16, "odd_column", bias="strided"),  # misaligned weight: SIMT
     Case((5,), 64, 64, BF16, "kn", x_layout="strided_k"),
     Case((7,), 1, 1, F16, "kn"),
-    Case((130,), 65, 130, F32, "kn", config=SimtConfig(SIMT_LARGE)),
+    Case((130,), 65, 130, F32, "kn", config=SimtConfig(tile=SIMT_LARGE)),
     Case((3, 5), 33, 8, F32, "nk_t"),
     Case((65,), 40, 33, F64, "every_other_k", bias="none"),
-    Case((130,), 68, 136, F32, "kn", config=Tf32x3Config(TF32_TILE)),  # 3xTF32, ragged M, N and last k tile
-    Case((3, 50), 36, 72, F32, "nk_t_padded", bias="strided", config=Tf32x3Config(TF32_TILE)),
-    Case((130,), 34, 136, F64, "kn", config=DmmaConfig(DMMA_TILE)),  # float64 DMMA, ragged M, N and k tile
-    Case((70,), 36, 24, F64, "nk_t", bias="none", config=DmmaConfig(DMMA_TILE)),
-    Case((130,), 34, 136, F64, "kn", config=PipelinedDmmaConfig(DMMA_PIPELINED_TILE)),  # ragged M, N, k tile
-    Case((256,), 64, 64, F64, "nk_t", bias="none", config=PipelinedDmmaConfig(DMMA_PIPELINED_TILE)),  # full tiles
-    Case((9,), 200, 136, F32, "nk_t", config=Tf32x3Config(TF32_M16_TILE, 2)),  # 3xTF32 16-row tile, split
-    Case((20,), 200, 136, F32, "kn", config=Tf32x3Config(TF32_M32_TILE, 3)),  # 3xTF32 few rows, split, ragged
-    Case((40,), 136, 72, F32, "nk_t", bias="none", config=Tf32x3Config(TF32_M64_TILE, 2)),
-    Case((9,), 200, 72, F64, "kn", config=PipelinedDmmaConfig(DMMA_M16_TILE, 3)),  # float64 few rows, split
-    Case((30,), 136, 136, F64, "nk_t", config=PipelinedDmmaConfig(DMMA_M32_TILE, 2)),
-    Case((64,), 72, 64, F64, "kn", bias="none", config=PipelinedDmmaConfig(DMMA_M64_TILE, 2)),  # full, split
+    Case((130,), 68, 136, F32, "kn", config=Tf32x3Config(tile=TF32_TILE)),  # 3xTF32, ragged M, N and last k tile
+    Case((3, 50), 36, 72, F32, "nk_t_padded", bias="strided", config=Tf32x3Config(tile=TF32_TILE)),
+    Case((130,), 34, 136, F64, "kn", config=DmmaConfig(tile=DMMA_TILE)),  # float64 DMMA, ragged M, N and k tile
+    Case((70,), 36, 24, F64, "nk_t", bias="none", config=DmmaConfig(tile=DMMA_TILE)),
+    Case((130,), 34, 136, F64, "kn", config=PipelinedDmmaConfig(tile=DMMA_PIPELINED_TILE)),  # ragged M, N, k tile
+    Case((256,), 64, 64, F64, "nk_t", bias="none", config=PipelinedDmmaConfig(tile=DMMA_PIPELINED_TILE)),  # full tiles
+    Case((9,), 200, 136, F32, "nk_t", config=Tf32x3Config(tile=TF32_M16_TILE, splits=2)),  # 3xTF32 16-row tile, split
+    Case((20,), 200, 136, F32, "kn", config=Tf32x3Config(tile=TF32_M32_TILE, splits=3)),  # 3xTF32 few rows, split, ragged
+    Case((40,), 136, 72, F32, "nk_t", bias="none", config=Tf32x3Config(tile=TF32_M64_TILE, splits=2)),
+    Case((9,), 200, 72, F64, "kn", config=PipelinedDmmaConfig(tile=DMMA_M16_TILE, splits=3)),  # float64 few rows, split
+    Case((30,), 136, 136, F64, "nk_t", config=PipelinedDmmaConfig(tile=DMMA_M32_TILE, splits=2)),
+    Case((64,), 72, 64, F64, "kn", bias="none", config=PipelinedDmmaConfig(tile=DMMA_M64_TILE, splits=2)),  # full, split
     Case((3,), 0, 4, F16, "kn"),
     Case((1,), 1032, 40, F32, "nk_t", config=gemv()),  # gemv, K-major, ragged N and K
     Case((1,), 200, 264, F32, "kn", config=gemv(3)),  # gemv, row-major, split-K, ragged split
@@ -90,20 +90,20 @@ CASES = [
 ]
 GATED_CASES = [
     Case((1,), 520, 256, BF16, "nk_t"),  # the gated stream, split-K
-    Case((7,), 1032, 40, F16, "kn", config=GatedMmaConfig(STREAM_TILE, 3)),
-    Case((40,), 1032, 40, BF16, "kn", config=GatedMmaConfig(STREAM64_TILE, 2)),
-    Case((130,), 200, 136, BF16, "nk_t", config=GatedMmaConfig(SMALL_TILE, 2)),
+    Case((7,), 1032, 40, F16, "kn", config=GatedMmaConfig(tile=STREAM_TILE, splits=3)),
+    Case((40,), 1032, 40, BF16, "kn", config=GatedMmaConfig(tile=STREAM64_TILE, splits=2)),
+    Case((130,), 200, 136, BF16, "nk_t", config=GatedMmaConfig(tile=SMALL_TILE, splits=2)),
     Case((150,), 136, 264, F16, "kn"),  # the 64x128 GEMM tile
-    Case((70,), 1024, 136, F16, "nk_t", config=GatedMmaConfig(SMALL_TILE, 2)),
+    Case((70,), 1024, 136, F16, "nk_t", config=GatedMmaConfig(tile=SMALL_TILE, splits=2)),
     Case((9,), 33, 17, F32, "kn"),  # SIMT
-    Case((130,), 65, 130, F32, "nk_t", config=GatedSimtConfig(SIMT_SMALL)),
+    Case((130,), 65, 130, F32, "nk_t", config=GatedSimtConfig(tile=SIMT_SMALL)),
     Case((7,), 64, 40, BF16, "odd_column"),
     Case((20,), 36, 24, F64, "every_other_k"),
     # sm_90a: the gated TMA GEMM and the gated swapped stream (the defaults above on Hopper too)
-    Case((130,), 200, 136, BF16, "kn", config=GatedTmaConfig(TMA_TILE, 2)),
-    Case((70,), 264, 72, F16, "nk_t", config=GatedTmaConfig(TMA_64x256)),
-    Case((16,), 1032, 72, F16, "kn", config=GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[16], 3)),
-    Case((40,), 264, 40, BF16, "nk_t", config=GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[64])),
+    Case((130,), 200, 136, BF16, "kn", config=GatedTmaConfig(tile=TMA_TILE, splits=2)),
+    Case((70,), 264, 72, F16, "nk_t", config=GatedTmaConfig(tile=TMA_64x256)),
+    Case((16,), 1032, 72, F16, "kn", config=GatedSwapConfig(tile=GATED_SWAP_DEFAULT_TILES[16], splits=3)),
+    Case((40,), 264, 40, BF16, "nk_t", config=GatedSwapConfig(tile=GATED_SWAP_DEFAULT_TILES[64])),
 ]
 
 

@@ -81,7 +81,7 @@ def test_gated_argument_errors(rng):
         fused_gated_linear(x, w, w.astype(np.float32))
     with pytest.raises(TypeError, match="fused_gated_linear: argument 'config' expected None or one of "
                                         "GatedTmaConfig, GatedSwapConfig, GatedMmaConfig, GatedSimtConfig"):
-        fused_gated_linear(x, w, w, config=MmaConfig(STREAM_TILE))
+        fused_gated_linear(x, w, w, config=MmaConfig(tile=STREAM_TILE))
 
 
 @pytest.mark.parametrize("shape,full", [((24,), True), ((1, 24), True), ((), False), ((1,), False), ((1, 1), False)])
@@ -104,18 +104,18 @@ def gated(m, k, n, dtype, *, w="kn", up=None, dev=H200, config=None, activation=
 
 @pytest.mark.parametrize("m,tile", [(1, STREAM_TILE), (16, STREAM_TILE), (17, STREAM64_TILE), (64, STREAM64_TILE)])
 def test_gated_small_m_streams_both_weights_on_tensor_cores(m, tile):
-    config = select.choose_gated_config(gated_problem(m, 4096, 11008, BF16, A100), A100)
+    config = select.choose(gated_problem(m, 4096, 11008, BF16, A100), A100)
     assert type(config) is GatedMmaConfig and config.tile == tile
 
 
 @pytest.mark.parametrize("w", ["kn", "nk_t"])
 @pytest.mark.parametrize("m,mx", [(1, 8), (8, 8), (9, 16), (16, 16), (17, 64), (64, 64)])
 def test_gated_small_m_on_hopper_is_the_gated_swapped_stream(m, mx, w):
-    config = select.choose_gated_config(gated_problem(m, 4096, 11008, BF16, H200, w), H200)
-    assert config == GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[mx], config.splits)
+    config = select.choose(gated_problem(m, 4096, 11008, BF16, H200, w), H200)
+    assert config == GatedSwapConfig(tile=GATED_SWAP_DEFAULT_TILES[mx], splits=config.splits)
     # ceil(11008 / 64) = 172 blocks of 64 output columns already cover the SMs: no split
     assert config.splits == 1
-    few = select.choose_gated_config(gated_problem(m, 4096, 1024, BF16, H200, w), H200)
+    few = select.choose(gated_problem(m, 4096, 1024, BF16, H200, w), H200)
     assert few.splits > 1  # 16 blocks: split K until the SMs are covered
 
 
@@ -123,16 +123,16 @@ def test_gated_small_m_on_hopper_is_the_gated_swapped_stream(m, mx, w):
 @pytest.mark.parametrize("m", [65, 128, 512, 4096, 16384])
 def test_gated_gemms_on_hopper_run_the_gated_tma_kernel(m, w):
     for n in (1024, 4096, 11008, 14336, 28672):
-        config = select.choose_gated_config(gated_problem(m, 4096, n, BF16, H200, w), H200)
+        config = select.choose(gated_problem(m, 4096, n, BF16, H200, w), H200)
         assert type(config) is GatedTmaConfig and config.tile in GATED_TMA_TILES, (m, n, config)
         # the linear rules on the 2N columns, on the same tile shape
-        linear = select.choose_config(_linear_problem(m, 4096, 2 * n, BF16, H200, w), H200)
+        linear = select.choose(_linear_problem(m, 4096, 2 * n, BF16, H200, w), H200)
         if type(linear) is TmaConfig and linear.tile in GATED_TMA_TILES:
             assert (config.tile, config.splits) == (linear.tile, linear.splits), (m, n, config, linear)
 
 
 def test_gated_hopper_kernels_need_tensor_maps_over_both_weights():
-    choose = select.choose_gated_config
+    choose = select.choose
     mixed = gated_problem(128, 4096, 4096, BF16, H200, "kn", "nk_t")  # layouts differ: SIMT
     assert type(choose(mixed, H200)) is GatedSimtConfig
     broadcast = _gated_with_x_rows(128, 0)  # x rows broadcast (stride 0): no tensor map, mma
@@ -164,7 +164,7 @@ def gated_problem(m, k, n, dtype, dev, w="kn", up=None):
 
 
 def test_gated_selection_by_dtype_and_layout():
-    choose = select.choose_gated_config
+    choose = select.choose
     assert type(choose(gated_problem(4096, 4096, 11008, F16, H200), H200)) is GatedTmaConfig
     assert type(choose(gated_problem(4096, 4096, 11008, F16, H200, "nk_t"), H200)) is GatedTmaConfig
     assert type(choose(gated_problem(4096, 4096, 11008, F16, A100, "nk_t"), A100)) is GatedMmaConfig
@@ -173,7 +173,7 @@ def test_gated_selection_by_dtype_and_layout():
                     gated_problem(64, 4096, 4096, BF16, H200, "odd")):  # rows not 16-byte aligned
         assert type(choose(problem, H200)) is GatedSimtConfig
     big = choose(gated_problem(4096, 4096, 11008, BF16, A100), A100)
-    assert big == GatedMmaConfig(SMALL_TILE)
+    assert big == GatedMmaConfig(tile=SMALL_TILE)
     few = choose(gated_problem(128, 4096, 1024, BF16, A100), A100)  # few tiles: split K
     assert few.splits > 1
     hopper_few = choose(gated_problem(128, 4096, 1024, BF16, H200), H200)
@@ -199,8 +199,9 @@ def test_gated_plan_arguments_follow_the_kernels_order():
 @pytest.mark.parametrize("w", ["kn", "nk_t"])
 def test_gated_tma_plans_map_x_and_both_weights(w):
     k, n = 4104, 520
-    for config, x_rows, w_rows in ((GatedTmaConfig(TMA_TILE, 2), 128, 128), (GatedTmaConfig(TMA_128x128), 128, 64),
-                                   (GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[16], 3), 16, 64)):
+    for config, x_rows, w_rows in ((GatedTmaConfig(tile=TMA_TILE, splits=2), 128, 128),
+                                   (GatedTmaConfig(tile=TMA_128x128), 128, 64),
+                                   (GatedSwapConfig(tile=GATED_SWAP_DEFAULT_TILES[16], splits=3), 16, 64)):
         m = 16 if type(config) is GatedSwapConfig else 300
         launch = gated(m, k, n, BF16, w=w, config=config).launches[0]
         maps = launch.args[:3]
@@ -225,26 +226,26 @@ def test_gated_hopper_configs_refuse_what_they_cannot_run():
     problem = gated_problem(300, 4096, 4096, BF16, H200)
     with pytest.raises(ValueError, match="asks for the gated_wgmma_tma kernel, which takes the tiles of 128x256, "
                                          "128x128, 64x256, got 64x64"):
-        GatedTmaConfig(TMA_64x64).check(problem, H200)
+        GatedTmaConfig(tile=TMA_64x64).check(problem, H200)
     with pytest.raises(ValueError, match="fused_gated_linear: argument 'config' asks for the wgmma_tma kernel, which "
                                          "runs fused_linear only"):
-        TmaConfig(TMA_TILE).check(problem, H200)
+        TmaConfig(tile=TMA_TILE).check(problem, H200)
     with pytest.raises(ValueError, match="fused_linear: argument 'config' asks for the gated_wgmma_tma kernel, which "
                                          "runs fused_gated_linear only"):
-        GatedTmaConfig(TMA_TILE).check(_linear_problem(300, 4096, 4096, BF16, H200), H200)
+        GatedTmaConfig(tile=TMA_TILE).check(_linear_problem(300, 4096, 4096, BF16, H200), H200)
     with pytest.raises(ValueError, match="asks for the gated_wgmma_tma kernel, which needs compute capability 9.0"):
-        GatedTmaConfig(TMA_TILE).check(gated_problem(300, 4096, 4096, BF16, A100), A100)
+        GatedTmaConfig(tile=TMA_TILE).check(gated_problem(300, 4096, 4096, BF16, A100), A100)
     with pytest.raises(ValueError, match="asks for the gated_swap_tma kernel with x rows padded to 16, which takes at "
                                          "most M = 16 rows, got M = 300"):
-        GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[16]).check(problem, H200)
+        GatedSwapConfig(tile=GATED_SWAP_DEFAULT_TILES[16]).check(problem, H200)
     with pytest.raises(ValueError, match="asks for the gated_swap_tma kernel, which takes a GatedSwapTile"):
-        GatedSwapConfig(SWAP_DEFAULT_TILES[16]).check(gated_problem(16, 4096, 4096, BF16, H200), H200)
+        GatedSwapConfig(tile=SWAP_DEFAULT_TILES[16]).check(gated_problem(16, 4096, 4096, BF16, H200), H200)
     with pytest.raises(ValueError, match="asks for the swap_tma kernel, which takes a SwapTile"):
-        SwapConfig(GATED_SWAP_DEFAULT_TILES[16]).check(_linear_problem(16, 4096, 4096, BF16, H200), H200)
+        SwapConfig(tile=GATED_SWAP_DEFAULT_TILES[16]).check(_linear_problem(16, 4096, 4096, BF16, H200), H200)
     with pytest.raises(ValueError, match="GatedSwapTile: bn 128"):
-        GatedSwapTile(64, 16, 4)
+        GatedSwapTile(bn=64, mx=16, stages=4)
     with pytest.raises(ValueError, match="needs operands a TMA tensor map can describe"):
-        GatedTmaConfig(TMA_128x128).check(_gated_with_x_rows(128, 0), H200)
+        GatedTmaConfig(tile=TMA_128x128).check(_gated_with_x_rows(128, 0), H200)
 
 
 def test_linear_plans_carry_the_activation():
@@ -259,15 +260,15 @@ def test_variants_refuse_the_other_functions_problems():
     problem = gated_problem(16, 256, 64, BF16, H200)
     with pytest.raises(ValueError, match="fused_gated_linear: argument 'config' asks for the mma kernel, which runs "
                                          "fused_linear only"):
-        MmaConfig(STREAM_TILE).check(problem, H200)
+        MmaConfig(tile=STREAM_TILE).check(problem, H200)
     with pytest.raises(ValueError, match="asks for the simt kernel, which runs fused_linear only"):
-        SimtConfig(SIMT_SMALL).check(problem, H200)
+        SimtConfig(tile=SIMT_SMALL).check(problem, H200)
     with pytest.raises(ValueError, match="fused_linear: argument 'config' asks for the gated_simt kernel, which runs "
                                          "fused_gated_linear only"):
         plan_linear((4, 16), (16, 1), BASE, (16, 8), (8, 1), BASE, None, None, np.dtype(F32), H200,
-                    GatedSimtConfig(SIMT_SMALL))
+                    GatedSimtConfig(tile=SIMT_SMALL))
     with pytest.raises(ValueError, match="asks for the gated_mma kernel, which these operands' dtype"):
-        GatedMmaConfig(STREAM_TILE).check(gated_problem(16, 256, 64, F32, H200), H200)
+        GatedMmaConfig(tile=STREAM_TILE).check(gated_problem(16, 256, 64, F32, H200), H200)
 
 
 @pytest.mark.parametrize("dev", [H200, A100], ids=["h200", "a100"])
@@ -277,5 +278,5 @@ def test_gated_instantiations_cover_the_gated_selection(dev):
         for n in (64, 1024, 4096, 14336):
             for dtype in (F16, BF16, F32, F64):
                 for w in ("kn", "nk_t"):
-                    config = select.choose_gated_config(gated_problem(m, 4096, n, dtype, dev, w), dev)
+                    config = select.choose(gated_problem(m, 4096, n, dtype, dev, w), dev)
                     assert config.spec(np.dtype(dtype), w == "nk_t") in specs, (m, n, dtype, w, config)

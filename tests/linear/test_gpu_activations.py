@@ -75,7 +75,7 @@ def test_same_call_gives_the_same_bits(cp, rng, case):
 
 def gated_swap(m, splits=1):
     """The default gated stream tile of an M-row problem, with ``splits``."""
-    return GatedSwapConfig(GATED_SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64], splits)
+    return GatedSwapConfig(tile=GATED_SWAP_DEFAULT_TILES[8 if m <= 8 else 16 if m <= 16 else 64], splits=splits)
 
 
 # The gated form: every default branch (on Hopper the gated TMA stream and GEMM; elsewhere the
@@ -90,28 +90,28 @@ GATED_CASES = [
     Case((300,), 520, 264, F16, "nk_t"),
     Case((4097,), 1024, 1024, BF16, "kn"),
     Case((), 264, 72, BF16, "kn"),
-    Case((3, 5), 1032, 136, F16, "kn", config=GatedMmaConfig(STREAM_TILE, 3)),
-    Case((64,), 2048, 200, BF16, "kn", config=GatedMmaConfig(STREAM64_TILE, 2)),
-    Case((130,), 1024, 136, BF16, "nk_t", config=GatedMmaConfig(SMALL_TILE, 3)),
-    Case((200,), 264, 520, F16, "kn", config=GatedMmaConfig(SMALL_TILE)),
-    Case((200,), 264, 520, BF16, "nk_t", config=GatedMmaConfig(SMALL_TILE, 2)),
+    Case((3, 5), 1032, 136, F16, "kn", config=GatedMmaConfig(tile=STREAM_TILE, splits=3)),
+    Case((64,), 2048, 200, BF16, "kn", config=GatedMmaConfig(tile=STREAM64_TILE, splits=2)),
+    Case((130,), 1024, 136, BF16, "nk_t", config=GatedMmaConfig(tile=SMALL_TILE, splits=3)),
+    Case((200,), 264, 520, F16, "kn", config=GatedMmaConfig(tile=SMALL_TILE)),
+    Case((200,), 264, 520, BF16, "nk_t", config=GatedMmaConfig(tile=SMALL_TILE, splits=2)),
     Case((65,), 100, 40, F32, "kn"),  # SIMT from here
     Case((7,), 64, 40, BF16, "odd_column"),
     Case((33,), 300, 72, F64, "nk_t"),
-    Case((3, 7), 256, 300, F32, "every_other_k", config=GatedSimtConfig(SIMT_SMALL)),
+    Case((3, 7), 256, 300, F32, "every_other_k", config=GatedSimtConfig(tile=SIMT_SMALL)),
     Case((4097,), 256, 300, F32, "nk_t"),
     # the gated TMA GEMM (sm_90a): every tile, both layouts, ragged M / N / K (zero-filled boxes)
-    Case((300,), 520, 264, BF16, "nk_t", config=GatedTmaConfig(TMA_TILE)),
-    Case((4097,), 1032, 264, F16, "kn", config=GatedTmaConfig(TMA_TILE)),
-    Case((200,), 4104, 264, BF16, "kn", config=GatedTmaConfig(TMA_TILE, 2)),  # split-K, ragged last split
-    Case((200,), 264, 520, BF16, "every_other_k", config=GatedTmaConfig(TMA_TILE)),  # weight rows 2N apart
-    Case((130,), 4096, 136, F16, "nk_t", config=GatedTmaConfig(TMA_128x128, 3)),
-    Case((300,), 520, 264, BF16, "nk_t_padded", config=GatedTmaConfig(TMA_128x128)),
-    Case((3, 50), 4096, 520, F16, "kn", config=GatedTmaConfig(TMA_64x256, 4)),
-    Case((65,), 4104, 264, F16, "kn", config=GatedTmaConfig(TMA_64x256, 3)),
-    Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows", config=GatedTmaConfig(TMA_128x128)),
-    Case((100,), 8, 8, F16, "kn", config=GatedTmaConfig(TMA_64x256)),  # one k tile, boxes far past N and K
-    Case((1,), 1024, 136, BF16, "nk_t", config=GatedTmaConfig(TMA_64x256, 2)),
+    Case((300,), 520, 264, BF16, "nk_t", config=GatedTmaConfig(tile=TMA_TILE)),
+    Case((4097,), 1032, 264, F16, "kn", config=GatedTmaConfig(tile=TMA_TILE)),
+    Case((200,), 4104, 264, BF16, "kn", config=GatedTmaConfig(tile=TMA_TILE, splits=2)),  # split-K, ragged last split
+    Case((200,), 264, 520, BF16, "every_other_k", config=GatedTmaConfig(tile=TMA_TILE)),  # weight rows 2N apart
+    Case((130,), 4096, 136, F16, "nk_t", config=GatedTmaConfig(tile=TMA_128x128, splits=3)),
+    Case((300,), 520, 264, BF16, "nk_t_padded", config=GatedTmaConfig(tile=TMA_128x128)),
+    Case((3, 50), 4096, 520, F16, "kn", config=GatedTmaConfig(tile=TMA_64x256, splits=4)),
+    Case((65,), 4104, 264, F16, "kn", config=GatedTmaConfig(tile=TMA_64x256, splits=3)),
+    Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows", config=GatedTmaConfig(tile=TMA_128x128)),
+    Case((100,), 8, 8, F16, "kn", config=GatedTmaConfig(tile=TMA_64x256)),  # one k tile, boxes far past N and K
+    Case((1,), 1024, 136, BF16, "nk_t", config=GatedTmaConfig(tile=TMA_64x256, splits=2)),
     # the gated swapped stream (sm_90a): every padding, both layouts, ragged N and K, split-K
     Case((1,), 8192, 4100, BF16, "nk_t", config=gated_swap(1)),  # 64 k tiles over 6 stages, N tail of 4
     Case((7,), 4104, 33, F16, "nk_t", config=gated_swap(7, 2)),  # K tail of 8, N = 33, split 2
@@ -123,8 +123,9 @@ GATED_CASES = [
     Case((16,), 520, 264, F16, "kn", x_layout="padded_rows", config=gated_swap(16)),
     Case((33,), 4104, 520, BF16, "kn", config=gated_swap(33, 4)),
     Case((64,), 8192, 4100, F16, "nk_t", config=gated_swap(64)),
-    Case((5,), 1032, 136, BF16, "kn", config=GatedSwapConfig(GatedSwapTile(128, 8, 3, bk=256), 2)),
-    Case((12,), 2056, 200, BF16, "kn", config=GatedSwapConfig(GatedSwapTile(128, 16, 4, bk=64))),
+    Case((5,), 1032, 136, BF16, "kn", config=GatedSwapConfig(tile=GatedSwapTile(bn=128, mx=8, stages=3, bk=256),
+                                                             splits=2)),
+    Case((12,), 2056, 200, BF16, "kn", config=GatedSwapConfig(tile=GatedSwapTile(bn=128, mx=16, stages=4, bk=64))),
 ]
 
 

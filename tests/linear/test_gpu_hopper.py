@@ -12,41 +12,41 @@ from cufuse.ops.linear.wgmma import TMA_128x128, TMA_64x128, TMA_64x256, TMA_64x
 from .cases import BF16, F16, Case, check_case, current_plan, make_inputs, require_sm90, swap
 
 WGMMA_CASES = [  # ragged M, N and K; several k tiles; both weight layouts
-    Case((300,), 520, 264, BF16, "nk_t", config=WgmmaConfig(WGMMA_TILE)),
-    Case((1000,), 1024, 1000, F16, "nk_t_padded", bias="none", config=WgmmaConfig(WGMMA_TILE)),
-    Case((3, 50), 4096, 520, BF16, "nk_t", bias="strided", config=WgmmaConfig(WGMMA_TILE)),
+    Case((300,), 520, 264, BF16, "nk_t", config=WgmmaConfig(tile=WGMMA_TILE)),
+    Case((1000,), 1024, 1000, F16, "nk_t_padded", bias="none", config=WgmmaConfig(tile=WGMMA_TILE)),
+    Case((3, 50), 4096, 520, BF16, "nk_t", bias="strided", config=WgmmaConfig(tile=WGMMA_TILE)),
     # row-major (K, N) weight, read transposed: N-major swizzle atoms
-    Case((300,), 520, 264, BF16, "kn", config=WgmmaConfig(WGMMA_TILE)),
-    Case((3, 50), 1024, 520, F16, "kn", bias="strided", config=WgmmaConfig(WGMMA_TILE)),
-    Case((200,), 264, 520, BF16, "every_other_k", bias="none", config=WgmmaConfig(WGMMA_TILE)),  # rows 2N apart
-    Case((200,), 4104, 264, BF16, "kn", config=WgmmaConfig(WGMMA_TILE, 2)),  # split-K, ragged last split
+    Case((300,), 520, 264, BF16, "kn", config=WgmmaConfig(tile=WGMMA_TILE)),
+    Case((3, 50), 1024, 520, F16, "kn", bias="strided", config=WgmmaConfig(tile=WGMMA_TILE)),
+    Case((200,), 264, 520, BF16, "every_other_k", bias="none", config=WgmmaConfig(tile=WGMMA_TILE)),  # rows 2N apart
+    Case((200,), 4104, 264, BF16, "kn", config=WgmmaConfig(tile=WGMMA_TILE, splits=2)),  # split-K, ragged last split
     # the other tiles (m64n128 / m64n64 instructions, one warpgroup), split-K through slots
-    Case((300,), 1032, 264, BF16, "kn", config=WgmmaConfig(WGMMA_128x128)),
-    Case((130,), 4096, 136, F16, "nk_t", bias="strided", config=WgmmaConfig(WGMMA_128x128, 3)),
-    Case((64,), 4096, 520, BF16, "kn", config=WgmmaConfig(WGMMA_64x256, 4)),
-    Case((7,), 2056, 264, F16, "nk_t", bias="none", config=WgmmaConfig(WGMMA_64x256, 3)),
-    Case((1,), 1024, 136, BF16, "nk_t", config=WgmmaConfig(WGMMA_64x128, 2)),
-    Case((3, 5), 520, 200, F16, "kn", config=WgmmaConfig(WGMMA_64x128, 2)),
-    Case((40,), 1000, 72, BF16, "kn", bias="strided", config=WgmmaConfig(WGMMA_64x64)),
-    Case((65,), 4096, 8, F16, "nk_t", config=WgmmaConfig(WGMMA_64x64, 4)),
+    Case((300,), 1032, 264, BF16, "kn", config=WgmmaConfig(tile=WGMMA_128x128)),
+    Case((130,), 4096, 136, F16, "nk_t", bias="strided", config=WgmmaConfig(tile=WGMMA_128x128, splits=3)),
+    Case((64,), 4096, 520, BF16, "kn", config=WgmmaConfig(tile=WGMMA_64x256, splits=4)),
+    Case((7,), 2056, 264, F16, "nk_t", bias="none", config=WgmmaConfig(tile=WGMMA_64x256, splits=3)),
+    Case((1,), 1024, 136, BF16, "nk_t", config=WgmmaConfig(tile=WGMMA_64x128, splits=2)),
+    Case((3, 5), 520, 200, F16, "kn", config=WgmmaConfig(tile=WGMMA_64x128, splits=2)),
+    Case((40,), 1000, 72, BF16, "kn", bias="strided", config=WgmmaConfig(tile=WGMMA_64x64)),
+    Case((65,), 4096, 8, F16, "nk_t", config=WgmmaConfig(tile=WGMMA_64x64, splits=4)),
 ]
 
 TMA_CASES = [  # ragged M, N and K (zero-filled boxes), both layouts, split-K
-    Case((1,), 4104, 33, BF16, "nk_t", config=TmaConfig(TMA_64x64, 2)),  # M = 1, K tail of 8, N = 33
-    Case((7,), 8, 8, F16, "kn", config=TmaConfig(TMA_64x64)),  # one k tile, box far past N and K
-    Case((64,), 4096, 4100, BF16, "nk_t", config=TmaConfig(TMA_64x64, 2)),
-    Case((64,), 4096, 4096, F16, "kn", bias="none", config=TmaConfig(TMA_64x64, 2)),
-    Case((64,), 8192, 1024, BF16, "kn", config=TmaConfig(TMA_64x64)),  # 128 k tiles: the phases wrap
-    Case((65,), 4104, 264, F16, "kn", bias="none", config=TmaConfig(TMA_64x128, 3)),  # ragged last split
-    Case((1,), 1024, 136, BF16, "nk_t", config=TmaConfig(TMA_64x128, 2)),
-    Case((40,), 4096, 200, F16, "nk_t", config=TmaConfig(TMA_64x128, 2)),
-    Case((3, 50), 4096, 520, F16, "kn", config=TmaConfig(TMA_64x256, 4)),
-    Case((300,), 520, 264, BF16, "nk_t_padded", bias="strided", config=TmaConfig(TMA_128x128)),
-    Case((4097,), 520, 4100, BF16, "nk_t", config=TmaConfig(TMA_TILE)),
-    Case((4097,), 1032, 264, F16, "kn", config=TmaConfig(TMA_TILE)),
-    Case((200,), 264, 520, BF16, "every_other_k", bias="none", config=TmaConfig(TMA_TILE)),  # weight rows 2N apart
-    Case((200,), 4104, 264, BF16, "kn", config=TmaConfig(TMA_TILE, 2)),  # split-K on the 128x256 tile
-    Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows", config=TmaConfig(TMA_64x64)),
+    Case((1,), 4104, 33, BF16, "nk_t", config=TmaConfig(tile=TMA_64x64, splits=2)),  # M = 1, K tail of 8, N = 33
+    Case((7,), 8, 8, F16, "kn", config=TmaConfig(tile=TMA_64x64)),  # one k tile, box far past N and K
+    Case((64,), 4096, 4100, BF16, "nk_t", config=TmaConfig(tile=TMA_64x64, splits=2)),
+    Case((64,), 4096, 4096, F16, "kn", bias="none", config=TmaConfig(tile=TMA_64x64, splits=2)),
+    Case((64,), 8192, 1024, BF16, "kn", config=TmaConfig(tile=TMA_64x64)),  # 128 k tiles: the phases wrap
+    Case((65,), 4104, 264, F16, "kn", bias="none", config=TmaConfig(tile=TMA_64x128, splits=3)),  # ragged last split
+    Case((1,), 1024, 136, BF16, "nk_t", config=TmaConfig(tile=TMA_64x128, splits=2)),
+    Case((40,), 4096, 200, F16, "nk_t", config=TmaConfig(tile=TMA_64x128, splits=2)),
+    Case((3, 50), 4096, 520, F16, "kn", config=TmaConfig(tile=TMA_64x256, splits=4)),
+    Case((300,), 520, 264, BF16, "nk_t_padded", bias="strided", config=TmaConfig(tile=TMA_128x128)),
+    Case((4097,), 520, 4100, BF16, "nk_t", config=TmaConfig(tile=TMA_TILE)),
+    Case((4097,), 1032, 264, F16, "kn", config=TmaConfig(tile=TMA_TILE)),
+    Case((200,), 264, 520, BF16, "every_other_k", bias="none", config=TmaConfig(tile=TMA_TILE)),  # weight rows 2N apart
+    Case((200,), 4104, 264, BF16, "kn", config=TmaConfig(tile=TMA_TILE, splits=2)),  # split-K on the 128x256 tile
+    Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows", config=TmaConfig(tile=TMA_64x64)),
 ]
 
 SWAP_CASES = [  # the swapped stream's tiles (256 / 128 k a stage, L2 hints): M = 1..64, ragged N and K
@@ -85,18 +85,18 @@ def test_hopper_kernels_match_float64_oracle(cp, rng, case):
 # cp.async wgmma kernel for operands no tensor map can describe (x rows broadcast with row
 # stride 0, K = 0), the mma stream for M <= 16 without maps.
 DEFAULT_CASES = [
-    (Case((1,), 4096, 4096, BF16, "nk_t"), "linear_relu_swap_tma"),
-    (Case((16,), 1032, 520, F16, "kn"), "linear_relu_swap_tma"),
-    (Case((64,), 1032, 520, BF16, "kn"), "linear_relu_swap_tma"),
-    (Case((65,), 1024, 64, BF16, "nk_t"), "linear_relu_wgmma_tma"),
-    (Case((4097,), 264, 4096, F16, "kn"), "linear_relu_wgmma_tma"),
-    (Case((16,), 33, 64, BF16, "kn"), "linear_relu_simt"),  # K = 33: no 16-byte rows
-    (Case((16,), 4096, 520, BF16, "kn", x_layout="broadcast_rows"), "linear_relu_mma"),
-    (Case((64,), 4096, 4096, BF16, "kn", x_layout="broadcast_rows"), "linear_relu_wgmma"),
-    (Case((200,), 4096, 4096, F16, "nk_t", x_layout="broadcast_rows"), "linear_relu_wgmma"),
+    (Case((1,), 4096, 4096, BF16, "nk_t"), "linear_swap_tma"),
+    (Case((16,), 1032, 520, F16, "kn"), "linear_swap_tma"),
+    (Case((64,), 1032, 520, BF16, "kn"), "linear_swap_tma"),
+    (Case((65,), 1024, 64, BF16, "nk_t"), "linear_wgmma_tma"),
+    (Case((4097,), 264, 4096, F16, "kn"), "linear_wgmma_tma"),
+    (Case((16,), 33, 64, BF16, "kn"), "linear_simt"),  # K = 33: no 16-byte rows
+    (Case((16,), 4096, 520, BF16, "kn", x_layout="broadcast_rows"), "linear_mma"),
+    (Case((64,), 4096, 4096, BF16, "kn", x_layout="broadcast_rows"), "linear_wgmma"),
+    (Case((200,), 4096, 4096, F16, "nk_t", x_layout="broadcast_rows"), "linear_wgmma"),
     # K = 0 (bias + ReLU only) as views of wider arrays: the strides keep their unit k stride
-    (Case((17,), 0, 264, BF16, "nk_t_padded", x_layout="padded_rows"), "linear_relu_wgmma"),
-    (Case((130,), 0, 4096, F16, "nk_t_padded", x_layout="padded_rows"), "linear_relu_wgmma"),
+    (Case((17,), 0, 264, BF16, "nk_t_padded", x_layout="padded_rows"), "linear_wgmma"),
+    (Case((130,), 0, 4096, F16, "nk_t_padded", x_layout="padded_rows"), "linear_wgmma"),
 ]
 
 
@@ -110,9 +110,9 @@ def test_hopper_defaults_run_their_kernel(cp, rng, case, kernel):
 
 
 @pytest.mark.parametrize("case,config,message", [
-    (Case((8,), 64, 40, BF16, "odd_column"), WgmmaConfig(WGMMA_TILE), "asks for the wgmma kernel"),
-    (Case((8,), 64, 40, BF16, "odd_column"), TmaConfig(TMA_64x64), "asks for the wgmma_tma kernel"),
-    (Case((3,), 0, 8, F16, "kn"), TmaConfig(TMA_64x64), "asks for the wgmma_tma kernel"),
+    (Case((8,), 64, 40, BF16, "odd_column"), WgmmaConfig(tile=WGMMA_TILE), "asks for the wgmma kernel"),
+    (Case((8,), 64, 40, BF16, "odd_column"), TmaConfig(tile=TMA_64x64), "asks for the wgmma_tma kernel"),
+    (Case((3,), 0, 8, F16, "kn"), TmaConfig(tile=TMA_64x64), "asks for the wgmma_tma kernel"),
     (Case((17,), 64, 64, BF16, "nk_t"), swap(16), "takes at most M = 16 rows, got M = 17"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_hopper_kernels_refuse_operands_they_cannot_load(cp, rng, case, config, message):

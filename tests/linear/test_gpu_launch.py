@@ -32,14 +32,14 @@ LAUNCH_CASES = [
     Case((65,), 256, 264, F32, "kn"),
     Case((1,), 4096, 4096, F32, "kn"),  # the float32 weight stream, split through slots
     Case((7,), 33, 17, F16, "kn"),  # SIMT
-    Case((64,), 4096, 520, BF16, "kn", config=WgmmaConfig(WGMMA_64x256, 4)),  # wgmma, split-K through slots
-    Case((64,), 4096, 520, BF16, "nk_t", config=TmaConfig(TMA_64x64, 2)),  # TMA maps, split-K through slots
-    Case((300,), 520, 264, F16, "kn", config=TmaConfig(TMA_TILE)),
+    Case((64,), 4096, 520, BF16, "kn", config=WgmmaConfig(tile=WGMMA_64x256, splits=4)),  # wgmma, split-K through slots
+    Case((64,), 4096, 520, BF16, "nk_t", config=TmaConfig(tile=TMA_64x64, splits=2)),  # TMA maps, split-K through slots
+    Case((300,), 520, 264, F16, "kn", config=TmaConfig(tile=TMA_TILE)),
     Case((16,), 4096, 520, BF16, "nk_t", config=swap(16, 2)),  # swapped TMA kernel, split-K through slots
-    Case((130,), 256, 264, F32, "nk_t", config=Tf32x3Config(TF32_TILE)),
-    Case((130,), 256, 264, F64, "kn", config=DmmaConfig(DMMA_TILE)),
-    Case((40,), 2048, 264, F32, "kn", config=Tf32x3Config(TF32_M64_TILE, 4)),  # 3xTF32, split-K through slots
-    Case((16,), 2048, 264, F64, "nk_t", config=PipelinedDmmaConfig(DMMA_M16_TILE, 4)),  # float64 slots
+    Case((130,), 256, 264, F32, "nk_t", config=Tf32x3Config(tile=TF32_TILE)),
+    Case((130,), 256, 264, F64, "kn", config=DmmaConfig(tile=DMMA_TILE)),
+    Case((40,), 2048, 264, F32, "kn", config=Tf32x3Config(tile=TF32_M64_TILE, splits=4)),  # 3xTF32, split-K through slots
+    Case((16,), 2048, 264, F64, "nk_t", config=PipelinedDmmaConfig(tile=DMMA_M16_TILE, splits=4)),  # float64 slots
 ]
 
 
@@ -127,8 +127,8 @@ CHAIN_CONFIGS = [
     None,  # the default for M = 16
     mma(STREAM_TILE, 2),
     mma(STREAM_TILE, 4),
-    TmaConfig(TMA_64x64, 2),
-    WgmmaConfig(WGMMA_64x64, 2),
+    TmaConfig(tile=TMA_64x64, splits=2),
+    WgmmaConfig(tile=WGMMA_64x64, splits=2),
     swap(16, 2),
     swap(16),
     swap(64),

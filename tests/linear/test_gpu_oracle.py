@@ -18,9 +18,9 @@ from cufuse.ops.linear.wide import DMMA_TILE, TF32_M32_TILE, TF32_M64_TILE, TF32
 from ..conftest import poisoned
 from .cases import BF16, F16, F32, F64, Case, check_case, gemv, make_inputs, mma, oracle, random, require_kernel
 
-TF32X3 = Tf32x3Config(TF32_TILE)
-DMMA = DmmaConfig(DMMA_TILE)  # float64 on linear_relu_wide (the sm_80 default), through config= anywhere
-DMMA_PIPE = PipelinedDmmaConfig(DMMA_PIPELINED_TILE)
+TF32X3 = Tf32x3Config(tile=TF32_TILE)
+DMMA = DmmaConfig(tile=DMMA_TILE)  # float64 on linear_wide (the sm_80 default), through config= anywhere
+DMMA_PIPE = PipelinedDmmaConfig(tile=DMMA_PIPELINED_TILE)
 
 CASES = [
     # tensor cores, weight streaming (M <= 16, split-K), both layouts, ragged N
@@ -75,9 +75,9 @@ CASES = [
     Case((200,), 520, 136, F32, "every_other_k", config=TF32X3),  # weight rows 2N apart
     Case((130,), 260, 72, F32, "kn", x_layout="padded_rows", config=TF32X3),
     Case((), 260, 72, F32, "nk_t", config=TF32X3),  # 1-D x
-    # float64 on linear_relu_wide (DMMA, the sm_80 default) and on linear_relu_dmma (sm_90): ragged
-    # M, N and last k tile (full tiles take linear_relu_dmma's unchecked cp.async), both layouts,
-    # weight rows 2N apart, padded rows, 1-D x (the generated cases below); for linear_relu_dmma
+    # float64 on linear_wide (DMMA, the sm_80 default) and on linear_dmma (sm_90): ragged
+    # M, N and last k tile (full tiles take linear_dmma's unchecked cp.async), both layouts,
+    # weight rows 2N apart, padded rows, 1-D x (the generated cases below); for linear_dmma
     # also fewer k tiles than stages and every tile full
     Case((300,), 1000, 264, F64, "nk_t", config=DMMA_PIPE),
     Case((70,), 6, 24, F64, "kn", config=DMMA_PIPE),
@@ -96,17 +96,17 @@ CASES = [
     Case((40,), 2052, 520, F32, "nk_t"),
     Case((64,), 8192, 136, F32, "kn", bias="strided"),
     Case((16,), 8192, 520, F32, "kn", bias="strided"),
-    Case((20,), 1000, 136, F32, "nk_t_padded", config=Tf32x3Config(TF32_M32_TILE, 3)),  # 32 k tiles in 3 splits
-    Case((50,), 1000, 264, F32, "kn", config=Tf32x3Config(TF32_M64_TILE, 5)),
+    Case((20,), 1000, 136, F32, "nk_t_padded", config=Tf32x3Config(tile=TF32_M32_TILE, splits=3)),  # 32 k tiles in 3 splits
+    Case((50,), 1000, 264, F32, "kn", config=Tf32x3Config(tile=TF32_M64_TILE, splits=5)),
     Case((128,), 1000, 264, F32, "kn"),  # 128-row tile, split
     Case((5,), 4100, 264, F64, "kn"),
     Case((4,), 1032, 136, F64, "kn"),
-    Case((16,), 1000, 136, F64, "nk_t", bias="none", config=PipelinedDmmaConfig(DMMA_M16_TILE, 5)),
-    Case((9,), 6, 24, F64, "kn", config=PipelinedDmmaConfig(DMMA_M16_TILE)),  # fewer k tiles than stages
+    Case((16,), 1000, 136, F64, "nk_t", bias="none", config=PipelinedDmmaConfig(tile=DMMA_M16_TILE, splits=5)),
+    Case((9,), 6, 24, F64, "kn", config=PipelinedDmmaConfig(tile=DMMA_M16_TILE)),  # fewer k tiles than stages
     Case((30,), 2050, 200, F64, "kn"),
     Case((3, 7), 520, 72, F64, "nk_t"),
     Case((64,), 4096, 520, F64, "nk_t_padded", bias="strided"),
-    Case((64,), 4096, 128, F64, "nk_t", config=PipelinedDmmaConfig(DMMA_M64_TILE, 4)),  # every tile full
+    Case((64,), 4096, 128, F64, "nk_t", config=PipelinedDmmaConfig(tile=DMMA_M64_TILE, splits=4)),  # every tile full
     Case((65,), 8192, 136, F64, "kn"),  # 128-row tile, split
     # the weight stream: float32 M <= 4 and float64 M = 1 by default (a row-major float32
     # weight splits K); ragged N and K, both layouts, batched and 1-D x

@@ -28,14 +28,14 @@ choose = select._choose  # (m, n, k, dtype, tensor_ok, dev, kmajor, tma_ok)
 
 @pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (16384, 4096, 4096), (4096, 16384, 4096)])
 def test_large_shapes_take_the_largest_mma_tile_without_wgmma(m, n, k):
-    assert choose(m, n, k, BF16, True, A100, False, False) == MmaConfig(LARGE_TILE)
+    assert choose(m, n, k, BF16, True, A100, False, False) == MmaConfig(tile=LARGE_TILE)
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
 @pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (16384, 4096, 4096), (4097, 4096, 4096)])
 def test_large_shapes_take_wgmma_128x256_on_hopper(m, n, k, kmajor):
-    assert choose(m, n, k, BF16, True, H200, kmajor, False) == WgmmaConfig(WGMMA_TILE)
-    assert choose(m, n, k, BF16, True, H200, kmajor, True) == TmaConfig(TMA_TILE)  # tensor maps: the TMA kernel
+    assert choose(m, n, k, BF16, True, H200, kmajor, False) == WgmmaConfig(tile=WGMMA_TILE)
+    assert choose(m, n, k, BF16, True, H200, kmajor, True) == TmaConfig(tile=TMA_TILE)  # tensor maps: the TMA kernel
     assert isinstance(choose(m, n, k, BF16, True, A100, kmajor, False), MmaConfig)
 
 
@@ -54,7 +54,7 @@ def test_few_tiles_take_the_wgmma_candidates_on_hopper(m, n, k, kmajor):
     # Fewer 128x256 tiles than SMs (512 x 4096^2: wgmma 128x128 363-366 TFLOP/s, mma 260-263).
     assert choose(m, n, k, BF16, True, H200, kmajor, False) == select.choose_wgmma_config(m, n, k, H200)
     assert choose(512, 4096, 4096, BF16, True, H200, kmajor, False).tile == WGMMA_128x128
-    assert choose(512, 4096, 4096, BF16, True, H200, kmajor, True) == TmaConfig(TMA_128x128)
+    assert choose(512, 4096, 4096, BF16, True, H200, kmajor, True) == TmaConfig(tile=TMA_128x128)
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
@@ -76,9 +76,9 @@ def test_the_mma_128x256_tile_never_beats_wgmma_on_hopper():
 def test_wgmma_candidates_fill_one_wave_on_few_tiles():
     config = select.choose_wgmma_config(512, 4096, 4096, H200)
     assert config.tile == WGMMA_128x128 and config.splits == 1
-    assert select.choose_wgmma_config(8192, 8192, 8192, H200) == WgmmaConfig(WGMMA_TILE)
+    assert select.choose_wgmma_config(8192, 8192, 8192, H200) == WgmmaConfig(tile=WGMMA_TILE)
     # 64 x 8192^2 through the cp.async stream tile: 64x64 s6 split 2 (3.14-3.17 TB/s).
-    assert select.choose_wgmma_config(64, 8192, 8192, H200) == WgmmaConfig(WGMMA_64x64, 2)
+    assert select.choose_wgmma_config(64, 8192, 8192, H200) == WgmmaConfig(tile=WGMMA_64x64, splits=2)
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 8, 8), (7, 33, 4096), (64, 264, 2056), (65, 4096, 4096), (300, 264, 520),
@@ -92,7 +92,7 @@ def test_wgmma_candidate_splits_stay_bounded(m, n, k):
 
 def test_row_major_few_tiles_split_k_through_slots_without_wgmma():
     config = choose(256, 4096, 4096, BF16, True, A100, False, False)  # 64 tiles of 128x128 < 108 SMs
-    assert config == MmaConfig(MEDIUM_TILE, config.splits) and config.splits > 1
+    assert config == MmaConfig(tile=MEDIUM_TILE, splits=config.splits) and config.splits > 1
 
 
 @pytest.mark.parametrize("kmajor", [True, False])
@@ -172,10 +172,10 @@ def test_wave_efficiency_counts_the_last_wave():
 
 
 def test_simt_tiles():
-    assert choose(4096, 4096, 4096, F32, False, H200, False, False) == SimtConfig(SIMT_LARGE)
-    assert choose(64, 64, 4096, F32, False, H200, False, False) == SimtConfig(SIMT_SMALL)
-    assert choose(4096, 4096, 4096, F64, False, H200, False, False) == SimtConfig(SIMT_SMALL)
-    assert choose(4096, 4096, 4100, F16, False, H200, False, False) == SimtConfig(SIMT_SMALL)
+    assert choose(4096, 4096, 4096, F32, False, H200, False, False) == SimtConfig(tile=SIMT_LARGE)
+    assert choose(64, 64, 4096, F32, False, H200, False, False) == SimtConfig(tile=SIMT_SMALL)
+    assert choose(4096, 4096, 4096, F64, False, H200, False, False) == SimtConfig(tile=SIMT_SMALL)
+    assert choose(4096, 4096, 4100, F16, False, H200, False, False) == SimtConfig(tile=SIMT_SMALL)
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
@@ -187,7 +187,7 @@ def test_float32_and_float64_few_rows_stream_the_weight(dtype, kmajor):
     assert largest == (4 if dtype == F32 else 1)
     for m, rows in ((m, rows) for m, rows in ((1, 1), (2, 4), (4, 4)) if m <= largest):
         config = choose(m, 8192, 8192, dtype, True, H200, kmajor, False)
-        assert type(config) is GemvConfig and config.tile == GemvTile(rows)
+        assert type(config) is GemvConfig and config.tile == GemvTile(rows=rows)
         col_blocks = -(-8192 // config.tile.columns_per_block(kmajor, dtype.itemsize))
         if kmajor or dtype == F64:
             assert config.splits == 1
@@ -204,7 +204,7 @@ def test_float32_and_float64_few_rows_stream_the_weight(dtype, kmajor):
 def test_gemv_columns_per_block(rows, kmajor, itemsize, columns):
     # kernels/linear/gemv.cu: 2 warp groups x gemv_kmajor_warp_cols (64 accumulator words a
     # thread, 1 to 8 columns) K-major; 32 lanes x 16 bytes of columns row-major.
-    assert GemvTile(rows).columns_per_block(kmajor, itemsize) == columns
+    assert GemvTile(rows=rows).columns_per_block(kmajor, itemsize) == columns
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
@@ -221,7 +221,7 @@ def test_wide_tensor_core_selection(dev, dtype):
                     (7, 4096, 4100), (33, 8192, 8192), (64, 1000, 1000)):
         config = select.choose_wide_config(m, n, k, dtype, True, dev)
         expected = next((t for t in few_rows if t.bm >= m), tile)
-        assert config == make(expected, choose_k_splits(m, n, k, expected, dev))
+        assert config == make(tile=expected, splits=choose_k_splits(m, n, k, expected, dev))
         assert type(select.choose_wide_config(m, n, k, dtype, False, dev)) is SimtConfig  # operands it cannot load
         assert {config.spec(dtype, kmajor) for kmajor in (True, False)} <= specs
 
@@ -239,9 +239,9 @@ def test_few_row_wide_tiles_split_k_to_fill_the_sms():
         blocks = tile_count(m, 8192, tile) * config.splits
         assert config.splits > 1 and H200.sm_count <= blocks <= H200.sm_count * tile.blocks_per_sm(H200)
     # Full waves of 128-row tiles stay unsplit.
-    assert choose(4096, 4096, 4096, F32, True, H200, False, False) == Tf32x3Config(TF32_TILE)
-    assert choose(4096, 4096, 4096, F64, True, H200, False, False) == PipelinedDmmaConfig(DMMA_PIPELINED_TILE)
-    assert choose(8192, 8192, 4096, F64, True, A100, False, False) == DmmaConfig(DMMA_TILE)
+    assert choose(4096, 4096, 4096, F32, True, H200, False, False) == Tf32x3Config(tile=TF32_TILE)
+    assert choose(4096, 4096, 4096, F64, True, H200, False, False) == PipelinedDmmaConfig(tile=DMMA_PIPELINED_TILE)
+    assert choose(8192, 8192, 4096, F64, True, A100, False, False) == DmmaConfig(tile=DMMA_TILE)
 
 
 def _reached_specs(dev):
@@ -286,7 +286,7 @@ def test_tma_time_counts_waves_k_tiles_and_splits():
     (8192, 8192, 8192, TMA_TILE, 1),
 ])
 def test_tma_model_picks_the_configs_the_sweep_measured_fastest(m, n, k, tile, splits):
-    assert choose(m, n, k, BF16, True, H200, True, True) == TmaConfig(tile, splits)
+    assert choose(m, n, k, BF16, True, H200, True, True) == TmaConfig(tile=tile, splits=splits)
 
 
 def test_tma_model_splits_k_where_few_tiles_leave_the_sms_idle():

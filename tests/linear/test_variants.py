@@ -87,16 +87,16 @@ def test_operand_maps_match_the_kernel_boxes():
     assert (w_map.inner, w_map.outer, w_map.stride, w_map.box_inner, w_map.box_outer) == (264, 520, 528, 64, 256)
     assert all(g.swizzle == 128 for g in (x_map, w_map))
     # The TMA plans: an N-major weight's box is BK k rows; the swapped kernel's x box is its mx rows.
-    w_map = plan(7, 264, 520, F16, config=TmaConfig(TMA_64x64)).launches[0].args[1].geometry
+    w_map = plan(7, 264, 520, F16, config=TmaConfig(tile=TMA_64x64)).launches[0].args[1].geometry
     assert (w_map.inner, w_map.outer, w_map.stride, w_map.box_inner, w_map.box_outer) == (520, 264, 1040, 64, 64)
-    maps = [a.geometry for a in plan(3, 264, 520, F16, config=SwapConfig(SwapTile(64, 8, 4, bk=256))).launches[0].args
-            if isinstance(a, TensorMap)]
+    swap = SwapConfig(tile=SwapTile(bn=64, mx=8, stages=4, bk=256))
+    maps = [a.geometry for a in plan(3, 264, 520, F16, config=swap).launches[0].args if isinstance(a, TensorMap)]
     assert (maps[0].outer, maps[0].box_outer) == (3, 8) and (maps[1].inner, maps[1].box_outer) == (520, 256)
 
 
 @pytest.mark.parametrize("m,promotion", [(1, 128), (64, 128), (65, 256), (8192, 256)])
 def test_tma_maps_promote_by_regime(m, promotion):
-    for config, w in ((TmaConfig(TMA_64x64), "nk_t"), (SwapConfig(SWAP_DEFAULT_TILES[64]), "kn")):
+    for config, w in ((TmaConfig(tile=TMA_64x64), "nk_t"), (SwapConfig(tile=SWAP_DEFAULT_TILES[64]), "kn")):
         if m <= 64 or isinstance(config, TmaConfig):
             maps = [a.geometry for a in plan(m, 8192, 8192, BF16, w=w, config=config).launches[0].args
                     if isinstance(a, TensorMap)]
@@ -118,12 +118,12 @@ def test_hopper_tiles_fit_and_leave_room_for_static_shared_memory():
         assert tile.smem_bytes() <= H200.max_smem_per_block and tile.blocks_per_sm(H200) == tile.max_blocks_per_sm
         assert tile.stages - 1 - tile.pending >= 1  # the cp.async kernel loads at least one tile ahead
     for tile in TMA_TILES:  # a producer warp and 2 x stages mbarriers more than the cp.async tile
-        plain = WgmmaGemmTile(tile.bm, tile.bn, tile.stages, tile.max_blocks_per_sm)
+        plain = WgmmaGemmTile(bm=tile.bm, bn=tile.bn, stages=tile.stages, max_blocks_per_sm=tile.max_blocks_per_sm)
         assert tile.threads == plain.threads + 32 and tile.smem_bytes() == plain.smem_bytes() + 16 * tile.stages
     # 2 x (7 x 16 KB + 1 KB align + 1 KB reserved) is the H200's 228 KB exactly: the split-K
     # flag's static bytes push the second block out (measured: s7 2.0-2.4 TB/s, s6 3.2).
-    assert WgmmaGemmTile(64, 64, 7, max_blocks_per_sm=2).blocks_per_sm(H200) == 1
-    assert WgmmaGemmTile(64, 64, 6, max_blocks_per_sm=2).blocks_per_sm(H200) == 2
+    assert WgmmaGemmTile(bm=64, bn=64, stages=7, max_blocks_per_sm=2).blocks_per_sm(H200) == 1
+    assert WgmmaGemmTile(bm=64, bn=64, stages=6, max_blocks_per_sm=2).blocks_per_sm(H200) == 2
     for tile in SWAP_DEFAULT_TILES.values():
         assert tile.smem_bytes() == tile.stages * (tile.mx + tile.bn) * tile.bk * 2 + 1024 + 16 * tile.stages
         assert tile.smem_bytes() <= H200.max_smem_per_block and tile.blocks_per_sm(H200) >= 1
@@ -135,43 +135,50 @@ def test_pipelined_dmma_tile_shape():
     assert (t.bk, t.itemsize, t.threads, t.max_blocks_per_sm, t.dmma_k) == (16, 8, 128, 2, 8)
     assert t.smem_bytes() == t.stages * (t.bm + t.bn) * 16 * 8 == 73728 and t.blocks_per_sm(H200) == 2
     assert (t.threads // (t.bk // 2)) % 4 == 0 and (t.threads // (t.bn // 2)) % 4 == 0  # whole cp.async passes
-    spec = PipelinedDmmaConfig(t).spec(F64, True)
-    assert (spec.name, spec.template_args, spec.min_cc) == ("linear_relu_dmma", (128, 64, 2, 2, 3, 8, True), 90)
+    spec = PipelinedDmmaConfig(tile=t).spec(F64, True)
+    assert (spec.name, spec.template_args, spec.min_cc) == ("linear_dmma", (128, 64, 2, 2, 3, 8, True), 90)
 
 
-@pytest.mark.parametrize("shape", [(256, 16, 8), (64, 32, 8), (64, 12, 8), (64, 128, 8), (64, 16, 4, 192)])
+@pytest.mark.parametrize("shape", [dict(bn=256, mx=16, stages=8), dict(bn=64, mx=32, stages=8),
+                                   dict(bn=64, mx=12, stages=8),
+                                   dict(bn=64, mx=128, stages=8), dict(bn=64, mx=16, stages=4, bk=192)])
 def test_swap_tile_refuses_shapes_the_kernel_lacks(shape):
     with pytest.raises(ValueError, match="SwapTile"):
-        SwapTile(*shape)
+        SwapTile(**shape)
 
 
 def test_spec_names_and_sources():
     specs = {s.name: s for s in select.instantiations(H200)}
     assert {name: s.source for name, s in specs.items()} == {
-        "linear_relu_simt": "linear/simt.cu", "linear_relu_gemv": "linear/gemv.cu", "linear_relu_wide": "linear/wide.cu",
-        "linear_relu_dmma": "linear/dmma.cu", "linear_relu_mma": "linear/mma.cu", "linear_relu_wgmma": "linear/wgmma.cu",
-        "linear_relu_wgmma_tma": "linear/wgmma_tma.cu", "linear_relu_swap_tma": "linear/swap_tma.cu",
+        "linear_simt": "linear/simt.cu", "linear_gemv": "linear/gemv.cu", "linear_wide": "linear/wide.cu",
+        "linear_dmma": "linear/dmma.cu", "linear_mma": "linear/mma.cu", "linear_wgmma": "linear/wgmma.cu",
+        "linear_wgmma_tma": "linear/wgmma_tma.cu", "linear_swap_tma": "linear/swap_tma.cu",
         "gated_linear_mma": "linear/mma.cu", "gated_linear_simt": "linear/simt.cu",
         "gated_linear_wgmma_tma": "linear/wgmma_tma.cu", "gated_linear_swap_tma": "linear/swap_tma.cu"}
-    spec = SwapConfig(SWAP_DEFAULT_TILES[16]).spec(BF16, False)
+    spec = SwapConfig(tile=SWAP_DEFAULT_TILES[16]).spec(BF16, False)
     assert spec.template_args == ("__nv_bfloat16", 64, 16, 256, 5, False, True)
-    assert all(s.name not in ("linear_relu_swap_tma", "linear_relu_dmma") for s in select.instantiations(A100))
+    assert all(s.name not in ("linear_swap_tma", "linear_dmma") for s in select.instantiations(A100))
 
 
 @pytest.mark.parametrize("args,config,dev,message", [
-    ((8, 64, 40, F32), MmaConfig(MEDIUM_TILE), H200, "asks for the mma kernel, which these operands' dtype"),
-    ((8, 64, 40, BF16), WgmmaConfig(WGMMA_TILES[0]), A100, "asks for the wgmma kernel, which needs compute capability 9.0"),
-    ((3, 0, 8, F16), TmaConfig(TMA_64x64), H200, "asks for the wgmma_tma kernel, which needs operands a TMA tensor map"),
-    ((17, 64, 64, BF16), SwapConfig(SwapTile(64, 16, 8)), H200, "takes at most M = 16 rows, got M = 17"),
-    ((9, 64, 64, F16), SwapConfig(SwapTile(64, 8, 8)), H200, "takes at most M = 8 rows, got M = 9"),
-    ((4, 64, 40, F16), GemvConfig(GemvTile(1)), H200, "asks for the gemv kernel, which takes float32 or float64"),
-    ((4, 64, 40, F64), GemvConfig(GemvTile(1), 2), H200, "expected splits=1 for the float64 gemv kernel"),
-    ((5, 64, 40, F32), GemvConfig(GemvTile(4)), H200, "expected a gemv tile of at least M = 5 rows, got 4"),
-    ((8, 64, 40, F16), Tf32x3Config(TF32_TILE), H200, "asks for the tf32x3 kernel, which needs float32 operands"),
-    ((8, 64, 40, F32), DmmaConfig(DMMA_TILE), H200, "asks for the dmma kernel, which needs float64 operands"),
-    ((8, 64, 64, F32), Tf32x3Config(DMMA_PIPELINED_TILE), H200, "expected a tf32x3 config on a float32 WideTile"),
-    ((8, 64, 64, F64), PipelinedDmmaConfig(DMMA_PIPELINED_TILE), A100, "pipelined float64 kernel"),
-    ((8, 64, 64, F32), PipelinedDmmaConfig(DMMA_PIPELINED_TILE), H200, "pipelined float64 kernel"),
+    ((8, 64, 40, F32), MmaConfig(tile=MEDIUM_TILE), H200, "asks for the mma kernel, which these operands' dtype"),
+    ((8, 64, 40, BF16), WgmmaConfig(tile=WGMMA_TILES[0]), A100,
+     "asks for the wgmma kernel, which needs compute capability 9.0"),
+    ((3, 0, 8, F16), TmaConfig(tile=TMA_64x64), H200,
+     "asks for the wgmma_tma kernel, which needs operands a TMA tensor map"),
+    ((17, 64, 64, BF16), SwapConfig(tile=SwapTile(bn=64, mx=16, stages=8)), H200,
+     "takes at most M = 16 rows, got M = 17"),
+    ((9, 64, 64, F16), SwapConfig(tile=SwapTile(bn=64, mx=8, stages=8)), H200, "takes at most M = 8 rows, got M = 9"),
+    ((4, 64, 40, F16), GemvConfig(tile=GemvTile(rows=1)), H200,
+     "asks for the gemv kernel, which takes float32 or float64"),
+    ((4, 64, 40, F64), GemvConfig(tile=GemvTile(rows=1), splits=2), H200,
+     "expected splits=1 for the float64 gemv kernel"),
+    ((5, 64, 40, F32), GemvConfig(tile=GemvTile(rows=4)), H200, "expected a gemv tile of at least M = 5 rows, got 4"),
+    ((8, 64, 40, F16), Tf32x3Config(tile=TF32_TILE), H200, "asks for the tf32x3 kernel, which needs float32 operands"),
+    ((8, 64, 40, F32), DmmaConfig(tile=DMMA_TILE), H200, "asks for the dmma kernel, which needs float64 operands"),
+    ((8, 64, 64, F32), Tf32x3Config(tile=DMMA_PIPELINED_TILE), H200, "expected a tf32x3 config on a float32 WideTile"),
+    ((8, 64, 64, F64), PipelinedDmmaConfig(tile=DMMA_PIPELINED_TILE), A100, "pipelined float64 kernel"),
+    ((8, 64, 64, F32), PipelinedDmmaConfig(tile=DMMA_PIPELINED_TILE), H200, "pipelined float64 kernel"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_configs_refuse_what_their_kernel_cannot_run(args, config, dev, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -181,12 +188,12 @@ def test_configs_refuse_what_their_kernel_cannot_run(args, config, dev, message)
 
 
 def test_operands_without_aligned_rows_refuse_the_16_byte_kernels():
-    for config in (MmaConfig(MEDIUM_TILE), WgmmaConfig(WGMMA_TILES[0]), TmaConfig(TMA_TILE),
-                   SwapConfig(SWAP_DEFAULT_TILES[8])):
+    for config in (MmaConfig(tile=MEDIUM_TILE), WgmmaConfig(tile=WGMMA_TILES[0]), TmaConfig(tile=TMA_TILE),
+                   SwapConfig(tile=SWAP_DEFAULT_TILES[8])):
         with pytest.raises(ValueError, match=f"asks for the {config.kind} kernel"):
             plan(8, 64, 64, BF16, x_offset=1, config=config)  # misaligned x
     with pytest.raises(ValueError, match="asks for the gemv kernel, which needs 16-byte aligned rows"):
-        plan(1, 66, 64, F32, config=GemvConfig(GemvTile(1)))
+        plan(1, 66, 64, F32, config=GemvConfig(tile=GemvTile(rows=1)))
 
 
 def test_uncollapsible_x_and_empty_outputs():
@@ -212,7 +219,7 @@ def test_plan_arguments_follow_the_kernels_order():
     simt = plan(7, 33, 17, F16).launches[0]  # no workspace arguments at all
     assert simt.args[:4] == ("x", "weight", "bias", "out") and len(simt.args) == 4 + 10
     assert plan(7, 33, 17, F16, bias_stride=None).launches[0].args[4 + 7] == np.int64(0)
-    dmma = plan(16, 8192, 8192, F64, config=PipelinedDmmaConfig(DMMA_M16_TILE, 3))
+    dmma = plan(16, 8192, 8192, F64, config=PipelinedDmmaConfig(tile=DMMA_M16_TILE, splits=3))
     assert dmma.scratch.buffers[0][1] == 2 * 128 * 3 * 16 * 64  # two float32 cells a double
     gemv = plan(1, 8192, 8192, F32)  # row-major float32 gemv: split through slots of M x N cells
     splits = gemv.launches[0].grid[1]

@@ -102,10 +102,10 @@ def test_non_finite_rows(cp, rng, dtype):
 def test_split_configs(cp, rng, dtype):
     a = random(cp, rng, (7, 50001), dtype)
     for parts in (2, 5, 300):
-        check(cp, a[:, 1:], 1, config=RowsConfig(256, 256, 4, parts))
+        check(cp, a[:, 1:], 1, config=RowsConfig(threads=256, group=256, vecs=4, parts=parts))
     c = random(cp, rng, (5000, 70), dtype)
     for parts in (2, 9):
-        check(cp, c, 0, config=ColsConfig(8, 16 if np.dtype(dtype).itemsize == 2 else 8, parts))
+        check(cp, c, 0, config=ColsConfig(slices=8, unroll=16 if np.dtype(dtype).itemsize == 2 else 8, parts=parts))
 
 
 def _kernel(a, axis):

@@ -13,27 +13,27 @@ from cufuse.ops.logsumexp.variants import ColsConfig, ColsShortConfig, ColsShort
 
 # (shape, element strides, axes, what the default picks) on the H200
 BRANCHES = [
-    ((4096, 3), (3, 1), (1,), RowsConfig(256, 1, 2)),  # rows not aligned: a masked head vector
-    ((4096, 4), (4, 1), (1,), RowsConfig(256, 1, 1)),
-    ((4096, 20), (20, 1), (1,), RowsConfig(256, 2, 4)),
-    ((4096, 100), (100, 1), (1,), RowsConfig(256, 8, 4)),
-    ((4096, 1000), (1000, 1), (1,), RowsConfig(256, 256, 4, 1)),
-    ((20000, 2000), (2000, 1), (1,), RowsConfig(256, 32, 4)),
-    ((64, 5000), (5000, 1), (1,), RowsConfig(256, 256, 4, 2)),
-    ((8, 300001), (300001, 1), (1,), RowsConfig(256, 256, 4, 74)),
-    ((1000, 64), (64, 1), (0,), ColsConfig(8, 8, 8)),
-    ((64, 4096), (1, 64), (1,), ColsConfig(8, 8, 32)),  # the last axis of a transposed view
-    ((17, 40), (40, 1), (0,), ColsConfig(8, 8, 1)),
-    ((6, 50), (100, 2), (1,), RowsConfig(256, 4, 4)),  # x[:, ::2]: strided rows
+    ((4096, 3), (3, 1), (1,), RowsConfig(threads=256, group=1, vecs=2)),  # rows not aligned: a masked head vector
+    ((4096, 4), (4, 1), (1,), RowsConfig(threads=256, group=1, vecs=1)),
+    ((4096, 20), (20, 1), (1,), RowsConfig(threads=256, group=2, vecs=4)),
+    ((4096, 100), (100, 1), (1,), RowsConfig(threads=256, group=8, vecs=4)),
+    ((4096, 1000), (1000, 1), (1,), RowsConfig(threads=256, group=256, vecs=4, parts=1)),
+    ((20000, 2000), (2000, 1), (1,), RowsConfig(threads=256, group=32, vecs=4)),
+    ((64, 5000), (5000, 1), (1,), RowsConfig(threads=256, group=256, vecs=4, parts=2)),
+    ((8, 300001), (300001, 1), (1,), RowsConfig(threads=256, group=256, vecs=4, parts=74)),
+    ((1000, 64), (64, 1), (0,), ColsConfig(slices=8, unroll=8, parts=8)),
+    ((64, 4096), (1, 64), (1,), ColsConfig(slices=8, unroll=8, parts=32)),  # the last axis of a transposed view
+    ((17, 40), (40, 1), (0,), ColsConfig(slices=8, unroll=8, parts=1)),
+    ((6, 50), (100, 2), (1,), RowsConfig(threads=256, group=4, vecs=4)),  # x[:, ::2]: strided rows
     # columns of up to 16: a thread a 16-byte vector of rows where they are aligned, else a row
-    ((2, 4096), (4096, 1), (0,), ColsShortVecConfig(128, 4, 12)),
-    ((5, 40), (40, 1), (0,), ColsShortVecConfig(128, 8, 8)),
-    ((16, 1000), (1000, 1), (0,), ColsShortVecConfig(128, 16, 4)),
-    ((3, 7, 64), (7 * 64, 64, 1), (1,), ColsShortVecConfig(128, 8, 8)),  # a short middle axis
-    ((4096, 3), (1, 4096), (1,), ColsShortVecConfig(128, 4, 12)),  # the last axis of a transposed view
-    ((6, 4097), (4097, 1), (0,), ColsShortConfig(256, 16)),  # rows off the vector
-    ((3, 7, 64), (7 * 64 + 1, 64, 1), (1,), ColsShortConfig(256, 16)),  # an outer stride off it
-    ((4099, 3), (1, 4099), (1,), ColsShortConfig(256, 16)),
+    ((2, 4096), (4096, 1), (0,), ColsShortVecConfig(threads=128, max_length=4, blocks_per_sm=12)),
+    ((5, 40), (40, 1), (0,), ColsShortVecConfig(threads=128, max_length=8, blocks_per_sm=8)),
+    ((16, 1000), (1000, 1), (0,), ColsShortVecConfig(threads=128, max_length=16, blocks_per_sm=4)),
+    ((3, 7, 64), (7 * 64, 64, 1), (1,), ColsShortVecConfig(threads=128, max_length=8, blocks_per_sm=8)),  # a short middle axis
+    ((4096, 3), (1, 4096), (1,), ColsShortVecConfig(threads=128, max_length=4, blocks_per_sm=12)),  # the last axis of a transposed view
+    ((6, 4097), (4097, 1), (0,), ColsShortConfig(threads=256, max_length=16)),  # rows off the vector
+    ((3, 7, 64), (7 * 64 + 1, 64, 1), (1,), ColsShortConfig(threads=256, max_length=16)),  # an outer stride off it
+    ((4099, 3), (1, 4099), (1,), ColsShortConfig(threads=256, max_length=16)),
 ]
 
 
@@ -70,12 +70,13 @@ def test_short_columns_by_layout(dtype):
     for length, rung, bound, weighted_bound in ((1, 4, 12, 8), (2, 4, 12, 8), (4, 4, 12, 8), (5, 8, 8, 5), (8, 8, 8, 5),
                                                  (9, 16, 4, 3), (16, 16, 4, 3)):
         shape, strides = (length, 64 * vs), (64 * vs, 1)
-        assert chosen(shape, strides, (0,)) == ColsShortVecConfig(128, rung, bound)
-        assert chosen(shape, strides, (0,), b_strides=(0, 1)) == ColsShortVecConfig(128, rung, weighted_bound)
-        assert chosen(shape, strides, (0,), base_aligned=False) == ColsShortConfig(256, 16)
-        assert chosen((length, 64 * vs + 1), (64 * vs + 1, 1), (0,)) == ColsShortConfig(256, 16)  # rows off the vector
-    assert chosen((4096, 2), (1, 4096), (1,)) == ColsShortVecConfig(128, 4, 12)  # adjacent rows on the outer axis
-    assert chosen((4096 + 1, 2), (1, 4096 + 1), (1,)) == ColsShortConfig(256, 16)
+        assert chosen(shape, strides, (0,)) == ColsShortVecConfig(threads=128, max_length=rung, blocks_per_sm=bound)
+        assert chosen(shape, strides, (0,), b_strides=(0, 1)) == ColsShortVecConfig(threads=128, max_length=rung,
+                                                                                    blocks_per_sm=weighted_bound)
+        assert chosen(shape, strides, (0,), base_aligned=False) == ColsShortConfig(threads=256, max_length=16)
+        assert chosen((length, 64 * vs + 1), (64 * vs + 1, 1), (0,)) == ColsShortConfig(threads=256, max_length=16)  # rows off the vector
+    assert chosen((4096, 2), (1, 4096), (1,)) == ColsShortVecConfig(threads=128, max_length=4, blocks_per_sm=12)  # adjacent rows on the outer axis
+    assert chosen((4096 + 1, 2), (1, 4096 + 1), (1,)) == ColsShortConfig(threads=256, max_length=16)
     assert isinstance(chosen((17, 64 * vs), (64 * vs, 1), (0,)), ColsConfig)
     plan = plan_logsumexp((2, 4194304), (4194304, 1), None, dtype, (0,), True, H200)
     (launch,) = plan.launches
@@ -89,12 +90,16 @@ def test_scattered_axes_take_the_copy_path():
 
 def test_bad_config_is_refused():
     with pytest.raises(ValueError, match="logsumexp: argument 'config'"):
-        plan_logsumexp((4, 5), (5, 1), None, np.dtype(np.float32), (1,), True, H200, RowsConfig(256, 8, 4, 2))
+        plan_logsumexp((4, 5), (5, 1), None, np.dtype(np.float32), (1,), True, H200,
+                       RowsConfig(threads=256, group=8, vecs=4, parts=2))
     with pytest.raises(ValueError, match="logsumexp: argument 'config'"):
-        plan_logsumexp((4, 5), (5, 1), None, np.dtype(np.float32), (1,), True, H200, ColsConfig(8, 8))
+        plan_logsumexp((4, 5), (5, 1), None, np.dtype(np.float32), (1,), True, H200, ColsConfig(slices=8, unroll=8))
     with pytest.raises(ValueError, match="holds rows of up to 8 elements, got 9"):
-        plan_logsumexp((9, 64), (64, 1), None, np.dtype(np.float32), (0,), True, H200, ColsShortVecConfig(128, 8, 8))
+        plan_logsumexp((9, 64), (64, 1), None, np.dtype(np.float32), (0,), True, H200,
+                       ColsShortVecConfig(threads=128, max_length=8, blocks_per_sm=8))
     with pytest.raises(ValueError, match="every 16-byte vector of adjacent rows aligned"):
-        plan_logsumexp((4, 64), (64, 1), None, np.dtype(np.float32), (0,), False, H200, ColsShortVecConfig(128, 8, 8))
+        plan_logsumexp((4, 64), (64, 1), None, np.dtype(np.float32), (0,), False, H200,
+                       ColsShortVecConfig(threads=128, max_length=8, blocks_per_sm=8))
     with pytest.raises(ValueError, match="adjacent rows are adjacent in memory"):
-        plan_logsumexp((4, 5), (5, 1), None, np.dtype(np.float32), (1,), True, H200, ColsShortConfig(256, 16))
+        plan_logsumexp((4, 5), (5, 1), None, np.dtype(np.float32), (1,), True, H200,
+                       ColsShortConfig(threads=256, max_length=16))

@@ -11,7 +11,7 @@ import cufuse
 from cufuse import reference
 from cufuse._core.device import H200
 from cufuse.ops.softmax import select
-from cufuse.ops.softmax.layout import vector_size
+from cufuse.ops.softmax.problem import vector_size
 from cufuse.ops.softmax.rows import RowsConfig
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -43,24 +43,38 @@ def _cases():
     yield "stashed rows (default)", (3, 30001), f32, (1,), None
     yield "stashed rows (default), fp16", (3, 40001), f16, (1,), None
     # 7 rows on 3 persistent clusters (3, 2, 2 rows each): the partials' parity buffers.
-    yield "cluster rows, persistent", (7, 32763), f32, (1,), ClusterConfig(256, 8, 4, 3)
+    yield "cluster rows, persistent", (7, 32763), f32, (1,), ClusterConfig(threads=256, vecs=8, cluster=4,
+                                                                           rows_per_cluster=3)
     yield "split rows, registers only", (3, 140001), f32, (1,), None
     # The same launch again: the arrival counters left at zero by the first are reused.
     yield "split rows, scratch reused", (3, 140001), f32, (1,), None
-    yield "split rows, several waves", (300, 140001 // 8), f32, (1,), SplitConfig(256, 4, 2, 2, 8, 8752, 2, False)
+    yield "split rows, several waves", (300, 140001 // 8), f32, (1,), SplitConfig(threads=256, vecs=4, blocks_per_sm=2,
+                                                                                  blocks_per_row=2, grid=8, chunk=8752,
+                                                                                  smem_tiles=2, streams=False)
     # 25000-element chunks = 7 register tiles: 1 in registers, 2 in shared memory, 4 streamed.
-    yield "split rows, streamed", (2, 50000), f32, (1,), SplitConfig(256, 4, 2, 2, 4, 25000, 2, True)
+    yield "split rows, streamed", (2, 50000), f32, (1,), SplitConfig(threads=256, vecs=4, blocks_per_sm=2,
+                                                                     blocks_per_row=2, grid=4, chunk=25000,
+                                                                     smem_tiles=2, streams=True)
     # Config overrides: the pipelined split (streamed: per-tile groups),
     # 16-byte column vectors with and without a cluster.
-    yield "split rows, pipelined", (3, 140001), f32, (1,), SplitConfig(256, 4, 2, 2, 4, 70004, 7, True, True)
-    yield "split rows, pipelined, streamed", (3, 50000), f16, (1,), SplitConfig(256, 4, 2, 2, 4, 25000, 1, True, True)
+    yield "split rows, pipelined", (3, 140001), f32, (1,), SplitConfig(threads=256, vecs=4, blocks_per_sm=2,
+                                                                       blocks_per_row=2, grid=4, chunk=70004,
+                                                                       smem_tiles=7, streams=True, pipelined=True)
+    yield "split rows, pipelined, streamed", (3, 50000), f16, (1,), SplitConfig(threads=256, vecs=4, blocks_per_sm=2,
+                                                                                blocks_per_row=2, grid=4, chunk=25000,
+                                                                                smem_tiles=1, streams=True,
+                                                                                pipelined=True)
     # One block a row with shared-memory tiles (ragged: the last tiles partial / empty).
-    yield "stashed rows", (5, 40003), f16, (1,), StashedRowsConfig(448, 4, 4, 2)
-    yield "stashed rows, wide", (3, 50001), f32, (1,), StashedRowsConfig(512, 4, 7, 1)
+    yield "stashed rows", (5, 40003), f16, (1,), StashedRowsConfig(threads=448, vecs=4, stash_tiles=4, blocks_per_sm=2)
+    yield "stashed rows, wide", (3, 50001), f32, (1,), StashedRowsConfig(threads=512, vecs=4, stash_tiles=7,
+                                                                         blocks_per_sm=1)
     # Stashed clusters (statistics pushed through distributed shared memory): a sweep's c4.
-    yield "stashed cluster rows, c4", (3, 200003), f16, (1,), StashedRowsConfig(256, 8, 3, 2, 4)
-    yield "columns, 16-byte vectors", (3001, 36), f32, (0,), ColsVecConfig(256, 4, 4, 1)
-    yield "columns, 16-byte vectors, cluster", (2049, 40), f16, (0,), ColsVecConfig(256, 4, 4, 8)
+    yield "stashed cluster rows, c4", (3, 200003), f16, (1,), StashedRowsConfig(threads=256, vecs=8, stash_tiles=3,
+                                                                                blocks_per_sm=2, cluster=4)
+    yield "columns, 16-byte vectors", (3001, 36), f32, (0,), ColsVecConfig(threads=256, col_lanes=4, unroll=4,
+                                                                           cluster=1)
+    yield "columns, 16-byte vectors, cluster", (2049, 40), f16, (0,), ColsVecConfig(threads=256, col_lanes=4, unroll=4,
+                                                                                    cluster=8)
     yield "columns (axis 0), no aligned vectors: scalar cluster", (3000, 70), f32, (0,), None
     # The persistent column split (parts exchanging through global memory):
     # several strips a block (refills, the partials' parity), ragged strips; a register tile

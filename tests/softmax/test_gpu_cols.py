@@ -14,14 +14,15 @@ import cufuse
 from cufuse._core.plans import SCRATCH
 from cufuse.ops.softmax import select
 from cufuse.ops.softmax.cols import ColsSplitConfig, ColsVecConfig
-from cufuse.ops.softmax.layout import vector_size
+from cufuse.ops.softmax.problem import vector_size
 from cufuse.ops.softmax.plan import plan_softmax
 
 from ..conftest import allocations, poisoned
 from .oracle import (BF16, FN, check, clusters, device, graph_nodes, precompile_once, random, rows_for_online_merge,
                      rows_with_non_finite)
 
-COLS_VEC = {1: ColsVecConfig(256, 4, 4, 1), 8: ColsVecConfig(256, 4, 4, 8)}  # sweep candidates (4 lanes)
+COLS_VEC = {1: ColsVecConfig(threads=256, col_lanes=4, unroll=4, cluster=1),
+            8: ColsVecConfig(threads=256, col_lanes=4, unroll=4, cluster=8)}  # sweep candidates (4 lanes)
 SPLIT_DTYPES = (np.float16, BF16, np.float32)
 # Column lengths off the tile rows (16384 = 64 tiles of 256 rows, 12289, 3001, 257: a tile and a
 # row), columns off the strip (4104: 64 float16 strips and 8 columns; 520; 40 and 72 ragged), a
@@ -38,9 +39,9 @@ def _split_for(shape, axis, dtype):
 def _split_forced(dtype, blocks_per_strip, strips_per_wave, tiles):
     """The dtype's split geometry with a forced grid: parts of ``tiles`` tiles."""
     geometry = select._COLS_SPLIT[np.dtype(dtype)][0]
-    probe = ColsSplitConfig(*geometry, 1, 1, 0, 0)
-    return ColsSplitConfig(*geometry, blocks_per_strip, strips_per_wave, tiles * probe.tile_rows,
-                           tiles - int(probe.register_tile))
+    probe = ColsSplitConfig(**geometry, blocks_per_strip=1, strips_per_wave=1, part=0, smem_tiles=0)
+    return ColsSplitConfig(**geometry, blocks_per_strip=blocks_per_strip, strips_per_wave=strips_per_wave,
+                           part=tiles * probe.tile_rows, smem_tiles=tiles - int(probe.register_tile))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 import cufuse
 from cufuse.ops.softmax import select
-from cufuse.ops.softmax.layout import vector_size
+from cufuse.ops.softmax.problem import vector_size
 from cufuse.ops.softmax.rows import ClusterConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
 
@@ -22,15 +22,17 @@ from .oracle import (BF16, check, clusters, device, lengths_past_each_threshold,
 
 # Forced configs: sweep candidates (experiments/softmax/sweep_softmax.py) and the defaults'
 # kernels in geometries the default grid does not reach (several rows per block, streamed tiles).
-SPLIT_STREAMED = SplitConfig(256, 4, 2, 2, 4, 25000, 2, True)  # 7 tiles: 1 in registers, 2 in shared memory, 4 streamed
+SPLIT_STREAMED = SplitConfig(threads=256, vecs=4, blocks_per_sm=2, blocks_per_row=2, grid=4, chunk=25000, smem_tiles=2,
+                             streams=True)  # 7 tiles: 1 in registers, 2 in shared memory, 4 streamed
 SPLIT_STREAMED_PIPELINED = dataclasses.replace(SPLIT_STREAMED, pipelined=True)
 # The float16 default split kernel with 3 blocks a row and 2 rows a wave: each block prefetches
 # its next row's 2 shared-memory tiles during the output pass, 4 waves.
-SPLIT_PIPELINED_WAVES_F16 = SplitConfig(256, 4, 2, 3, 6, 24576, 2, False, pipelined=True)
-STASHED_F16 = StashedRowsConfig(448, 4, 4, 2)  # the widest two-an-SM 2-byte rung: 140 KB rows
-STASHED_F32 = StashedRowsConfig(256, 8, 3, 2)  # the float32 rungs
-STASHED_F32_WIDE = StashedRowsConfig(512, 4, 7, 1)
-STASHED_CLUSTER_GEOMETRY = (256, 8, 3, 2)
+SPLIT_PIPELINED_WAVES_F16 = SplitConfig(threads=256, vecs=4, blocks_per_sm=2, blocks_per_row=3, grid=6, chunk=24576,
+                                        smem_tiles=2, streams=False, pipelined=True)
+STASHED_F16 = StashedRowsConfig(threads=448, vecs=4, stash_tiles=4, blocks_per_sm=2)  # the widest two-an-SM 2-byte rung: 140 KB rows
+STASHED_F32 = StashedRowsConfig(threads=256, vecs=8, stash_tiles=3, blocks_per_sm=2)  # the float32 rungs
+STASHED_F32_WIDE = StashedRowsConfig(threads=512, vecs=4, stash_tiles=7, blocks_per_sm=1)
+STASHED_CLUSTER_GEOMETRY = dict(threads=256, vecs=8, stash_tiles=3, blocks_per_sm=2)
 
 
 def _split_pipelined(length, rows, dtype):
@@ -39,9 +41,10 @@ def _split_pipelined(length, rows, dtype):
 
 def _forced():
     forced = [(SPLIT_STREAMED_PIPELINED, np.float32), (_split_pipelined(131073, 7, np.float16), np.float16),
-              (ClusterConfig(256, 8, 4, 3), np.float32)]
+              (ClusterConfig(threads=256, vecs=8, cluster=4, rows_per_cluster=3), np.float32)]
     forced += [(STASHED_F16, np.float16), (STASHED_F16, BF16), (STASHED_F32, np.float32), (STASHED_F32_WIDE, np.float32)]
-    forced += [(StashedRowsConfig(*STASHED_CLUSTER_GEOMETRY, c), d) for c in (2, 4, 8) for d in (np.float16, BF16, np.float32)]
+    forced += [(StashedRowsConfig(**STASHED_CLUSTER_GEOMETRY, cluster=c), d)
+               for c in (2, 4, 8) for d in (np.float16, BF16, np.float32)]
     return forced
 
 
@@ -116,7 +119,7 @@ def test_cluster_rows_per_cluster(cp, rng, forced_kernels, log):
     non-finite rows, a ragged last block."""
     if not clusters(4):
         pytest.skip("thread-block clusters need sm_90")
-    config = ClusterConfig(256, 8, 4, 3)
+    config = ClusterConfig(threads=256, vecs=8, cluster=4, rows_per_cluster=3)
     length = config.capacity_vectors * vector_size(np.float32) - 5
     x = cp.asarray(rows_with_non_finite(rng, length, np.float32))
     check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
@@ -215,12 +218,12 @@ def test_stashed_cluster_rows(cp, rng, forced_kernels, log):
         pytest.skip("needs thread-block clusters (sm_90)")
     for cluster, dtype, length in ((2, np.float32, 65536), (4, np.float16, 262144), (4, BF16, 200003),
                                    (8, np.float32, 199999), (8, np.float16, 1 << 19), (8, np.float32, 40000)):
-        config = StashedRowsConfig(*STASHED_CLUSTER_GEOMETRY, cluster)
+        config = StashedRowsConfig(**STASHED_CLUSTER_GEOMETRY, cluster=cluster)
         x = random(cp, rng, (5, length), dtype)
         check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
         x = cp.asarray(rows_with_non_finite(rng, length, dtype))
         check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
-    config = StashedRowsConfig(*STASHED_CLUSTER_GEOMETRY, 4)
+    config = StashedRowsConfig(**STASHED_CLUSTER_GEOMETRY, cluster=4)
     base = random(cp, rng, (6, 100002), np.float32)
     for view in (base[:, 1:100001], base[:, ::2]):  # misaligned; strided
         check(cp, view, -1, log, out=poisoned(cp, view.shape, view.dtype), config=config)
@@ -234,7 +237,8 @@ def test_stashed_clusters_by_default(cp, rng, log):
     if not clusters(8):
         pytest.skip("needs thread-block clusters (sm_90)")
     for length in (262144, 196613):
-        assert select.choose_rows(length, 9, np.float32, device()) == StashedRowsConfig(*STASHED_CLUSTER_GEOMETRY, 8)
+        expected = StashedRowsConfig(**STASHED_CLUSTER_GEOMETRY, cluster=8)
+        assert select.choose_rows(length, 9, np.float32, device()) == expected
         x = random(cp, rng, (9, length), np.float32)
         check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype))
 

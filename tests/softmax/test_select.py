@@ -11,7 +11,7 @@ import pytest
 from cufuse._core.device import A100, H200, ceil_div
 from cufuse.ops.softmax import partials, select
 from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
-from cufuse.ops.softmax.layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
+from cufuse.ops.softmax.problem import SoftmaxProblem, cols_vectorizable, row_share, vector_size
 from cufuse.ops.softmax.rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
 
@@ -60,18 +60,21 @@ def test_block_rows_are_sized_to_the_row(dtype):
         key = (select.resident_rows(config, dtype), vectors / config.capacity_vectors)
         for vecs in select._BLOCK_VECS:  # no other rung keeps more rows resident, or as many better filled
             threads = max(64, ceil_div(vectors, vecs * 32) * 32)
-            other = RowsConfig(threads, threads, vecs)
+            other = RowsConfig(threads=threads, group=threads, vecs=vecs)
             if threads <= 512:
                 assert (select.resident_rows(other, dtype), vectors / other.capacity_vectors) <= key
         assert config.spec(dtype, False) in specs and config.spec(dtype, True) in specs
     # The measured points (float16 elements, from the boundary below a misaligned start)
     if np.dtype(dtype) == F16:
-        assert select.choose_rows(4097, 1000, dtype, H200, misalignment=7) == RowsConfig(96, 96, 6)
-        assert select.choose_rows(6500, 1000, dtype, H200, misalignment=4) == RowsConfig(128, 128, 8)
-        assert select.choose_rows(16500, 1000, dtype, H200, misalignment=4) == RowsConfig(288, 288, 8)
-        assert select.choose_rows(30000, 1000, dtype, H200) == StashedRowsConfig(320, 4, 2, 2)
+        assert select.choose_rows(4097, 1000, dtype, H200, misalignment=7) == RowsConfig(threads=96, group=96, vecs=6)
+        assert select.choose_rows(6500, 1000, dtype, H200, misalignment=4) == RowsConfig(threads=128, group=128, vecs=8)
+        assert (select.choose_rows(16500, 1000, dtype, H200, misalignment=4)
+                == RowsConfig(threads=288, group=288, vecs=8))
+        assert (select.choose_rows(30000, 1000, dtype, H200)
+                == StashedRowsConfig(threads=320, vecs=4, stash_tiles=2, blocks_per_sm=2))
     with pytest.raises(ValueError, match="blocks of a multiple of 32 threads up to 512, got 1024"):
-        RowsConfig(1024, 1024, 4).check(SoftmaxProblem(4, 8000, 1, 8000, 1, 0, np.dtype(dtype), False), H200)
+        RowsConfig(threads=1024, group=1024, vecs=4).check(
+            SoftmaxProblem(4, 8000, 1, 8000, 1, 0, np.dtype(dtype), False), H200)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -94,7 +97,8 @@ def test_misaligned_rows_count_from_the_vector_boundary_below(dtype):
     assert problem(1000, 101, 1, 202, 2, 0).max_row_misalignment == 0  # strided rows: scalar slots
     assert problem(10, 101, 7, 707, 7, 1).max_row_misalignment == 0  # columns
     if vs == 8:  # 671088 x 100 float16 rows sliced out of wider ones: 13 vectors from the boundary below
-        assert select.choose(problem(671088, 100, 1, 104, 1, 0), H200) == RowsConfig(256, 8, 2, exp_once=True)
+        assert (select.choose(problem(671088, 100, 1, 104, 1, 0), H200)
+                == RowsConfig(threads=256, group=8, vecs=2, exp_once=True))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -171,7 +175,9 @@ def test_stashed_rows_follow_the_block_rows(dtype, dev):
         assert config.blocks_per_sm * (config.smem_bytes + reserve) <= dev.smem_per_sm
         if config.blocks_per_sm == 1:  # two would not fit
             two = select._fewest_threads(vectors, 4 * (config.stash_tiles + 1), 32)
-            assert not select._stashed_fits(StashedRowsConfig(min(two, widest), 4, config.stash_tiles, 2), dev) or \
+            assert not select._stashed_fits(StashedRowsConfig(threads=min(two, widest), vecs=4,
+                                                              stash_tiles=config.stash_tiles, blocks_per_sm=2),
+                                            dev) or \
                 vectors > STASHED_MAX_THREADS[4, 2] * 4 * 8
         assert config.spec(dtype, False) in specs and config.spec(dtype, True) in specs
         last = config
@@ -187,7 +193,7 @@ def test_row_share_is_whole_vectors_covering_the_row():
         share, vs = row_share(length, parts, dtype), vector_size(dtype)
         assert share % vs == 0 and share * parts >= length > share * parts - parts * vs
     assert row_share(65536, 16, np.float16) == 4096 and row_share(10, 3, np.float32) == 4
-    assert ClusterConfig(512, 4, 8).chunk(100003, np.float64) == row_share(100003, 8, np.float64)
+    assert ClusterConfig(threads=512, vecs=4, cluster=8).chunk(100003, np.float64) == row_share(100003, 8, np.float64)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -203,7 +209,7 @@ def test_stashed_clusters_choice(dtype):
     if np.dtype(dtype).itemsize != 4:
         assert rungs == []
         return
-    assert rungs == [StashedRowsConfig(256, 8, 3, 2, 8)]
+    assert rungs == [StashedRowsConfig(threads=256, vecs=8, stash_tiles=3, blocks_per_sm=2, cluster=8)]
     rung = rungs[0]
     assert rung.capacity_vectors * vs == 262144 and rung.chunk(262144, dtype) == 32768
     assert rung.blocks_per_sm * (rung.smem_bytes + 2048) <= H200.smem_per_sm
@@ -214,7 +220,8 @@ def test_stashed_clusters_choice(dtype):
     assert isinstance(select.choose_rows(full + 1, 128, dtype, H200), SplitConfig)
     for log in (False, True):
         assert rung.spec(dtype, log) in specs
-        assert not any(StashedRowsConfig(256, 8, 3, 2, c).spec(dtype, log) in specs for c in (2, 4, 16))
+        assert not any(StashedRowsConfig(threads=256, vecs=8, stash_tiles=3, blocks_per_sm=2, cluster=c).spec(dtype, log)
+                       in specs for c in (2, 4, 16))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -233,17 +240,19 @@ def test_measured_winners_of_the_row_kernels():
     float64 only."""
     R, C = RowsConfig, ClusterConfig
     for dtype, cols, expected in [
-        (np.float16, 32, R(256, 4, 1, True)),
-        (np.float16, 128, R(256, 8, 2, True)),
-        (np.float32, 32, R(256, 8, 1, True)),
-        (np.float32, 128, R(256, 16, 2, True)),
-        (np.float64, 16384, C(512, 4, 4)),
+        (np.float16, 32, R(threads=256, group=4, vecs=1, exp_once=True)),
+        (np.float16, 128, R(threads=256, group=8, vecs=2, exp_once=True)),
+        (np.float32, 32, R(threads=256, group=8, vecs=1, exp_once=True)),
+        (np.float32, 128, R(threads=256, group=16, vecs=2, exp_once=True)),
+        (np.float64, 16384, C(threads=512, vecs=4, cluster=4)),
     ]:
         assert select.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
     S = StashedRowsConfig  # the rule of test_stashed_rows_follow_the_block_rows
-    for dtype, cols, expected in [(np.float16, 65536, S(416, 4, 4, 2)), (BF16, 33331, S(352, 4, 2, 2)),
-                                  (np.float32, 16500, S(352, 4, 2, 2)), (np.float32, 65536, S(512, 4, 7, 1)),
-                                  (np.float16, 131072, S(512, 4, 7, 1))]:
+    for dtype, cols, expected in [(np.float16, 65536, S(threads=416, vecs=4, stash_tiles=4, blocks_per_sm=2)),
+                                  (BF16, 33331, S(threads=352, vecs=4, stash_tiles=2, blocks_per_sm=2)),
+                                  (np.float32, 16500, S(threads=352, vecs=4, stash_tiles=2, blocks_per_sm=2)),
+                                  (np.float32, 65536, S(threads=512, vecs=4, stash_tiles=7, blocks_per_sm=1)),
+                                  (np.float16, 131072, S(threads=512, vecs=4, stash_tiles=7, blocks_per_sm=1))]:
         assert select.choose_rows(cols, 1024, dtype, H200) == expected, (dtype, cols)
     for dtype, cols in [(np.float16, 131073), (np.float32, 65537), (BF16, 262144)]:
         assert isinstance(select.choose_rows(cols, 1024, dtype, H200), SplitConfig), (dtype, cols)
@@ -257,22 +266,22 @@ def test_measured_winners_of_block_rows_split_and_columns():
     aligned column vectors."""
     R = RowsConfig
     for dtype, cols, expected in [
-        (np.float16, 4096, R(64, 64, 8, False)),
-        (np.float16, 16384, R(256, 256, 8, False)),
-        (np.float32, 16384, StashedRowsConfig(352, 4, 2, 2)),  # 512 x 8 keeps one row an SM
-        (np.float32, 8192, R(256, 256, 8, True)),
-        (np.float32, 4096, R(128, 128, 8, True)),
-        (np.float32, 1024, R(128, 32, 8, True)),
-        (np.float16, 1024, R(128, 32, 4, True)),
-        (np.float16, 1500, R(128, 32, 6, False)),  # warp rows on the first rung that holds the row
+        (np.float16, 4096, R(threads=64, group=64, vecs=8, exp_once=False)),
+        (np.float16, 16384, R(threads=256, group=256, vecs=8, exp_once=False)),
+        (np.float32, 16384, StashedRowsConfig(threads=352, vecs=4, stash_tiles=2, blocks_per_sm=2)),  # 512 x 8 keeps one row an SM
+        (np.float32, 8192, R(threads=256, group=256, vecs=8, exp_once=True)),
+        (np.float32, 4096, R(threads=128, group=128, vecs=8, exp_once=True)),
+        (np.float32, 1024, R(threads=128, group=32, vecs=8, exp_once=True)),
+        (np.float16, 1024, R(threads=128, group=32, vecs=4, exp_once=True)),
+        (np.float16, 1500, R(threads=128, group=32, vecs=6, exp_once=False)),  # warp rows on the first rung that holds the row
     ]:
         assert select.choose_rows(cols, 4096, dtype, H200) == expected, (dtype, cols)
     for cols in (262144, 1 << 20, 1 << 22):
         assert select.choose_rows(cols, 16, np.float16, H200).pipelined
         assert cols == 262144 or select.choose_rows(cols, 16, np.float32, H200).pipelined  # 262144: stashed clusters
         assert not select.choose_rows(cols, 16, np.float64, H200).pipelined
-    assert select.choose_cols(16384, 4096, np.float32, H200, False) == ColsConfig(16, 8, 4)
-    assert select.choose_cols(16384, 4096, np.float16, H200, False) == ColsConfig(16, 12, 4)
+    assert select.choose_cols(16384, 4096, np.float32, H200, False) == ColsConfig(slices=16, unroll=8, cluster=4)
+    assert select.choose_cols(16384, 4096, np.float16, H200, False) == ColsConfig(slices=16, unroll=12, cluster=4)
 
 
 def test_no_clusters_on_a100():
@@ -314,7 +323,7 @@ def test_benchmark_grid_takes_single_read_paths():
 
 def test_exp_once_where_the_exps_fit():
     for dtype, vecs, expected in [(np.float16, 4, True), (np.float16, 8, False), (np.float32, 8, True), (np.float64, 8, True)]:
-        config = select.with_exp_once(RowsConfig(128, 32, vecs), dtype)
+        config = select.with_exp_once(RowsConfig(threads=128, group=32, vecs=vecs), dtype)
         assert config.exp_once is expected
         assert config.spec(dtype, True).template_args[-1] is False  # log_softmax has no exp to keep
 
@@ -360,12 +369,14 @@ def test_two_read_column_kernels_where_the_split_does_not_apply():
     """Columns shorter than a split tile or longer than its grid holds, layouts without aligned
     vectors, float64: float32 column vectors (clusters of 8 from 2048 rows), else the scalar
     kernel (clusters of 4); no clusters on the A100."""
-    assert select.choose_cols(300000, 4096, F16, H200, True) == ColsConfig(16, 12, 4)  # float16 vectors lost
-    assert select.choose_cols(300000, 4096, F32, H200, True) == ColsVecConfig(256, 8, 4, 8)
-    assert select.choose_cols(127, 64, F32, H200, True) == ColsVecConfig(256, 8, 4, 1)  # below a tile: short, no cluster
+    assert select.choose_cols(300000, 4096, F16, H200, True) == ColsConfig(slices=16, unroll=12, cluster=4)  # float16 vectors lost
+    assert select.choose_cols(300000, 4096, F32, H200, True) == ColsVecConfig(threads=256, col_lanes=8, unroll=4,
+                                                                              cluster=8)
+    assert select.choose_cols(127, 64, F32, H200, True) == ColsVecConfig(threads=256, col_lanes=8, unroll=4,
+                                                                         cluster=1)  # below a tile: short, no cluster
     assert select.choose_cols(300000, 4096, F32, A100, True).spec(F32, False).name == "softmax_cols_vec"
-    assert select.choose_cols(100, 4096, F16, H200, True) == ColsConfig(16, 12, 1)
-    assert select.choose_cols(16384, 4096, np.float64, H200, False) == ColsConfig(16, 2, 4)
+    assert select.choose_cols(100, 4096, F16, H200, True) == ColsConfig(slices=16, unroll=12, cluster=1)
+    assert select.choose_cols(16384, 4096, np.float64, H200, False) == ColsConfig(slices=16, unroll=2, cluster=4)
     for dtype in (np.float16, np.float32, np.float64):
         assert select.choose_cols(2048, 64, dtype, H200).cluster == 4
         assert select.choose_cols(2047, 64, dtype, H200).cluster == 1
@@ -383,9 +394,11 @@ def test_short_columns_take_vectors_where_aligned():
         bounds = {4: 4, 8: 2, 16: 1} if itemsize == 8 else {4: 5, 8: 4, 16: 2}
         for length, rung in ((1, 4), (2, 4), (4, 4), (5, 8), (6, 8), (8, 8), (9, 16), (16, 16)):
             chosen = select.choose_cols(length, 3000000, dtype, H200, True)
-            assert chosen == ColsShortVecConfig(256, rung, bounds[rung], exp_once=itemsize >= 4 or rung == 4)
+            assert chosen == ColsShortVecConfig(threads=256, max_length=rung, blocks_per_sm=bounds[rung],
+                                                exp_once=itemsize >= 4 or rung == 4)
             assert select.choose_cols(length, 3000000, dtype, A100, True) == chosen
-            assert select.choose_cols(length, 3000000, dtype, H200, False) == ColsShortConfig(256, 16)
+            assert select.choose_cols(length, 3000000, dtype, H200, False) == ColsShortConfig(threads=256,
+                                                                                              max_length=16)
         assert not isinstance(select.choose_cols(17, 3000000, dtype, H200, True), (ColsShortConfig, ColsShortVecConfig))
 
 
@@ -394,13 +407,17 @@ def test_cols_split_config():
     two blocks an SM, float32 16 KB tiles three), the parts whole tiles, the fewest tiles a block
     over the call with an exchange weighing a tile (measured: 22 blocks a strip beat 32 and 64;
     ties: the larger part); None for float64, below one tile and beyond the resident grid's parts."""
-    split = ColsSplitConfig
-    assert select.choose_cols_split(16384, 4096, F16, H200) == split(256, 8, 8, False, 2, 22, 12, 768, 3)
-    assert select.choose_cols_split(16384, 4096, BF16, H200) == split(256, 8, 8, False, 2, 22, 12, 768, 3)
-    assert select.choose_cols_split(16384, 4096, F32, H200) == split(256, 8, 4, False, 3, 32, 12, 512, 4)
-    # 2 strips of 64 columns: smaller parts, more blocks a strip, to fill the grid.
-    assert select.choose_cols_split(16384, 128, F16, H200) == split(256, 8, 8, False, 2, 64, 2, 256, 1)
-    assert select.choose_cols_split(256, 4096, F32, H200) == split(256, 8, 4, False, 3, 2, 128, 128, 1)
+    two = dict(threads=256, col_lanes=8, vecs=8, register_tile=False, blocks_per_sm=2)  # 2-byte types
+    four = dict(threads=256, col_lanes=8, vecs=4, register_tile=False, blocks_per_sm=3)  # float32
+    for length, columns, dtype, geometry, grid in [
+        (16384, 4096, F16,  two,  dict(blocks_per_strip=22, strips_per_wave=12,  part=768, smem_tiles=3)),
+        (16384, 4096, BF16, two,  dict(blocks_per_strip=22, strips_per_wave=12,  part=768, smem_tiles=3)),
+        (16384, 4096, F32,  four, dict(blocks_per_strip=32, strips_per_wave=12,  part=512, smem_tiles=4)),
+        # 2 strips of 64 columns: smaller parts, more blocks a strip, to fill the grid.
+        (16384, 128,  F16,  two,  dict(blocks_per_strip=64, strips_per_wave=2,   part=256, smem_tiles=1)),
+        (256,   4096, F32,  four, dict(blocks_per_strip=2,  strips_per_wave=128, part=128, smem_tiles=1)),
+    ]:
+        assert select.choose_cols_split(length, columns, dtype, H200) == ColsSplitConfig(**geometry, **grid)
     for dtype, tile_rows, longest in [(F16, 256, 264 * 3 * 256), (BF16, 256, 264 * 3 * 256), (F32, 128, 396 * 4 * 128)]:
         assert select.choose_cols_split(tile_rows - 1, 4096, dtype, H200) is None
         assert select.choose_cols_split(longest, 64, dtype, H200).grid == (396 if dtype is F32 else 264)  # 3 / 2 blocks an SM

@@ -13,7 +13,7 @@ from cufuse._core.device import A100, H200
 from cufuse._core.plans import Scratch
 from cufuse.ops.softmax import select
 from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsVecConfig
-from cufuse.ops.softmax.layout import SoftmaxProblem, collapse, vector_size
+from cufuse.ops.softmax.problem import SoftmaxProblem, collapse, vector_size
 from cufuse.ops.softmax.plan import plan_softmax
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
@@ -77,13 +77,15 @@ def test_stashed_and_cluster_rows_plans():
     clustered = only_launch(plan_softmax((9, 262144), (262144, 1), F32, (1,), False, H200))
     assert clustered.spec.name == "softmax_rows_stashed_cluster" and clustered.grid == (9 * 8,)
     assert scalars(clustered)[-2:] == [262144 // 8, 3]  # chunk, tiles
-    for c16 in (StashedRowsConfig(256, 8, 3, 2, 16), ClusterConfig(256, 4, 16, 2)):
+    for c16 in (StashedRowsConfig(threads=256, vecs=8, stash_tiles=3, blocks_per_sm=2, cluster=16),
+                ClusterConfig(threads=256, vecs=4, cluster=16, rows_per_cluster=2)):
         with pytest.raises(ValueError, match="expected a cluster of at most 8 blocks, got 16"):
             plan_softmax((5, 65536), (65536, 1), F32, (1,), False, H200, c16)
     f64 = only_launch(plan_softmax((7, 30000), (30000, 1), F64, (1,), False, H200))
     assert f64.spec.name == "softmax_rows_cluster" and f64.grid == (7 * 8,) and f64.block == (512,)
     assert scalars(f64) == [7, 30000, 1, 30000, 0, 1, 3750]  # rows, geometry, chunk
-    persistent = only_launch(plan_softmax((7, 32763), (32763, 1), F32, (1,), False, H200, ClusterConfig(256, 8, 4, 3)))
+    persistent = only_launch(plan_softmax((7, 32763), (32763, 1), F32, (1,), False, H200,
+                                          ClusterConfig(threads=256, vecs=8, cluster=4, rows_per_cluster=3)))
     assert persistent.grid == (3 * 4,)
 
 
@@ -111,7 +113,8 @@ def test_column_plans():
     scalar = only_launch(plan_softmax((4096, 301), (301, 1), F32, (0,), False, H200))
     assert scalar.spec.name == "softmax_cols_cluster" and scalar.grid == (10 * 4,) and scalar.block == (512,)
     assert scalars(scalar) == [1, 4096, 301, 0, 1, 301]  # outer, length, inner, so, si, sl
-    vec = only_launch(plan_softmax((100, 64), (64, 1), F16, (0,), False, H200, ColsVecConfig(256, 4, 4, 8)))
+    vec = only_launch(plan_softmax((100, 64), (64, 1), F16, (0,), False, H200,
+                                   ColsVecConfig(threads=256, col_lanes=4, unroll=4, cluster=8)))
     assert vec.grid == (2 * 8,) and vec.block == (256,)
     config = select.choose_cols_split(16384, 4096, F16, H200)
     plan = plan_softmax((16384, 4096), (4096, 1), F16, (0,), False, H200, config)
@@ -155,32 +158,44 @@ def test_forced_configs_are_checked():
         with pytest.raises(ValueError, match=match):
             plan_softmax(shape, strides, dtype, axes, False, dev, config)
 
-    refused("holds rows of up to 7168 16-byte vectors", (3, 65537), (65537, 1), F16, (1,), StashedRowsConfig(448, 4, 3, 2))
-    refused("up to 448, got 512", (3, 40000), (40000, 1), F16, (1,), StashedRowsConfig(512, 4, 3, 2))
-    refused("1 to 7 shared-memory tiles, got 8", (3, 40000), (40000, 1), F16, (1,), StashedRowsConfig(128, 4, 8, 1))
-    refused(r"takes \(vecs, blocks_per_sm\) of", (3, 40000), (40000, 1), F16, (1,), StashedRowsConfig(128, 2, 3, 2))
+    refused("holds rows of up to 7168 16-byte vectors", (3, 65537), (65537, 1), F16, (1,),
+            StashedRowsConfig(threads=448, vecs=4, stash_tiles=3, blocks_per_sm=2))
+    refused("up to 448, got 512", (3, 40000), (40000, 1), F16, (1,),
+            StashedRowsConfig(threads=512, vecs=4, stash_tiles=3, blocks_per_sm=2))
+    refused("1 to 7 shared-memory tiles, got 8", (3, 40000), (40000, 1), F16, (1,),
+            StashedRowsConfig(threads=128, vecs=4, stash_tiles=8, blocks_per_sm=1))
+    refused(r"takes \(vecs, blocks_per_sm\) of", (3, 40000), (40000, 1), F16, (1,),
+            StashedRowsConfig(threads=128, vecs=2, stash_tiles=3, blocks_per_sm=2))
     refused("needs 229376 bytes of shared memory a block, got a device of 166912", (3, 40000), (40000, 1), F32, (1,),
-            StashedRowsConfig(512, 4, 7, 1), A100)
-    refused("blocks of a multiple of 32 threads up to 512, got 100", (3, 3000), (3000, 1), F16, (1,), RowsConfig(100, 100, 4))
-    refused("holds rows of up to 32 16-byte", (3, 300), (300, 1), F32, (1,), RowsConfig(128, 32, 1))
-    refused("needs thread-block clusters", (3, 16000), (16000, 1), F64, (1,), ClusterConfig(512, 4, 4), A100)
-    refused("needs thread-block clusters", (3000, 64), (64, 1), F32, (0,), ColsConfig(16, 8, 4), A100)
-    refused("config", (100, 70), (70, 1), F32, (0,), ColsVecConfig(256, 4, 4))  # inner not a multiple of 4
-    refused("2- or 4-byte dtype", (100, 64), (64, 1), F64, (0,), ColsVecConfig(256, 4, 4))  # float64 vectors spilled
-    refused("holds columns of up to 8 elements, got 9", (9, 64), (64, 1), F16, (0,), ColsShortVecConfig(256, 8, 4))
-    refused("every 16-byte vector of columns aligned", (6, 70), (70, 1), F16, (0,), ColsShortVecConfig(256, 8, 4))
-    refused("holds columns of up to 16 elements, got 17", (17, 64), (64, 1), F16, (0,), ColsShortConfig(256, 16))
+            StashedRowsConfig(threads=512, vecs=4, stash_tiles=7, blocks_per_sm=1), A100)
+    refused("blocks of a multiple of 32 threads up to 512, got 100", (3, 3000), (3000, 1), F16, (1,),
+            RowsConfig(threads=100, group=100, vecs=4))
+    refused("holds rows of up to 32 16-byte", (3, 300), (300, 1), F32, (1,), RowsConfig(threads=128, group=32, vecs=1))
+    refused("needs thread-block clusters", (3, 16000), (16000, 1), F64, (1,),
+            ClusterConfig(threads=512, vecs=4, cluster=4), A100)
+    refused("needs thread-block clusters", (3000, 64), (64, 1), F32, (0,), ColsConfig(slices=16, unroll=8, cluster=4),
+            A100)
+    refused("config", (100, 70), (70, 1), F32, (0,), ColsVecConfig(threads=256, col_lanes=4, unroll=4))  # inner not a multiple of 4
+    refused("2- or 4-byte dtype", (100, 64), (64, 1), F64, (0,), ColsVecConfig(threads=256, col_lanes=4, unroll=4))  # float64 vectors spilled
+    refused("holds columns of up to 8 elements, got 9", (9, 64), (64, 1), F16, (0,),
+            ColsShortVecConfig(threads=256, max_length=8, blocks_per_sm=4))
+    refused("every 16-byte vector of columns aligned", (6, 70), (70, 1), F16, (0,),
+            ColsShortVecConfig(threads=256, max_length=8, blocks_per_sm=4))
+    refused("holds columns of up to 16 elements, got 17", (17, 64), (64, 1), F16, (0,),
+            ColsShortConfig(threads=256, max_length=16))
     config = select.choose_cols_split(16384, 4096, F16, H200)
     refused("config", (100, 70), (70, 1), F16, (0,), config)  # not vectorizable
     refused("holds 22 x 768 rows a strip, got columns of 16897", (16897, 64), (64, 1), F16, (0,), config)
     refused("co-resident", (16384, 64), (64, 1), F16, (0,), dataclasses.replace(config, strips_per_wave=13))
-    split = SplitConfig(256, 4, 2, 2, 4, 25000, 2, True)
+    split = SplitConfig(threads=256, vecs=4, blocks_per_sm=2, blocks_per_row=2, grid=4, chunk=25000, smem_tiles=2,
+                        streams=True)
     plan_softmax((5, 50000), (50000, 1), F32, (1,), False, H200, split)  # holds it: no error
     refused("holds rows of up to 2 x 25000", (5, 50001), (50001, 1), F32, (1,), split)
     refused("whole 16-byte vectors", (5, 50000), (50000, 1), F32, (1,), dataclasses.replace(split, chunk=25001))
     refused("whole rows of 2 blocks", (5, 50000), (50000, 1), F32, (1,), dataclasses.replace(split, grid=5))
     refused("co-resident", (5, 50000), (50000, 1), F32, (1,), dataclasses.replace(split, grid=600))
-    one_block_a_row = SplitConfig(256, 4, 2, 1, 1024, 50000, 7, True)  # not persistent: no block waits for another
+    one_block_a_row = SplitConfig(threads=256, vecs=4, blocks_per_sm=2, blocks_per_row=1, grid=1024, chunk=50000,
+                                  smem_tiles=7, streams=True)  # not persistent: no block waits for another
     assert only_launch(plan_softmax((1024, 50000), (50000, 1), F32, (1,), False, H200, one_block_a_row)).grid == (1024,)
 
 

@@ -12,7 +12,7 @@ from .merge import check_split_covers, partial_pointers, split_plan, split_scala
 DECODE_HEAD_DIMS = (32, 64, 128, 256)  # HD / 8 lanes per key row must divide a warp
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DecodeTile:
     """One ``attention_decode`` instantiation and its key split: ``warps`` warps a block,
     ``unroll`` 16-byte K and V loads in flight per lane, the keys split over ``splits``

@@ -16,7 +16,7 @@ from .merge import check_split_covers, partial_pointers, split_plan, split_scala
 SMEM_PITCH_PAD = 8  # elements added to every shared-memory row (bank-conflict-free ldmatrix)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FlashMmaTile:
     """One ``attention_fwd_mma`` instantiation and its key split: ``warps`` x ``m_tiles``
     16-row MMA slices of query rows a block, K/V tiles of ``block_n`` keys in a ``stages``

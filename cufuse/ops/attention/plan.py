@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..._core.plans import Plan
 from .problem import describe
-from .select import select_config
+from .select import choose
 
 
 def plan_attention(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, causal, scale, return_lse,
@@ -16,9 +16,7 @@ def plan_attention(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, d
     problem = describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, causal, scale, return_lse,
                        aligned, window, softcap)
     if config is None:
-        config = select_config(problem.n_q, problem.n_k, problem.head_dim, problem.head_dim_v, problem.batch_count,
-                               problem.dtype, dev, problem.kv_rows_16b, problem.causal, problem.wgmma_operands,
-                               problem.packed().group, problem.window)
+        config = choose(problem, dev)
     else:
         config.check(problem, dev)
     return config.plan(problem, dev)

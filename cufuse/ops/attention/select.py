@@ -25,7 +25,7 @@ from ..._core.dtypes import ctype
 from .decode import DECODE_HEAD_DIMS, DecodeTile, decode_head_dim
 from .merge import merge_spec
 from .mma import FlashMmaTile
-from .problem import MMA_CTYPES, NO_WINDOW, key_span
+from .problem import MMA_CTYPES, NO_WINDOW, AttentionProblem, key_span
 from .simt import SIMT_CTYPES, SimtRows
 from .wgmma import FlashWgmmaTile
 
@@ -34,7 +34,7 @@ DECODE_MAX_QUERIES = 16  # one MMA row slice
 # attention_decode reads K/V once per query row (the rows of a split are adjacent blocks and
 # share K/V in L2): worth it while the L2 re-reads stay cheap.
 DECODE_STREAM_MAX_QUERIES = 4
-DECODE_STREAM_TILE = (4, 8)  # (warps, unroll): 4.2-4.5 TB/s on the H200 (the decode sweep)
+DECODE_STREAM_TILE = dict(warps=4, unroll=8)  # 4.2-4.5 TB/s on the H200 (the decode sweep)
 DECODE_MIN_KEYS_PER_SPLIT = 512
 DECODE_BLOCKS_PER_SLOT = 2  # attention_decode blocks launched per resident-block slot (tail balance)
 MAX_KEY_SPLITS = 128
@@ -58,10 +58,12 @@ _W = FlashWgmmaTile
 # stages 193 KB of shared memory). Head dims between take the next tile up, zero-padded (D32
 # on D64, D80 on D96, D160-192 on D256).
 WGMMA_PREFILL = {
-    64: ((512, _W(64, 2, 64, 2, 2)), (1536, _W(64, 3, 128, 2)), (math.inf, _W(64, 3, 128, 2, wg_ranges=False))),
-    96: ((math.inf, _W(96, 3, 64, 2)),),
-    128: ((math.inf, _W(128, 3, 64, 2)),),
-    256: ((math.inf, _W(256, 2, 64, 2)),),
+    64: ((512, _W(head_dim=64, warpgroups=2, block_n=64, stages=2, min_blocks=2)),
+         (1536, _W(head_dim=64, warpgroups=3, block_n=128, stages=2)),
+         (math.inf, _W(head_dim=64, warpgroups=3, block_n=128, stages=2, wg_ranges=False))),
+    96: ((math.inf, _W(head_dim=96, warpgroups=3, block_n=64, stages=2)),),
+    128: ((math.inf, _W(head_dim=128, warpgroups=3, block_n=64, stages=2)),),
+    256: ((math.inf, _W(head_dim=256, warpgroups=2, block_n=64, stages=2)),),
 }
 
 
@@ -106,12 +108,15 @@ def prefill_tiles(head_dim: int, dev: DeviceInfo) -> tuple:
     registers spilled once the window's mask joined the loop, and Q from shared memory costs
     it 8 ldmatrix a tile beside K's 64."""
     if head_dim <= 64:
-        tiles = (FlashMmaTile(head_dim, 4, 1, 64, 2, 3, True, False),)
+        tiles = (FlashMmaTile(head_dim=head_dim, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=3,
+                              q_in_regs=True, skip_pad_cols=False),)
     elif head_dim <= 128:
-        tiles = (FlashMmaTile(head_dim, 8, 1, 128, 2, 1, True, False),
-                 FlashMmaTile(head_dim, 4, 1, 64, 2, 2, True, False))
+        tiles = (FlashMmaTile(head_dim=head_dim, warps=8, m_tiles=1, block_n=128, stages=2, min_blocks=1,
+                              q_in_regs=True, skip_pad_cols=False),
+                 FlashMmaTile(head_dim=head_dim, warps=4, m_tiles=1, block_n=64, stages=2, min_blocks=2,
+                              q_in_regs=True, skip_pad_cols=False))
     else:
-        tiles = (FlashMmaTile(head_dim, 8, 1, 64, 2),)
+        tiles = (FlashMmaTile(head_dim=head_dim, warps=8, m_tiles=1, block_n=64, stages=2),)
     tiles = (fit_smem(tile, dev) for tile in tiles)
     return tuple(dataclasses.replace(tile, q_in_regs=False) if tile.head_dim * tile.block_n >= 128 * 128 else tile
                  for tile in tiles)
@@ -139,8 +144,8 @@ def decode_tile(head_dim: int, rows: int, dev: DeviceInfo) -> FlashMmaTile:
     registers up to D128."""
     slices = math.ceil(max(rows, 1) / 16)
     m_tiles = min(max_decode_m_tiles(head_dim), 1 << (slices - 1).bit_length())
-    tile = FlashMmaTile(head_dim, PACKED_DECODE_WARPS, m_tiles, PACKED_DECODE_KEYS, PACKED_DECODE_STAGES,
-                        q_in_regs=m_tiles * head_dim <= 128, key_warps=True)
+    tile = FlashMmaTile(head_dim=head_dim, warps=PACKED_DECODE_WARPS, m_tiles=m_tiles, block_n=PACKED_DECODE_KEYS,
+                        stages=PACKED_DECODE_STAGES, q_in_regs=m_tiles * head_dim <= 128, key_warps=True)
     while tile.smem_bytes > dev.max_smem_per_block and tile.stages > 2:
         tile = dataclasses.replace(tile, stages=tile.stages - 1)
     return tile
@@ -250,10 +255,17 @@ def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch
     return tile if key_splits(tile, n_q, span, batch_count, dev)[0] == 1 else None
 
 
-def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev: DeviceInfo,
-                  kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False, group: int = 1,
-                  window: tuple = NO_WINDOW):
-    """The default variant of a call. ``kv_rows_16b``: k and v have unit column stride and
+def choose(problem: AttentionProblem, dev: DeviceInfo):
+    """The default variant for ``problem`` on ``dev`` (``choose_by_sizes`` of its facts)."""
+    p = problem
+    return choose_by_sizes(p.n_q, p.n_k, p.head_dim, p.head_dim_v, p.batch_count, p.dtype, dev, p.kv_rows_16b, p.causal,
+                           p.wgmma_operands, p.packed().group, p.window)
+
+
+def choose_by_sizes(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev: DeviceInfo,
+                    kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False, group: int = 1,
+                    window: tuple = NO_WINDOW):
+    """The default variant of a call of these sizes. ``kv_rows_16b``: k and v have unit column stride and
     16-byte aligned rows (attention_decode's precondition). ``wgmma_operands``: q, k and v
     all have such rows and the scale is positive or a softcap applies (attention_fwd_wgmma's).
     ``group``: query heads (of the ``batch_count``) sharing each K/V head, which a decode tile
@@ -267,7 +279,7 @@ def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_coun
         return key_span(positions, n_k, causal, window)
 
     if group == 1 and n_q <= DECODE_STREAM_MAX_QUERIES and kv_rows_16b:
-        tile = DecodeTile(decode_head_dim(width), *DECODE_STREAM_TILE)
+        tile = DecodeTile(head_dim=decode_head_dim(width), **DECODE_STREAM_TILE)
         return split_decode_keys(tile, n_q, span(1), batch_count, dev)
     bucket = head_dim_bucket(width)
     if n_q <= DECODE_MAX_QUERIES:
@@ -282,13 +294,13 @@ def select_config(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_coun
 
 
 def instantiations(dev: DeviceInfo) -> list:
-    """Every kernel ``select_config`` can reach on ``dev``."""
+    """Every kernel ``choose`` can reach on ``dev``."""
     specs = []
     for name in MMA_CTYPES:
         for bucket in HEAD_DIM_BUCKETS:
             specs.extend(tile.spec(name) for tile in prefill_tiles(bucket, dev))
             specs.extend(tile.spec(name) for tile in decode_tiles(bucket, dev))
-        specs.extend(DecodeTile(bucket, *DECODE_STREAM_TILE).spec(name) for bucket in DECODE_HEAD_DIMS)
+        specs.extend(DecodeTile(head_dim=bucket, **DECODE_STREAM_TILE).spec(name) for bucket in DECODE_HEAD_DIMS)
         specs.append(merge_spec(name))
         if dev.has_wgmma:
             specs.extend(tile.spec(name) for rules in WGMMA_PREFILL.values() for _, tile in rules)

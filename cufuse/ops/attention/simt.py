@@ -13,7 +13,7 @@ from ..._core.plans import Launch, Plan
 SIMT_CTYPES = ("float", "double")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SimtRows:
     """``attention_fwd_simt`` with ``warps`` query rows (one a warp) a block."""
 

@@ -60,7 +60,7 @@ def operand_maps(problem, block_n: int) -> tuple:
     return tuple(maps)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FlashWgmmaTile:
     """One ``attention_fwd_wgmma`` instantiation: ``warpgroups`` x 64 query rows a block, one
     (query tile, batch) item a block, K/V tiles of ``block_n`` keys in a ``stages`` deep

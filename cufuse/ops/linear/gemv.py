@@ -1,4 +1,4 @@
-"""``linear_relu_gemv`` (kernels/linear/gemv.cu): the weight streamed straight to registers
+"""``linear_gemv`` (kernels/linear/gemv.cu): the weight streamed straight to registers
 for a few rows of x, float32 / float64 FMAs (no tensor-core rounding). K-major weights need
 no split; row-major float32 ones split K through float32 slots (splits x M x N cells)."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ GEMV_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 GEMV_SPLIT_ROWS = 64  # k rows a split is a multiple of: kernels/linear/gemv.cu GEMV_WARPS x GEMV_ROW_LOADS
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GemvTile:
     """The weight-streaming kernel for M <= ``rows`` (a few rows of x per thread)."""
 
@@ -37,7 +37,7 @@ class GemvTile:
 
 # float32 with M <= 4 and float64 with M = 1: past those rows the stream's FMAs limit it and
 # the few-row tensor-core tiles win (docs/linear.md, "gemv").
-GEMV_TILES = {np.dtype(np.float32): (GemvTile(1), GemvTile(4)), np.dtype(np.float64): (GemvTile(1),)}
+GEMV_TILES = {np.dtype(np.float32): (GemvTile(rows=1), GemvTile(rows=4)), np.dtype(np.float64): (GemvTile(rows=1),)}
 GEMV_MAX_ROWS = {dtype: tiles[-1].rows for dtype, tiles in GEMV_TILES.items()}
 GEMV_MIN_SPLIT_ROWS = 256  # k rows per split at least: 8 warps x 8 rows in flight, 4 times over
 # Row-major: split K until the blocks fill the SMs this often (float32 1 row 17
@@ -45,9 +45,9 @@ GEMV_MIN_SPLIT_ROWS = 256  # k rows per split at least: 8 warps x 8 rows in flig
 GEMV_WAVES = 4
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GemvConfig:
-    """``linear_relu_gemv`` on ``tile``; a row-major weight splits K ``splits`` ways (float32
+    """``linear_gemv`` on ``tile``; a row-major weight splits K ``splits`` ways (float32
     only: the split sums meet in a float32 workspace), a K-major one never."""
 
     kind: ClassVar[str] = "gemv"
@@ -55,7 +55,7 @@ class GemvConfig:
     splits: int = 1
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
-        return KernelSpec("linear/gemv.cu", "linear_relu_gemv", (ctype(dtype), self.tile.rows, kmajor))
+        return KernelSpec("linear/gemv.cu", "linear_gemv", (ctype(dtype), self.tile.rows, kmajor))
 
     def check(self, problem, dev) -> None:
         if problem.dtype not in GEMV_DTYPES:

@@ -71,7 +71,7 @@ def rows_view(shape, strides, fn: str = FN) -> tuple[int, int, int]:
 def mma_eligible(dtype, k: int, n: int, x_ptr: int, x_row_stride: int, x_k_stride: int, m: int,
                  w_ptr: int, w_k_stride: int, w_n_stride: int) -> bool | None:
     """Whether the tensor-core kernels (16-bit types; float32 and float64 through
-    ``linear_relu_wide`` / ``linear_relu_dmma``, and the gemv kernel) can load these operands
+    ``linear_wide`` / ``linear_dmma``, and the gemv kernel) can load these operands
     with 16-byte copies, and with which weight layout: True (K-major: unit k stride), False
     (N-major: unit n stride) or None (not eligible)."""
     vec = 16 // np.dtype(dtype).itemsize  # elements per 16-byte chunk

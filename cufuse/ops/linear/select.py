@@ -19,7 +19,7 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
   tile, M = 17..64 the 64x64 one, beyond the best-scoring GEMM tile, split K where the tiles
   leave block slots idle.
 
-The gated form (``choose_gated_config``), on its 2N columns of gate and up: on compute
+The gated form (``choose`` on a ``GatedProblem``), on its 2N columns of gate and up: on compute
 capability 9.0 with tensor maps over x and both weights, M <= 64 the gated swapped stream
 (``gated_linear_swap_tma``, x padded as the linear stream pads it), beyond
 ``gated_linear_wgmma_tma`` on the 128x256 / 128x128 / 64x256 tile and split with the least
@@ -41,7 +41,7 @@ from ..._core.dtypes import BFLOAT16
 from .dmma import DMMA_FEW_ROW_TILES, DMMA_MIN_CC, DMMA_PIPELINED_TILE, PipelinedDmmaConfig
 from .gemv import GEMV_MAX_ROWS, GEMV_MIN_SPLIT_ROWS, GEMV_TILES, GEMV_WAVES, GemvConfig
 from .mma import GEMM_TILES, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig, MmaConfig
-from .operands import MMA_MIN_CC, SMALL_M
+from .operands import MMA_MIN_CC, SMALL_M, GatedProblem
 from .simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig
 from .swap_tma import GATED_SWAP_DEFAULT_TILES, SWAP_DEFAULT_TILES, SWAP_MAX_M, GatedSwapConfig, SwapConfig, \
     swap_padding
@@ -59,9 +59,12 @@ GATED_VARIANTS = (GatedTmaConfig, GatedSwapConfig, GatedMmaConfig, GatedSimtConf
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def choose_config(problem, dev):
-    """The default variant for ``problem`` (``operands.LinearProblem``) on ``dev``."""
+def choose(problem, dev):
+    """The default variant for ``problem`` on ``dev``: a gated variant over the 2N columns of an
+    ``operands.GatedProblem``, else a plain one for an ``operands.LinearProblem``."""
     p = problem
+    if isinstance(p, GatedProblem):
+        return _choose_gated(p.m, p.tile_columns, p.k, p.dtype, p.tensor_ok and p.itemsize == 2, p.tma_ok, dev)
     return _choose(p.m, p.n, p.k, p.dtype, p.tensor_ok, dev, p.kmajor, p.tma_ok)
 
 
@@ -72,7 +75,7 @@ def _choose(m: int, n: int, k: int, dtype, tensor_ok: bool, dev, kmajor: bool, t
             return choose_gemv_config(m, n, k, dtype, kmajor, dev)
         return choose_wide_config(m, n, k, dtype, tensor_ok, dev)
     if not tensor_ok:
-        return SimtConfig(choose_simt_tile(m, n, dtype, dev))
+        return SimtConfig(tile=choose_simt_tile(m, n, dtype, dev))
     if tma_ok:  # compute capability 9.0 only
         if m <= SWAP_MAX_M:
             return choose_swap_config(m, n, k, dev)
@@ -80,42 +83,36 @@ def _choose(m: int, n: int, k: int, dtype, tensor_ok: bool, dev, kmajor: bool, t
     if m > STREAM_TILE.bm and dev.has_wgmma and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
         return choose_wgmma_config(m, n, k, dev)
     if m <= STREAM_TILE.bm:
-        return MmaConfig(STREAM_TILE, stream_splits(m, n, k, STREAM_TILE, dev))
+        return MmaConfig(tile=STREAM_TILE, splits=stream_splits(m, n, k, STREAM_TILE, dev))
     if m <= SMALL_M:
-        return MmaConfig(STREAM64_TILE, choose_k_splits(m, n, k, STREAM64_TILE, dev))
+        return MmaConfig(tile=STREAM64_TILE, splits=choose_k_splits(m, n, k, STREAM64_TILE, dev))
     if prefers_wgmma(m, n, dev):
-        return WgmmaConfig(choose_wave_tile(m, n, dev))
+        return WgmmaConfig(tile=choose_wave_tile(m, n, dev))
     tile = choose_gemm_tile(m, n, dev)
     if not kmajor and tile_count(m, n, MEDIUM_TILE) < dev.sm_count * MEDIUM_TILE.blocks_per_sm(dev):
         # A row-major weight and at most one wave of 128x128 tiles: split K.
-        return MmaConfig(MEDIUM_TILE, choose_k_splits(m, n, k, MEDIUM_TILE, dev))
+        return MmaConfig(tile=MEDIUM_TILE, splits=choose_k_splits(m, n, k, MEDIUM_TILE, dev))
     if tile_count(m, n, tile) < dev.sm_count * tile.blocks_per_sm(dev):
         # Fewer tiles than block slots: split K too (the workspace then stays below slots x
         # tile area floats, 17 MB on the H200).
-        return MmaConfig(tile, choose_k_splits(m, n, k, tile, dev))
-    return MmaConfig(tile)
-
-
-def choose_gated_config(problem, dev):
-    """The default variant of a gated problem (``operands.GatedProblem``) on its 2N columns."""
-    p = problem
-    return _choose_gated(p.m, p.tile_columns, p.k, p.dtype, p.tensor_ok and p.itemsize == 2, p.tma_ok, dev)
+        return MmaConfig(tile=tile, splits=choose_k_splits(m, n, k, tile, dev))
+    return MmaConfig(tile=tile)
 
 
 @functools.lru_cache(maxsize=1024)
 def _choose_gated(m: int, columns: int, k: int, dtype, tensor_ok: bool, tma_ok: bool, dev):
     if not tensor_ok:  # the 64x64 tile: two float32 accumulator sets of 128x128 spill on sm_80
-        return GatedSimtConfig(SIMT_SMALL)
+        return GatedSimtConfig(tile=SIMT_SMALL)
     if tma_ok:  # compute capability 9.0 only
         if m <= SWAP_MAX_M:
             return choose_gated_swap_config(m, columns, k, dev)
         return choose_tma_config(m, columns, k, dev, GATED_TMA_TILES, GatedTmaConfig)
     if m <= STREAM_TILE.bm:
-        return GatedMmaConfig(STREAM_TILE, stream_splits(m, columns, k, STREAM_TILE, dev))
+        return GatedMmaConfig(tile=STREAM_TILE, splits=stream_splits(m, columns, k, STREAM_TILE, dev))
     tile = STREAM64_TILE if m <= SMALL_M else SMALL_TILE
     if tile_count(m, columns, tile) < dev.sm_count * tile.blocks_per_sm(dev):
-        return GatedMmaConfig(tile, choose_k_splits(m, columns, k, tile, dev))
-    return GatedMmaConfig(tile)
+        return GatedMmaConfig(tile=tile, splits=choose_k_splits(m, columns, k, tile, dev))
+    return GatedMmaConfig(tile=tile)
 
 
 def choose_tma_config(m: int, columns: int, k: int, dev, tiles, make):
@@ -128,7 +125,7 @@ def choose_tma_config(m: int, columns: int, k: int, dev, tiles, make):
     k_tiles = max(1, math.ceil(k / 64))
     splits = sorted({effective_splits(k_tiles, s) for s in range(1, min(MAX_SPLITS, k_tiles) + 1)})
     tile, split = min(((t, s) for t in tiles for s in splits), key=lambda c: tma_time(m, columns, k, *c, dev))
-    return make(tile, split)
+    return make(tile=tile, splits=split)
 
 
 def choose_gemv_config(m: int, n: int, k: int, dtype, kmajor: bool, dev) -> GemvConfig:
@@ -138,18 +135,18 @@ def choose_gemv_config(m: int, n: int, k: int, dtype, kmajor: bool, dev) -> Gemv
     dtype = np.dtype(dtype)
     tile = next(t for t in GEMV_TILES[dtype] if t.rows >= m)
     if kmajor or dtype.itemsize == 8:
-        return GemvConfig(tile)
+        return GemvConfig(tile=tile)
     col_blocks = ceil_div(n, tile.columns_per_block(False, dtype.itemsize))
     splits = max(1, min(ceil_div(GEMV_WAVES * dev.sm_count, col_blocks), k // GEMV_MIN_SPLIT_ROWS))
-    return GemvConfig(tile, splits)
+    return GemvConfig(tile=tile, splits=splits)
 
 
 def choose_wide_config(m: int, n: int, k: int, dtype, tensor_ok: bool, dev):
     """float32 / float64: the tensor cores where they can load the operands (3xTF32; DMMA,
-    ``linear_relu_dmma`` on 9.0), else SIMT. The fewest-row tile that holds M (float64: on 9.0
+    ``linear_dmma`` on 9.0), else SIMT. The fewest-row tile that holds M (float64: on 9.0
     only), else the 128-row tile; K split where the tiles leave SMs idle."""
     if not tensor_ok:
-        return SimtConfig(choose_simt_tile(m, n, dtype, dev))
+        return SimtConfig(tile=choose_simt_tile(m, n, dtype, dev))
     if np.dtype(dtype) == F32:
         make, tile, few_rows = Tf32x3Config, TF32_TILE, TF32_FEW_ROW_TILES
     elif dev.cc >= DMMA_MIN_CC:
@@ -157,7 +154,7 @@ def choose_wide_config(m: int, n: int, k: int, dtype, tensor_ok: bool, dev):
     else:
         make, tile, few_rows = DmmaConfig, DMMA_TILE, ()
     tile = next((t for t in few_rows if t.bm >= m), tile)
-    return make(tile, choose_k_splits(m, n, k, tile, dev))
+    return make(tile=tile, splits=choose_k_splits(m, n, k, tile, dev))
 
 
 def choose_simt_tile(m: int, n: int, dtype, dev):
@@ -199,58 +196,59 @@ def choose_wgmma_config(m: int, n: int, k: int, dev) -> WgmmaConfig:
     else:
         tile = max(WGMMA_TILES, key=lambda t: gemm_score(m, n, t, t.blocks_per_sm(dev), dev))
     if tile_count(m, n, tile) >= dev.sm_count * tile.blocks_per_sm(dev):
-        return WgmmaConfig(tile)
-    return WgmmaConfig(tile, choose_k_splits(m, n, k, tile, dev))
+        return WgmmaConfig(tile=tile)
+    return WgmmaConfig(tile=tile, splits=choose_k_splits(m, n, k, tile, dev))
 
 
 def choose_swap_config(m: int, n: int, k: int, dev) -> SwapConfig:
     """The swapped stream with x padded to 8, 16 or 64 rows, split-K by ``stream_splits``
     (one block an SM at most: split 1 3.58 / 3.51 TB/s, split 2 3.12-3.40)."""
     tile = SWAP_DEFAULT_TILES[swap_padding(m)]
-    return SwapConfig(tile, stream_splits(m, n, k, tile, dev))
+    return SwapConfig(tile=tile, splits=stream_splits(m, n, k, tile, dev))
 
 
 def choose_gated_swap_config(m: int, columns: int, k: int, dev) -> GatedSwapConfig:
     """The gated stream (``columns``: 2N) with x padded as ``choose_swap_config`` pads it."""
     tile = GATED_SWAP_DEFAULT_TILES[swap_padding(m)]
-    return GatedSwapConfig(tile, stream_splits(m, columns, k, tile, dev))
+    return GatedSwapConfig(tile=tile, splits=stream_splits(m, columns, k, tile, dev))
 
 
 def reachable_configs(dev) -> list:
     """(variant, dtypes) of every configuration the default selection can reach on ``dev``,
     split counts aside (runtime arguments, not compiled)."""
     half, f32, f64 = (np.dtype(np.float16), BFLOAT16), (F32,), (F64,)
-    reached = [(SimtConfig(SIMT_SMALL), half + f32 + f64), (SimtConfig(SIMT_LARGE), f32)]
+    reached = [(SimtConfig(tile=SIMT_SMALL), half + f32 + f64), (SimtConfig(tile=SIMT_LARGE), f32)]
     if dev.cc < MMA_MIN_CC:
         return reached
-    reached += [(GemvConfig(t), f32) for t in GEMV_TILES[F32]] + [(GemvConfig(t), f64) for t in GEMV_TILES[F64]]
-    reached += [(Tf32x3Config(t), f32) for t in (TF32_TILE,) + TF32_FEW_ROW_TILES]
+    reached += [(GemvConfig(tile=t), f32) for t in GEMV_TILES[F32]]
+    reached += [(GemvConfig(tile=t), f64) for t in GEMV_TILES[F64]]
+    reached += [(Tf32x3Config(tile=t), f32) for t in (TF32_TILE,) + TF32_FEW_ROW_TILES]
     if dev.cc >= DMMA_MIN_CC:
-        reached += [(PipelinedDmmaConfig(t), f64) for t in (DMMA_PIPELINED_TILE,) + DMMA_FEW_ROW_TILES]
+        reached += [(PipelinedDmmaConfig(tile=t), f64) for t in (DMMA_PIPELINED_TILE,) + DMMA_FEW_ROW_TILES]
     else:
-        reached.append((DmmaConfig(DMMA_TILE), f64))
+        reached.append((DmmaConfig(tile=DMMA_TILE), f64))
     if dev.has_wgmma:
         # The mma kernel keeps M <= 16 without tensor maps and the M > 64 shapes where the
         # 128x128 / 64x128 tiles outscore wgmma's 128x256; its 128x256 tile never does (the
         # wgmma one has the same shape and a higher speed), its 64x64 stream tile is wgmma's.
-        reached += [(MmaConfig(t), half) for t in (MEDIUM_TILE, SMALL_TILE, STREAM_TILE)]
-        reached += [(WgmmaConfig(t), half) for t in WGMMA_TILES]
-        reached += [(TmaConfig(t), half) for t in TMA_TILES]
-        reached += [(SwapConfig(t), half) for t in SWAP_DEFAULT_TILES.values()]
+        reached += [(MmaConfig(tile=t), half) for t in (MEDIUM_TILE, SMALL_TILE, STREAM_TILE)]
+        reached += [(WgmmaConfig(tile=t), half) for t in WGMMA_TILES]
+        reached += [(TmaConfig(tile=t), half) for t in TMA_TILES]
+        reached += [(SwapConfig(tile=t), half) for t in SWAP_DEFAULT_TILES.values()]
     else:
-        reached += [(MmaConfig(t), half) for t in GEMM_TILES + (STREAM_TILE, STREAM64_TILE)]
+        reached += [(MmaConfig(tile=t), half) for t in GEMM_TILES + (STREAM_TILE, STREAM64_TILE)]
     return reached
 
 
 def reachable_gated_configs(dev) -> list:
-    """(variant, dtypes) of every configuration ``choose_gated_config`` can reach on ``dev``."""
+    """(variant, dtypes) of every gated configuration ``choose`` can reach on ``dev``."""
     half, every = (np.dtype(np.float16), BFLOAT16), (np.dtype(np.float16), BFLOAT16, F32, F64)
-    reached = [(GatedSimtConfig(SIMT_SMALL), every)]
+    reached = [(GatedSimtConfig(tile=SIMT_SMALL), every)]
     if dev.cc >= MMA_MIN_CC:
-        reached += [(GatedMmaConfig(t), half) for t in (SMALL_TILE, STREAM_TILE, STREAM64_TILE)]
+        reached += [(GatedMmaConfig(tile=t), half) for t in (SMALL_TILE, STREAM_TILE, STREAM64_TILE)]
     if dev.has_wgmma:
-        reached += [(GatedTmaConfig(t), half) for t in GATED_TMA_TILES]
-        reached += [(GatedSwapConfig(t), half) for t in GATED_SWAP_DEFAULT_TILES.values()]
+        reached += [(GatedTmaConfig(tile=t), half) for t in GATED_TMA_TILES]
+        reached += [(GatedSwapConfig(tile=t), half) for t in GATED_SWAP_DEFAULT_TILES.values()]
     return reached
 
 

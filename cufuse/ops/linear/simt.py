@@ -1,4 +1,4 @@
-"""``linear_relu_simt`` (kernels/linear/simt.cu): a register-tiled SIMT GEMM with any strides
+"""``linear_simt`` (kernels/linear/simt.cu): a register-tiled SIMT GEMM with any strides
 and alignment, true float32 / float64 arithmetic; the fallback for operands the 16-byte-chunk
 kernels cannot load."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .operands import require_problem_kind
 from .tiling import RASTER_GROUP, tile_count
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SimtTile:
     """Block tile BM x BN x BK of the SIMT kernel; each thread owns TM x TN outputs."""
 
@@ -32,16 +32,16 @@ class SimtTile:
 
 # float32 takes the 128x128 register tile once it fills every SM; float64 and the 16-bit
 # fallback keep the 64x64 tile (fewer registers a thread).
-SIMT_LARGE = SimtTile(128, 128, 8, 8, 8)
-SIMT_SMALL = SimtTile(64, 64, 16, 4, 4)
+SIMT_LARGE = SimtTile(bm=128, bn=128, bk=8, tm=8, tn=8)
+SIMT_SMALL = SimtTile(bm=64, bn=64, bk=16, tm=4, tn=4)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SimtConfig:
-    """``linear_relu_simt`` on ``tile`` (no split-K); runs any operands."""
+    """``linear_simt`` on ``tile`` (no split-K); runs any operands."""
 
     kind: ClassVar[str] = "simt"
-    kernel: ClassVar[str] = "linear_relu_simt"
+    kernel: ClassVar[str] = "linear_simt"
     gated: ClassVar[bool] = False
     tile: SimtTile
     raster_group: int = RASTER_GROUP
@@ -69,7 +69,7 @@ class SimtConfig:
                              (self.tile.threads, 1, 1), 0, operands, ((), None), scalars)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GatedSimtConfig(SimtConfig):
     """``gated_linear_simt`` (fused_gated_linear's config) on ``tile``: BN / 2 output columns of
     w_gate and of w_up a block; runs any operands."""

@@ -1,4 +1,4 @@
-"""``linear_relu_swap_tma`` (kernels/linear/swap_tma.cu): the weight stream of M <= 64 on
+"""``linear_swap_tma`` (kernels/linear/swap_tma.cu): the weight stream of M <= 64 on
 Hopper with the operands swapped (out^T = W^T x^T: the weight's columns as wgmma's M, x's
 rows padded to 8, 16 or 64 as its N), fed by TMA; split-K through slots. fused_gated_linear's
 ``gated_linear_swap_tma`` (same file): 64 output columns a block, w_gate's and w_up's 64
@@ -17,7 +17,7 @@ from .tiling import TiledConfig
 from .wgmma import WGMMA_MIN_CC, WGMMA_STATIC_SMEM, require_hopper, require_tensor_maps
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SwapTile:
     """A tile of the swapped kernel (M <= ``mx``): ``bn`` weight columns a block (64 or 128:
     one or two consumer warpgroups, each a wgmma m64n{mx}k16 chain with the weight as A and x
@@ -58,14 +58,14 @@ class SwapTile:
 # PDL, (K,N) / (N,K).T: 1 x 8192^2 4.16 / 4.06 TB/s, 16 x 8192^2 4.10 / 4.03, 64 x 8192^2
 # 3.89 / 3.72; docs/linear.md, "swap_tma").
 SWAP_DEFAULT_TILES = {
-    8: SwapTile(64, 8, 5, bk=256, l2_hints=True),
-    16: SwapTile(64, 16, 5, bk=256, l2_hints=True),
-    64: SwapTile(64, 64, 6, bk=128, l2_hints=True),
+    8: SwapTile(bn=64, mx=8, stages=5, bk=256, l2_hints=True),
+    16: SwapTile(bn=64, mx=16, stages=5, bk=256, l2_hints=True),
+    64: SwapTile(bn=64, mx=64, stages=6, bk=128, l2_hints=True),
 }
 SWAP_MAX_M = 64  # the largest x padding (wgmma N)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GatedSwapTile(SwapTile):
     """A tile of ``gated_linear_swap_tma``: ``bn`` = 128 stage rows (w_gate's 64 columns, then
     w_up's: 64 output columns a block), one consumer warpgroup running both chains."""
@@ -85,9 +85,9 @@ class GatedSwapTile(SwapTile):
 # 4.16-4.19 TB/s against 3.79-4.02 with 6 stages; 4096 x 11008 and 8192 x 28672 within 2 % of
 # the best of 64 k s10 / 128 k s4 / s6 / 256 k s3, both layouts).
 GATED_SWAP_DEFAULT_TILES = {
-    8: GatedSwapTile(128, 8, 4, bk=128, l2_hints=True),
-    16: GatedSwapTile(128, 16, 4, bk=128, l2_hints=True),
-    64: GatedSwapTile(128, 64, 4, bk=128, l2_hints=True),
+    8: GatedSwapTile(bn=128, mx=8, stages=4, bk=128, l2_hints=True),
+    16: GatedSwapTile(bn=128, mx=16, stages=4, bk=128, l2_hints=True),
+    64: GatedSwapTile(bn=128, mx=64, stages=4, bk=128, l2_hints=True),
 }
 
 
@@ -96,12 +96,12 @@ def swap_padding(m: int) -> int:
     return 8 if m <= 8 else 16 if m <= 16 else 64
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SwapConfig(TiledConfig):
-    """``linear_relu_swap_tma`` on a ``SwapTile``, K split through slots."""
+    """``linear_swap_tma`` on a ``SwapTile``, K split through slots."""
 
     kind: ClassVar[str] = "swap_tma"
-    kernel: ClassVar[str] = "linear_relu_swap_tma"
+    kernel: ClassVar[str] = "linear_swap_tma"
     gated: ClassVar[bool] = False
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
@@ -127,7 +127,7 @@ class SwapConfig(TiledConfig):
         return tiled_plan(self, problem, dev, self.spec(problem.dtype, problem.kmajor), tma_x_rows=self.tile.mx)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GatedSwapConfig(SwapConfig):
     """``gated_linear_swap_tma`` (fused_gated_linear's config) on a ``GatedSwapTile``, K split
     through slots."""

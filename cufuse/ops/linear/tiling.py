@@ -12,7 +12,7 @@ RASTER_GROUP = 8  # tile rows walked together so that neighbouring blocks share 
 MAX_SPLITS = 32
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TiledConfig:
     """The fields of a tiled kernel's variant: its ``tile``, K split ``splits`` ways (1: no
     workspace), ``raster_group`` tile rows walked together. Subclasses add the kernel

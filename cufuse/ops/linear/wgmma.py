@@ -1,5 +1,5 @@
-"""The Hopper warpgroup-MMA GEMM kernels (sm_90a), float16 / bfloat16: ``linear_relu_wgmma``
-(kernels/linear/wgmma.cu, operands loaded by cp.async) and ``linear_relu_wgmma_tma``
+"""The Hopper warpgroup-MMA GEMM kernels (sm_90a), float16 / bfloat16: ``linear_wgmma``
+(kernels/linear/wgmma.cu, operands loaded by cp.async) and ``linear_wgmma_tma``
 (kernels/linear/wgmma_tma.cu, fed by TMA). Same tiles and epilogue; split-K through slots.
 fused_gated_linear's ``gated_linear_wgmma_tma`` (same file) runs the TMA tiles with each
 stage's weight columns half w_gate's, half w_up's."""
@@ -21,9 +21,9 @@ WGMMA_MIN_CC = 90
 WGMMA_STATIC_SMEM = 16  # upper bound of the kernels' static shared memory (last_to_arrive's flag)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class WgmmaGemmTile:
-    """A tile of ``linear_relu_wgmma``: BM x BN x BK (BM 64 or 128: one wgmma m64nBNk16 row of
+    """A tile of ``linear_wgmma``: BM x BN x BK (BM 64 or 128: one wgmma m64nBNk16 row of
     64 per warpgroup; BK 64 or 128), a ``stages``-deep cp.async pipeline, ``pending`` wgmma
     groups left in flight across the next barrier (the loads then run stages - 1 - pending
     tiles ahead). ``max_blocks_per_sm``: the kernel's MIN_BLOCKS (its registers allow that
@@ -56,17 +56,17 @@ class WgmmaGemmTile:
 # the others (512 x 4096^2: 128x128 s5 363-366 TFLOP/s); M = 17..64 the 64x64
 # stream tile, two an SM (64 x 8192^2 split 2: 3.14-3.17 TB/s). docs/linear.md, "wgmma".
 WGMMA_TILE = WgmmaGemmTile()
-WGMMA_128x128 = WgmmaGemmTile(128, 128, 5, max_blocks_per_sm=1, relative_speed=1.35)
-WGMMA_64x256 = WgmmaGemmTile(64, 256, 4, max_blocks_per_sm=1, relative_speed=1.3)
-WGMMA_64x128 = WgmmaGemmTile(64, 128, 4, max_blocks_per_sm=2, relative_speed=1.1)
-WGMMA_64x64 = WgmmaGemmTile(64, 64, 6, max_blocks_per_sm=2, relative_speed=0.8)
+WGMMA_128x128 = WgmmaGemmTile(bm=128, bn=128, stages=5, max_blocks_per_sm=1, relative_speed=1.35)
+WGMMA_64x256 = WgmmaGemmTile(bm=64, bn=256, stages=4, max_blocks_per_sm=1, relative_speed=1.3)
+WGMMA_64x128 = WgmmaGemmTile(bm=64, bn=128, stages=4, max_blocks_per_sm=2, relative_speed=1.1)
+WGMMA_64x64 = WgmmaGemmTile(bm=64, bn=64, stages=6, max_blocks_per_sm=2, relative_speed=0.8)
 WGMMA_TILES = (WGMMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x128, WGMMA_64x64)
 WGMMA_STREAM_TILE = WGMMA_64x64
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TmaGemmTile(WgmmaGemmTile):
-    """A tile of ``linear_relu_wgmma_tma``: the cp.async kernel's tile and stage layout, plus
+    """A tile of ``linear_wgmma_tma``: the cp.async kernel's tile and stage layout, plus
     one producer warp (the block's last 32 threads) and 2 x ``stages`` mbarriers (8 bytes
     each) after the stages. ``cost``: the time model of ``tiling.tma_time`` in microseconds
     on the H200, (a k tile, a wave, a split-K launch, each split), fitted to the
@@ -87,11 +87,11 @@ class TmaGemmTile(WgmmaGemmTile):
 # leave (8192^3 711 TFLOP/s against the cp.async 522). Costs: least squares (weights
 # 1 / time, non-negative) over 672 timed configs of fused_linear and the gated kernel, M 65 to
 # 2048, seven model projections, splits 1-4 (docs/linear.md).
-TMA_TILE = TmaGemmTile(128, 256, 4, max_blocks_per_sm=1, cost=(0.69, 12.49, 0.0, 3.39))
-TMA_128x128 = TmaGemmTile(128, 128, 6, max_blocks_per_sm=1, cost=(0.44, 5.36, 3.10, 2.63))
-TMA_64x256 = TmaGemmTile(64, 256, 5, max_blocks_per_sm=1, cost=(0.44, 6.39, 4.51, 2.46))
-TMA_64x128 = TmaGemmTile(64, 128, 4, max_blocks_per_sm=2, cost=(0.44, 7.83, 0.74, 2.35))
-TMA_64x64 = TmaGemmTile(64, 64, 6, max_blocks_per_sm=2, cost=(0.36, 3.40, 8.92, 0.19))
+TMA_TILE = TmaGemmTile(bm=128, bn=256, stages=4, max_blocks_per_sm=1, cost=(0.69, 12.49, 0.0, 3.39))
+TMA_128x128 = TmaGemmTile(bm=128, bn=128, stages=6, max_blocks_per_sm=1, cost=(0.44, 5.36, 3.10, 2.63))
+TMA_64x256 = TmaGemmTile(bm=64, bn=256, stages=5, max_blocks_per_sm=1, cost=(0.44, 6.39, 4.51, 2.46))
+TMA_64x128 = TmaGemmTile(bm=64, bn=128, stages=4, max_blocks_per_sm=2, cost=(0.44, 7.83, 0.74, 2.35))
+TMA_64x64 = TmaGemmTile(bm=64, bn=64, stages=6, max_blocks_per_sm=2, cost=(0.36, 3.40, 8.92, 0.19))
 TMA_TILES = (TMA_TILE, TMA_128x128, TMA_64x256, TMA_64x128, TMA_64x64)
 # The gated kernel's tiles: BN / 2 columns of each weight a stage, whole 64-column swizzle
 # atoms of a row-major one (so not the 64x64 tile); the one-block-an-SM tiles, the ones
@@ -117,14 +117,14 @@ def _spec(name: str, source: str, tile: WgmmaGemmTile, dtype, kmajor: bool) -> K
     return KernelSpec(source, name, args, min_cc=WGMMA_MIN_CC)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class WgmmaConfig(TiledConfig):
-    """``linear_relu_wgmma`` (cp.async) on a ``WgmmaGemmTile``, K split through slots."""
+    """``linear_wgmma`` (cp.async) on a ``WgmmaGemmTile``, K split through slots."""
 
     kind: ClassVar[str] = "wgmma"
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
-        return _spec("linear_relu_wgmma", "linear/wgmma.cu", self.tile, dtype, kmajor)
+        return _spec("linear_wgmma", "linear/wgmma.cu", self.tile, dtype, kmajor)
 
     def check(self, problem, dev) -> None:
         require_16bit_tensor_operands(self.kind, problem)
@@ -135,13 +135,13 @@ class WgmmaConfig(TiledConfig):
                           flags=(np.int32(problem.paired_store),))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TmaConfig(TiledConfig):
-    """``linear_relu_wgmma_tma`` on a ``TmaGemmTile``, K split through slots; x and the weight
+    """``linear_wgmma_tma`` on a ``TmaGemmTile``, K split through slots; x and the weight
     passed as tensor maps (``operands.operand_maps``)."""
 
     kind: ClassVar[str] = "wgmma_tma"
-    kernel: ClassVar[str] = "linear_relu_wgmma_tma"
+    kernel: ClassVar[str] = "linear_wgmma_tma"
     gated: ClassVar[bool] = False
 
     def spec(self, dtype, kmajor: bool) -> KernelSpec:
@@ -158,7 +158,7 @@ class TmaConfig(TiledConfig):
                           flags=(np.int32(problem.paired_store),))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GatedTmaConfig(TmaConfig):
     """``gated_linear_wgmma_tma`` (fused_gated_linear's config) on a ``TmaGemmTile`` of
     ``GATED_TMA_TILES``: the tile's BN columns are BN / 2 output columns of w_gate and of w_up

@@ -12,7 +12,7 @@ from ..._core.rows import RowProblem, collapse, cols_vectorizable, vector_size
 
 
 @dataclasses.dataclass(frozen=True)
-class LseProblem(RowProblem):
+class LogsumexpProblem(RowProblem):
     """``rows`` = outer x inner rows of ``length``; element strides of a (so, sl, si) and of
     the weights b (bo, bl, bi; None without b); ``base_aligned``: a's first element on a
     16-byte boundary."""
@@ -68,7 +68,7 @@ class LseProblem(RowProblem):
 
 
 def make_problem(shape, strides, b_strides, dtype, axes, base_aligned: bool):
-    """The LseProblem of a (element ``strides``) reduced over ``axes``, b (element strides of
+    """The LogsumexpProblem of a (element ``strides``) reduced over ``axes``, b (element strides of
     its view broadcast to ``shape``, or None), or None when a or b does not collapse to one
     (outer, length, inner) view (the caller copies)."""
     layout = collapse(shape, strides, set(axes))
@@ -80,5 +80,5 @@ def make_problem(shape, strides, b_strides, dtype, axes, base_aligned: bool):
         if b_layout is None:
             return None
     (outer, length, inner), (so, sl, si) = layout
-    return LseProblem(outer, length, inner, so, sl, si, None if b_layout is None else b_layout[1], np.dtype(dtype),
+    return LogsumexpProblem(outer, length, inner, so, sl, si, None if b_layout is None else b_layout[1], np.dtype(dtype),
                       bool(base_aligned))

@@ -13,7 +13,7 @@ from ..._core.plans import Launch, Plan
 THREADS = 128
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class AppendRows:
     """The append of k_new / v_new ``(batch, heads_kv, n_new, D / Dv)`` into pages of
     ``page_size`` slots through a ``(batch, max_pages)`` table; strides in elements: pages

@@ -21,7 +21,7 @@ OFFSET_BYTES = 16  # a key's {k, v} offsets in the page pools (mma.cu offsets_s)
 STATIC_SMEM = 256  # find_unit's arrays (paged.cuh)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PagedMmaTile:
     """One ``paged_attention_mma`` instantiation: ``row_warps`` warps of 16 query rows (the
     other 4 / row_warps warps a row warp's key warps), K/V tiles of ``block_n`` keys in a

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..._core.plans import Plan
 from .append import AppendRows
 from .problem import describe
-from .select import select_config
+from .select import choose
 
 
 def plan_attention_paged(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides,
@@ -19,7 +19,7 @@ def plan_attention_paged(q_shape, q_strides, k_shape, k_strides, v_shape, v_stri
     problem = describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides,
                        lens_stride, dtype, causal, scale, window, softcap, return_lse, aligned)
     if config is None:
-        config = select_config(problem, dev)
+        config = choose(problem, dev)
     else:
         config.check(problem, dev)
     return config.plan(problem, dev)
@@ -30,4 +30,5 @@ def plan_kv_append(new_shape, head_dim_v, page_size, max_pages, dtype, strides) 
     ``AppendRows`` lists them. The plan's arrays: "k_pages", "v_pages", "k_new", "v_new",
     "block_table", "seq_lens"."""
     batch, heads_kv, n_new, head_dim = new_shape
-    return AppendRows(batch, heads_kv, n_new, head_dim, head_dim_v, page_size, max_pages, dtype, tuple(strides)).plan()
+    return AppendRows(batch=batch, heads_kv=heads_kv, n_new=n_new, head_dim=head_dim, head_dim_v=head_dim_v,
+                      page_size=page_size, max_pages=max_pages, dtype=dtype, strides=tuple(strides)).plan()

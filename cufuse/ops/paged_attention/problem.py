@@ -17,7 +17,7 @@ LOG2E = math.log2(math.e)
 
 
 @dataclasses.dataclass(frozen=True)
-class PagedProblem:
+class PagedAttentionProblem:
     """q ``(batch, heads_q, n_q, head_dim)``; k / v pages ``(n_pages, heads_kv, page_size,
     head_dim[_v])``; block_table ``(batch, max_pages)``. Strides in elements: q (4), k (4),
     v (4), table (2), seq_lens (1). ``window`` (left, right), -1 for unlimited; ``softcap``
@@ -102,7 +102,7 @@ class PagedProblem:
 
 
 def describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides, lens_stride,
-             dtype, causal, scale, window, softcap, return_lse, aligned) -> PagedProblem:
+             dtype, causal, scale, window, softcap, return_lse, aligned) -> PagedAttentionProblem:
     """The problem of a call: strides in elements; ``window`` (left, right) with -1 for
     unlimited; ``softcap`` 0 for none; ``aligned`` (k_pages, v_pages) 16-byte base pointers."""
     batch, heads_q, n_q, head_dim = q_shape
@@ -111,7 +111,7 @@ def describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_s
     kv_rows_16b = all(
         dims % 8 == 0 and all(st % 8 == 0 for st in strides[:3]) and ok
         for dims, strides, ok in ((head_dim, k_strides, aligned[0]), (head_dim_v, v_strides, aligned[1])))
-    return PagedProblem(batch, heads_q, heads_kv, n_q, head_dim, head_dim_v, n_pages, page_size, table_shape[1],
+    return PagedAttentionProblem(batch, heads_q, heads_kv, n_q, head_dim, head_dim_v, n_pages, page_size, table_shape[1],
                         np.dtype(dtype), bool(causal), float(scale), tuple(window), float(softcap), bool(return_lse),
                         tuple(q_strides), tuple(k_strides), tuple(v_strides), tuple(table_strides), int(lens_stride),
                         kv_rows_16b)

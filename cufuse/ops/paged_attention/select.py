@@ -47,21 +47,22 @@ def block_keys(head_dim: int, row_warps: int) -> int:
 def mma_tile(head_dim: int, row_warps: int, dev) -> PagedMmaTile:
     """The default tile: STAGES deep, 2 where a block's shared memory is short (A100 D256 with
     one row warp: 213 KB at 3 stages against 163 KB)."""
-    tile = PagedMmaTile(head_dim, row_warps, block_keys(head_dim, row_warps), STAGES, 0, MIN_CHUNK)
+    tile = PagedMmaTile(head_dim=head_dim, row_warps=row_warps, block_n=block_keys(head_dim, row_warps), stages=STAGES,
+                        target_units=0, min_chunk=MIN_CHUNK)
     while tile.smem_bytes > dev.max_smem_per_block and tile.stages > 2:
         tile = dataclasses.replace(tile, stages=tile.stages - 1)
     target = dev.sm_count * tile.resident_blocks(dev) * UNITS_PER_SLOT
     return dataclasses.replace(tile, target_units=target)
 
 
-def select_config(problem, dev):
+def choose(problem, dev):
     if problem.ctype in SIMT_CTYPES:
         return PagedSimtRows()
     return mma_tile(head_dim_bucket(problem.width), row_warps_for(problem.rows), dev)
 
 
 def instantiations(dev) -> list:
-    """Every kernel ``select_config`` and kv_append can reach on ``dev``."""
+    """Every kernel ``choose`` and kv_append can reach on ``dev``."""
     specs = []
     for name in MMA_CTYPES:
         specs.extend(mma_tile(bucket, warps, dev).spec(name) for bucket in HEAD_DIM_BUCKETS for warps in ROW_WARPS)

@@ -14,7 +14,7 @@ from .problem import FN
 SIMT_CTYPES = ("float", "double")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PagedSimtRows:
     """``paged_attention_simt`` with ``warps`` query rows (one a warp) a block."""
 

@@ -3,7 +3,7 @@
 Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64
 oracle of ``cufuse.reference``; CuPy inputs run the kernels of ``kernels/softmax/``.
 
-GPU path. x is viewed as (outer, length, inner) (``layout.collapse``): the reduced axes must
+GPU path. x is viewed as (outer, length, inner) (``problem.collapse``): the reduced axes must
 form one run of consecutive axes (size-1 axes ignored), and each of the three groups of axes
 must collapse to a single stride; out is C-contiguous. Any strides work in place (negative,
 transposed, sliced), with 64-bit offsets. A new out (none given) is laid out as x is, its

@@ -14,13 +14,13 @@ from ..._core.device import ceil_div
 from ..._core.dtypes import accumulator_dtype, ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, Scratch
-from .layout import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, vector_size
+from .problem import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, vector_size
 from .split import split_scratch
 
 
 def _require_column_vectors(config, problem: SoftmaxProblem, float64: bool = False) -> None:
     """The 16-byte column kernels need the reduced axis strided over a contiguous inner axis
-    and every vector of columns aligned (``layout.cols_vectorizable``); those of two reads and
+    and every vector of columns aligned (``problem.cols_vectorizable``); those of two reads and
     the split take 2- and 4-byte types only (``float64`` False: their float64 vectors spilled)."""
     if not problem.vectorizable:
         refuse(config, f"needs the reduced axis strided over a contiguous inner axis with every 16-byte vector of "
@@ -49,7 +49,7 @@ def _short_launch(config, problem: SoftmaxProblem, width: int) -> Plan:
     return Plan((Launch(config.spec(problem.dtype, problem.log), (grid,), (config.threads,), args),))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsConfig:
     """``softmax_cols`` (cluster 1) or ``softmax_cols_cluster``: 32 columns x ``slices``
     slices of the reduced axis per block, ``unroll`` loads in flight per thread, the reduced
@@ -69,7 +69,7 @@ class ColsConfig:
         return _column_launch(self, problem, dev, 32 * self.slices, 32)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsVecConfig:
     """``softmax_cols_vec`` (cluster 1) or ``softmax_cols_vec_cluster``: ``col_lanes`` 16-byte
     vectors of adjacent columns x ``threads / col_lanes`` slices of the reduced axis per block,
@@ -96,7 +96,7 @@ class ColsVecConfig:
         return _column_launch(self, problem, dev, self.threads, self.columns(problem.dtype))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsShortConfig:
     """``softmax_cols_short``: a thread a column of at most ``max_length`` elements, held in
     registers (one read), ``threads`` columns a block. Any layout; picked for short columns."""
@@ -114,7 +114,7 @@ class ColsShortConfig:
         return _short_launch(self, problem, 1)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsShortVecConfig:
     """``softmax_cols_short_vec``: a thread a 16-byte vector of adjacent columns of at most
     ``max_length`` elements, held in registers (one read), ``threads`` vectors a block, the
@@ -139,7 +139,7 @@ class ColsShortVecConfig:
         return _short_launch(self, problem, vector_size(problem.dtype))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ColsSplitConfig:
     """``softmax_cols_split``: a persistent grid of ``strips_per_wave`` x ``blocks_per_strip``
     co-resident blocks (``blocks_per_sm`` an SM: the kernel's launch bound). A strip of

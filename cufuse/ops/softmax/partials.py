@@ -18,13 +18,13 @@ from ..._core.device import ceil_div, device_info
 from ..._core.dtypes import FLOAT_DTYPES, accumulator_dtype, ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import PLANS, BoundPlan, Launch, Plan
-from .layout import collapse
+from .problem import collapse
 
 THREADS = 256
 SOURCE = "softmax/partials.cu"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PartialLse:
     """``softmax_rows_lse`` (a block a row: contiguous rows) or ``softmax_cols_lse`` (a
     thread a row: the reduced axis strided over a contiguous inner axis)."""
@@ -46,7 +46,7 @@ class PartialLse:
         return Plan((launch,))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ApplyLse:
     """``softmax_apply_lse``: the second pass over a C-contiguous array."""
 
@@ -68,8 +68,8 @@ class ApplyLse:
 def instantiations(dev) -> list:
     specs = []
     for dtype in FLOAT_DTYPES:
-        specs += [PartialLse(False).spec(dtype), PartialLse(True).spec(dtype)]
-        specs += [ApplyLse(log).spec(dtype) for log in (False, True)]
+        specs += [PartialLse(columns=False).spec(dtype), PartialLse(columns=True).spec(dtype)]
+        specs += [ApplyLse(log=log).spec(dtype) for log in (False, True)]
     return specs
 
 
@@ -108,7 +108,7 @@ def _partial_lse_gpu(cupy, x, axes, lse):
     sizes, strides = layout
     columns = strides[1] != 1 and strides[2] == 1
     _bound(("softmax-partial-lse", sizes, strides, x.dtype, columns, x.device.id),
-           lambda dev: PartialLse(columns).plan(sizes, strides, x.dtype))({"x": x, "lse": lse})
+           lambda dev: PartialLse(columns=columns).plan(sizes, strides, x.dtype))({"x": x, "lse": lse})
 
 
 def merge_lse(partials, xp=np):
@@ -150,7 +150,7 @@ def _apply_lse_gpu(cupy, x, lse, axes, log):
     sizes, _ = layout
     lse = cupy.ascontiguousarray(lse, dtype=accumulator_dtype(x.dtype))
     _bound(("softmax-apply-lse", sizes, x.dtype, log, x.device.id),
-           lambda dev: ApplyLse(log).plan(sizes, x.dtype, dev))({"x": x, "lse": lse, "out": out})
+           lambda dev: ApplyLse(log=log).plan(sizes, x.dtype, dev))({"x": x, "lse": lse, "out": out})
     return out
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..._core.plans import Plan
 from . import select
-from .layout import SoftmaxProblem, collapse
+from .problem import SoftmaxProblem, collapse
 
 
 def plan_softmax(shape, strides, dtype, axes, log, dev, config=None) -> Plan | None:

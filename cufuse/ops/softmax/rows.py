@@ -13,7 +13,7 @@ from ..._core.device import ceil_div
 from ..._core.dtypes import ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan
-from .layout import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, row_share, vector_size
+from .problem import SoftmaxProblem, cluster_twin_spec, refuse, require_clusters, row_share, vector_size
 
 
 # The kernels whose block width is set at launch. Block rows: at most 512 threads, registers
@@ -50,7 +50,7 @@ def _check_capacity(config, problem: SoftmaxProblem) -> None:
                        f"elements ({problem.vectors} vectors)")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RowsConfig:
     """``softmax_rows``: ``group`` threads per row, rows of up to group*vecs vectors; with
     group == threads (> 32) one row a block (``softmax_block_rows``), of any multiple of 32
@@ -94,7 +94,7 @@ class RowsConfig:
         return Plan((Launch(self.spec(problem.dtype, problem.log), (grid,), (self.threads,), args),))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SpanRowsConfig:
     """``softmax_rows_span``: dense rows (unit element stride, row stride = length) of up to
     ``group`` x ``per_lane`` elements, a block's span of whole rows (``tile_rows``) staged
@@ -148,7 +148,7 @@ class SpanRowsConfig:
         return Plan((launch,))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class StashedRowsConfig:
     """``softmax_rows_stashed``: one block of ``threads`` per row, rows of up to
     (``stash_tiles`` + 1) tiles of threads x vecs vectors: the last tile in registers, the
@@ -197,7 +197,7 @@ class StashedRowsConfig:
         return Plan((launch,))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ClusterConfig:
     """``softmax_rows_cluster`` (sm_90): ``cluster`` blocks of ``threads`` x ``vecs`` vectors
     per row; a grid of rows / ``rows_per_cluster`` clusters, each looping over its rows (a

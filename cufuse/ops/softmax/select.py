@@ -37,7 +37,7 @@ import numpy as np
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.dtypes import BFLOAT16, FLOAT_DTYPES
 from .cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
-from .layout import SoftmaxProblem, row_share, vector_size
+from .problem import SoftmaxProblem, row_share, vector_size
 from .rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig, block_rows_registers
 from .split import SplitConfig
 from . import partials
@@ -98,7 +98,7 @@ _STASHED_VECS, _STASHED_MAX_TILES = 4, 7
 # Clusters of stashed blocks by itemsize: the geometry and its clusters (float32 128 x 262144:
 # c8 0.80-0.81 against the split's 0.74; 2-byte types lost). A rung takes only rows
 # that fill 3/4 of it (each cluster block and barrier costs a few microseconds).
-_STASHED_CLUSTER_LADDER = {4: ((256, 8, 3, 2), (8,))}
+_STASHED_CLUSTER_LADDER = {4: (dict(threads=256, vecs=8, stash_tiles=3, blocks_per_sm=2), (8,))}
 _STASHED_CLUSTER_MIN_FILL = 0.75
 # The split kernel: 256 threads x 4 vectors, two blocks an SM (__launch_bounds__(256, 2)) with
 # at most half an SM's shared memory each, so that the whole grid is resident.
@@ -125,7 +125,7 @@ _COLS_VEC_CLUSTER = 8
 # Columns of up to 16 elements: a thread a column in registers, 256 threads a block (one
 # read; the two-read kernels' 16 slices would sit mostly idle). 6 x 3000000 axis=0: float16
 # 0.39, float32 0.59 of the copy (the layout now takes the vectors below).
-_COLS_SHORT = ColsShortConfig(256, 16)
+_COLS_SHORT = ColsShortConfig(threads=256, max_length=16)
 # Where the column vectors are aligned, a thread a 16-byte vector of columns, on the smallest
 # rung of rows that holds the column: (MaxLength, BlocksPerSM) by itemsize, the launch bound
 # capping the registers (51, 64, 128 a thread) so that a short column keeps more threads, and
@@ -133,12 +133,12 @@ _COLS_SHORT = ColsShortConfig(256, 16)
 # Not measured yet.
 _COLS_SHORT_VEC_THREADS = 256
 _COLS_SHORT_VEC_RUNGS = {2: ((4, 5), (8, 4), (16, 2)), 4: ((4, 5), (8, 4), (16, 2)), 8: ((4, 4), (8, 2), (16, 1))}
-# The persistent column split (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM) by dtype,
-# 128-byte rows (16384 x 4096 axis=0: float16 0.59, float32 0.69x copy).
+# The persistent column split's geometries by dtype, 128-byte rows (16384 x 4096 axis=0:
+# float16 0.59, float32 0.69x copy).
 _COLS_SPLIT = {
-    np.dtype(np.float16): ((256, 8, 8, False, 2),),
-    BFLOAT16: ((256, 8, 8, False, 2),),
-    np.dtype(np.float32): ((256, 8, 4, False, 3),),
+    np.dtype(np.float16): (dict(threads=256, col_lanes=8, vecs=8, register_tile=False, blocks_per_sm=2),),
+    BFLOAT16:             (dict(threads=256, col_lanes=8, vecs=8, register_tile=False, blocks_per_sm=2),),
+    np.dtype(np.float32): (dict(threads=256, col_lanes=8, vecs=4, register_tile=False, blocks_per_sm=3),),
 }
 # cp_async_wait_pending waits with up to 7 younger groups pending: at most 8 shared-memory tiles.
 _COLS_SPLIT_MAX_SMEM_TILES = 8
@@ -151,7 +151,8 @@ def rows_ladder(dtype) -> list:
     """The sub-warp and warp RowsConfig rungs for ``dtype``, by increasing capacity (exp_once
     not set); longer rows take ``block_rows``."""
     subwarp = _SUBWARP_LADDER_2BYTE if np.dtype(dtype).itemsize == 2 else _SUBWARP_LADDER
-    return [RowsConfig(_SUBWARP_THREADS, g, v) for g, v in subwarp] + [RowsConfig(_WARP_THREADS, 32, v) for v in _WARP_VECS]
+    return ([RowsConfig(threads=_SUBWARP_THREADS, group=g, vecs=v) for g, v in subwarp]
+            + [RowsConfig(threads=_WARP_THREADS, group=32, vecs=v) for v in _WARP_VECS])
 
 
 def _fewest_threads(vectors: int, per_thread: int, least: int) -> int:
@@ -176,7 +177,7 @@ def block_rows(vectors: int, dtype):
     for vecs in _BLOCK_VECS:
         threads = _fewest_threads(vectors, vecs, _BLOCK_MIN_THREADS)
         if threads <= _BLOCK_MAX_THREADS:
-            config = RowsConfig(threads, threads, vecs)
+            config = RowsConfig(threads=threads, group=threads, vecs=vecs)
             key = (resident_rows(config, dtype), vectors / config.capacity_vectors)
             if best is None or key > best[0]:
                 best = (key, config)
@@ -202,7 +203,7 @@ def row_cluster_rungs(dtype, dev) -> list:
     """The ClusterConfig rungs of ``dtype`` (float64 only) on devices with clusters of 8."""
     if np.dtype(dtype).itemsize != 8 or dev.max_cluster_size < _CLUSTER_LADDER_SIZE:
         return []
-    return [ClusterConfig(t, v, c) for t, v, c in _CLUSTER_LADDER_FLOAT64]
+    return [ClusterConfig(threads=t, vecs=v, cluster=c) for t, v, c in _CLUSTER_LADDER_FLOAT64]
 
 
 def _split_smem_per_block(dev) -> int:
@@ -227,7 +228,8 @@ def stashed_rows(vectors: int, dtype, dev):
         tiles = ceil_div(vectors, STASHED_MAX_THREADS[_STASHED_VECS, blocks_per_sm] * _STASHED_VECS) - 1
         if 1 <= tiles <= _STASHED_MAX_TILES:
             threads = _fewest_threads(vectors, _STASHED_VECS * (tiles + 1), 32)
-            config = StashedRowsConfig(threads, _STASHED_VECS, tiles, blocks_per_sm)
+            config = StashedRowsConfig(threads=threads, vecs=_STASHED_VECS, stash_tiles=tiles,
+                                       blocks_per_sm=blocks_per_sm)
             if _stashed_fits(config, dev):
                 return config
     return None
@@ -249,15 +251,16 @@ def stashed_cluster_rungs(dtype, dev) -> list:
     """The stashed cluster rungs of ``dtype`` on ``dev``, smallest cluster first (none without
     clusters of 8 or one-block stashed rungs: the A100)."""
     geometry, clusters = _STASHED_CLUSTER_LADDER.get(np.dtype(dtype).itemsize, (None, ()))
-    if geometry is None or dev.max_cluster_size < 8 or not _stashed_fits(StashedRowsConfig(*geometry), dev):
+    if geometry is None or dev.max_cluster_size < 8 or not _stashed_fits(StashedRowsConfig(**geometry), dev):
         return []
-    return [StashedRowsConfig(*geometry, cluster) for cluster in clusters]
+    return [StashedRowsConfig(**geometry, cluster=cluster) for cluster in clusters]
 
 
 def span_ladder(dtype) -> list:
     """Every SpanRowsConfig of the default ladder for ``dtype``, by increasing capacity."""
     itemsize = np.dtype(dtype).itemsize
-    return [SpanRowsConfig(_SPAN_THREADS, group, per_lane, _SPAN_BLOCKS_PER_SM[itemsize], _SPAN_TILE_BYTES[itemsize])
+    return [SpanRowsConfig(threads=_SPAN_THREADS, group=group, per_lane=per_lane,
+                           blocks_per_sm=_SPAN_BLOCKS_PER_SM[itemsize], tile_bytes=_SPAN_TILE_BYTES[itemsize])
             for group, per_lane in _SPAN_LADDER]
 
 
@@ -290,8 +293,10 @@ def choose_rows_split(length: int, rows: int, dtype, dev, misalignment: int = 0)
     tiles_per_block = ceil_div(chunk, tile)
     smem_tiles = min(max_smem_tiles, tiles_per_block - 1)
     rows_per_wave = min(rows, resident // blocks_per_row)
-    return SplitConfig(_SPLIT_THREADS, _SPLIT_VECS, _SPLIT_BLOCKS_PER_SM, blocks_per_row, rows_per_wave * blocks_per_row,
-                       chunk, smem_tiles, tiles_per_block - 1 > smem_tiles, np.dtype(dtype) in _SPLIT_PIPELINED)
+    return SplitConfig(threads=_SPLIT_THREADS, vecs=_SPLIT_VECS, blocks_per_sm=_SPLIT_BLOCKS_PER_SM,
+                       blocks_per_row=blocks_per_row, grid=rows_per_wave * blocks_per_row, chunk=chunk,
+                       smem_tiles=smem_tiles, streams=tiles_per_block - 1 > smem_tiles,
+                       pipelined=np.dtype(dtype) in _SPLIT_PIPELINED)
 
 
 def choose_rows(length: int, rows: int, dtype, dev, misalignment: int = 0):
@@ -320,13 +325,13 @@ def choose_rows(length: int, rows: int, dtype, dev, misalignment: int = 0):
 
 
 def cols_split_config(length: int, columns: int, dtype, dev, geometry):
-    """The ColsSplitConfig of one geometry (Threads, ColLanes, Vecs, RegisterTile, BlocksPerSM)
+    """The ColsSplitConfig of one geometry (threads, col_lanes, vecs, register_tile, blocks_per_sm)
     for ``columns`` columns of ``length``, or None where a column is shorter than a tile or
     longer than the resident grid holds. Parts are whole tiles; the tiles a block takes
     minimise its work over the call: waves (the resident grid holds strips_per_wave strips of
     blocks_per_strip blocks) x (tiles a part + an exchange), ties to the larger part."""
-    threads, col_lanes, vecs, register_tile, blocks_per_sm = geometry
-    probe = ColsSplitConfig(threads, col_lanes, vecs, register_tile, blocks_per_sm, 1, 1, 0, 0)
+    register_tile, blocks_per_sm = geometry["register_tile"], geometry["blocks_per_sm"]
+    probe = ColsSplitConfig(**geometry, blocks_per_strip=1, strips_per_wave=1, part=0, smem_tiles=0)
     tile_rows, width = probe.tile_rows, probe.columns(dtype)
     if length < tile_rows:
         return None
@@ -345,8 +350,8 @@ def cols_split_config(length: int, columns: int, dtype, dev, geometry):
     if best is None:
         return None
     _, tiles, blocks, strips_per_wave = best
-    return ColsSplitConfig(threads, col_lanes, vecs, register_tile, blocks_per_sm, blocks, strips_per_wave,
-                           tiles * tile_rows, tiles - int(register_tile))
+    return ColsSplitConfig(**geometry, blocks_per_strip=blocks, strips_per_wave=strips_per_wave, part=tiles * tile_rows,
+                           smem_tiles=tiles - int(register_tile))
 
 
 def choose_cols_split(length: int, columns: int, dtype, dev):
@@ -366,7 +371,8 @@ def cols_short_vec(length: int, dtype) -> ColsShortVecConfig:
     itemsize = np.dtype(dtype).itemsize
     max_length, blocks_per_sm = next(rung for rung in _COLS_SHORT_VEC_RUNGS[itemsize] if length <= rung[0])
     exp_once = itemsize >= 4 or max_length * vector_size(dtype) <= _EXP_ONCE_MAX_ELEMENTS
-    return ColsShortVecConfig(_COLS_SHORT_VEC_THREADS, max_length, blocks_per_sm, exp_once)
+    return ColsShortVecConfig(threads=_COLS_SHORT_VEC_THREADS, max_length=max_length, blocks_per_sm=blocks_per_sm,
+                              exp_once=exp_once)
 
 
 def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
@@ -388,7 +394,8 @@ def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = Fals
     vec = _COLS_VEC.get(np.dtype(dtype).itemsize) if vectorizable else None
     if vec is not None:
         return ColsVecConfig(**vec, cluster=cluster(_COLS_VEC_CLUSTER))
-    return ColsConfig(_COLS_SLICES, _COLS_UNROLL[np.dtype(dtype).itemsize], cluster(_COLS_CLUSTER))
+    return ColsConfig(slices=_COLS_SLICES, unroll=_COLS_UNROLL[np.dtype(dtype).itemsize],
+                      cluster=cluster(_COLS_CLUSTER))
 
 
 def choose(problem: SoftmaxProblem, dev):
@@ -412,7 +419,8 @@ def instantiations(dev) -> list:
         rungs.append(choose_rows_split(1 << 30, 1, dtype, dev))
         for length in (_COLS_SHORT.max_length + 1, 1 << 30):  # shorter columns one block, long ones a cluster where there is one
             rungs += [choose_cols(length, 1, dtype, dev, vectorizable) for vectorizable in (False, True)]
-        rungs += [ColsSplitConfig(*geometry, 1, 1, 0, 0) for geometry in _COLS_SPLIT.get(dtype, ())]
+        rungs += [ColsSplitConfig(**geometry, blocks_per_strip=1, strips_per_wave=1, part=0, smem_tiles=0)
+                  for geometry in _COLS_SPLIT.get(dtype, ())]
         rungs += [_COLS_SHORT] + [cols_short_vec(length, dtype) for length, _ in _COLS_SHORT_VEC_RUNGS[dtype.itemsize]]
         specs += [c.spec(dtype, log) for log in (False, True) for c in rungs]
     specs += partials.instantiations(dev)  # cufuse.dask's rows that span chunks

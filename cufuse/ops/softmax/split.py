@@ -11,7 +11,7 @@ import numpy as np
 from ..._core.dtypes import accumulator_dtype, ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, Scratch, ScratchRequest
-from .layout import SoftmaxProblem, refuse, vector_size
+from .problem import SoftmaxProblem, refuse, vector_size
 
 
 def split_scratch(dtype, accumulators: int, counters: int) -> ScratchRequest:
@@ -23,7 +23,7 @@ def split_scratch(dtype, accumulators: int, counters: int) -> ScratchRequest:
     return ScratchRequest(f"softmax-split-{acc.name}", ((acc, accumulators, False), (np.dtype(np.uint32), counters, True)))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SplitConfig:
     """``softmax_rows_split``: ``blocks_per_row`` blocks per row, ``grid`` co-resident blocks
     (``blocks_per_sm`` an SM: the kernel's launch bound; a wave is grid / blocks_per_row rows).
