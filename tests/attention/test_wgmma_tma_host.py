@@ -98,7 +98,8 @@ def test_tma_refuses_negative_batch_strides_and_wide_three_warpgroup_tiles():
     flipped = describe((2, n, d), (-n * d, d, 1), (2, n, d), (n * d, d, 1), (2, n, d), (n * d, d, 1), BFLOAT16,
                        False, 0.1, False, (True,) * 3)
     with pytest.raises(ValueError, match="non-negative batch strides, got 'q' batch strides"):
-        FlashWgmmaTile(64, 3, 128, 2, tma=True).check(flipped, Hopper())
-    FlashWgmmaTile(64, 3, 128, 2).check(flipped, Hopper())  # the cp.async feed takes it (pointer arithmetic)
+        FlashWgmmaTile(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True).check(flipped, Hopper())
+    # the cp.async feed takes it (pointer arithmetic)
+    FlashWgmmaTile(head_dim=64, warpgroups=3, block_n=128, stages=2).check(flipped, Hopper())
     with pytest.raises(ValueError, match="head dim at most 128 with 3 warpgroups, got head dim 256"):
-        FlashWgmmaTile(256, 3, 64, 2, tma=True).check(gqa_problem(d=256), Hopper())
+        FlashWgmmaTile(head_dim=256, warpgroups=3, block_n=64, stages=2, tma=True).check(gqa_problem(d=256), Hopper())
