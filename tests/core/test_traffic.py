@@ -36,7 +36,7 @@ def test_linear_relu_without_bias_and_batched_x():
     assert model.flops == 2 * 10 * 4 * 3
 
 
-def test_linear_relu_small_m_is_the_weight_stream_of_issue_4():
+def test_linear_relu_small_m_is_the_weight_stream():
     model = traffic.linear_relu((1, 8192), (8192, 8192), "bfloat16")
     assert model.min_bytes == (8192 + 8192 * 8192 + 8192 + 8192) * 2
     assert model.intensity == pytest.approx(1.0, rel=1e-3)  # 2 FLOP per 2-byte weight element
@@ -73,7 +73,7 @@ def test_attention_broadcast_kv_is_read_once():
     assert model.unfused_bytes == model.min_bytes + 4 * 8 * 5 * 7 * 4
 
 
-def test_attention_prefill_flops_follow_issue_5():
+def test_attention_prefill_flops_count_the_visible_pairs():
     n, d = 2048, 128
     model = traffic.attention((16, 16, n, d), (16, 16, n, d), (16, 16, n, d), "bfloat16", causal=True)
     assert model.flops == 4 * 16 * 16 * n * n * d // 2
