@@ -73,7 +73,7 @@ def test_attention_broadcast_kv_is_read_once():
     assert model.unfused_bytes == model.min_bytes + 4 * 8 * 5 * 7 * 4
 
 
-def test_attention_prefill_flops_count_the_visible_pairs():
+def test_attention_prefill_flops_halve_for_causal():
     n, d = 2048, 128
     model = traffic.attention((16, 16, n, d), (16, 16, n, d), (16, 16, n, d), "bfloat16", causal=True)
     assert model.flops == 4 * 16 * 16 * n * n * d // 2
