@@ -30,6 +30,7 @@ import cufuse  # noqa: E402
 from cufuse._core.device import SMEM_RESERVED_PER_BLOCK, current_device_info  # noqa: E402
 from cufuse._core.loader import arch_for, device_cc, precompile  # noqa: E402
 from cufuse.ops.softmax import select as S  # noqa: E402
+from cufuse.ops.softmax import select_cols  # noqa: E402
 from cufuse.ops.softmax.cols import ColsConfig, ColsVecConfig  # noqa: E402
 from cufuse.ops.softmax.problem import cols_vectorizable, vector_size  # noqa: E402
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig  # noqa: E402
@@ -118,7 +119,7 @@ def split_with_tiles(config, length, columns, dtype, dev, tiles):
     where a part would exceed the block's shared memory (at blocks_per_sm an SM) or the grid."""
     smem_tiles = tiles - int(config.register_tile)
     block_smem = smem_tiles * config.tile_bytes + config.static_smem(dtype)
-    if smem_tiles > S._COLS_SPLIT_MAX_SMEM_TILES or config.blocks_per_sm * (block_smem + SMEM_RESERVED_PER_BLOCK) > dev.smem_per_sm:
+    if smem_tiles > select_cols._COLS_SPLIT_MAX_SMEM_TILES or config.blocks_per_sm * (block_smem + SMEM_RESERVED_PER_BLOCK) > dev.smem_per_sm:
         return None
     blocks = -(-length // (tiles * config.tile_rows))
     resident = config.blocks_per_sm * dev.sm_count
@@ -136,7 +137,7 @@ def split_candidates(rows, length, dname, axis, dev):
     dtype = DTYPES[dname]
     out = []
     for i, geometry in enumerate(SPLIT_GEOMETRIES[np.dtype(dtype).itemsize]):
-        config = S.cols_split_config(rows, length, dtype, dev, geometry)
+        config = select_cols.cols_split_config(rows, length, dtype, dev, geometry)
         if config is None:
             continue
         t, lanes, vecs, register_tile, blocks = geometry
@@ -159,7 +160,7 @@ def v6_candidates(rows, length, dname, axis, dev):
     default = default_config(rows, length, dtype, axis, dev)
     vectors = -(-length // vector_size(dtype))
     if axis == 0:
-        u = S._COLS_UNROLL[np.dtype(dtype).itemsize]
+        u = select_cols._COLS_UNROLL[np.dtype(dtype).itemsize]
         return [("v5 cols c8", ColsConfig(slices=16, unroll=u, cluster=8)),
                 ("cols c4", ColsConfig(slices=16, unroll=u, cluster=4)),
                 ("colsvec 256 l8 u4 c8", ColsVecConfig(threads=256, col_lanes=8, unroll=4, cluster=8)),

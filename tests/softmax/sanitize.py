@@ -18,7 +18,7 @@ import numpy as np
 import cufuse
 from cufuse import reference
 from cufuse._core.device import H200
-from cufuse.ops.softmax import select
+from cufuse.ops.softmax import select, select_cols
 from cufuse.ops.softmax.cols import ColsVecConfig
 from cufuse.ops.softmax.rows import ClusterConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
@@ -79,13 +79,13 @@ def _cases():
     # The persistent column split (parts exchanging through global memory):
     # several strips a block (refills, the partials' parity), ragged strips; a register tile
     # and a middle axis (outer > 1).
-    split = select.choose_cols_split
+    split = select_cols.choose_cols_split
     yield "columns split, several strips a block", (1031, 200), f16, (0,), replace(split(1031, 200, f16, H200), strips_per_wave=1)
     yield "columns split, middle axis", (3, 3001, 40), f32, (1,), replace(
         split(3001, 120, f32, H200), blocks_per_strip=6, part=512, smem_tiles=4
     )
     yield "columns split, register tile", (3, 3001, 40), f32, (1,), replace(
-        select.cols_split_config(3001, 120, f32, H200, (256, 8, 8, True, 2)), blocks_per_strip=6, part=512, smem_tiles=1
+        select_cols.cols_split_config(3001, 120, f32, H200, (256, 8, 8, True, 2)), blocks_per_strip=6, part=512, smem_tiles=1
     )
     # Defaults: the column split; float32 columns longer than it holds (16-byte vectors, 8 lanes,
     # cluster 8); float32 block rows.

@@ -12,7 +12,7 @@ import pytest
 
 import cufuse
 from cufuse._core.plans import SCRATCH
-from cufuse.ops.softmax import select
+from cufuse.ops.softmax import select_cols
 from cufuse.ops.softmax.cols import ColsSplitConfig, ColsVecConfig
 from cufuse.ops.softmax.problem import vector_size
 from cufuse.ops.softmax.plan import plan_softmax
@@ -33,12 +33,12 @@ SPLIT_SHAPES = [((16384, 72), 0), ((12289, 40), 0), ((3001, 520), 0), ((257, 410
 def _split_for(shape, axis, dtype):
     """The default column split of x of ``shape`` reduced over ``axis``."""
     length = shape[axis]
-    return select.choose_cols_split(length, int(np.prod(shape)) // length, dtype, device())
+    return select_cols.choose_cols_split(length, int(np.prod(shape)) // length, dtype, device())
 
 
 def _split_forced(dtype, blocks_per_strip, strips_per_wave, tiles):
     """The dtype's split geometry with a forced grid: parts of ``tiles`` tiles."""
-    geometry = select._COLS_SPLIT[np.dtype(dtype)][0]
+    geometry = select_cols._COLS_SPLIT[np.dtype(dtype)][0]
     probe = ColsSplitConfig(**geometry, blocks_per_strip=1, strips_per_wave=1, part=0, smem_tiles=0)
     return ColsSplitConfig(**geometry, blocks_per_strip=blocks_per_strip, strips_per_wave=strips_per_wave,
                            part=tiles * probe.tile_rows, smem_tiles=tiles - int(probe.register_tile))
@@ -173,7 +173,7 @@ def _short_kernel(x, axis, log):
 @pytest.fixture
 def short_kernels(cp):
     precompile_once("short", lambda: [(c, d) for d in (np.float16, BF16, np.float32, np.float64)
-                                      for c in [select._COLS_SHORT] + [select.cols_short_vec(n, d) for n in (4, 8, 16)]])
+                                      for c in [select_cols._COLS_SHORT] + [select_cols.cols_short_vec(n, d) for n in (4, 8, 16)]])
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])

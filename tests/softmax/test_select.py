@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cufuse._core.device import A100, H200, ceil_div
-from cufuse.ops.softmax import partials, select
+from cufuse.ops.softmax import partials, select, select_cols
 from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from cufuse.ops.softmax.problem import SoftmaxProblem, cols_vectorizable, row_share, vector_size
 from cufuse.ops.softmax.rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
@@ -417,12 +417,12 @@ def test_cols_split_config():
         (16384, 128,  F16,  two,  dict(blocks_per_strip=64, strips_per_wave=2,   part=256, smem_tiles=1)),
         (256,   4096, F32,  four, dict(blocks_per_strip=2,  strips_per_wave=128, part=128, smem_tiles=1)),
     ]:
-        assert select.choose_cols_split(length, columns, dtype, H200) == ColsSplitConfig(**geometry, **grid)
+        assert select_cols.choose_cols_split(length, columns, dtype, H200) == ColsSplitConfig(**geometry, **grid)
     for dtype, tile_rows, longest in [(F16, 256, 264 * 3 * 256), (BF16, 256, 264 * 3 * 256), (F32, 128, 396 * 4 * 128)]:
-        assert select.choose_cols_split(tile_rows - 1, 4096, dtype, H200) is None
-        assert select.choose_cols_split(longest, 64, dtype, H200).grid == (396 if dtype is F32 else 264)  # 3 / 2 blocks an SM
-        assert select.choose_cols_split(longest + 1, 64, dtype, H200) is None
-    assert select.choose_cols_split(16384, 4096, np.float64, H200) is None
+        assert select_cols.choose_cols_split(tile_rows - 1, 4096, dtype, H200) is None
+        assert select_cols.choose_cols_split(longest, 64, dtype, H200).grid == (396 if dtype is F32 else 264)  # 3 / 2 blocks an SM
+        assert select_cols.choose_cols_split(longest + 1, 64, dtype, H200) is None
+    assert select_cols.choose_cols_split(16384, 4096, np.float64, H200) is None
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32])
@@ -434,7 +434,7 @@ def test_cols_split_configs_fit_and_are_instantiations(dtype):
         specs = set(select.instantiations(dev))
         for length in (255, 256, 257, 511, 1031, 3001, 12289, 16384, 16385, 100000, 300000):
             for columns in (8, 72, 520, 4104, 1 << 20):
-                c = select.choose_cols_split(length, columns, dtype, dev)
+                c = select_cols.choose_cols_split(length, columns, dtype, dev)
                 if c is None:
                     continue
                 assert c.blocks_per_strip * c.part >= length > (c.blocks_per_strip - 1) * c.part
@@ -451,7 +451,7 @@ def test_columns_take_the_split_wherever_it_applies():
     for n in (100, 255, 16384, 300000):
         for dtype in (F16, F32):
             for vectorizable in (False, True):
-                split = select.choose_cols_split(n, 4096, dtype, H200) if vectorizable else None
+                split = select_cols.choose_cols_split(n, 4096, dtype, H200) if vectorizable else None
                 chosen = select.choose_cols(n, 4096, dtype, H200, vectorizable)
                 assert chosen == split if split is not None else not isinstance(chosen, ColsSplitConfig)
     assert isinstance(select.choose_cols(16384, 4096, F16, H200, True), ColsSplitConfig)

@@ -11,7 +11,7 @@ import pytest
 import cufuse
 from cufuse._core.device import A100, H200
 from cufuse._core.plans import Scratch
-from cufuse.ops.softmax import select
+from cufuse.ops.softmax import select, select_cols
 from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsVecConfig
 from cufuse.ops.softmax.problem import SoftmaxProblem, collapse, vector_size
 from cufuse.ops.softmax.plan import plan_softmax
@@ -116,7 +116,7 @@ def test_column_plans():
     vec = only_launch(plan_softmax((100, 64), (64, 1), F16, (0,), False, H200,
                                    ColsVecConfig(threads=256, col_lanes=4, unroll=4, cluster=8)))
     assert vec.grid == (2 * 8,) and vec.block == (256,)
-    config = select.choose_cols_split(16384, 4096, F16, H200)
+    config = select_cols.choose_cols_split(16384, 4096, F16, H200)
     plan = plan_softmax((16384, 4096), (4096, 1), F16, (0,), False, H200, config)
     launch = only_launch(plan)
     assert launch.grid == (264,) and launch.block == (256,) and launch.smem == 3 * 32768
@@ -124,7 +124,7 @@ def test_column_plans():
     assert launch.whole_carveout and launch.resident_blocks == 2 and launch.args[-2:] == (Scratch(0), Scratch(1))
     assert plan.scratch.purpose == "softmax-split-float32"
     assert plan.scratch.buffers == ((F32, 2 * 264 * 64 * 2, False), (np.dtype(np.uint32), 12, True))
-    outer = plan_softmax((3, 1031, 72), (1031 * 72, 72, 1), F16, (1,), False, H200, select.choose_cols_split(1031, 216, F16, H200))
+    outer = plan_softmax((3, 1031, 72), (1031 * 72, 72, 1), F16, (1,), False, H200, select_cols.choose_cols_split(1031, 216, F16, H200))
     assert scalars(only_launch(outer))[0] == 3 and scalars(only_launch(outer))[-1] == 3 * 2  # 3 outer x 2 strips of 64 columns
     assert plan_softmax((16384, 4096), (4096, 1), F16, (0,), False, H200) == plan  # the default
 
@@ -183,7 +183,7 @@ def test_forced_configs_are_checked():
             ColsShortVecConfig(threads=256, max_length=8, blocks_per_sm=4))
     refused("holds columns of up to 16 elements, got 17", (17, 64), (64, 1), F16, (0,),
             ColsShortConfig(threads=256, max_length=16))
-    config = select.choose_cols_split(16384, 4096, F16, H200)
+    config = select_cols.choose_cols_split(16384, 4096, F16, H200)
     refused("config", (100, 70), (70, 1), F16, (0,), config)  # not vectorizable
     refused("holds 22 x 768 rows a strip, got columns of 16897", (16897, 64), (64, 1), F16, (0,), config)
     refused("co-resident", (16384, 64), (64, 1), F16, (0,), dataclasses.replace(config, strips_per_wave=13))

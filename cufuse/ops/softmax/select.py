@@ -23,7 +23,7 @@ register and one-block stashed rungs: ``SoftmaxProblem.max_row_misalignment`` el
 The stashed rows take two blocks an SM where their shared memory fits, else one, and none
 where one block's does not fit (the A100 holds fewer tiles: it takes the split kernel
 beyond); the clusters need sm_90. Columns (the reduced
-axis strided over a contiguous inner axis): ``choose_cols``; columns of up to 16 elements
+axis strided over a contiguous inner axis): ``select_cols.choose_cols``; columns of up to 16 elements
 ``softmax_cols_short_vec`` (a thread a 16-byte vector of columns, rungs of 4, 8, 16 rows)
 where the column vectors are aligned, else ``softmax_cols_short``. Every entry's measurement
 is in docs/softmax.md.
@@ -35,8 +35,9 @@ import dataclasses
 import numpy as np
 
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
-from ..._core.dtypes import BFLOAT16, FLOAT_DTYPES
+from ..._core.dtypes import FLOAT_DTYPES
 from .cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
+from .select_cols import EXP_ONCE_MAX_ELEMENTS, choose_cols, cols_rungs
 from .problem import SoftmaxProblem, row_share, vector_size
 from .rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig, block_rows_registers
 from .split import SplitConfig
@@ -79,9 +80,6 @@ _SPAN_BLOCKS_PER_SM = {2: 6, 4: 6, 8: 4}
 # Bytes of rows a block stages, by itemsize: 4- and 8-byte rows keep more in flight (1048576 x 33
 # float32: 32 KB 0.76 of the copy against 16 KB 0.72; 2-byte rows tie or lose).
 _SPAN_TILE_BYTES = {2: 16384, 4: 32768, 8: 32768}
-# exp_once keeps at most this many exps a thread (more spilled or slowed the block rows:
-# 4096 x 16384 float16, 256 x 8 vectors, 0.66 -> 0.53x copy).
-_EXP_ONCE_MAX_ELEMENTS = 32
 # (Threads, Vecs, Cluster) of the float64 cluster rungs; the 2- and 4-byte types lost theirs
 # to the split and stashed kernels, which measured faster.
 _CLUSTER_LADDER_FLOAT64 = ((512, 4, 4), (512, 4, 8))
@@ -111,42 +109,6 @@ _ROW_STATIC_SMEM = 1024
 # 1024 x 65536 0.65 -> 0.69); bfloat16's pipelined kernel spills 8 bytes since the split rows
 # hold misaligned rows from the boundary below.
 _SPLIT_PIPELINED = {np.dtype(np.float16), np.dtype(np.float32)}
-# The scalar column kernel: 16 slices x 32 columns = 512 threads; loads in flight a thread by
-# itemsize (24-32 KB in flight an SM; more spilled).
-_COLS_SLICES = 16
-_COLS_UNROLL = {2: 12, 4: 8, 8: 2}
-# Columns of 2048+ rows split over a cluster, so that each block's second read hits L2:
-# clusters of 4 for the scalar kernel (c4 0.29 / 0.46x copy against c8 0.27 / 0.41).
-_COLS_CLUSTER, _COLS_CLUSTER_MIN_LENGTH = 4, 2048
-# 16-byte column vectors by itemsize: float32 8 lanes x 4 columns in clusters of 8 (0.48x
-# against 0.46 scalar c4); float16 lost, float64 spills.
-_COLS_VEC = {4: dict(threads=256, col_lanes=8, unroll=4)}
-_COLS_VEC_CLUSTER = 8
-# Columns of up to 16 elements: a thread a column in registers, 256 threads a block (one
-# read; the two-read kernels' 16 slices would sit mostly idle). 6 x 3000000 axis=0: float16
-# 0.39, float32 0.59 of the copy (the layout now takes the vectors below).
-_COLS_SHORT = ColsShortConfig(threads=256, max_length=16)
-# Where the column vectors are aligned, a thread a 16-byte vector of columns, on the smallest
-# rung of rows that holds the column: (MaxLength, BlocksPerSM) by itemsize, the launch bound
-# capping the registers (51, 64, 128 a thread) so that a short column keeps more threads, and
-# their loads, resident; float64's exps need more (64, 128, unbounded: tighter bounds spilled).
-# Not measured yet.
-_COLS_SHORT_VEC_THREADS = 256
-_COLS_SHORT_VEC_RUNGS = {2: ((4, 5), (8, 4), (16, 2)), 4: ((4, 5), (8, 4), (16, 2)), 8: ((4, 4), (8, 2), (16, 1))}
-# The persistent column split's geometries by dtype, 128-byte rows (16384 x 4096 axis=0:
-# float16 0.59, float32 0.69x copy).
-_COLS_SPLIT = {
-    np.dtype(np.float16): (dict(threads=256, col_lanes=8, vecs=8, register_tile=False, blocks_per_sm=2),),
-    BFLOAT16:             (dict(threads=256, col_lanes=8, vecs=8, register_tile=False, blocks_per_sm=2),),
-    np.dtype(np.float32): (dict(threads=256, col_lanes=8, vecs=4, register_tile=False, blocks_per_sm=3),),
-}
-# cp_async_wait_pending waits with up to 7 younger groups pending: at most 8 shared-memory tiles.
-_COLS_SPLIT_MAX_SMEM_TILES = 8
-# A wave's exchange weighs about a tile's load and store in the cost of a grid (measured:
-# fewer, longer parts won).
-_COLS_SPLIT_EXCHANGE_TILES = 1.0
-
-
 def rows_ladder(dtype) -> list:
     """The sub-warp and warp RowsConfig rungs for ``dtype``, by increasing capacity (exp_once
     not set); longer rows take ``block_rows``."""
@@ -195,8 +157,8 @@ def block_rows_rungs(dtype) -> list:
 
 
 def with_exp_once(config: RowsConfig, dtype) -> RowsConfig:
-    """config with exp_once where a thread's exps fit in _EXP_ONCE_MAX_ELEMENTS registers."""
-    return dataclasses.replace(config, exp_once=config.vecs * vector_size(dtype) <= _EXP_ONCE_MAX_ELEMENTS)
+    """config with exp_once where a thread's exps fit in EXP_ONCE_MAX_ELEMENTS registers."""
+    return dataclasses.replace(config, exp_once=config.vecs * vector_size(dtype) <= EXP_ONCE_MAX_ELEMENTS)
 
 
 def row_cluster_rungs(dtype, dev) -> list:
@@ -324,80 +286,6 @@ def choose_rows(length: int, rows: int, dtype, dev, misalignment: int = 0):
     return choose_rows_split(length, rows, dtype, dev, misalignment)
 
 
-def cols_split_config(length: int, columns: int, dtype, dev, geometry):
-    """The ColsSplitConfig of one geometry (threads, col_lanes, vecs, register_tile, blocks_per_sm)
-    for ``columns`` columns of ``length``, or None where a column is shorter than a tile or
-    longer than the resident grid holds. Parts are whole tiles; the tiles a block takes
-    minimise its work over the call: waves (the resident grid holds strips_per_wave strips of
-    blocks_per_strip blocks) x (tiles a part + an exchange), ties to the larger part."""
-    register_tile, blocks_per_sm = geometry["register_tile"], geometry["blocks_per_sm"]
-    probe = ColsSplitConfig(**geometry, blocks_per_strip=1, strips_per_wave=1, part=0, smem_tiles=0)
-    tile_rows, width = probe.tile_rows, probe.columns(dtype)
-    if length < tile_rows:
-        return None
-    smem = min(dev.max_smem_per_block, dev.smem_per_sm // blocks_per_sm - SMEM_RESERVED_PER_BLOCK) - probe.static_smem(dtype)
-    max_tiles = min(smem // probe.tile_bytes, _COLS_SPLIT_MAX_SMEM_TILES) + int(register_tile)
-    resident, strips = blocks_per_sm * dev.sm_count, ceil_div(columns, width)
-    best = None
-    for tiles in range(1, min(max_tiles, ceil_div(length, tile_rows)) + 1):
-        blocks = ceil_div(length, tiles * tile_rows)
-        if blocks > resident:
-            continue
-        strips_per_wave = min(strips, resident // blocks)
-        cost = ceil_div(strips, strips_per_wave) * (tiles + _COLS_SPLIT_EXCHANGE_TILES)
-        if best is None or cost <= best[0]:
-            best = (cost, tiles, blocks, strips_per_wave)
-    if best is None:
-        return None
-    _, tiles, blocks, strips_per_wave = best
-    return ColsSplitConfig(**geometry, blocks_per_strip=blocks, strips_per_wave=strips_per_wave, part=tiles * tile_rows,
-                           smem_tiles=tiles - int(register_tile))
-
-
-def choose_cols_split(length: int, columns: int, dtype, dev):
-    """The persistent column split's config for a layout that ``cols_vectorizable``, or None
-    (no geometry for the dtype, columns shorter than a tile or longer than the grid holds)."""
-    for geometry in _COLS_SPLIT.get(np.dtype(dtype), ()):
-        config = cols_split_config(length, columns, dtype, dev, geometry)
-        if config is not None:
-            return config
-    return None
-
-
-def cols_short_vec(length: int, dtype) -> ColsShortVecConfig:
-    """The short-column vector rung that holds columns of ``length`` (at most 16), with
-    exp_once where the kept exps take no more registers than the elements (float32, float64:
-    an exp replaces its element) or at most _EXP_ONCE_MAX_ELEMENTS a thread."""
-    itemsize = np.dtype(dtype).itemsize
-    max_length, blocks_per_sm = next(rung for rung in _COLS_SHORT_VEC_RUNGS[itemsize] if length <= rung[0])
-    exp_once = itemsize >= 4 or max_length * vector_size(dtype) <= _EXP_ONCE_MAX_ELEMENTS
-    return ColsShortVecConfig(threads=_COLS_SHORT_VEC_THREADS, max_length=max_length, blocks_per_sm=blocks_per_sm,
-                              exp_once=exp_once)
-
-
-def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
-    """Config for ``columns`` columns of ``length`` (the reduced axis strided over a
-    contiguous inner axis; ``vectorizable``: what ``cols_vectorizable`` says of the layout).
-    Short columns in registers, a thread a vector of them where vectorizable; the column split
-    where it applies (one read); else the two-read kernels, long columns over a cluster where
-    there is one, so that the second read hits L2. The split and vector two-read kernels take
-    2- and 4-byte types only (their tables hold no float64)."""
-
-    def cluster(size):
-        return size if dev.max_cluster_size >= size and length >= _COLS_CLUSTER_MIN_LENGTH else 1
-
-    if length <= _COLS_SHORT.max_length:
-        return cols_short_vec(length, dtype) if vectorizable else _COLS_SHORT
-    split = choose_cols_split(length, columns, dtype, dev) if vectorizable else None
-    if split is not None:
-        return split
-    vec = _COLS_VEC.get(np.dtype(dtype).itemsize) if vectorizable else None
-    if vec is not None:
-        return ColsVecConfig(**vec, cluster=cluster(_COLS_VEC_CLUSTER))
-    return ColsConfig(slices=_COLS_SLICES, unroll=_COLS_UNROLL[np.dtype(dtype).itemsize],
-                      cluster=cluster(_COLS_CLUSTER))
-
-
 def choose(problem: SoftmaxProblem, dev):
     """The default variant of a problem: the column kernels for column layouts, else the rows."""
     if problem.column_layout:
@@ -417,11 +305,7 @@ def instantiations(dev) -> list:
         rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype) + block_rows_rungs(dtype)] + span_ladder(dtype)
         rungs += stashed_rungs(dtype, dev) + stashed_cluster_rungs(dtype, dev) + row_cluster_rungs(dtype, dev)
         rungs.append(choose_rows_split(1 << 30, 1, dtype, dev))
-        for length in (_COLS_SHORT.max_length + 1, 1 << 30):  # shorter columns one block, long ones a cluster where there is one
-            rungs += [choose_cols(length, 1, dtype, dev, vectorizable) for vectorizable in (False, True)]
-        rungs += [ColsSplitConfig(**geometry, blocks_per_strip=1, strips_per_wave=1, part=0, smem_tiles=0)
-                  for geometry in _COLS_SPLIT.get(dtype, ())]
-        rungs += [_COLS_SHORT] + [cols_short_vec(length, dtype) for length, _ in _COLS_SHORT_VEC_RUNGS[dtype.itemsize]]
+        rungs += cols_rungs(dtype, dev)
         specs += [c.spec(dtype, log) for log in (False, True) for c in rungs]
     specs += partials.instantiations(dev)  # cufuse.dask's rows that span chunks
     return list(dict.fromkeys(specs))
