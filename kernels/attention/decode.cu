@@ -5,7 +5,7 @@
 // DECODE_STREAM_MAX_QUERIES (4) query rows whose k and v have unit column stride and 16-byte
 // aligned rows; the keys are split over blocks (select.split_decode_keys) and the splits
 // merged by attention_merge. Other decode shapes take attention_fwd_mma's one-warp tile.
-#include "attention/layout.cuh"
+#include "common/attention_layout.cuh"
 
 namespace cufuse {
 namespace attention {

@@ -2,7 +2,7 @@
 //
 // Launched (cufuse/ops/attention/merge.py) after attention_fwd_mma or attention_decode
 // whenever their plan splits the keys over several blocks (splits > 1).
-#include "attention/layout.cuh"
+#include "common/attention_layout.cuh"
 #include "common/lse_merge.cuh"
 
 namespace cufuse {

@@ -18,7 +18,7 @@
 // out / lse rows contiguous); causal uses the query index. A block visits only the keys its
 // rows' bands reach (KeyBand: causal frontier, sliding window); a softcap takes tanh of the
 // scaled scores.
-#include "attention/layout.cuh"
+#include "common/attention_layout.cuh"
 
 namespace cufuse {
 namespace attention {

@@ -3,7 +3,7 @@
 //
 // Picked (cufuse/ops/attention/select.py) for every float32 and float64 call: the
 // tensor-core kernels take 16-bit inputs only.
-#include "attention/layout.cuh"
+#include "common/attention_layout.cuh"
 
 namespace cufuse {
 namespace attention {

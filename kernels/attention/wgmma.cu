@@ -12,7 +12,7 @@
 // keys on attention_fwd_mma). The tile goes by the keys a query row sees (docs/attention.md).
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
-#include "attention/layout.cuh"
+#include "common/attention_layout.cuh"
 
 namespace cufuse {
 namespace attention {

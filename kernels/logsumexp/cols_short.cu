@@ -12,7 +12,7 @@
 // holding the row; logsumexp_cols_short, a thread a row, for every other layout.
 // docs/logsumexp.md, "Dispatch".
 #include "logsumexp/statistics.cuh"
-#include "softmax/columns.cuh"
+#include "common/columns.cuh"
 
 using namespace cufuse;
 using namespace cufuse::lse_detail;

@@ -13,7 +13,7 @@
 // the stable result is not finite.
 #pragma once
 
-#include "softmax/row_chunk.cuh"
+#include "common/row_chunk.cuh"
 
 namespace cufuse {
 namespace lse_detail {

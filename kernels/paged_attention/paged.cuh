@@ -7,7 +7,7 @@
 // with any strides. Query head hq uses KV head hq / G (G = Hq / Hkv). Query i of sequence b
 // sits at position p = i + L - Nq, L = its clamped length (see clamp_length).
 #pragma once
-#include "attention/layout.cuh"
+#include "common/attention_layout.cuh"
 
 namespace cufuse {
 namespace paged {

@@ -8,7 +8,7 @@
 // and columns shorter than one of its tiles or longer than its resident grid holds. float32
 // with aligned vectors takes softmax_cols_vec (8 lanes of 4 columns, clusters of 8), every other
 // case the scalar softmax_cols (clusters of 4); clusters from 2048 rows. docs/softmax.md.
-#include "softmax/columns.cuh"
+#include "common/columns.cuh"
 
 // Reduced axis strided (sl != 1), inner axis contiguous: block = 32 columns x Slices slices of
 // the reduced axis, so every warp access is 32 consecutive elements. Online statistics over

@@ -9,7 +9,7 @@
 // 16-byte vectors of adjacent columns are aligned (cols_vectorizable), on the smallest rung of
 // 4, 8, 16 rows holding the column (its elements take 4 registers a row); softmax_cols_short,
 // a thread a column, for every other layout. docs/softmax.md, "Columns".
-#include "softmax/columns.cuh"
+#include "common/columns.cuh"
 
 // One column of `length` <= MaxLength elements (input at stride sl, output at stride inner),
 // loaded at once into registers, normalised and stored.

@@ -7,7 +7,7 @@
 // layouts with aligned 16-byte column vectors (cols_vectorizable), columns from one tile (256
 // rows of 2-byte types, 128 of float32) to what the resident grid holds (H200: 202752 rows);
 // the other column layouts take cols.cu. docs/softmax.md, "Columns".
-#include "softmax/columns.cuh"
+#include "common/columns.cuh"
 
 namespace cufuse {
 namespace softmax_detail {

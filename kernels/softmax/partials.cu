@@ -10,7 +10,7 @@
 //   softmax_apply_lse  the second pass: exp(x - lse) (NaN where lse is not finite: SciPy's row
 //       of NaN) or x - lse (log_softmax), lse merged from every chunk's partial.
 // Rows are the (outer, length, inner) view of every softmax kernel (statistics.cuh).
-#include "softmax/statistics.cuh"
+#include "common/statistics.cuh"
 
 namespace cufuse {
 namespace softmax_detail {

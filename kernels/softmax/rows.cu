@@ -10,7 +10,7 @@
 // sized so that the row fills the block. A contiguous row that starts off a 16-byte boundary is
 // read and written in aligned vectors from the boundary below it (align_row_origin), so the rung
 // holds one vector more than the row.
-#include "softmax/row_chunk.cuh"
+#include "common/row_chunk.cuh"
 
 // Group threads per row, Threads/Group rows per block (Group == WholeBlock: one row a block of
 // blockDim.x <= Threads lanes); rows of length <= lanes*Vecs*VS. ExpOnce (softmax only): the

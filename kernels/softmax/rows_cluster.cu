@@ -5,7 +5,7 @@
 // of 8: rows of 4097..8192 16-byte vectors (512 x 4, clusters of 4) and 8193..16384 (clusters
 // of 8). The 2- and 4-byte types lost their cluster rung to the split and stashed kernels
 // (docs/softmax.md, "Rows").
-#include "softmax/row_chunk.cuh"
+#include "common/row_chunk.cuh"
 
 #if __CUDA_ARCH__ >= 900  // __cluster_dims__ does not compile for earlier targets
 // One cluster of Cluster blocks per row; block `rank` holds elements [rank*chunk_len, ...).

@@ -8,7 +8,7 @@
 // most such rows start off a vector boundary, where softmax_rows pays a masked head and tail a
 // row (671088 x 100 float16: 0.59 of the copy). docs/softmax.md, "Span rows".
 #include "common/span_stage.cuh"
-#include "softmax/row_chunk.cuh"  // group_reduce
+#include "common/row_chunk.cuh"  // group_reduce
 
 // Rows [blockIdx.x * tile_rows, + tile_rows) of length <= Group * PerLane; tile_rows a multiple
 // of Threads / Group. Dynamic shared memory: the tile, tile_rows * length elements, the head

@@ -7,7 +7,7 @@
 // hold: past 4096 16-byte vectors on the A100 (every dtype) and for float64 without clusters;
 // on the H200 past the stashed rows (2-byte types from 8193 vectors, float32 from 16385 except
 // the stashed clusters' band) and past float64's clusters (16385 vectors). docs/softmax.md.
-#include "softmax/row_chunk.cuh"
+#include "common/row_chunk.cuh"
 
 // Persistent grid: gridDim.x = blocks_per_row * rows_per_wave blocks, all co-resident (the
 // host sizes it from the occupancy guaranteed by __launch_bounds__(Threads, BlocksPerSM) and

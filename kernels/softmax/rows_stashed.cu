@@ -8,7 +8,7 @@
 // it, two blocks an SM where their shared memory fits, else one (the A100's 164 KB an SM
 // holds fewer); the cluster kernel (clusters of 8, sm_90) for float32 rows of 49152..65536
 // vectors. docs/softmax.md, "Rows".
-#include "softmax/row_chunk.cuh"
+#include "common/row_chunk.cuh"
 
 // One block a row of up to (stash_tiles + 1) tiles of blockDim.x (<= Threads) x Vecs vectors:
 // the last tile in registers, the others in dynamic shared memory ([stash_tiles][Vecs]

@@ -1,6 +1,6 @@
 """How q, k and v lie in memory, as the kernels read them (pure): the broadcast batch dims
 collapsed into at most MAX_BATCH_DIMS strided dims (``BatchLayout`` in
-kernels/attention/layout.cuh), and whether an operand's rows allow 16-byte loads."""
+kernels/common/attention_layout.cuh), and whether an operand's rows allow 16-byte loads."""
 from __future__ import annotations
 
 MAX_BATCH_DIMS = 4  # collapsed leading dims the kernels decompose (BatchLayout)

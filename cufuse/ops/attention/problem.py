@@ -12,7 +12,7 @@ from .layout import batch_layout, rows_16b
 
 FN = "attention"
 MMA_CTYPES = ("__half", "__nv_bfloat16")  # the tensor-core kernels' dtypes
-# Run-time flag bits of the forward kernels (kernels/attention/layout.cuh: enum Flags).
+# Run-time flag bits of the forward kernels (kernels/common/attention_layout.cuh: enum Flags).
 FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_VEC_Q, FLAG_VEC_K, FLAG_VEC_V, FLAG_SOFTCAP = 1, 2, 4, 8, 16, 32
 # layout.cuh kUnlimited: the band of an unlimited window side; Nk + Nq must stay below it, so
 # that no sum of a query, a key and a band overflows 32 bits.

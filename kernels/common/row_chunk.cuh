@@ -1,10 +1,10 @@
-// A row held in registers by a group of threads (kernels/softmax/rows*.cu): its view
+// A row held in registers by a group of threads (kernels/softmax/rows*.cu, kernels/logsumexp/): its view
 // (RowView, make_row), the register tile of 16-byte vectors (Chunk: loads, the stash to shared
 // memory, max, sum of exps, stores), the reductions over the group (group_reduce, chunk_stats,
 // finish_row) and the online statistics of tiles merged one after another (OnlineStats).
 #pragma once
 
-#include "softmax/statistics.cuh"
+#include "common/statistics.cuh"
 
 namespace cufuse {
 namespace softmax_detail {

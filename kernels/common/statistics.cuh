@@ -1,5 +1,5 @@
-// Device code shared by every softmax kernel (kernels/softmax/*.cu): the exps, the NaN-keeping
-// maximum and the rescaling rule of (max, sum) pairs, the Normalizer that maps a row's
+// Device code shared by every softmax and logsumexp kernel (kernels/softmax/,
+// kernels/logsumexp/): the exps, the NaN-keeping maximum and the rescaling rule of (max, sum) pairs, the Normalizer that maps a row's
 // statistics to its outputs (SciPy's non-finite rules), scalar and paired conversions, the
 // cluster push exchange, and the waits of the persistent and cp.async kernels.
 //

@@ -1,11 +1,11 @@
 // 16-byte vectors of adjacent columns (kernels/softmax/cols.cu's softmax_cols_vec,
-// cols_split.cu, cols_short.cu's softmax_cols_short_vec): a thread's column vector
+// cols_split.cu, the short-column kernels of softmax and logsumexp): a thread's column vector
 // (ColumnVector), its loads and stores, the per-column max and online (max, sum) merge, the
 // normalised vector, and the block's (or cluster's) column statistics turned into Normalizers
 // (column_normalizers).
 #pragma once
 
-#include "softmax/statistics.cuh"
+#include "common/statistics.cuh"
 
 namespace cufuse {
 namespace softmax_detail {
