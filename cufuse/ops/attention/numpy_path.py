@@ -17,12 +17,9 @@ def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap
     """float64 ``softmax(q @ k^T * scale) @ v`` with leading dims broadcast, bottom-right
     ``causal``, ``window`` (left, right) and ``softcap`` as in ``reference.attention``.
     Returns ``out`` or ``(out, lse)``, both float64."""
-    q = np.asarray(q, dtype=np.float64)
-    k = np.asarray(k, dtype=np.float64)
-    v = np.asarray(v, dtype=np.float64)
-    n_q, head_dim = q.shape[-2:]
-    n_k, head_dim_v = k.shape[-2], v.shape[-1]
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    (n_q, head_dim), n_k, head_dim_v = q.shape[-2:], k.shape[-2], v.shape[-1]
+    batch = np.broadcast_shapes(*(t.shape[:-2] for t in (q, k, v)))
     scale = 1.0 / np.sqrt(head_dim) if scale is None else float(scale)
     out = np.empty(batch + (n_q, head_dim_v))
     lse = np.empty(batch + (n_q,))
