@@ -79,6 +79,7 @@ def test_logsumexp_matches_the_oracle(rng, dtype, shape, axis):
     a = random(rng, shape, dtype) if np.dtype(dtype).kind == "f" else rng.integers(-20, 20, shape).astype(dtype)
     check_logsumexp(a, axis)
     check_logsumexp(a, axis, b=rng.uniform(0.1, 2.0, size=shape))
+    check_logsumexp(a, axis, b=rng.uniform(-2.0, 2.0, size=shape).astype(a.dtype if a.dtype.kind == "f" else bool))
 
 
 @pytest.mark.parametrize("axis", [None, 0, -1, (0, 1)])
@@ -134,6 +135,13 @@ def test_linear_matches_the_oracle(rng, activation, dtype, x_shape):
     w_up = random(rng, (17, 33), dtype, -1, 1).T  # a transposed view
     same(linear_path.fused_gated_linear(x, weight, w_up, activation=activation),
          reference.fused_gated_linear(x, weight, w_up, activation=activation, tile=8), atol=1e-12)
+
+
+@pytest.mark.parametrize("x_shape, n_dim", [((3, 0), 4), ((0, 5), 4), ((3, 5), 0), ((0,), 2)])
+def test_linear_empty(rng, x_shape, n_dim):
+    x, weight = random(rng, x_shape, np.float32), random(rng, (x_shape[-1], n_dim), np.float32)
+    same(linear_path.fused_linear(x, weight, activation="gelu"), reference.fused_linear(x, weight, activation="gelu"))
+    same(linear_path.fused_gated_linear(x, weight, weight), reference.fused_gated_linear(x, weight, weight))
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the oracle's own inf * 0

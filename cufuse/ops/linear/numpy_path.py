@@ -24,7 +24,7 @@ def _product(x, weight) -> np.ndarray:
     """float64 ``x @ weight`` as (rows, N) over the whole of K in one BLAS call."""
     x = np.asarray(x, dtype=np.float64)
     weight = np.asarray(weight, dtype=np.float64)
-    return x.reshape(-1, weight.shape[0]) @ weight
+    return x.reshape(int(np.prod(x.shape[:-1], dtype=np.int64)), weight.shape[0]) @ weight  # -1 fails for K = 0
 
 
 def fused_linear(x, weight, bias=None, *, activation: str | None = "relu") -> np.ndarray:
