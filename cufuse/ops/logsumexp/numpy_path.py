@@ -1,0 +1,65 @@
+"""The fast NumPy path of logsumexp: max shift, exp, weight, sum in float64 over one new buffer.
+It returns what ``cufuse.reference.logsumexp`` returns (float64 ``(value, sign)`` with kept dims,
+every one of its non-finite rules) within float64 rounding; the oracle stays the tiled reference."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..softmax.numpy_path import float_input, reduction_axes, shifted
+
+
+def logsumexp(a, axis=None, b=None):
+    """float64 ``(log|S|, sign(S))`` with S the sum over ``axis`` of ``b * exp(a)``, dims kept,
+    a and b broadcast together (a 0-d a is one element), as ``reference.logsumexp``: zero weights
+    drop their entries, NaN kept is NaN, +inf entries give the infinity of their weights' sign,
+    an empty or all -inf sum is -inf with sign 0, and a non-finite row with a dropped +inf or NaN
+    entry is NaN."""
+    a = np.atleast_1d(float_input(a))
+    w = None if b is None else np.atleast_1d(np.asarray(b))
+    shape = a.shape if w is None else np.broadcast_shapes(a.shape, w.shape)
+    axes = reduction_axes(axis, len(shape))
+    kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
+    if 0 in shape:
+        return np.full(kept, -np.inf), np.zeros(kept)
+    a = np.broadcast_to(a, shape)
+    if w is not None and not (np.isfinite(w).all() and w.all()):
+        return _weighted_exact(a, w, axes)
+    top = a.max(axis=axes, keepdims=True).astype(np.float64)
+    if w is not None and (top == np.inf).any():
+        return _weighted_exact(a, w, axes)
+    # Without weights (or with finite nonzero ones and no +inf max) a shift of 0 where the max is
+    # not finite gives the oracle's +inf, -inf (sign 0) and NaN rows without a fix-up.
+    top[~np.isfinite(top)] = 0.0
+    t = shifted(a, top)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        np.exp(t, out=t)
+        if w is not None:
+            t *= w
+        total = t.sum(axis=axes, keepdims=True)
+        value = top + np.log(np.abs(total))
+    sign = np.sign(total)
+    sign[np.isnan(value)] = np.nan
+    return value, sign
+
+
+def _weighted_exact(a, w, axes):
+    """The oracle's rules in one pass over the whole row, for weights with zeros or non-finite
+    values, or a +inf max under weights (where exp(a) alone would overflow or underflow into
+    inf * 0)."""
+    a = a.astype(np.float64)
+    w = np.broadcast_to(np.asarray(w, dtype=np.float64), a.shape)
+    drop = w == 0
+    dropped = (drop & ~(a < np.inf)).any(axis=axes, keepdims=True)
+    a = np.where(drop, -np.inf, a)
+    top = a.max(axis=axes, keepdims=True)
+    shift = np.where(top == -np.inf, 0.0, top)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        # exp(a - shift) is exactly 1 at the max, +inf at a +inf max (so that weights of both signs sum to NaN)
+        e = np.where(a == shift, np.where(np.isinf(shift), shift, 1.0), np.exp(a - shift))
+        terms = np.where(np.isinf(w) & (a > -np.inf), w, w * e)
+        total = terms.sum(axis=axes, keepdims=True)
+        value = shift + np.log(np.abs(total))
+    sign = np.where(np.isnan(value), np.nan, np.sign(total))
+    poisoned = dropped & ~np.isfinite(value)
+    value[poisoned] = sign[poisoned] = np.nan
+    return value, sign
