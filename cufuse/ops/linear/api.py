@@ -2,8 +2,8 @@
 activation in its epilogue (``fused_linear_relu``: the ReLU one); fused_gated_linear:
 ``activation(x @ w_gate) * (x @ w_up)`` in one GEMM over both weights.
 
-Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64 oracles
-of ``cufuse.reference``; CuPy inputs run the kernels of ``kernels/linear/`` (which one runs
+Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64 BLAS
+products of ``numpy_path`` (the tiled oracles ``cufuse.reference`` check them); CuPy inputs run the kernels of ``kernels/linear/`` (which one runs
 which shape and layout: ``select`` and docs/linear.md).
 
 Host path. A call's validation and launch depend only on its arrays' shapes, strides,
@@ -19,12 +19,12 @@ import numbers
 
 import numpy as np
 
-from ... import reference
 from ..._core.device import device_info
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
 from ..._core.validate import as_arrays, check_config, check_out, require_float, require_ndim, require_same_dtype
 from .operands import FN, activation_code, check_bias_shape
+from . import numpy_path
 from .plan import plan_gated, plan_linear
 from .select import GATED_VARIANTS, VARIANTS
 
@@ -241,7 +241,7 @@ def fused_gated_linear(x, w_gate, w_up, *, activation="silu", out=None, config=N
     out_shape = x.shape[:-1] + (w_gate.shape[1],)
     out = check_out(fn, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs={"x": x, "w_gate": w_gate, "w_up": w_up})
     if xp is np:
-        return deliver(reference.fused_gated_linear(x, w_gate, w_up, activation=activation), out, x.dtype)
+        return deliver(numpy_path.fused_gated_linear(x, w_gate, w_up, activation=activation), out, x.dtype)
     dev = device_info(x.device.id)
     plan = plan_gated(x.shape, _elements(x), x.data.ptr, w_gate.shape, _elements(w_gate), w_gate.data.ptr,
                       _elements(w_up), w_up.data.ptr, None if out is None else out.data.ptr, x.dtype, dev, config,
@@ -272,7 +272,7 @@ def _linear(fn, x, weight, bias, activation, out, config):
     out_shape = x.shape[:-1] + (n_dim,)
     out = check_out(fn, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs={"x": x, "weight": weight, "bias": bias})
     if xp is np:
-        return deliver(reference.fused_linear(x, weight, bias, activation=activation), out, x.dtype)
+        return deliver(numpy_path.fused_linear(x, weight, bias, activation=activation), out, x.dtype)
     dev = device_info(x.device.id)
     plan = plan_linear(x.shape, _elements(x), x.data.ptr, weight.shape, _elements(weight), weight.data.ptr,
                        None if bias is None else bias.strides[0] // x.dtype.itemsize,

@@ -27,7 +27,7 @@ def _product(x, weight) -> np.ndarray:
     return x.reshape(int(np.prod(x.shape[:-1], dtype=np.int64)), weight.shape[0]) @ weight  # -1 fails for K = 0
 
 
-def fused_linear(x, weight, bias=None, *, activation: str | None = "relu") -> np.ndarray:
+def fused_linear(x, weight, bias=None, *, activation: str | None = None) -> np.ndarray:
     """float64 ``activation(x @ weight + bias)`` for x ``(..., K)``, weight ``(K, N)``."""
     acc = _product(x, weight)
     if bias is not None:

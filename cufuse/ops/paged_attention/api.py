@@ -1,7 +1,7 @@
 """PagedAttention: ``attention_paged`` over K/V pages of a shared pool, and ``kv_append``.
 
 Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64
-oracle of ``cufuse.reference`` (pages gathered, then dense attention) and check every page
+path of ``numpy_path`` (pages gathered, then the vectorised dense attention) and check every page
 index a sequence uses; CuPy inputs run the kernels of ``kernels/paged_attention/`` and never
 read block_table or seq_lens on the host (no synchronisation), except under CUFUSE_DEBUG=1,
 which checks the page indices first.
@@ -20,6 +20,7 @@ from ..._core.dtypes import accumulator_dtype
 from ..._core.validate import (as_arrays, as_index_array, check_config, check_out, require_bool, require_finite_real,
                                require_float, require_ndim, require_same_dtype, require_softcap, require_window,
                                require_writable)
+from . import numpy_path
 from .plan import plan_attention_paged, plan_kv_append
 from .problem import UNLIMITED
 from .select import VARIANTS
@@ -144,7 +145,7 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     if xp is np or debug_enabled():
         _check_indices(_FN, xp, block_table, seq_lens, k_pages.shape[0], k_pages.shape[2])
     if xp is np:
-        result, lse = reference.attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=causal,
+        result, lse = numpy_path.attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=causal,
                                                 scale=scale, window=window, softcap=softcap, return_lse=True)
         result, lse = deliver(result, out, q.dtype), lse.astype(accumulator_dtype(q.dtype))
     else:

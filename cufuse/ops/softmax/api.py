@@ -1,7 +1,8 @@
 """softmax / log_softmax with the semantics of ``scipy.special``.
 
-Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the float64
-oracle of ``cufuse.reference``; CuPy inputs run the kernels of ``kernels/softmax/``.
+Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the vectorised
+float64 path of ``numpy_path`` (SciPy's algorithm; the tiled oracle ``cufuse.reference`` checks
+it); CuPy inputs run the kernels of ``kernels/softmax/``.
 
 GPU path. x is viewed as (outer, length, inner) (``problem.collapse``): the reduced axes must
 form one run of consecutive axes (size-1 axes ignored), and each of the three groups of axes
@@ -35,12 +36,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import reference
 from ..._core.device import device_info
 from ..._core.dtypes import is_supported_float, shifted_integers
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature, new_array
 from ..._core.validate import as_arrays, check_config, check_out, describe, normalize_axis
+from . import numpy_path
 from .plan import plan_softmax
 from .select import VARIANTS
 
@@ -193,7 +194,7 @@ def _softmax(fn, x, axis, out, config, *, log):
     if xp is np:
         if x.dtype.kind in "iu" and x.size:  # shifted in the integer dtype, as SciPy does
             x = shifted_integers(np, x, axes, np.float64)[0]
-        oracle = reference.log_softmax if log else reference.softmax
+        oracle = numpy_path.log_softmax if log else numpy_path.softmax
         result = deliver(oracle(x, axes), out, dtype)
         return result[()] if x.ndim == 0 and out is None else result  # SciPy: a 0-d input gives a scalar
     if x.ndim == 0:  # SciPy's 0-d case: the one element is the whole reduction
