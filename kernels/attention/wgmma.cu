@@ -10,6 +10,7 @@
 // unit column stride and 16-byte aligned rows, a positive scale (or a softcap), and a grid of at
 // least one wave of blocks or one whose wave model keeps one key split (smaller grids split the
 // keys on attention_fwd_mma). The tile goes by the keys a query row sees (docs/attention.md).
+// The TMA kernel is reached through config= only until its first measurement picks its tiles.
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "common/attention_layout.cuh"
@@ -539,7 +540,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
 // attention_fwd_wgmma_tma: WARPGROUPS consumer warpgroups, then one producer warpgroup whose
 // first thread loads Q once and K / V tile by tile through tensor maps into the mbarrier ring
 // (TmaFeed), so the consumers issue no copies and meet no block barrier; setmaxnreg gives the
-// producer's registers to the consumers (CONSUMER_REGS a thread). The maps are 3-D (columns,
+// producer's registers to the consumers (TmaRegisters a thread). The maps are 3-D (columns,
 // rows, batch unit): rows past Nq / Nk are zero-filled, as the cp.async feed does; a batch
 // item's offset is a multiple of its operand's unit (q_unit, ... elements), so its coordinate
 // is offset / unit. PINGPONG: the consumer warpgroups take turns issuing their wgmmas
