@@ -15,7 +15,8 @@ from cufuse._core.plans import Scratch, Temporary
 from cufuse.ops.attention import select
 from cufuse.ops.attention.decode import DecodeTile
 from cufuse.ops.attention.layout import MAX_BATCH_DIMS, batch_layout
-from cufuse.ops.attention.merge import merge_spec, merge_threads
+from cufuse._core.lse_merge import merge_threads
+from cufuse.ops.attention.merge import merge_spec
 from cufuse.ops.attention.mma import FlashMmaTile
 from cufuse.ops.attention.plan import plan_attention
 from cufuse.ops.attention.simt import SimtRows

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cufuse import reference
-from cufuse.ops.attention import numpy_path as attention_path
+from cufuse._core import numpy_attention as attention_path
 from cufuse.ops.linear import numpy_path as linear_path
 from cufuse.ops.logsumexp import numpy_path as logsumexp_path
 from cufuse.ops.paged_attention import numpy_path as paged_path

@@ -1,7 +1,7 @@
 """attention: ``softmax(q @ k^T * scale) @ v`` without materialising the score matrix.
 
 Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the vectorised
-float64 path of ``numpy_path`` (the tiled oracle ``cufuse.reference`` checks it); CuPy inputs run the kernels of ``kernels/attention/``.
+float64 path of ``_core.numpy_attention`` (the tiled oracle ``cufuse.reference`` checks it); CuPy inputs run the kernels of ``kernels/attention/``.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ..._core.validate import (as_arrays, check_config, check_out, require_bool,
                                require_ndim, require_same_dtype, require_softcap, require_window)
 from .decode import DecodeTile
 from .mma import FlashMmaTile
-from . import numpy_path
+from ..._core import numpy_attention
 from .plan import plan_attention
 from .simt import SimtRows
 from .wgmma import FlashWgmmaTile
@@ -160,7 +160,7 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
     if out is not None and grouped is not None:
         out = out.reshape(out_shape)  # a view: out is C-contiguous
     if xp is np:
-        result, lse = numpy_path.attention(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
+        result, lse = numpy_attention.attention(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                                           return_lse=True)
         result = deliver(result, out, q.dtype)
         lse, bound = lse.astype(accumulator_dtype(q.dtype)), None

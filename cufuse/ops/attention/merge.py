@@ -9,11 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..._core.loader import KernelSpec
+from ..._core.lse_merge import merge_grid, merge_threads
 from ..._core.plans import Launch, Plan, Scratch, ScratchRequest, Temporary
 
-MERGE_COLUMNS = 32  # columns a merge block takes (kernels/common/lse_merge.cuh kMergeColumns)
-MERGE_SPLITS_PER_WARP = 8  # splits a merge warp takes at most (its loads in flight together)
-MERGE_MAX_WARPS = 32
 # Split workspaces up to this size are reused per stream: the two allocations a call were
 # ~9 of the ~52 us a host-bound decode call cost (experiments/attention/profile_host.py).
 SCRATCH_WORKSPACE_BYTES = 32 << 20
@@ -21,17 +19,6 @@ SCRATCH_WORKSPACE_BYTES = 32 << 20
 
 def merge_spec(dtype_ctype: str) -> KernelSpec:
     return KernelSpec("attention/merge.cu", "attention_merge", (dtype_ctype,))
-
-
-def merge_threads(splits: int) -> int:
-    """The block size of a merge of up to ``splits`` partials a row: a warp per
-    MERGE_SPLITS_PER_WARP of them, 1 to 32 warps (also paged_attention_merge's)."""
-    return 32 * max(1, min(MERGE_MAX_WARPS, -(-splits // MERGE_SPLITS_PER_WARP)))
-
-
-def merge_grid(rows: int, head_dim_v: int) -> tuple:
-    """A block per (row, MERGE_COLUMNS columns)."""
-    return (rows, -(-head_dim_v // MERGE_COLUMNS))
 
 
 def _partial_counts(problem, splits: int) -> tuple:

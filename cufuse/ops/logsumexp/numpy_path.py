@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..softmax.numpy_path import float_input, reduction_axes, shifted
+from ..._core.numpy_rows import float_input, reduction_axes, shifted
 
 
 def logsumexp(a, axis=None, b=None):

@@ -11,7 +11,7 @@ import numpy as np
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, Temporary
-from ..attention.merge import merge_grid, merge_threads
+from ..._core.lse_merge import merge_grid, merge_threads
 from .problem import FN, LOG2E
 
 MMA_CTYPES = ("__half", "__nv_bfloat16")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...reference import gather_pages
-from ..attention.numpy_path import attention
+from ..._core.numpy_attention import attention
 
 
 def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,

@@ -1,4 +1,4 @@
-"""The fast NumPy path of attention: the score matrix of a block of query rows in float64 (one
+"""The fast NumPy path of dense attention (``attention``; ``attention_paged`` after its gather): the score matrix of a block of query rows in float64 (one
 batched BLAS product), masked, exponentiated and summed in place, then one product with v. It
 returns what ``cufuse.reference.attention`` returns within float64 rounding (rows that see no key
 0 with lse -inf, NaN only in the rows whose visible scores hold one, NaN in v as the oracle
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...reference import visible_keys
+from ..reference import visible_keys
 
 # Query rows a block takes so that its float64 score matrix stays within this many bytes.
 SCORE_BYTES = 64 << 20
