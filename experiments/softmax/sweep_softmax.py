@@ -323,6 +323,19 @@ def run_case(rows, length, axis, dname, variants):
     del sets, outs, ref
 
 
+def sweep_cases(cases, axis):
+    """``cases``: (rows, length, dtype name, variants); every variant compiled first, in
+    parallel, then each case timed (run_case) over ``axis``."""
+    t0 = time.time()
+    specs = [config.spec(DTYPES[dname], False) for _, _, dname, variants in cases for _, config in variants]
+    failures = [(s, e) for s, _, e in precompile(specs, arch_for(device_cc(cupy.cuda.Device().id)), jobs=16) if e]
+    print(f"precompiled {len(set(specs))} kernels in {time.time() - t0:.1f} s; failures: {len(failures)}")
+    for spec, error in failures:
+        print(spec.expression, error[:400])
+    for rows, length, dname, variants in cases:
+        run_case(rows, length, axis, dname, variants)
+
+
 def main():
     only = sys.argv[1] if len(sys.argv) > 1 else ""
     dev = current_device_info()

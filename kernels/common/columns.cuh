@@ -1,6 +1,7 @@
 // 16-byte vectors of adjacent columns (kernels/softmax/cols.cu's softmax_cols_vec,
 // cols_split.cu, the short-column kernels of softmax and logsumexp): a thread's column vector
-// (ColumnVector), its loads and stores, the per-column max and online (max, sum) merge, the
+// (ColumnVector), its loads and stores (and a vector off the boundary cut from two aligned
+// ones, passed between lanes), the per-column max and online (max, sum) merge, the
 // normalised vector, and the block's (or cluster's) column statistics turned into Normalizers
 // (column_normalizers).
 #pragma once
@@ -25,6 +26,35 @@ template <typename T> __device__ __forceinline__ Vec16<T> load_columns(const T* 
 template <typename T> __device__ __forceinline__ void store_columns(T* p, bool vec, const Vec16<T>& r) {
     if (vec) store_vec16(p, r);
     else store_scalars_inline(p, int64(1), int64(Vec16<T>::size), r);
+}
+
+// Bytes [shift, shift + 16) of the 32 bytes lo:hi, shift in [0, 16): a vector of columns off
+// the 16-byte boundary cut from the two aligned vectors around it (softmax_cols_short_shifted).
+// The word offset is picked by selects: a run-time index into the eight words would put them
+// in local memory.
+__device__ __forceinline__ uint4 funnel_bytes16(const uint4& lo, const uint4& hi, int shift) {
+    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int words = shift >> 2, bits = (shift & 3) * 8;
+    unsigned r[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        unsigned a = w[i], b = w[i + 1];
+#pragma unroll
+        for (int s = 1; s < 4; ++s)
+            if (words == s) a = w[i + s], b = w[i + s + 1];
+        r[i] = __funnelshift_r(a, b, bits);
+    }
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+// A 16-byte value from the lane `delta` below (up) or above (down) in the warp; every lane calls.
+__device__ __forceinline__ uint4 shfl_up16(const uint4& v, unsigned delta) {
+    return make_uint4(__shfl_up_sync(0xffffffffu, v.x, delta), __shfl_up_sync(0xffffffffu, v.y, delta),
+                      __shfl_up_sync(0xffffffffu, v.z, delta), __shfl_up_sync(0xffffffffu, v.w, delta));
+}
+__device__ __forceinline__ uint4 shfl_down16(const uint4& v, unsigned delta) {
+    return make_uint4(__shfl_down_sync(0xffffffffu, v.x, delta), __shfl_down_sync(0xffffffffu, v.y, delta),
+                      __shfl_down_sync(0xffffffffu, v.z, delta), __shfl_down_sync(0xffffffffu, v.w, delta));
 }
 
 // The NaN-keeping max of each of the VS columns over Count vectors. 16-bit types take the

@@ -48,8 +48,9 @@ def softmax_cases():
             if length * inner > 1 << 27:
                 continue
             cases.append(dict(base, shape=[length, inner], strides=[inner, 1], axes=[0]))
-        # short columns: vectors where they are aligned (every rung), a thread a column where the
-        # column count or the outer stride is off the vector
+        # short columns: vectors where they are aligned (every rung); where the column count or the
+        # outer stride is off the vector, shifted vectors (2- and 4-byte types, up to 8 rows), else a
+        # thread a column
         for length, inner in itertools.product((3, 6, 9), (64, 3_000_000, 3_000_001)):
             cases.append(dict(base, shape=[length, inner], strides=[inner, 1], axes=[0]))
         cases.append(dict(base, shape=[5, 9, 64], strides=[9 * 64 + 1, 64, 1], axes=[1]))

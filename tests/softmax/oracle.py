@@ -36,7 +36,7 @@ def ladder(dtype, dev=H200):
     vs = vector_size(dtype)
     block_reach = max(v for v in range(257, 4097)
                       if isinstance(select.choose_rows(v * vs, 1000, dtype, dev), RowsConfig))
-    fixed = [c.capacity_vectors for c in select.rows_ladder(dtype)]
+    fixed = [c.capacity_vectors for c in select.rows_ladder(dtype, dev)]
     return fixed + [block_reach] + [c.capacity_vectors for c in select.row_cluster_rungs(dtype, dev)]
 
 

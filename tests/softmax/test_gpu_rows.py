@@ -305,7 +305,7 @@ def test_misaligned_rows_keep_their_neighbours(cp, rng, dtype, log):
         _check_inside_poisoned_buffer(cp, rng, rows, length, dtype, log)
         xb = random(cp, rng, (rows * length + 2,), dtype)
         check(cp, xb[2:].reshape(rows, length), -1, log, out=poisoned(cp, (rows, length), dtype))
-    for config in (select.rows_ladder(dtype)[3], select.rows_ladder(dtype)[-1]):
+    for config in (select.rows_ladder(dtype, device())[3], select.rows_ladder(dtype, device())[-1]):
         _check_inside_poisoned_buffer(cp, rng, 7, config.capacity_vectors * vs, dtype, log, config=config)
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from cufuse._core.device import A100, H200, ceil_div
 from cufuse.ops.softmax import partials, select, select_cols
-from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
+from cufuse.ops.softmax.cols import (ColsConfig, ColsShortConfig, ColsShortShiftedConfig, ColsShortVecConfig, ColsSplitConfig,
+                                     ColsVecConfig)
 from cufuse.ops.softmax.problem import SoftmaxProblem, cols_vectorizable, row_share, vector_size
 from cufuse.ops.softmax.rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
@@ -26,8 +27,8 @@ def test_ladder_picks_the_smallest_config_that_holds_the_row(dtype):
     """The sub-warp and warp rungs and the float64 cluster rungs: the first that holds the row
     (the block rows between them are sized to the row: next test)."""
     vs = vector_size(dtype)
-    block_reach = ladder(dtype)[len(select.rows_ladder(dtype))]  # the float64 clusters follow the block rows
-    for rungs, previous in ((select.rows_ladder(dtype), 0), (select.row_cluster_rungs(dtype, H200), block_reach)):
+    block_reach = ladder(dtype)[len(select.rows_ladder(dtype, H200))]  # the float64 clusters follow the block rows
+    for rungs, previous in ((select.rows_ladder(dtype, H200), 0), (select.row_cluster_rungs(dtype, H200), block_reach)):
         for capacity in (c.capacity_vectors for c in rungs):
             at = select.choose_rows(capacity * vs, 1000, dtype, H200)
             assert at.capacity_vectors == capacity
@@ -83,7 +84,7 @@ def test_misaligned_rows_count_from_the_vector_boundary_below(dtype):
     from the boundary below: row o starts at o * so, at most VS - gcd(so, VS) elements past
     one. Strided rows, columns and single rows (where the array starts) count none."""
     vs = vector_size(dtype)
-    for capacity in (c.capacity_vectors for c in select.rows_ladder(dtype)):
+    for capacity in (c.capacity_vectors for c in select.rows_ladder(dtype, H200)):
         aligned = select.choose_rows(capacity * vs, 1000, dtype, H200)
         assert aligned.capacity_vectors == capacity
         assert select.choose_rows(capacity * vs, 1000, dtype, H200, misalignment=1).capacity_vectors > capacity
@@ -227,8 +228,9 @@ def test_stashed_clusters_choice(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_ladder_is_increasing_and_groups_tile_the_block(dtype):
     assert ladder(dtype) == sorted(set(ladder(dtype)))
-    rows = select.rows_ladder(dtype)
-    assert [c.capacity_vectors for c in rows] == [c.capacity_vectors for c in select.rows_ladder(np.float32)]
+    rows = select.rows_ladder(dtype, H200)
+    capacities = [c.capacity_vectors for c in rows]
+    assert capacities == sorted(set(capacities)) and capacities[-1] == 256
     for config in rows:
         assert config.threads % config.group == 0 and config.group <= 32 or config.group == config.threads
 
@@ -258,6 +260,26 @@ def test_measured_winners_of_the_row_kernels():
         assert isinstance(select.choose_rows(cols, 1024, dtype, H200), SplitConfig), (dtype, cols)
     split = select.choose_rows(131072, 1024, np.float32, H200)
     assert isinstance(split, SplitConfig) and (split.blocks_per_row, split.smem_tiles, split.streams) == (4, 7, False)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16])
+def test_wide_subwarp_rows_of_2_byte_types(dtype):
+    """2-byte rows of 257-~900 elements (33-112 vectors, counted from the boundary below a row
+    off the vector): 8 or 16 lanes a row at 4-7 vectors a lane in 128-thread blocks, exps kept
+    at 4 vectors only, then the warp rows from 4 vectors a lane; wider types keep the warp rows.
+    The A100 takes the 16 x 7 rung in 256-thread blocks (sm_80's ptxas spilled the 128-thread one)."""
+    R = RowsConfig
+    for length, expected in [(257, R(threads=128, group=8, vecs=5)), (300, R(threads=128, group=8, vecs=5)),
+                             (501, R(threads=128, group=16, vecs=4, exp_once=True)),
+                             (601, R(threads=128, group=16, vecs=5)), (700, R(threads=128, group=16, vecs=6)),
+                             (777, R(threads=128, group=16, vecs=7)), (896, R(threads=128, group=16, vecs=7)),
+                             (900, R(threads=128, group=32, vecs=4, exp_once=True))]:
+        problem = SoftmaxProblem(261123, length, 1, length, 1, 0, np.dtype(dtype), False)
+        assert select.choose(problem, H200) == expected, length
+        on_a100 = dataclasses.replace(expected, threads=256) if (expected.group, expected.vecs) == (16, 7) else expected
+        assert select.choose(problem, A100) == on_a100, length
+    assert select.choose_rows(264, 1000, np.float16, H200) == R(threads=128, group=8, vecs=5)  # 33 vectors, aligned
+    assert select.choose_rows(257, 1000, np.float32, H200) == R(threads=128, group=32, vecs=3, exp_once=True)
 
 
 def test_measured_winners_of_block_rows_split_and_columns():
@@ -335,7 +357,7 @@ def test_every_rows_rung_is_a_default_and_clusters_only_for_float64():
     specs = set(select.instantiations(H200))
     for dtype in DTYPES:
         vs = vector_size(dtype)
-        for rung in select.rows_ladder(dtype):
+        for rung in select.rows_ladder(dtype, H200):
             chosen = select.choose_rows(rung.capacity_vectors * vs, 8, dtype, H200)
             assert chosen == select.with_exp_once(rung, dtype), (dtype, rung)
             assert chosen.spec(dtype, True) in specs
@@ -387,8 +409,9 @@ def test_two_read_column_kernels_where_the_split_does_not_apply():
 def test_short_columns_take_vectors_where_aligned():
     """Columns of up to 16 elements: softmax_cols_short_vec on the smallest rung of 4, 8, 16 rows
     where the column vectors are aligned (float64 included), its launch bound by itemsize and
-    exp_once where the kept exps fit (16-bit types: the 4-row rung); softmax_cols_short
-    elsewhere; 17 rows leave both."""
+    exp_once where the kept exps fit (16-bit types: the 4-row rung); elsewhere
+    softmax_cols_short_shifted on the rungs of 4 and 8 rows, its own launch bounds, exps kept
+    for 2-byte types (2- and 4-byte types), else softmax_cols_short; 17 rows leave them all."""
     for dtype in DTYPES:
         itemsize = np.dtype(dtype).itemsize
         bounds = {4: 4, 8: 2, 16: 1} if itemsize == 8 else {4: 5, 8: 4, 16: 2}
@@ -397,9 +420,16 @@ def test_short_columns_take_vectors_where_aligned():
             assert chosen == ColsShortVecConfig(threads=256, max_length=rung, blocks_per_sm=bounds[rung],
                                                 exp_once=itemsize >= 4 or rung == 4)
             assert select.choose_cols(length, 3000000, dtype, A100, True) == chosen
-            assert select.choose_cols(length, 3000000, dtype, H200, False) == ColsShortConfig(threads=256,
-                                                                                              max_length=16)
-        assert not isinstance(select.choose_cols(17, 3000000, dtype, H200, True), (ColsShortConfig, ColsShortVecConfig))
+            if itemsize == 8 or rung == 16:
+                off_vector = ColsShortConfig(threads=256, max_length=16)
+            else:
+                off_vector = ColsShortShiftedConfig(threads=256, max_length=rung, blocks_per_sm={4: 4, 8: 3}[rung],
+                                                    exp_once=itemsize == 2)
+            assert select.choose_cols(length, 3000000, dtype, H200, False) == off_vector
+            assert select.choose_cols(length, 3, dtype, A100, False) == off_vector
+        for vectorizable in (False, True):
+            chosen = select.choose_cols(17, 3000000, dtype, H200, vectorizable)
+            assert not isinstance(chosen, (ColsShortConfig, ColsShortVecConfig, ColsShortShiftedConfig))
 
 
 def test_cols_split_config():

@@ -12,7 +12,7 @@ import cufuse
 from cufuse._core.device import A100, H200
 from cufuse._core.plans import Scratch
 from cufuse.ops.softmax import select, select_cols
-from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsVecConfig
+from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortShiftedConfig, ColsShortVecConfig, ColsVecConfig
 from cufuse.ops.softmax.problem import SoftmaxProblem, collapse, vector_size
 from cufuse.ops.softmax.plan import plan_softmax
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
@@ -132,8 +132,9 @@ def test_column_plans():
 @pytest.mark.parametrize("dtype", [F16, BF16, F32, F64])
 def test_short_column_layouts(dtype):
     """Which short-column kernel each layout gets: vectors where inner, sl and so are multiples
-    of the vector (axis=0 of (6, 3000000), a short middle axis over 64 columns), the scalar
-    kernel where a column count, a row stride or an outer stride is off the vector."""
+    of the vector (axis=0 of (6, 3000000), a short middle axis over 64 columns); where a column
+    count, a row stride or an outer stride is off the vector, the shifted vectors (2- and 4-byte
+    types, up to 8 rows; a warp 31 vectors of columns) or the scalar kernel (float64, 9 rows)."""
     vs = vector_size(dtype)
 
     def kernel(shape, strides, axes):
@@ -141,15 +142,23 @@ def test_short_column_layouts(dtype):
 
     assert kernel((6, 3000000), (3000000, 1), (0,)) == "softmax_cols_short_vec"
     assert kernel((5, 9, 64), (9 * 64, 64, 1), (1,)) == "softmax_cols_short_vec"
-    assert kernel((6, 3000000 + 1), (3000000 + 1, 1), (0,)) == "softmax_cols_short"  # rows off the vector
-    assert kernel((6, 64), (64 + 1, 1), (0,)) == "softmax_cols_short"  # padded rows off the vector
-    assert kernel((5, 9, 64 + vs), (9 * (64 + vs) + 1, 64 + vs, 1), (1,)) == "softmax_cols_short"  # outer stride off it
-    assert kernel((5, 9, 63), (9 * 63, 63, 1), (1,)) == "softmax_cols_short"  # a column count off the vector
+    shifted = "softmax_cols_short" if dtype.itemsize == 8 else "softmax_cols_short_shifted"
+    assert kernel((6, 3000000 + 1), (3000000 + 1, 1), (0,)) == shifted  # rows off the vector
+    assert kernel((6, 64), (64 + 1, 1), (0,)) == shifted  # padded rows off the vector
+    assert kernel((5, 7, 64 + vs), (7 * (64 + vs) + 1, 64 + vs, 1), (1,)) == shifted  # outer stride off it
+    assert kernel((5, 9, 64 + vs), (9 * (64 + vs) + 1, 64 + vs, 1), (1,)) == "softmax_cols_short"  # 9 rows: a thread a column
+    assert kernel((5, 7, 63), (7 * 63, 63, 1), (1,)) == shifted  # a column count off the vector
+    assert kernel((6, 64), (128, 2), (0,)) == "softmax_rows"  # the inner axis strided: rows of strided elements
     launch = only_launch(plan_softmax((6, 3000000), (3000000, 1), np.dtype(dtype), (0,), False, H200))
     assert launch.grid == (-(-3000000 // vs // 256),) and launch.block == (256,)  # a thread a vector
     assert scalars(launch) == [1, 6, 3000000, 0, 1, 3000000]  # outer, length, inner, so, si, sl
     middle = only_launch(plan_softmax((5, 9, 64), (9 * 64, 64, 1), np.dtype(dtype), (1,), True, H200))
     assert middle.grid == (1,) and scalars(middle)[:3] == [5, 9, 64]
+    if shifted == "softmax_cols_short_shifted":  # a warp 31 vectors of columns (and the next one's loads)
+        launch = only_launch(plan_softmax((5, 7, 300), (7 * 300 + 1, 300, 1), np.dtype(dtype), (1,), False, H200))
+        warps = -(-5 * -(-300 // vs) // 31)
+        assert launch.grid == (-(-warps * 32 // 256),) and launch.block == (256,)
+        assert scalars(launch) == [5, 7, 300, 7 * 300 + 1, 1, 300]
 
 
 def test_forced_configs_are_checked():
@@ -183,6 +192,12 @@ def test_forced_configs_are_checked():
             ColsShortVecConfig(threads=256, max_length=8, blocks_per_sm=4))
     refused("holds columns of up to 16 elements, got 17", (17, 64), (64, 1), F16, (0,),
             ColsShortConfig(threads=256, max_length=16))
+    shifted = ColsShortShiftedConfig(threads=256, max_length=8, blocks_per_sm=3)
+    refused("holds columns of up to 8 elements, got 9", (9, 301), (301, 1), F16, (0,), shifted)
+    refused("2- or 4-byte dtype", (6, 301), (301, 1), F64, (0,), shifted)
+    refused("strided over a contiguous inner axis", (301, 6), (6, 1), F16, (1,), shifted)  # rows
+    refused("strided over a contiguous inner axis", (6, 64), (128, 2), F32, (0,), shifted)  # the inner axis strided
+    plan_softmax((6, 64), (64, 1), F32, (0,), False, H200, shifted)  # aligned vectors: it runs them too
     config = select_cols.choose_cols_split(16384, 4096, F16, H200)
     refused("config", (100, 70), (70, 1), F16, (0,), config)  # not vectorizable
     refused("holds 22 x 768 rows a strip, got columns of 16897", (16897, 64), (64, 1), F16, (0,), config)

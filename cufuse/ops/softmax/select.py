@@ -11,6 +11,9 @@ register and one-block stashed rungs: ``SoftmaxProblem.max_row_misalignment`` el
                       softmax_rows_span, Group lanes a row        SpanRowsConfig(256, Group, 6 / 8 / 12)
     1 .. 32           softmax_rows, Group lanes per row          RowsConfig(256, Group, Vecs)
     33 .. 256         softmax_rows, one warp per row             RowsConfig(128, 32, 2 / 3 / 4 / 5 / 6 / 8)
+                      2-byte types: 33 .. 112 on 8 or 16 lanes   RowsConfig(128, 8 / 16, 4 .. 7) (before sm_90
+                      a row, then a warp from 4 vectors a lane    16 x 7 in 256-thread blocks), then
+                                                                  RowsConfig(128, 32, 4 / 5 / 6 / 8)
     257 .. 4096       softmax_block_rows, one block per row      RowsConfig(t, t, v) (block_rows: v 8 / 6 / 5,
                                                                   t <= 512 threads: most rows resident, then the
                                                                   row filling the block; one row an SM: stashed)
@@ -25,8 +28,9 @@ where one block's does not fit (the A100 holds fewer tiles: it takes the split k
 beyond); the clusters need sm_90. Columns (the reduced
 axis strided over a contiguous inner axis): ``select_cols.choose_cols``; columns of up to 16 elements
 ``softmax_cols_short_vec`` (a thread a 16-byte vector of columns, rungs of 4, 8, 16 rows)
-where the column vectors are aligned, else ``softmax_cols_short``. Every entry's measurement
-is in docs/softmax.md.
+where the column vectors are aligned, else ``softmax_cols_short_shifted`` (2- and 4-byte types,
+up to 8 elements: the vectors cut from aligned ones) or ``softmax_cols_short`` (a thread a
+column). Every entry's measurement is in docs/softmax.md.
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ import numpy as np
 
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.dtypes import FLOAT_DTYPES
-from .cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
+from .cols import ColsConfig, ColsShortConfig, ColsShortShiftedConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from .select_cols import EXP_ONCE_MAX_ELEMENTS, choose_cols, cols_rungs
 from .problem import SoftmaxProblem, row_share, vector_size
 from .rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig, block_rows_registers
@@ -45,7 +49,7 @@ from . import partials
 
 # Every variant a ``config=`` may be (the api checks the type).
 VARIANTS = (RowsConfig, SpanRowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig,
-            ColsShortConfig, ColsShortVecConfig)
+            ColsShortConfig, ColsShortVecConfig, ColsShortShiftedConfig)
 
 # Block rows (one block a row, its width fixed at launch): for each rung of _BLOCK_VECS
 # vectors a lane, the fewest threads (a multiple of 32, _BLOCK_MIN_THREADS to
@@ -69,6 +73,16 @@ _WARP_THREADS, _WARP_VECS = 128, (2, 3, 4, 5, 6, 8)
 _SUBWARP_LADDER_2BYTE = ((1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (32, 1))
 _SUBWARP_LADDER = ((1, 1), (2, 1), (2, 2), (8, 1), (8, 2), (16, 2))
 _SUBWARP_THREADS = 256
+# 2-byte rows past the sub-warp ladder, 33-112 vectors (257-~900 elements): a warp held them in
+# one to three vectors a lane, too few bytes in flight (261123 x 257 float16 g32 v2: 0.43 of the
+# copy); 8 or 16 lanes a row at 4-7 vectors a lane in 128-thread blocks, exps kept where they
+# fit (4 vectors; kept at 5-7 they tied or lost: 777 g16 v7 0.88 kept, 0.94 not): 257 g8 v5
+# 0.85, 300 0.88, 501 g16 v4 0.90, 601 g16 v5 0.89, 700 g16 v6 0.92. The warp rungs follow
+# from 4 vectors a lane (900 g32 v4 0.86-0.90). Before sm_90 the (16, 7) rung takes 256-thread
+# blocks: ptxas for sm_80 spilled the 128-thread one (4 bytes; 256 threads: 79 registers, none).
+_WIDE_SUBWARP_LADDER_2BYTE = ((8, 5), (16, 4), (16, 5), (16, 6), (16, 7))
+_WIDE_SUBWARP_THREADS_BEFORE_SM90 = {(16, 7): 256}
+_WARP_VECS_2BYTE = (4, 5, 6, 8)
 # Span rows (dense rows whose length is not whole vectors), (Group, PerLane) by capacity in
 # elements, steps of 4/3 and 3/2: every slot of a lane is computed, so a row fills most of its
 # rung; up to 12 slots a lane, fewer lanes a row (fewer shuffles: 2097152 x 9 float16 g1 p12
@@ -109,12 +123,17 @@ _ROW_STATIC_SMEM = 1024
 # 1024 x 65536 0.65 -> 0.69); bfloat16's pipelined kernel spills 8 bytes since the split rows
 # hold misaligned rows from the boundary below.
 _SPLIT_PIPELINED = {np.dtype(np.float16), np.dtype(np.float32)}
-def rows_ladder(dtype) -> list:
-    """The sub-warp and warp RowsConfig rungs for ``dtype``, by increasing capacity (exp_once
-    not set); longer rows take ``block_rows``."""
-    subwarp = _SUBWARP_LADDER_2BYTE if np.dtype(dtype).itemsize == 2 else _SUBWARP_LADDER
-    return ([RowsConfig(threads=_SUBWARP_THREADS, group=g, vecs=v) for g, v in subwarp]
-            + [RowsConfig(threads=_WARP_THREADS, group=32, vecs=v) for v in _WARP_VECS])
+def rows_ladder(dtype, dev) -> list:
+    """The sub-warp and warp RowsConfig rungs for ``dtype`` on ``dev``, by increasing capacity
+    (exp_once not set); longer rows take ``block_rows``."""
+    if np.dtype(dtype).itemsize != 2:
+        return ([RowsConfig(threads=_SUBWARP_THREADS, group=g, vecs=v) for g, v in _SUBWARP_LADDER]
+                + [RowsConfig(threads=_WARP_THREADS, group=32, vecs=v) for v in _WARP_VECS])
+    wide_threads = _WIDE_SUBWARP_THREADS_BEFORE_SM90 if dev.cc < 90 else {}
+    return ([RowsConfig(threads=_SUBWARP_THREADS, group=g, vecs=v) for g, v in _SUBWARP_LADDER_2BYTE]
+            + [RowsConfig(threads=wide_threads.get((g, v), _WARP_THREADS), group=g, vecs=v)
+               for g, v in _WIDE_SUBWARP_LADDER_2BYTE]
+            + [RowsConfig(threads=_WARP_THREADS, group=32, vecs=v) for v in _WARP_VECS_2BYTE])
 
 
 def _fewest_threads(vectors: int, per_thread: int, least: int) -> int:
@@ -269,7 +288,7 @@ def choose_rows(length: int, rows: int, dtype, dev, misalignment: int = 0):
     vs = vector_size(dtype)
     vectors = ceil_div(length, vs)
     aligned_vectors = ceil_div(length + misalignment, vs)
-    for config in rows_ladder(dtype):
+    for config in rows_ladder(dtype, dev):
         if aligned_vectors <= config.capacity_vectors:
             return with_exp_once(config, dtype)
     block, stashed = block_rows(aligned_vectors, dtype), stashed_rows(aligned_vectors, dtype, dev)
@@ -302,7 +321,7 @@ def instantiations(dev) -> list:
     and without their clusters, and the short-column kernels (every vector rung)."""
     specs = []
     for dtype in FLOAT_DTYPES:
-        rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype) + block_rows_rungs(dtype)] + span_ladder(dtype)
+        rungs = [with_exp_once(c, dtype) for c in rows_ladder(dtype, dev) + block_rows_rungs(dtype)] + span_ladder(dtype)
         rungs += stashed_rungs(dtype, dev) + stashed_cluster_rungs(dtype, dev) + row_cluster_rungs(dtype, dev)
         rungs.append(choose_rows_split(1 << 30, 1, dtype, dev))
         rungs += cols_rungs(dtype, dev)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.dtypes import BFLOAT16
-from .cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
+from .cols import ColsConfig, ColsShortConfig, ColsShortShiftedConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from .problem import vector_size
 
 # exp_once keeps at most this many exps a thread (more spilled or slowed the block rows:
@@ -37,6 +37,14 @@ _COLS_SHORT = ColsShortConfig(threads=256, max_length=16)
 # Not measured yet.
 _COLS_SHORT_VEC_THREADS = 256
 _COLS_SHORT_VEC_RUNGS = {2: ((4, 5), (8, 4), (16, 2)), 4: ((4, 5), (8, 4), (16, 2)), 8: ((4, 4), (8, 2), (16, 1))}
+# Short columns off the vector of up to 8 elements, 2- and 4-byte types: a thread a vector of
+# them cut from two aligned vectors, on the smallest rung of (MaxLength, BlocksPerSM) that holds
+# the column, the launch bound the fewest registers that did not spill (sm_90a ptxas: 51-80);
+# exps kept for 2-byte types only (float32 3 x 5000001: 0.84 of the copy not kept, 0.77 kept;
+# float16 6 x 3000001 0.63 kept, 0.57 not). 9 to 16 elements, and float64: a thread a column
+# (a 16-row shifted rung took ~0.6x of its rate).
+_COLS_SHORT_SHIFTED_THREADS, _COLS_SHORT_SHIFTED_RUNGS = 256, ((4, 4), (8, 3))
+_COLS_SHORT_SHIFTED_ITEMSIZES = (2, 4)
 # The persistent column split's geometries by dtype, 128-byte rows (16384 x 4096 axis=0:
 # float16 0.59, float32 0.69x copy).
 _COLS_SPLIT = {
@@ -102,10 +110,22 @@ def cols_short_vec(length: int, dtype) -> ColsShortVecConfig:
                               exp_once=exp_once)
 
 
+def cols_short_shifted(length: int, dtype):
+    """The shifted short-column rung (a ColsShortShiftedConfig) that holds columns of
+    ``length``, None past 8 elements and for float64."""
+    itemsize = np.dtype(dtype).itemsize
+    if itemsize not in _COLS_SHORT_SHIFTED_ITEMSIZES or length > _COLS_SHORT_SHIFTED_RUNGS[-1][0]:
+        return None
+    max_length, blocks_per_sm = next(rung for rung in _COLS_SHORT_SHIFTED_RUNGS if length <= rung[0])
+    return ColsShortShiftedConfig(threads=_COLS_SHORT_SHIFTED_THREADS, max_length=max_length, blocks_per_sm=blocks_per_sm,
+                                  exp_once=itemsize == 2)
+
+
 def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
     """Config for ``columns`` columns of ``length`` (the reduced axis strided over a
     contiguous inner axis; ``vectorizable``: what ``cols_vectorizable`` says of the layout).
-    Short columns in registers, a thread a vector of them where vectorizable; the column split
+    Short columns in registers: a thread a vector of them where vectorizable, else one cut from
+    two aligned vectors (2- and 4-byte types, up to 8 elements), else a thread a column; the column split
     where it applies (one read); else the two-read kernels, long columns over a cluster where
     there is one, so that the second read hits L2. The split and vector two-read kernels take
     2- and 4-byte types only (their tables hold no float64)."""
@@ -114,7 +134,9 @@ def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = Fals
         return size if dev.max_cluster_size >= size and length >= _COLS_CLUSTER_MIN_LENGTH else 1
 
     if length <= _COLS_SHORT.max_length:
-        return cols_short_vec(length, dtype) if vectorizable else _COLS_SHORT
+        if vectorizable:
+            return cols_short_vec(length, dtype)
+        return cols_short_shifted(length, dtype) or _COLS_SHORT
     split = choose_cols_split(length, columns, dtype, dev) if vectorizable else None
     if split is not None:
         return split
@@ -127,11 +149,13 @@ def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = Fals
 
 def cols_rungs(dtype, dev) -> list:
     """Every column config ``choose_cols`` can pick for ``dtype`` on ``dev``: the two-read
-    kernels with and without their clusters, the split's geometries and the short-column rungs."""
+    kernels with and without their clusters, the split's geometries and the short-column rungs
+    (the vector rungs, a thread a column, the shifted rungs of 2- and 4-byte types)."""
     dtype = np.dtype(dtype)
     rungs = []
     for length in (_COLS_SHORT.max_length + 1, 1 << 30):  # shorter columns one block, long ones a cluster where there is one
         rungs += [choose_cols(length, 1, dtype, dev, vectorizable) for vectorizable in (False, True)]
     rungs += [ColsSplitConfig(**geometry, blocks_per_strip=1, strips_per_wave=1, part=0, smem_tiles=0)
               for geometry in _COLS_SPLIT.get(dtype, ())]
-    return rungs + [_COLS_SHORT] + [cols_short_vec(length, dtype) for length, _ in _COLS_SHORT_VEC_RUNGS[dtype.itemsize]]
+    rungs += [_COLS_SHORT] + [cols_short_vec(length, dtype) for length, _ in _COLS_SHORT_VEC_RUNGS[dtype.itemsize]]
+    return rungs + [c for c in (cols_short_shifted(length, dtype) for length, _ in _COLS_SHORT_SHIFTED_RUNGS) if c is not None]
