@@ -184,15 +184,17 @@ SOFTMAX_DTYPES = ("float16", "float32")
 # over millions of columns (the last one's rows off the 16-byte vector); whole array (axis=None).
 SOFTMAX_CLASSES = {
     "narrow": (((671088, 100), -1, None), ((2097152, 7), -1, None), ((1048576, 32), -1, None), ((262144, 255), -1, None)),
-    "medium": (((65536, 1000), -1, None), ((16384, 3000), -1, None), ((5461, 12288), -1, None), ((1342, 50000), -1, None)),
+    "medium": (((65536, 1000), -1, None), ((86369, 777), -1, None), ((16384, 3000), -1, None), ((5461, 12288), -1, None),
+               ((1342, 50000), -1, None)),
     "long": (((671, 100000), -1, None), ((335, 200000), -1, None), ((134, 500000), -1, None)),
     "very long": (((22, 3000000), -1, None), ((4, 4194304), -1, None), ((1, 12000000), -1, None)),
-    "misaligned": (((262144, 129), -1, None), ((32768, 4097), -1, None), ((4000, 33331), -1, None), ((97, 300007), -1, None)),
+    "misaligned": (((262144, 129), -1, None), ((261123, 257), -1, None), ((32768, 4097), -1, None), ((4000, 33331), -1, None),
+                   ((97, 300007), -1, None)),
     "strided views": (((8192, 8192), -1, "::2"), ((16384, 4096), -1, "T"), ((4096, 8192), 0, "T")),
     "leading and middle axes": (((4096, 8192), 0, None), ((64, 4096, 256), 1, None), ((6, 3000000), 0, None),
                                 ((12, 1000, 2000), 1, None)),
     "short columns": (((6, 3000000), 0, None), ((2, 4194304), 0, None), ((16, 1000000), 0, None),
-                      ((6, 3000001), 0, None)),
+                      ((6, 3000001), 0, None), ((16, 1000001), 0, None)),
     "whole array": (((8192, 8192), None, None), ((3000, 3001), None, None)),
 }
 SOFTMAX_CLASS_DTYPES = ("float16", "bfloat16", "float32")

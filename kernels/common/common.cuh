@@ -79,6 +79,24 @@ template <typename T> __device__ __forceinline__ void store_vec16(T* p, const Ve
     *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&r);
 }
 
+// Bytes [shift, shift + 16) of the 32 bytes lo:hi, shift in [0, 16): a 16-byte value off the
+// vector boundary from the two aligned vectors around it. The word offset picks by selects (a
+// runtime index into the eight words would put them in local memory).
+__device__ __forceinline__ uint4 funnel_bytes16(const uint4& lo, const uint4& hi, int shift) {
+    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int words = shift >> 2, bits = (shift & 3) * 8;
+    unsigned r[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        unsigned a = w[i], b = w[i + 1];
+#pragma unroll
+        for (int s = 1; s < 4; ++s)
+            if (words == s) a = w[i + s], b = w[i + s + 1];
+        r[i] = __funnelshift_r(a, b, bits);
+    }
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
 // Split reductions: every block of a group calls this once, after writing its partial
 // result to global memory; it returns true in the one block that arrives last, which then
 // sees every other block's partial (the fences order the partials before the count).

@@ -7,8 +7,10 @@
 // of at most 16 rows: the two-read column kernels split such a column over 16 slices (most of
 // them idle) and the column split needs a tile's rows. softmax_cols_short_vec where the
 // 16-byte vectors of adjacent columns are aligned (cols_vectorizable), on the smallest rung of
-// 4, 8, 16 rows holding the column (its elements take 4 registers a row); softmax_cols_short,
-// a thread a column, for every other layout. docs/softmax.md, "Columns".
+// 4, 8, 16 rows holding the column (its elements take 4 registers a row); else, for 2- and
+// 4-byte types and columns of up to 8 elements, softmax_cols_short_shifted (the vectors cut
+// from aligned ones, rungs of 4 and 8 rows); softmax_cols_short, a thread a column, for every
+// other layout (float64, 9 to 16 rows). docs/softmax.md, "Columns".
 #include "softmax/columns.cuh"
 
 // One column of `length` <= MaxLength elements (input at stride sl, output at stride inner),
@@ -122,4 +124,102 @@ __global__ void __launch_bounds__(Threads, BlocksPerSM) softmax_cols_short_vec(c
 #pragma unroll
     for (int l = 0; l < MaxLength; ++l)
         if (l < length) cufuse::store_vec16(out + l * inner, v[l]);
+}
+
+// A thread a 16-byte vector of VS adjacent columns, as softmax_cols_short_vec, whatever the
+// alignment (inner, sl or so not multiples of VS, or a base off 16 bytes: axis=0 of (6, 3000001)).
+// A warp takes 31 adjacent vectors and loads 32: row l of lane t's columns is cut from the
+// aligned vector holding its first element and the next, lane t + 1's (a shuffle; lane 31 only
+// loads), so each input vector is loaded once; lane t stores the aligned output vector that
+// ends inside its columns: lane t - 1's last elements (a shuffle) and its own first ones. A lane
+// whose previous lane is not its column neighbour (lane 0, the first vector of an outer index)
+// stores its first elements one by one, one whose next lane is not stores its last ones; a
+// lane whose next lane holds no neighbour loads its second vector itself; the last, partial
+// vector of an outer index takes its columns one by one (short_column). 6 x 3000001 float16:
+// 0.38 of the copy a thread a column, 0.55 staged through shared memory, 0.63 so (run S20-5);
+// 16 rows lost to a thread a column (16 x 1000001 float16 0.47 against 0.65, float32 0.57
+// against 0.83: the rung's registers left few threads resident).
+template <typename T, bool Log, int Threads, int MaxLength, int BlocksPerSM, bool ExpOnce>
+__global__ void __launch_bounds__(Threads, BlocksPerSM) softmax_cols_short_shifted(const T* __restrict__ x, T* __restrict__ y, int64 outer,
+                                                                      int64 length, int64 inner, int64 so, int64 si, int64 sl) {
+    static_assert(!(ExpOnce && Log), "log_softmax stores x - m - log(s): no exp to keep");
+    using A = cufuse::accum_t<T>;
+    using V = cufuse::Vec16<T>;
+    constexpr int VS = V::size, Size = sizeof(T);
+    const int64 inner_vectors = (inner + VS - 1) / VS, whole_vectors = inner / VS, vectors = outer * inner_vectors;
+    const int lane = threadIdx.x & 31;
+    const int64 c = (static_cast<int64>(blockIdx.x) * Threads + threadIdx.x) / 32 * 31 + lane;  // vector (o, k), k fastest
+    const bool loads = c < vectors, computes = loads && lane < 31;
+    const int64 o = loads ? c / inner_vectors : 0, k = loads ? c - o * inner_vectors : 0;
+    const T* in = x + o * so + k * VS;
+    T* out = y + o * length * inner + k * VS;
+    const bool whole = computes && k < whole_vectors;
+    // The neighbours in the warp: lane t + 1 holds the vector after (its loads are this lane's
+    // second), lane t - 1 the one before (it stores the output vector they share).
+    const bool next_neighbour = lane < 30 && k + 1 < inner_vectors && c + 1 < vectors;
+    const bool after_neighbour = whole && lane > 0 && k > 0;
+    const bool before_neighbour = next_neighbour && k + 1 < whole_vectors;
+    if (computes && !whole) {
+#pragma unroll 1
+        for (int j = 0; j < inner - k * VS; ++j) short_column<T, Log, MaxLength>(in + j, out + j, length, inner, sl);
+    }
+    // Row l's byte offsets past a 16-byte boundary, from row 0's and a row's step (no pointer a
+    // row stays live): the input's and the output's.
+    const int in_shift = static_cast<int>(reinterpret_cast<unsigned long long>(in) & 15), in_step = static_cast<int>((sl * Size) & 15);
+    const int out_shift = static_cast<int>(reinterpret_cast<unsigned long long>(out) & 15), out_step = static_cast<int>((inner * Size) & 15);
+    const uint4* in_aligned = reinterpret_cast<const uint4*>(in - in_shift / Size);
+    V v[MaxLength];
+#pragma unroll
+    for (int l = 0; l < MaxLength; ++l) {
+        const int64 row = (l * sl * Size + in_shift) >> 4;  // 16-byte vectors from in_aligned
+        *reinterpret_cast<uint4*>(&v[l]) = loads && l < length ? __ldg(in_aligned + row) : make_uint4(0, 0, 0, 0);
+    }
+    const V padding = neg_inf_vector<T>();
+#pragma unroll
+    for (int l = 0; l < MaxLength; ++l) {
+        const uint4 lo = *reinterpret_cast<const uint4*>(&v[l]);
+        uint4 hi;
+        hi.x = __shfl_down_sync(0xffffffffu, lo.x, 1);
+        hi.y = __shfl_down_sync(0xffffffffu, lo.y, 1);
+        hi.z = __shfl_down_sync(0xffffffffu, lo.z, 1);
+        hi.w = __shfl_down_sync(0xffffffffu, lo.w, 1);
+        const int shift = (in_shift + l * in_step) & 15;
+        if (whole && l < length && shift != 0 && !next_neighbour) hi = __ldg(in_aligned + ((l * sl * Size + in_shift) >> 4) + 1);
+        *reinterpret_cast<uint4*>(&v[l]) = whole && l < length ? (shift == 0 ? lo : cufuse::funnel_bytes16(lo, hi, shift))
+                                                                : *reinterpret_cast<const uint4*>(&padding);
+    }
+    A m[VS];
+    column_max<T, MaxLength>(v, m);
+    normalize_short_columns<T, Log, ExpOnce>(v, m, length);
+#pragma unroll
+    for (int l = 0; l < MaxLength; ++l) {
+        if (l >= length) break;  // uniform: every thread has the same length
+        const uint4 mine = *reinterpret_cast<const uint4*>(&v[l]);
+        uint4 previous;
+        previous.x = __shfl_up_sync(0xffffffffu, mine.x, 1);
+        previous.y = __shfl_up_sync(0xffffffffu, mine.y, 1);
+        previous.z = __shfl_up_sync(0xffffffffu, mine.z, 1);
+        previous.w = __shfl_up_sync(0xffffffffu, mine.w, 1);
+        if (!whole) continue;
+        T* q = out + l * inner;
+        const int head = ((out_shift + l * out_step) & 15) / Size;
+        if (head == 0) {
+            cufuse::store_vec16(q, v[l]);
+            continue;
+        }
+        // The aligned vector at q - head: the previous lane's last `head` elements, then this
+        // thread's first VS - head.
+        if (after_neighbour) {
+            *reinterpret_cast<uint4*>(q - head) = cufuse::funnel_bytes16(previous, mine, (VS - head) * Size);
+        } else {
+#pragma unroll
+            for (int j = 0; j < VS; ++j)
+                if (j < VS - head) q[j] = v[l].v[j];
+        }
+        if (!before_neighbour) {
+#pragma unroll
+            for (int j = 0; j < VS; ++j)
+                if (j >= VS - head) q[j] = v[l].v[j];
+        }
+    }
 }

@@ -34,6 +34,9 @@ def _cases():
     yield "span rows, several tiles", (301, 100), f16, (1,), replace(next(c for c in select.span_ladder(f16) if c.capacity_elements >= 100), tile_bytes=64)
     yield "span rows, fp32 default", (1001, 255), f32, (1,), None
     yield "warp rows", (19, 1000), f32, (1,), None
+    # Session 20: 2-byte rows past 256 elements on 8 and 16 lanes a row, from misaligned starts.
+    yield "wide sub-warp rows, 8 lanes", (37, 257), f16, (1,), None
+    yield "wide sub-warp rows, 16 lanes", (21, 777), f16, (1,), None
     yield "block rows, ragged tail", (5, 3001), f32, (1,), None
     yield "block rows, fp16", (3, 20003), f16, (1,), None
     # Session 18: block rows sized to the row (96 x 6 at 4097 elements, from a misaligned start)
@@ -79,6 +82,13 @@ def _cases():
     yield "columns past the column split, 16-byte vectors, default", (202753, 8), f32, (0,), None
     yield "block rows, fp32 default", (3, 9001), f32, (1,), None
     yield "columns, middle axis", (3, 501, 40), f16, (1,), None
+    # Session 20: short columns off the vector, a thread a shifted vector (axis 0; a middle axis
+    # whose outer indices end inside warps; an inner axis of one vector and a partial one), and
+    # 9 to 16 rows a thread a column.
+    yield "short columns, shifted", (6, 3001), f16, (0,), None
+    yield "short columns, shifted, middle axis", (3, 5, 701), f32, (1,), None
+    yield "short columns, shifted, narrow inner axis", (40, 7, 13), f16, (1,), None
+    yield "short columns off the vector, 13 rows", (13, 1001), f16, (0,), None
     yield "strided rows", "strided", f32, (1,), None
     yield "copy path (axes 0, 2)", (6, 7, 300), f32, (0, 2), None
 

@@ -172,7 +172,8 @@ def _short_kernel(x, axis, log):
 @pytest.fixture
 def short_kernels(cp):
     precompile_once("short", lambda: [(c, d) for d in (np.float16, BF16, np.float32, np.float64)
-                                      for c in [select._COLS_SHORT] + [select.cols_short_vec(n, d) for n in (4, 8, 16)]])
+                                      for c in [select._COLS_SHORT] + [select.cols_short_vec(n, d) for n in (4, 8, 16)]
+                                      + [select.cols_short_shifted(n, d) for n in (4, 8)] if c is not None])
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
@@ -180,11 +181,13 @@ def short_kernels(cp):
 def test_short_columns(cp, rng, short_kernels, dtype, log):
     """Columns of 1 to 16 elements: softmax_cols_short_vec (a thread a 16-byte vector of
     columns, rungs of 4, 8, 16 rows) where the column vectors are aligned -- column counts not
-    a multiple of a block's 256 vectors, a short middle axis --, softmax_cols_short where the
-    column count or a stride is off the vector, and a strided view; out poisoned."""
+    a multiple of a block's 256 vectors, a short middle axis --; where the column count or a
+    stride is off the vector softmax_cols_short_shifted (2- and 4-byte types, up to 8 rows) or
+    softmax_cols_short; and a strided view; out poisoned."""
     vs = vector_size(dtype)
     for length in range(1, 17):
-        for columns, kernel in ((300 * vs, "softmax_cols_short_vec"), (300 * vs + 3, "softmax_cols_short")):
+        shifted = "softmax_cols_short" if np.dtype(dtype).itemsize == 8 or length > 8 else "softmax_cols_short_shifted"
+        for columns, kernel in ((300 * vs, "softmax_cols_short_vec"), (300 * vs + 3, shifted), (5 * vs + 3, shifted)):
             x = random(cp, rng, (length, columns), dtype)
             assert length == 1 or _short_kernel(x, 0, log) == kernel  # (one row: the size-1 axis drops, a row problem)
             check(cp, x, 0, log, out=poisoned(cp, x.shape, x.dtype))
@@ -193,11 +196,44 @@ def test_short_columns(cp, rng, short_kernels, dtype, log):
     x = random(cp, rng, (5, 9, 24 * vs), dtype)  # a short middle axis (outer > 1)
     assert _short_kernel(x, 1, log) == "softmax_cols_short_vec"
     check(cp, x, 1, log, out=poisoned(cp, x.shape, x.dtype))
-    x = random(cp, rng, (5, 9, 24 * vs + 1), dtype)[:, :, : 24 * vs]  # rows padded off the vector
-    assert _short_kernel(x, 1, log) == "softmax_cols_short"
+    x = random(cp, rng, (5, 7, 24 * vs + 1), dtype)[:, :, : 24 * vs]  # rows padded off the vector
+    assert _short_kernel(x, 1, log) == ("softmax_cols_short" if np.dtype(dtype).itemsize == 8 else "softmax_cols_short_shifted")
     check(cp, x, 1, log, out=poisoned(cp, x.shape, x.dtype))
     view = random(cp, rng, (12, 2002), dtype)[:, ::2]
     check(cp, view, 0, log, out=poisoned(cp, view.shape, view.dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32])
+@pytest.mark.parametrize("log", [False, True])
+def test_short_columns_shifted(cp, rng, short_kernels, dtype, log):
+    """softmax_cols_short_shifted on both rungs (4 and 8 rows): x and out bases off 16 bytes and every row at
+    another distance past a boundary (sl odd), input rows off the vector over aligned output
+    rows and the reverse; outer indices that end inside a warp (the neighbours' shuffles and
+    the lanes that load their second vector themselves), inner axes of less than a vector and
+    of a partial last vector, outer > 1 with an outer stride off the vector, poisoned outs
+    inside larger buffers (nothing written outside), and non-finite columns among finite ones."""
+    vs = vector_size(dtype)
+    for length in (2, 3, 5, 8):
+        config = select.cols_short_shifted(length, dtype)
+        flat = random(cp, rng, (length * (1000 * vs + 1) + 1,), dtype)
+        x = flat[1:].reshape(length, 1000 * vs + 1)  # base and rows off 16 bytes
+        out = poisoned(cp, (x.size + 2,), dtype)[1:-1].reshape(x.shape)
+        check(cp, x, 0, log, out=out, config=config)
+        aligned_out = random(cp, rng, (length, 64 * vs + 1), dtype)[:, : 64 * vs]  # input rows off, output rows on
+        check(cp, aligned_out, 0, log, out=poisoned(cp, aligned_out.shape, dtype), config=config)
+        aligned_in = random(cp, rng, (length, 64 * vs), dtype)  # the reverse: x aligned, out based off 16 bytes
+        out = poisoned(cp, (length * 64 * vs + 3,), dtype)[3:].reshape(aligned_in.shape)
+        check(cp, aligned_in, 0, log, out=out, config=config)
+        for inner in (777, 13, vs - 1, 31 * vs + 1):  # outer indices ending mid-warp; less than a vector
+            x = random(cp, rng, (41, length, inner + 3), dtype)[:, :, 3:]
+            check(cp, x, 1, log, out=poisoned(cp, x.shape, dtype), config=config)
+    x = random(cp, rng, (7, 4096 + 1), dtype)
+    x[1, 5], x[2, 6], x[:, 7], x[3, 8], x[:, 9] = np.nan, np.inf, -np.inf, -np.inf, np.inf
+    assert _short_kernel(x, 0, log) == "softmax_cols_short_shifted"
+    check(cp, x, 0, log, out=poisoned(cp, x.shape, dtype))
+    with pytest.raises(ValueError, match="holds columns of up to 4 elements, got 5"):
+        cufuse.softmax(random(cp, rng, (5, 301), dtype), axis=0, config=select.cols_short_shifted(4, dtype))
+    assert select.cols_short_shifted(9, dtype) is None and _short_kernel(random(cp, rng, (9, 301), dtype), 0, log) == "softmax_cols_short"
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])

@@ -10,7 +10,7 @@ import pytest
 
 from cufuse._core.device import A100, H200, ceil_div
 from cufuse.ops.softmax import partials, select
-from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
+from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortShiftedConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from cufuse.ops.softmax.layout import SoftmaxProblem, cols_vectorizable, row_share, vector_size
 from cufuse.ops.softmax.rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig
 from cufuse.ops.softmax.split import SplitConfig
@@ -221,7 +221,8 @@ def test_stashed_clusters_choice(dtype):
 def test_ladder_is_increasing_and_groups_tile_the_block(dtype):
     assert ladder(dtype) == sorted(set(ladder(dtype)))
     rows = select.rows_ladder(dtype)
-    assert [c.capacity_vectors for c in rows] == [c.capacity_vectors for c in select.rows_ladder(np.float32)]
+    capacities = [c.capacity_vectors for c in rows]
+    assert capacities == sorted(set(capacities)) and capacities[-1] == 256
     for config in rows:
         assert config.threads % config.group == 0 and config.group <= 32 or config.group == config.threads
 
@@ -376,17 +377,24 @@ def test_two_read_column_kernels_where_the_split_does_not_apply():
 def test_short_columns_take_vectors_where_aligned():
     """Columns of up to 16 elements: softmax_cols_short_vec on the smallest rung of 4, 8, 16 rows
     where the column vectors are aligned (float64 included), its launch bound by itemsize and
-    exp_once where the kept exps fit (16-bit types: the 4-row rung); softmax_cols_short
-    elsewhere; 17 rows leave both."""
+    exp_once where the kept exps fit (16-bit types: the 4-row rung); elsewhere
+    softmax_cols_short_shifted on the rungs of 4 and 8 rows, its own launch bounds, exps kept
+    for 2-byte types (2- and 4-byte types), else softmax_cols_short; 17 rows leave them all."""
     for dtype in DTYPES:
         itemsize = np.dtype(dtype).itemsize
         bounds = {4: 4, 8: 2, 16: 1} if itemsize == 8 else {4: 5, 8: 4, 16: 2}
         for length, rung in ((1, 4), (2, 4), (4, 4), (5, 8), (6, 8), (8, 8), (9, 16), (16, 16)):
+            exp_once = itemsize >= 4 or rung == 4
             chosen = select.choose_cols(length, 3000000, dtype, H200, True)
-            assert chosen == ColsShortVecConfig(256, rung, bounds[rung], exp_once=itemsize >= 4 or rung == 4)
+            assert chosen == ColsShortVecConfig(256, rung, bounds[rung], exp_once)
             assert select.choose_cols(length, 3000000, dtype, A100, True) == chosen
-            assert select.choose_cols(length, 3000000, dtype, H200, False) == ColsShortConfig(256, 16)
-        assert not isinstance(select.choose_cols(17, 3000000, dtype, H200, True), (ColsShortConfig, ColsShortVecConfig))
+            shifted = (ColsShortConfig(256, 16) if itemsize == 8 or rung == 16
+                       else ColsShortShiftedConfig(256, rung, {4: 4, 8: 3}[rung], exp_once=itemsize == 2))
+            assert select.choose_cols(length, 3000000, dtype, H200, False) == shifted
+            assert select.choose_cols(length, 3, dtype, A100, False) == shifted
+        for vectorizable in (False, True):
+            chosen = select.choose_cols(17, 3000000, dtype, H200, vectorizable)
+            assert not isinstance(chosen, (ColsShortConfig, ColsShortVecConfig, ColsShortShiftedConfig))
 
 
 def test_cols_split_config():
@@ -458,5 +466,7 @@ def test_every_choice_is_an_instantiation_and_every_instantiation_a_choice():
                 for length in columns:
                     for vectorizable in (False, True):
                         reached.add(select.choose_cols(length, 64, dtype, dev, vectorizable).spec(dtype, log))
+                for length in (3, 7):  # the shifted rungs of 4 and 8 rows
+                    reached.add(select.choose_cols(length, 64, dtype, dev, False).spec(dtype, log))
         reached |= set(partials.instantiations(dev))  # cufuse.dask's split rows (test_partials.py)
         assert reached == specs, sorted(s.expression for s in specs ^ reached)

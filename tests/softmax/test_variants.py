@@ -12,7 +12,7 @@ import cufuse
 from cufuse._core.device import A100, H200
 from cufuse._core.plans import Scratch
 from cufuse.ops.softmax import select
-from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsVecConfig
+from cufuse.ops.softmax.cols import ColsConfig, ColsShortConfig, ColsShortShiftedConfig, ColsShortVecConfig, ColsVecConfig
 from cufuse.ops.softmax.layout import SoftmaxProblem, collapse, vector_size
 from cufuse.ops.softmax.plan import plan_softmax
 from cufuse.ops.softmax.rows import ClusterConfig, RowsConfig, StashedRowsConfig
@@ -138,15 +138,23 @@ def test_short_column_layouts(dtype):
 
     assert kernel((6, 3000000), (3000000, 1), (0,)) == "softmax_cols_short_vec"
     assert kernel((5, 9, 64), (9 * 64, 64, 1), (1,)) == "softmax_cols_short_vec"
-    assert kernel((6, 3000000 + 1), (3000000 + 1, 1), (0,)) == "softmax_cols_short"  # rows off the vector
-    assert kernel((6, 64), (64 + 1, 1), (0,)) == "softmax_cols_short"  # padded rows off the vector
-    assert kernel((5, 9, 64 + vs), (9 * (64 + vs) + 1, 64 + vs, 1), (1,)) == "softmax_cols_short"  # outer stride off it
-    assert kernel((5, 9, 63), (9 * 63, 63, 1), (1,)) == "softmax_cols_short"  # a column count off the vector
+    shifted = "softmax_cols_short" if np.dtype(dtype).itemsize == 8 else "softmax_cols_short_shifted"
+    assert kernel((6, 3000000 + 1), (3000000 + 1, 1), (0,)) == shifted  # rows off the vector
+    assert kernel((5, 7, 300), (7 * 300 + 1, 300, 1), (1,)) == shifted  # an outer stride off the vector
+    assert kernel((5, 9, 300), (9 * 300 + 1, 300, 1), (1,)) == "softmax_cols_short"  # 9 rows: a thread a column
+    assert kernel((6, 64), (64 + 1, 1), (0,)) == shifted  # padded rows off the vector
+    assert kernel((5, 9, 63), (9 * 63, 63, 1), (1,)) == shifted  # a column count off the vector
+    assert kernel((6, 64), (128, 2), (0,)) == "softmax_rows"  # the inner axis strided: rows of strided elements
     launch = only_launch(plan_softmax((6, 3000000), (3000000, 1), np.dtype(dtype), (0,), False, H200))
     assert launch.grid == (-(-3000000 // vs // 256),) and launch.block == (256,)  # a thread a vector
     assert scalars(launch) == [1, 6, 3000000, 0, 1, 3000000]  # outer, length, inner, so, si, sl
     middle = only_launch(plan_softmax((5, 9, 64), (9 * 64, 64, 1), np.dtype(dtype), (1,), True, H200))
     assert middle.grid == (1,) and scalars(middle)[:3] == [5, 9, 64]
+    if shifted == "softmax_cols_short_shifted":
+        # a warp 31 vectors of columns (and one more's loads): 5 outer indices of 300 columns
+        launch = only_launch(plan_softmax((5, 7, 300), (7 * 300 + 1, 300, 1), np.dtype(dtype), (1,), False, H200))
+        warps = -(-5 * -(-300 // vs) // 31)
+        assert launch.grid == (-(-warps * 32 // 256),) and scalars(launch) == [5, 7, 300, 7 * 300 + 1, 1, 300]
 
 
 def test_forced_configs_are_checked():
@@ -170,6 +178,10 @@ def test_forced_configs_are_checked():
     refused("holds columns of up to 8 elements, got 9", (9, 64), (64, 1), F16, (0,), ColsShortVecConfig(256, 8, 4))
     refused("every 16-byte vector of columns aligned", (6, 70), (70, 1), F16, (0,), ColsShortVecConfig(256, 8, 4))
     refused("holds columns of up to 16 elements, got 17", (17, 64), (64, 1), F16, (0,), ColsShortConfig(256, 16))
+    refused("holds columns of up to 8 elements, got 9", (9, 301), (301, 1), F16, (0,), ColsShortShiftedConfig(256, 8, 3))
+    refused("2- or 4-byte dtype", (6, 301), (301, 1), F64, (0,), ColsShortShiftedConfig(256, 8, 3))
+    refused("strided over a contiguous inner axis", (301, 6), (6, 1), F16, (1,), ColsShortShiftedConfig(256, 8, 3))
+    refused("strided over a contiguous inner axis", (6, 64), (128, 2), F32, (0,), ColsShortShiftedConfig(256, 8, 3))
     config = select.choose_cols_split(16384, 4096, F16, H200)
     refused("config", (100, 70), (70, 1), F16, (0,), config)  # not vectorizable
     refused("holds 22 x 768 rows a strip, got columns of 16897", (16897, 64), (64, 1), F16, (0,), config)

@@ -3,7 +3,7 @@ C-contiguous matrix). ``softmax_cols[_cluster]`` and ``softmax_cols_vec[_cluster
 (kernels/softmax/cols.cu) read each column twice; ``softmax_cols_split``
 (kernels/softmax/cols_split.cu) holds strips of columns on chip over a persistent grid and
 reads each element once; ``softmax_cols_short[_vec]`` (kernels/softmax/cols_short.cu) hold a
-thread's short columns in registers."""
+thread's short columns in registers (``_shifted``: vectors of them whatever their alignment)."""
 from __future__ import annotations
 
 import dataclasses
@@ -99,7 +99,8 @@ class ColsVecConfig:
 @dataclasses.dataclass(frozen=True)
 class ColsShortConfig:
     """``softmax_cols_short``: a thread a column of at most ``max_length`` elements, held in
-    registers (one read), ``threads`` columns a block. Any layout; picked for short columns."""
+    registers (one read), ``threads`` columns a block. Any layout; picked for float64's short
+    columns off the vector."""
 
     threads: int
     max_length: int
@@ -137,6 +138,39 @@ class ColsShortVecConfig:
 
     def plan(self, problem: SoftmaxProblem, dev) -> Plan:
         return _short_launch(self, problem, vector_size(problem.dtype))
+
+
+@dataclasses.dataclass(frozen=True)
+class ColsShortShiftedConfig:
+    """``softmax_cols_short_shifted``: a thread a 16-byte vector of adjacent columns of at most
+    ``max_length`` elements whatever their alignment (each cut from two aligned vectors, a warp
+    31 vectors of columns), held in registers (one read), ``threads`` a block, the registers
+    bounded for ``blocks_per_sm`` blocks an SM (the launch bound); ``exp_once`` (softmax only;
+    log_softmax ignores it): the sum's exps stay in registers for the store. Any column layout
+    (the inner axis contiguous) of a 2- or 4-byte dtype."""
+
+    threads: int
+    max_length: int
+    blocks_per_sm: int
+    exp_once: bool = False
+
+    def spec(self, dtype, log: bool) -> KernelSpec:
+        args = (ctype(dtype), log, self.threads, self.max_length, self.blocks_per_sm, self.exp_once and not log)
+        return KernelSpec("softmax/cols_short.cu", "softmax_cols_short_shifted", args)
+
+    def check(self, problem: SoftmaxProblem, dev) -> None:
+        if not problem.column_layout:
+            refuse(self, f"needs the reduced axis strided over a contiguous inner axis; got (outer, length, inner) = "
+                         f"{problem.sizes}, element strides (so, sl, si) = {problem.strides}")
+        _require_short(self, problem)
+        if problem.dtype.itemsize not in (2, 4):
+            refuse(self, f"expected a 2- or 4-byte dtype, got {problem.dtype}")
+
+    def plan(self, problem: SoftmaxProblem, dev) -> Plan:
+        vectors = problem.outer * ceil_div(problem.inner, vector_size(problem.dtype))
+        threads = ceil_div(vectors, 31) * 32  # a warp 31 vectors of columns and the next one's loads
+        args = ("x", "out", np.int64(problem.outer)) + problem.geometry()
+        return Plan((Launch(self.spec(problem.dtype, problem.log), (ceil_div(threads, self.threads),), (self.threads,), args),))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,8 @@ register and one-block stashed rungs: ``SoftmaxProblem.max_row_misalignment`` el
                       softmax_rows_span, Group lanes a row        SpanRowsConfig(256, Group, 6 / 8 / 12)
     1 .. 32           softmax_rows, Group lanes per row          RowsConfig(256, Group, Vecs)
     33 .. 256         softmax_rows, one warp per row             RowsConfig(128, 32, 2 / 3 / 4 / 5 / 6 / 8)
+                      (2-byte types: 33 .. 112 8 or 16 lanes a row RowsConfig(128, 8 / 16, 4 .. 7), then
+                                                                  RowsConfig(128, 32, 4 / 5 / 6 / 8))
     257 .. 4096       softmax_block_rows, one block per row      RowsConfig(t, t, v) (block_rows: v 8 / 6 / 5,
                                                                   t <= 512 threads: most rows resident, then the
                                                                   row filling the block; one row an SM: stashed)
@@ -25,7 +27,9 @@ where one block's does not fit (the A100 holds fewer tiles: it takes the split k
 beyond); the clusters need sm_90. Columns (the reduced
 axis strided over a contiguous inner axis): ``choose_cols``; columns of up to 16 elements
 ``softmax_cols_short_vec`` (a thread a 16-byte vector of columns, rungs of 4, 8, 16 rows)
-where the column vectors are aligned, else ``softmax_cols_short``. Every entry's measurement
+where the column vectors are aligned, else ``softmax_cols_short_shifted`` (2- and 4-byte types,
+up to 8 elements: the vectors cut from aligned ones) or ``softmax_cols_short`` (a thread a
+column). Every entry's measurement
 is in docs/softmax.md.
 """
 from __future__ import annotations
@@ -36,7 +40,7 @@ import numpy as np
 
 from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.dtypes import BFLOAT16, FLOAT_DTYPES
-from .cols import ColsConfig, ColsShortConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
+from .cols import ColsConfig, ColsShortConfig, ColsShortShiftedConfig, ColsShortVecConfig, ColsSplitConfig, ColsVecConfig
 from .layout import SoftmaxProblem, row_share, vector_size
 from .rows import STASHED_MAX_THREADS, ClusterConfig, RowsConfig, SpanRowsConfig, StashedRowsConfig, block_rows_registers
 from .split import SplitConfig
@@ -44,7 +48,7 @@ from . import partials
 
 # Every variant a ``config=`` may be (the api checks the type).
 VARIANTS = (RowsConfig, SpanRowsConfig, StashedRowsConfig, ClusterConfig, SplitConfig, ColsConfig, ColsVecConfig, ColsSplitConfig,
-            ColsShortConfig, ColsShortVecConfig)
+            ColsShortConfig, ColsShortVecConfig, ColsShortShiftedConfig)
 
 # Block rows (one block a row, its width fixed at launch): for each rung of _BLOCK_VECS
 # vectors a lane, the fewest threads (a multiple of 32, _BLOCK_MIN_THREADS to
@@ -68,6 +72,14 @@ _WARP_THREADS, _WARP_VECS = 128, (2, 3, 4, 5, 6, 8)
 _SUBWARP_LADDER_2BYTE = ((1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (32, 1))
 _SUBWARP_LADDER = ((1, 1), (2, 1), (2, 2), (8, 1), (8, 2), (16, 2))
 _SUBWARP_THREADS = 256
+# 2-byte rows past the sub-warp ladder, 33-112 vectors (257-~900 elements): a warp held them in
+# one to three vectors a lane, too few bytes in flight (261123 x 257 float16 g32 v2: 0.43 of the
+# copy); 8 or 16 lanes a row at 4-7 vectors a lane in 128-thread blocks, exps kept where they
+# fit (4 vectors; kept at 5-7 they tied or lost: 777 g16 v7 0.88 kept, 0.94 not): 257 g8 v5
+# 0.85, 300 0.88, 501 g16 v4 0.90, 601 g16 v5 0.89, 700 g16 v6 0.92 (runs S20-2, S20-4). The
+# warp rungs follow from 4 vectors a lane (900 g32 v4 0.86-0.90).
+_WIDE_SUBWARP_LADDER_2BYTE = ((8, 5), (16, 4), (16, 5), (16, 6), (16, 7))
+_WARP_VECS_2BYTE = (4, 5, 6, 8)
 # Span rows (dense rows whose length is not whole vectors), (Group, PerLane) by capacity in
 # elements, steps of 4/3 and 3/2: every slot of a lane is computed, so a row fills most of its
 # rung; up to 12 slots a lane, fewer lanes a row (fewer shuffles: 2097152 x 9 float16 g1 p12
@@ -126,6 +138,14 @@ _COLS_VEC_CLUSTER = 8
 # read; the two-read kernels' 16 slices would sit mostly idle). 6 x 3000000 axis=0: float16
 # 0.39, float32 0.59 of the copy (run S24-1; the layout now takes the vectors below).
 _COLS_SHORT = ColsShortConfig(256, 16)
+# Short columns off the vector of up to 8 elements, 2- and 4-byte types: a thread a vector of
+# them cut from two aligned vectors, on the smallest rung of (MaxLength, BlocksPerSM) that holds
+# the column, the launch bound the fewest registers that did not spill (sm_90a ptxas: 48-80);
+# exps kept for 2-byte types only (float32 3 x 5000001: 0.84 of the copy not kept, 0.77 kept;
+# float16 6 x 3000001 0.63 kept, 0.57 not; run S20-5). 9 to 16 elements, and float64: a thread
+# a column (16 rows shifted took ~0.6x of its rate).
+_COLS_SHORT_SHIFTED_THREADS, _COLS_SHORT_SHIFTED_RUNGS = 256, ((4, 4), (8, 3))
+_COLS_SHORT_STAGED_THREADS, _COLS_SHORT_STAGED_RUNGS = 256, (4, 8, 16)
 # Where the column vectors are aligned, a thread a 16-byte vector of columns, on the smallest
 # rung of rows that holds the column: (MaxLength, BlocksPerSM) by itemsize, the launch bound
 # capping the registers (51, 64, 128 a thread) so that a short column keeps more threads, and
@@ -150,8 +170,11 @@ _COLS_SPLIT_EXCHANGE_TILES = 1.0
 def rows_ladder(dtype) -> list:
     """The sub-warp and warp RowsConfig rungs for ``dtype``, by increasing capacity (exp_once
     not set); longer rows take ``block_rows``."""
-    subwarp = _SUBWARP_LADDER_2BYTE if np.dtype(dtype).itemsize == 2 else _SUBWARP_LADDER
-    return [RowsConfig(_SUBWARP_THREADS, g, v) for g, v in subwarp] + [RowsConfig(_WARP_THREADS, 32, v) for v in _WARP_VECS]
+    if np.dtype(dtype).itemsize != 2:
+        return [RowsConfig(_SUBWARP_THREADS, g, v) for g, v in _SUBWARP_LADDER] + [RowsConfig(_WARP_THREADS, 32, v) for v in _WARP_VECS]
+    return ([RowsConfig(_SUBWARP_THREADS, g, v) for g, v in _SUBWARP_LADDER_2BYTE]
+            + [RowsConfig(_WARP_THREADS, g, v) for g, v in _WIDE_SUBWARP_LADDER_2BYTE]
+            + [RowsConfig(_WARP_THREADS, 32, v) for v in _WARP_VECS_2BYTE])
 
 
 def _fewest_threads(vectors: int, per_thread: int, least: int) -> int:
@@ -369,10 +392,21 @@ def cols_short_vec(length: int, dtype) -> ColsShortVecConfig:
     return ColsShortVecConfig(_COLS_SHORT_VEC_THREADS, max_length, blocks_per_sm, exp_once)
 
 
+def cols_short_shifted(length: int, dtype) -> ColsShortShiftedConfig | None:
+    """The shifted short-column rung that holds columns of ``length``, None past 8 elements and
+    for float64."""
+    itemsize = np.dtype(dtype).itemsize
+    if itemsize not in (2, 4) or length > _COLS_SHORT_SHIFTED_RUNGS[-1][0]:
+        return None
+    max_length, blocks_per_sm = next(rung for rung in _COLS_SHORT_SHIFTED_RUNGS if length <= rung[0])
+    return ColsShortShiftedConfig(_COLS_SHORT_SHIFTED_THREADS, max_length, blocks_per_sm, exp_once=itemsize == 2)
+
+
 def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = False):
     """Config for ``columns`` columns of ``length`` (the reduced axis strided over a
     contiguous inner axis; ``vectorizable``: what ``cols_vectorizable`` says of the layout).
-    Short columns in registers, a thread a vector of them where vectorizable; the column split
+    Short columns in registers, a thread a vector of them (cut from two aligned vectors where
+    the layout is not vectorizable, up to 8 elements; else a thread a column); the column split
     where it applies (one read); else the two-read kernels, long columns over a cluster where
     there is one, so that the second read hits L2. The split and vector two-read kernels take
     2- and 4-byte types only (their tables hold no float64)."""
@@ -381,7 +415,9 @@ def choose_cols(length: int, columns: int, dtype, dev, vectorizable: bool = Fals
         return size if dev.max_cluster_size >= size and length >= _COLS_CLUSTER_MIN_LENGTH else 1
 
     if length <= _COLS_SHORT.max_length:
-        return cols_short_vec(length, dtype) if vectorizable else _COLS_SHORT
+        if vectorizable:
+            return cols_short_vec(length, dtype)
+        return cols_short_shifted(length, dtype) or _COLS_SHORT
     split = choose_cols_split(length, columns, dtype, dev) if vectorizable else None
     if split is not None:
         return split
@@ -413,7 +449,8 @@ def instantiations(dev) -> list:
         for length in (_COLS_SHORT.max_length + 1, 1 << 30):  # shorter columns one block, long ones a cluster where there is one
             rungs += [choose_cols(length, 1, dtype, dev, vectorizable) for vectorizable in (False, True)]
         rungs += [ColsSplitConfig(*geometry, 1, 1, 0, 0) for geometry in _COLS_SPLIT.get(dtype, ())]
-        rungs += [_COLS_SHORT] + [cols_short_vec(length, dtype) for length, _ in _COLS_SHORT_VEC_RUNGS[dtype.itemsize]]
+        rungs += [cols_short_vec(length, dtype) for length, _ in _COLS_SHORT_VEC_RUNGS[dtype.itemsize]]
+        rungs += [_COLS_SHORT] + [c for c in (cols_short_shifted(n, dtype) for n, _ in _COLS_SHORT_SHIFTED_RUNGS) if c is not None]
         specs += [c.spec(dtype, log) for log in (False, True) for c in rungs]
     specs += partials.instantiations(dev)  # cufuse.dask's rows that span chunks
     return list(dict.fromkeys(specs))
