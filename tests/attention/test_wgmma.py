@@ -100,9 +100,10 @@ def test_wgmma_strided_views_and_misaligned_out(cp, rng, tile):
     assert np.abs(lse[..., 43:] - ref_lse[..., 43:]).max() <= 2e-3 * (1 + np.abs(ref_lse[..., 43:]).max())
 
 
-@pytest.mark.parametrize("case", STREAM_CASES,
+# and on the TMA twins: rows H * D apart, the batch unit D elements (overlapping map dims)
+@pytest.mark.parametrize("case", STREAM_CASES + [case[:6] + (tma_twin(case[6]),) + case[7:] for case in STREAM_CASES],
                          ids=lambda c: f"{c[0]}x{c[1]}-d{c[2]}-dv{c[3]}-{'causal' if c[4] else 'full'}-"
-                                       f"w{c[6].warpgroups}n{c[6].block_n}")
+                                       f"w{c[6].warpgroups}n{c[6].block_n}" + ("-tma" if c[6].tma else ""))
 def test_wgmma_default_tiles_on_strided_rows(cp, rng, case):
     require_wgmma(cp)
     assert check_stream_case(cp, rng, case) == []
@@ -127,14 +128,6 @@ def test_wgmma_config_preconditions(cp, rng):
         attention(q[..., ::2], k[..., ::2], v, config=D64_MID)  # D 32 but columns 2 elements apart
     with pytest.raises(ValueError, match="attention: argument 'config' asks for the wgmma kernel, which takes"):
         attention(q.astype(F32), k.astype(F32), v.astype(F32), config=D64_MID)
-
-
-@pytest.mark.parametrize("case", [case[:6] + (tma_twin(case[6]),) + case[7:] for case in STREAM_CASES],
-                         ids=lambda c: f"{c[0]}x{c[1]}-d{c[2]}-dv{c[3]}-{'causal' if c[4] else 'full'}-tma")
-def test_wgmma_tma_on_strided_rows(cp, rng, case):
-    # (B, N, H, D) storage: rows H * D apart, the batch unit D elements (overlapping map dims)
-    require_wgmma(cp)
-    assert check_stream_case(cp, rng, case) == []
 
 
 @pytest.mark.parametrize("d,causal,pingpong,window", [(64, True, False, None), (128, False, True, None),
