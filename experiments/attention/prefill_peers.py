@@ -43,24 +43,25 @@ POINTS = [
     (8, 16, 16, 2048, 128, False, None),
     (16, 16, 16, 1024, 64, False, None),
     (2, 16, 16, 8192, 128, True, (1024, 0)),
+    # short sequences (the D64 cp.async rung's keys, and where prologue and epilogue weigh)
+    (32, 16, 16, 512, 64, True, None),
+    (32, 16, 16, 1024, 64, False, None),
+    (32, 16, 16, 512, 128, False, None),
+    (16, 16, 16, 1024, 96, False, None),
+    (64, 16, 16, 256, 256, False, None),
 ]
-# TMA-fed candidates per tile head dim (the first is the tests' TMA_TILES entry)
+# Other tiles per tile head dim, beside the default (its TMA tile, or the cp.async tile up to 512
+# keys a row at D64): the TMA tile without ping-pong, other shapes, and the cp.async tiles taken
+# where tensor maps cannot describe the operands
+_CP = {h: [t for _, t in rules] for h, rules in select.WGMMA_PREFILL_CP_ASYNC.items()}
 TMA_CANDIDATES = {
     64: [W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True),
-         W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True, pingpong=True),
-         W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True, pingpong=True, persistent=True),
-         W(head_dim=64, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True)],
-    96: [W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True),
-         W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True),
-         W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True, persistent=True)],
+         W(head_dim=64, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True), *_CP[64]],
+    96: [W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True), *_CP[96]],
     128: [W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True),
-          W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True),
-          W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True, persistent=True),
           W(head_dim=128, warpgroups=3, block_n=64, stages=2, tma=True),
-          W(head_dim=128, warpgroups=2, block_n=128, stages=3, tma=True, pingpong=True)],
-    256: [W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True),
-          W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True, pingpong=True),
-          W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True, pingpong=True, persistent=True)],
+          W(head_dim=128, warpgroups=2, block_n=128, stages=3, tma=True, pingpong=True), *_CP[128]],
+    256: [W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True), *_CP[256]],
 }
 
 
@@ -81,7 +82,8 @@ def flops(p):
 
 
 def tile_name(t):
-    return f"{'tma' if t.tma else 'cp'} w{t.warpgroups} n{t.block_n} s{t.stages}" + (" pp" if t.pingpong else "") + (" pers" if t.persistent else "")
+    return (f"{'tma' if t.tma else 'cp'} w{t.warpgroups} n{t.block_n} s{t.stages}" + (" pp" if t.pingpong else "")
+            + ("" if t.wg_ranges else " blockranges") + (f" mb{t.min_blocks}" if t.min_blocks > 1 else ""))
 
 
 def run_point(p, budget_ms, torch, fa4):

@@ -17,8 +17,7 @@ import numpy as np
 from cufuse import attention, reference
 from cufuse.ops.attention.decode import DecodeTile
 from cufuse.ops.attention.mma import FlashMmaTile
-from cufuse.ops.attention.select import WGMMA_PREFILL
-from cufuse.ops.attention.wgmma import FlashWgmmaTile
+from cufuse.ops.attention.select import WGMMA_PREFILL, WGMMA_PREFILL_CP_ASYNC
 
 from ..conftest import poisoned
 
@@ -26,18 +25,17 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 
-# The default rule's wgmma tiles (select.WGMMA_PREFILL): D64 up to 512 / 1536 / more keys a row, D96,
-# D128, D256.
-(_, D64_SHORT), (_, D64_MID), (_, D64_LONG) = WGMMA_PREFILL[64]
-((_, D96_TILE),) = WGMMA_PREFILL[96]
-((_, D128_TILE),) = WGMMA_PREFILL[128]
-((_, D256_TILE),) = WGMMA_PREFILL[256]
-# The TMA-fed twin of each tile head dim (attention_fwd_wgmma_tma: a producer warpgroup, two or
-# three consumer warpgroups); tma_twin keeps a tile's per-warpgroup or block-wide key ranges.
-TMA_TILES = {64: FlashWgmmaTile(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True),
-             96: FlashWgmmaTile(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True),
-             128: FlashWgmmaTile(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True),
-             256: FlashWgmmaTile(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True)}
+# The default rule's cp.async wgmma tiles (select.WGMMA_PREFILL_CP_ASYNC: D64 up to 512 / 1536 /
+# more keys a row, D96, D128, D256), taken where tensor maps cannot describe the operands.
+(_, D64_SHORT), (_, D64_MID), (_, D64_LONG) = WGMMA_PREFILL_CP_ASYNC[64]
+((_, D96_TILE),) = WGMMA_PREFILL_CP_ASYNC[96]
+((_, D128_TILE),) = WGMMA_PREFILL_CP_ASYNC[128]
+((_, D256_TILE),) = WGMMA_PREFILL_CP_ASYNC[256]
+# The default TMA-fed tile of each tile head dim (select.WGMMA_PREFILL, attention_fwd_wgmma_tma:
+# a producer warpgroup, two or three ping-ponged consumer warpgroups); tma_twin keeps a tile's
+# per-warpgroup or block-wide key ranges.
+TMA_TILES = {64: WGMMA_PREFILL[64][1][1], 96: WGMMA_PREFILL[96][0][1], 128: WGMMA_PREFILL[128][0][1],
+             256: WGMMA_PREFILL[256][0][1]}
 
 
 def tma_twin(tile):

@@ -25,8 +25,11 @@ from cufuse.ops.attention.wgmma import FlashWgmmaTile
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
-(_, D64_SHORT), (_, D64_MID), (_, D64_LONG) = select.WGMMA_PREFILL[64]
-((_, D128_TILE),) = select.WGMMA_PREFILL[128]
+(_, D64_SHORT), (_, D64_MID), (_, D64_LONG) = select.WGMMA_PREFILL_CP_ASYNC[64]
+((_, D128_TILE),) = select.WGMMA_PREFILL_CP_ASYNC[128]
+(_, D64_TMA) = select.WGMMA_PREFILL[64][1]
+((_, D128_TMA),) = select.WGMMA_PREFILL[128]
+WGMMA_TABLES = (select.WGMMA_PREFILL, select.WGMMA_PREFILL_CP_ASYNC)
 
 
 @pytest.mark.parametrize("dev", [H200, A100], ids=["H200", "A100"])
@@ -64,11 +67,12 @@ def test_every_selected_tile_fits_and_is_instantiated(dev):
 
 def test_instantiations_per_device():
     h200, a100 = set(select.instantiations(H200)), set(select.instantiations(A100))
-    wgmma = {s for s in h200 if s.name == "attention_fwd_wgmma"}
-    # the six default tiles in both 16-bit dtypes, sm_90a only; nothing else of the kernel
-    assert len(wgmma) == 12 and all(s.min_cc == 90 for s in wgmma) and not any(s.name == "attention_fwd_wgmma"
-                                                                              for s in a100)
-    assert {s.expression for s in wgmma} == {t.spec(n).expression for rules in select.WGMMA_PREFILL.values()
+    wgmma = {s for s in h200 if s.name.startswith("attention_fwd_wgmma")}
+    # the ten default tiles (four TMA-fed, six cp.async-fed) in both 16-bit dtypes, sm_90a only;
+    # nothing else of the kernels
+    assert len(wgmma) == 20 and all(s.min_cc == 90 for s in wgmma)
+    assert not any(s.name.startswith("attention_fwd_wgmma") for s in a100)
+    assert {s.expression for s in wgmma} == {t.spec(n).expression for table in WGMMA_TABLES for rules in table.values()
                                              for _, t in rules for n in ("__half", "__nv_bfloat16")}
     assert all(s.source.startswith("attention/") for s in h200 | a100)
 
@@ -195,29 +199,38 @@ def test_windowed_plans_pass_the_band():
 
 
 def test_wgmma_tiles_fit():
-    for head_dim, rules in select.WGMMA_PREFILL.items():
-        for _, tile in rules:
-            assert tile.head_dim == head_dim and tile.block_n in (64, 128)
-            assert tile.smem_bytes <= H200.max_smem_per_block
-            assert tile.block_m == 64 * tile.warpgroups and tile.threads == 128 * tile.warpgroups
-            assert select.blocks_per_sm(tile, H200) >= tile.min_blocks
+    for table in WGMMA_TABLES:
+        for head_dim, rules in table.items():
+            for _, tile in rules:
+                assert tile.head_dim == head_dim and tile.block_n in (64, 128)
+                assert tile.smem_bytes <= H200.max_smem_per_block and not tile.persistent
+                assert tile.block_m == 64 * tile.warpgroups and tile.threads == 128 * (tile.warpgroups + tile.tma)
+                assert select.blocks_per_sm(tile, H200) >= tile.min_blocks
     # 3 warpgroups x 64-key tiles at D128: Q 48 KB + 2 stages x (K + V) 32 KB + the 1 KB alignment
     assert D128_TILE.smem_bytes == (48 + 64 + 1) * 1024
-    assert select.WGMMA_PREFILL[96][0][1].smem_bytes == D128_TILE.smem_bytes  # whole 64-column atoms
+    assert select.WGMMA_PREFILL_CP_ASYNC[96][0][1].smem_bytes == D128_TILE.smem_bytes  # whole 64-column atoms
+    # TMA at D128: Q 32 KB + 2 stages x (K + V) 64 KB, Q's and 8 stage mbarriers, the alignment
+    assert D128_TMA.smem_bytes == (32 + 128 + 1) * 1024 + 10 * 8
 
 
 def test_wgmma_default_rule_goes_by_the_keys_a_row_sees():
     # the tiles per keys a row sees (the points each measured best are in the dispatch snapshot):
     # a short query block against a long cache sees many keys; padded head dims take their
     # bucket's tiles; the thresholds fall between 500.5 and 550.5 mean keys
-    assert select.choose_by_sizes(300, 4096, 64, 64, 512, BF16, H200, True, True, True) == D64_LONG
-    assert select.choose_by_sizes(4096, 4096, 40, 56, 16, F16, H200, True, False, True) == D64_LONG
-    assert select.choose_by_sizes(1000, 1000, 64, 64, 64, F16, H200, True, True, True) == D64_SHORT  # 500.5
-    assert select.choose_by_sizes(1100, 1100, 64, 64, 64, F16, H200, True, True, True) == D64_MID  # 550.5
-    assert select.choose_by_sizes(600, 600, 120, 120, 64, F16, H200, True, True, True) == D128_TILE
+    for tma_maps, long, mid, d128 in ((True, D64_TMA, D64_TMA, D128_TMA), (False, D64_LONG, D64_MID, D128_TILE)):
+        assert select.choose_by_sizes(300, 4096, 64, 64, 512, BF16, H200, True, True, True, tma_maps=tma_maps) == long
+        assert select.choose_by_sizes(4096, 4096, 40, 56, 16, F16, H200, True, False, True, tma_maps=tma_maps) == long
+        assert select.choose_by_sizes(1000, 1000, 64, 64, 64, F16, H200, True, True, True,
+                                      tma_maps=tma_maps) == D64_SHORT  # 500.5
+        assert select.choose_by_sizes(1100, 1100, 64, 64, 64, F16, H200, True, True, True,
+                                      tma_maps=tma_maps) == mid  # 550.5
+        assert select.choose_by_sizes(600, 600, 120, 120, 64, F16, H200, True, True, True, tma_maps=tma_maps) == d128
     # tiles grow with the keys a row sees: 2-block 64-key rows, then 128-key tiles, block ranges last
-    rungs = [tile for _, tile in select.WGMMA_PREFILL[64]]
+    rungs = [tile for _, tile in select.WGMMA_PREFILL_CP_ASYNC[64]]
     assert [t.block_n for t in rungs] == sorted(t.block_n for t in rungs) and rungs[-1].wg_ranges is False
+    # the TMA tiles ping-pong their consumer warpgroups
+    assert all(tile.tma and tile.pingpong for rules in select.WGMMA_PREFILL.values() for keys, tile in rules
+               if keys > 512)
 
 
 def test_wgmma_default_only_where_it_applies():
@@ -230,9 +243,9 @@ def test_wgmma_default_only_where_it_applies():
         config = select.choose_by_sizes(4096, 4096, d, dv, 16, BF16, H200, True, False, True)
         assert isinstance(config, FlashWgmmaTile) and config.head_dim == tile_head_dim
     # a grid of one wave or more runs unsplit on wgmma, even where the wave model would split:
-    # one sequence x 32 heads x 4096 causal keys (22 blocks of 192 rows a head, 5.3 waves)
-    assert select.key_splits(select.WGMMA_PREFILL[128][0][1], 4096, 4096, 32, H200)[0] > 1
-    assert isinstance(select.choose_by_sizes(4096, 4096, 128, 128, 32, BF16, H200, True, True, True), FlashWgmmaTile)
+    # one sequence x 32 heads x 4096 causal keys on the cp.async tile (22 blocks of 192 rows a head, 5.3 waves)
+    assert select.key_splits(D128_TILE, 4096, 4096, 32, H200)[0] > 1
+    assert select.choose_by_sizes(4096, 4096, 128, 128, 32, BF16, H200, True, True, True, tma_maps=False) == D128_TILE
     # elsewhere the mma.sync / decode / SIMT paths: operands without 16-byte rows or a
     # non-positive scale, no wgmma (A100), float32, decode shapes, and a grid under one wave
     # whose keys are split
@@ -354,8 +367,12 @@ def test_plan_without_split_or_lse():
                        aligned=(False, True, True)).launches
     assert forward.spec.name == "attention_fwd_mma" and forward.args[:7] == ("q", "k", "v", "out") + ("out",) * 3
     (launch,) = _plan((64, 16, 2048, 64), (64, 16, 2048, 64), (64, 16, 2048, 64)).launches
-    assert launch.spec == D64_LONG.spec("__nv_bfloat16") and launch.grid == (64 * 16 * 11,)  # 11 tiles of 192 rows
-    assert launch.args[:5] == ("q", "k", "v", "out", "out")
+    assert launch.spec == D64_TMA.spec("__nv_bfloat16") and launch.grid == (64 * 16 * 11,)  # 11 tiles of 192 rows
+    assert launch.args[:2] == ("out", "out")  # q, k and v come through the tensor maps
+    # a negative batch stride has no tensor map: the cp.async tile of the same keys
+    flipped = {"q": (-16 * 2048 * 64, 2048 * 64, 64, 1)}
+    (launch,) = _plan((64, 16, 2048, 64), (64, 16, 2048, 64), (64, 16, 2048, 64), strides=flipped).launches
+    assert launch.spec == D64_LONG.spec("__nv_bfloat16") and launch.args[:5] == ("q", "k", "v", "out", "out")
 
 
 def test_grouped_query_decode_packs_the_group_into_rows():
@@ -393,5 +410,5 @@ def test_forced_variants_are_checked():
     with pytest.raises(ValueError, match="attention: argument 'config' expected k and v with 16-byte"):
         _plan(*shapes, aligned=(True, False, True), config=DecodeTile(head_dim=64, warps=4, unroll=8))
     # what passes the checks plans as the default would
-    assert _plan(*((64, 1024, 64),) * 3, config=D64_MID) == _plan(*((64, 1024, 64),) * 3)
+    assert _plan(*((64, 1024, 64),) * 3, config=D64_TMA) == _plan(*((64, 1024, 64),) * 3)
     assert _plan(*shapes, dtype=F32, config=SimtRows()) == _plan(*shapes, dtype=F32)

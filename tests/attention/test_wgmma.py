@@ -12,7 +12,7 @@ from cufuse import attention, reference
 from cufuse._core.device import current_device_info
 from cufuse.ops.attention import select
 
-from .oracle import (BF16, D64_LONG, D64_MID, D64_SHORT, D96_TILE, D128_TILE, D256_TILE, F16, F32, STREAM_CASES, TMA_TILES,
+from .oracle import (BF16, D64_MID, D64_SHORT, D96_TILE, D128_TILE, D256_TILE, F16, F32, STREAM_CASES, TMA_TILES,
                      WGMMA_CASES, check_against_oracle, check_stream_case, check_wgmma, error_map, launched,
                      make_inputs, naive_in_dtype, tma_twin)
 
@@ -34,11 +34,17 @@ def require_wgmma(cp):
 # tiles that the wave model does not split the keys, which would fall back to mma.sync).
 DEFAULT_RULE_CASES = [  # (n_q, n_k, d, dv, causal, dtype, tile)
     (300, 300, 64, 64, True, BF16, D64_SHORT),
-    (250, 1000, 64, 64, False, F16, D64_MID),
-    (250, 2000, 64, 64, True, F16, D64_LONG),
-    (300, 300, 128, 128, True, F16, D128_TILE),
-    (257, 700, 128, 96, False, BF16, D128_TILE),
+    (250, 1000, 64, 64, False, F16, TMA_TILES[64]),
+    (250, 2000, 64, 64, True, F16, TMA_TILES[64]),
+    (300, 300, 128, 128, True, F16, TMA_TILES[128]),
+    (257, 700, 128, 96, False, BF16, TMA_TILES[128]),
+    (300, 300, 96, 96, True, BF16, TMA_TILES[96]),
+    (257, 400, 256, 256, False, F16, TMA_TILES[256]),
 ]
+
+
+def kernel_name(tile):
+    return "attention_fwd_wgmma_tma" if tile.tma else "attention_fwd_wgmma"
 
 
 @pytest.mark.parametrize("case", DEFAULT_RULE_CASES,
@@ -50,7 +56,18 @@ def test_wgmma_default_rule_dispatch(cp, rng, case):
     q, k, v = make_inputs(rng, n_q, n_k, d, dv, "mha", dtype, batch=3, heads=16)
     assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []
     device = [cp.asarray(x) for x in (q, k, v)]
-    assert launched(cp, attention, *device, causal=causal, return_lse=True) == ["attention_fwd_wgmma"]
+    assert launched(cp, attention, *device, causal=causal, return_lse=True) == [kernel_name(tile)]
+
+
+def test_wgmma_default_without_tensor_maps_takes_the_cp_async_tile(cp, rng):
+    # heads in reverse (a negative batch stride): no tensor map, the cp.async tile of the same keys
+    require_wgmma(cp)
+    q, k, v = make_inputs(rng, 250, 2000, 64, 64, "mha", F16, batch=3, heads=16)
+    flip = (slice(None), slice(None, None, -1))
+    assert check_against_oracle(cp, q, k, v, causal=True, return_lse=True, use_out=True,
+                                to_device=lambda x: cp.asarray(x[flip])[flip]) == []
+    device = [cp.asarray(x[flip])[flip] for x in (q, k, v)]
+    assert launched(cp, attention, *device, causal=True) == ["attention_fwd_wgmma"]
 
 
 def test_wgmma_uniform_scores_isolate_p_v(cp, rng):
@@ -67,8 +84,8 @@ def test_wgmma_uniform_scores_isolate_p_v(cp, rng):
 # warpgroup's Q / K / V boxes, the mbarrier ring, skipped tiles released, zero-filled rows past
 # Nq / Nk from the 3-D maps).
 TMA_CASES = [case[:7] + (tma_twin(case[7]),) + case[8:] for case in WGMMA_CASES]
-# and with ping-pong turns (every third case: each head dim, causal and full, ragged tiles)
-TMA_CASES += [case[:7] + (dataclasses.replace(case[7], pingpong=True),) + case[8:] for case in TMA_CASES[::3]]
+# and without ping-pong turns (every third case: each head dim, causal and full, ragged tiles)
+TMA_CASES += [case[:7] + (dataclasses.replace(case[7], pingpong=False),) + case[8:] for case in TMA_CASES[::3]]
 
 
 @pytest.mark.parametrize("case", WGMMA_CASES + TMA_CASES, ids=_wgmma_id)

@@ -9,7 +9,8 @@ kernel it can reach. Why each rule and table entry: docs/attention.md.
 - other decode shapes (Nq <= DECODE_MAX_QUERIES), in particular grouped-query heads: the
   ``key_warps`` ``FlashMmaTile`` of ``decode_tile`` on the packed rows (G heads x Nq queries
   of one KV head: each K/V tile read once per KV head), keys split the same way.
-- prefill: on compute capability 9.0 the ``FlashWgmmaTile`` of WGMMA_PREFILL where its
+- prefill: on compute capability 9.0 the ``FlashWgmmaTile`` of WGMMA_PREFILL (of
+  WGMMA_PREFILL_CP_ASYNC where tensor maps cannot describe the operands) where its
   preconditions hold and the grid needs no key split, else the ``FlashMmaTile`` of
   ``prefill_tile``; mma tiles split their keys by the wave model (``split_keys``).
 """
@@ -27,7 +28,7 @@ from .merge import merge_spec
 from .mma import FlashMmaTile
 from .problem import MMA_CTYPES, NO_WINDOW, AttentionProblem, key_span
 from .simt import SIMT_CTYPES, SimtRows
-from .wgmma import FlashWgmmaTile
+from .wgmma import FlashWgmmaTile, tma_refusal
 
 HEAD_DIM_BUCKETS = (32, 64, 96, 128, 192, 256)  # the head dims a FlashMmaTile is built for
 DECODE_MAX_QUERIES = 16  # one MMA row slice
@@ -49,16 +50,27 @@ SHORT_KEYS_MAX = 512  # mean keys a query row sees up to which the 2-blocks-per-
 
 _W = FlashWgmmaTile
 # The wgmma prefill tile per head-dim bucket: (mean keys a query row sees up to which the tile
-# runs, tile), first match wins (H200 wgmma sweeps, docs/attention.md):
-# D64 is softmax-bound: up to 512 keys 2 blocks per SM of 2 warpgroups x 64-key tiles (a second
-# block hides a block's prologue and epilogue), up to 1536 3 warpgroups x 128-key tiles with
-# per-warpgroup key ranges, beyond the same tile with block-wide ranges; D128 3 warpgroups x
-# 64-key tiles everywhere, D96 the same (its MMAs and copies stop at 96 columns; shared memory
-# as D128's); D256 2 warpgroups x 64-key tiles (O takes 128 registers a thread, Q and two K/V
-# stages 193 KB of shared memory). Head dims between take the next tile up, zero-padded (D32
-# on D64, D80 on D96, D160-192 on D256).
+# runs, tile), first match wins (H100 prefill against FA4 and cuDNN, docs/attention.md): a TMA
+# producer warpgroup feeding ping-ponged consumer warpgroups wherever q, k and v map onto tensor
+# maps (1.05-1.5x the cp.async tiles from 1024 keys a row): D64 3 consumers x 128-key tiles
+# (softmax-bound: a third warpgroup hides the exps), D96 and D128 2 x 128-key tiles, D256
+# 2 x 64-key tiles (O takes 128 registers a thread); up to 512 keys at D64 the cp.async tile
+# of 2 blocks per SM (a second block hides a block's prologue and epilogue). Head dims between
+# take the next tile up, zero-padded (D32 on D64, D80 on D96, D160-192 on D256).
 WGMMA_PREFILL = {
     64: ((512, _W(head_dim=64, warpgroups=2, block_n=64, stages=2, min_blocks=2)),
+         (math.inf, _W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True, pingpong=True))),
+    96: ((math.inf, _W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True)),),
+    128: ((math.inf, _W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True)),),
+    256: ((math.inf, _W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True, pingpong=True)),),
+}
+# Where a tensor map cannot describe an operand (batch strides not a multiple of 16 bytes or
+# negative, rows overlapping): the cp.async tiles, every thread loading (H200 wgmma sweeps):
+# D64 up to 512 keys as above, up to 1536 3 warpgroups x 128-key tiles with per-warpgroup key
+# ranges, beyond the same tile with block-wide ranges; D96 and D128 3 warpgroups x 64-key
+# tiles (D96's MMAs and copies stop at 96 columns; shared memory as D128's); D256 2 x 64.
+WGMMA_PREFILL_CP_ASYNC = {
+    64: (WGMMA_PREFILL[64][0],
          (1536, _W(head_dim=64, warpgroups=3, block_n=128, stages=2)),
          (math.inf, _W(head_dim=64, warpgroups=3, block_n=128, stages=2, wg_ranges=False))),
     96: ((math.inf, _W(head_dim=96, warpgroups=3, block_n=64, stages=2)),),
@@ -233,9 +245,11 @@ def split_packed_decode_keys(tile: FlashMmaTile, rows: int, n_k: int, batch_coun
 
 
 def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dev: DeviceInfo,
-                       wgmma_operands: bool, causal: bool, window: tuple = NO_WINDOW) -> FlashWgmmaTile | None:
-    """The wgmma prefill tile of a call (WGMMA_PREFILL by the smallest tile head dim holding
-    D and Dv, then by the keys a row sees), or None where the kernel does not apply: not
+                       wgmma_operands: bool, causal: bool, window: tuple = NO_WINDOW,
+                       tma_maps: bool = True) -> FlashWgmmaTile | None:
+    """The wgmma prefill tile of a call (WGMMA_PREFILL, or WGMMA_PREFILL_CP_ASYNC without
+    ``tma_maps``, by the smallest tile head dim holding D and Dv, then by the keys a row
+    sees), or None where the kernel does not apply: not
     compute capability 9.0, operands without 16-byte rows or a non-positive scale without a
     softcap (``wgmma_operands`` False), or a grid of less than one wave of blocks where the
     wave model would split the keys (the mma tiles split). From one wave on the kernel runs
@@ -245,9 +259,10 @@ def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch
     width = max(head_dim, head_dim_v)
     if not (dev.has_wgmma and wgmma_operands):
         return None
-    bucket = min(h for h in WGMMA_PREFILL if width <= h)
+    table = WGMMA_PREFILL if tma_maps else WGMMA_PREFILL_CP_ASYNC
+    bucket = min(h for h in table if width <= h)
     keys = mean_visible_keys(n_q, n_k, causal, window)
-    tile = next(tile for max_keys, tile in WGMMA_PREFILL[bucket] if keys <= max_keys)
+    tile = next(tile for max_keys, tile in table[bucket] if keys <= max_keys)
     blocks = math.ceil(n_q / tile.block_m) * batch_count
     if blocks >= dev.sm_count * blocks_per_sm(tile, dev):
         return tile
@@ -259,18 +274,20 @@ def choose(problem: AttentionProblem, dev: DeviceInfo):
     """The default variant for ``problem`` on ``dev`` (``choose_by_sizes`` of its facts)."""
     p = problem
     return choose_by_sizes(p.n_q, p.n_k, p.head_dim, p.head_dim_v, p.batch_count, p.dtype, dev, p.kv_rows_16b, p.causal,
-                           p.wgmma_operands, p.packed().group, p.window)
+                           p.wgmma_operands, p.packed().group, p.window, tma_refusal(p) is None)
 
 
 def choose_by_sizes(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev: DeviceInfo,
                     kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False, group: int = 1,
-                    window: tuple = NO_WINDOW):
+                    window: tuple = NO_WINDOW, tma_maps: bool = True):
     """The default variant of a call of these sizes. ``kv_rows_16b``: k and v have unit column stride and
     16-byte aligned rows (attention_decode's precondition). ``wgmma_operands``: q, k and v
     all have such rows and the scale is positive or a softcap applies (attention_fwd_wgmma's).
     ``group``: query heads (of the ``batch_count``) sharing each K/V head, which a decode tile
     packs into rows (``AttentionProblem.packed``). ``window`` (left, right), -1 unlimited: the
-    tiles go by the keys a row sees, the key splits by the keys a block sees (``key_span``)."""
+    tiles go by the keys a row sees, the key splits by the keys a block sees (``key_span``).
+    ``tma_maps``: tensor maps can describe q, k and v (``wgmma.tma_refusal``); else the wgmma
+    prefill takes the cp.async tiles."""
     if ctype(dtype) in SIMT_CTYPES:
         return SimtRows()
     width = max(head_dim, head_dim_v)
@@ -286,7 +303,8 @@ def choose_by_sizes(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_co
         rows = n_q * group
         tile = decode_tile(bucket, rows, dev)
         return split_packed_decode_keys(tile, rows, span(min(tile.block_m, n_q)), batch_count // group, dev)
-    wgmma = wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev, wgmma_operands, causal, window)
+    wgmma = wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev, wgmma_operands, causal, window,
+                               tma_maps)
     if wgmma is not None:
         return wgmma
     tile = prefill_tile(bucket, dev, n_q, n_k, causal, window)
@@ -303,6 +321,7 @@ def instantiations(dev: DeviceInfo) -> list:
         specs.extend(DecodeTile(head_dim=bucket, **DECODE_STREAM_TILE).spec(name) for bucket in DECODE_HEAD_DIMS)
         specs.append(merge_spec(name))
         if dev.has_wgmma:
-            specs.extend(tile.spec(name) for rules in WGMMA_PREFILL.values() for _, tile in rules)
+            specs.extend(tile.spec(name) for table in (WGMMA_PREFILL, WGMMA_PREFILL_CP_ASYNC)
+                         for rules in table.values() for _, tile in rules)
     specs.extend(SimtRows().spec(name) for name in SIMT_CTYPES)
     return list(dict.fromkeys(specs))

@@ -60,6 +60,24 @@ def operand_maps(problem, block_n: int) -> tuple:
     return tuple(maps)
 
 
+def tma_refusal(problem, block_n: int = 64) -> str | None:
+    """Why tensor maps cannot describe q, k and v of ``problem`` (whose bases are 16-byte aligned
+    with 16-byte rows: ``wgmma_operands``), or None; the message completes "the TMA kernel ...".
+    The key box (``block_n``) never fails: the driver takes boxes of up to 256 rows."""
+    for name, strides in zip("qkv", problem.batch_strides):
+        # the kernel's batch coordinate is offset / unit (int32) from the array's own base: a negative
+        # batch stride puts items before it (zero-filled by the TMA, silently wrong results)
+        if any(st < 0 for st in strides):
+            return f"needs non-negative batch strides, got '{name}' batch strides {strides}"
+    for name, g in zip("qkv", operand_maps(problem, block_n)):
+        if g.batch >= 1 << 31:
+            return f"has an int32 batch coordinate, which '{name}' ({g.batch} units) overflows"
+        why = _tma.map_problem(g, 0)
+        if why is not None:
+            return f"cannot map '{name}': {why}"
+    return None
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FlashWgmmaTile:
     """One ``attention_fwd_wgmma`` instantiation: ``warpgroups`` x 64 query rows a block, one
@@ -128,20 +146,9 @@ class FlashWgmmaTile:
             if self.warpgroups == 3 and self.head_dim > 128:  # 160 registers a consumer: no m64n256 accumulator
                 raise ValueError(f"attention: argument 'config' expected a TMA tile of head dim at most 128 with 3 "
                                  f"warpgroups, got head dim {self.head_dim}")
-            for name, strides in zip("qkv", problem.batch_strides):
-                # the kernel's batch coordinate is offset / unit (int32) from the array's own base: a negative
-                # batch stride puts items before it (zero-filled by the TMA, silently wrong results)
-                if any(st < 0 for st in strides):
-                    raise ValueError(f"attention: argument 'config' asks for the TMA kernel, which needs "
-                                     f"non-negative batch strides, got '{name}' batch strides {strides}")
-            for name, g in zip("qkv", operand_maps(problem, self.block_n)):
-                if g.batch >= 1 << 31:
-                    raise ValueError(f"attention: argument 'config' asks for the TMA kernel, whose batch "
-                                     f"coordinate of '{name}' ({g.batch} units) overflows int32")
-                why = _tma.map_problem(g, 0)
-                if why is not None:
-                    raise ValueError(f"attention: argument 'config' asks for the TMA kernel, which cannot map "
-                                     f"'{name}': {why}")
+            why = tma_refusal(problem, self.block_n)
+            if why is not None:
+                raise ValueError(f"attention: argument 'config' asks for the TMA kernel, which {why}")
 
     def plan(self, problem, dev) -> Plan:
         q_tiles = ceil_div(problem.n_q, self.block_m)
