@@ -10,7 +10,6 @@
 // unit column stride and 16-byte aligned rows, a positive scale (or a softcap), and a grid of at
 // least one wave of blocks or one whose wave model keeps one key split (smaller grids split the
 // keys on attention_fwd_mma). The tile goes by the keys a query row sees (docs/attention.md).
-// The TMA kernel is reached through config= only until its first measurement picks its tiles.
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "common/attention_layout.cuh"
@@ -106,22 +105,12 @@ struct WorkItem {
     int key_begin, key_end, n_tiles;  // keys the block visits: its first row's window start to its last's end
 };
 
-// `section` batch items at a time (the TMA kernel's persistent order; 1 elsewhere): within a
-// section the query tiles go rank by rank over its batch items, so the blocks running at once
-// share the section's K/V in L2 and, causal, take the longest tiles first.
 template <int BLOCK_M, int BN>
 __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, bool causal, int nq, int nk, const KeyBand& band,
-                                              const BatchLayout& layout, int section = 1, int batch_count = 0) {
+                                              const BatchLayout& layout) {
     WorkItem w;
-    int rank = item % q_tiles;
+    const int rank = item % q_tiles;
     w.batch = item / q_tiles;
-    if (section > 1) {
-        const int first = item / (section * q_tiles) * section;  // the section's first batch item
-        const int items = min(section, batch_count - first);     // the last section may be short
-        const int r = item - first * q_tiles;
-        rank = r / items;
-        w.batch = first + r % items;
-    }
     const int q_tile = causal ? q_tiles - 1 - rank : rank;
     w.m0 = q_tile * BLOCK_M;
     layout.offsets(w.batch, w.q_off, w.k_off, w.v_off);
@@ -191,39 +180,24 @@ struct CpAsyncFeed {
     __device__ __forceinline__ void end() { cp_async_wait<0>(); }  // no copy may outlive the block
 };
 
-// The consumers' side of the producer warpgroup's mbarrier ring: the block's K and V tile
-// number n (counted over its work items) uses stage n % STAGES in round n / STAGES; "full"
-// completes when the stage's bytes landed, "empty" when every consumer warp released it (lane 0
-// arrives). A warp releases every tile, computed or skipped, after it landed, so the producer
-// never refills a stage in flight. Q has one buffer: q_full per item, q_empty once every warp is
-// done with the item's epilogue (O is staged where Q was).
+// The consumers' side of the producer warpgroup's mbarrier ring: K and V tile t uses stage
+// t % STAGES in round t / STAGES; "full" completes when the stage's bytes landed, "empty" when
+// every consumer warp released it (lane 0 arrives). A warp releases every tile, computed or
+// skipped, after it landed, so the producer never refills a stage in flight. Q lands once, in
+// q_full's phase 0.
 template <int STAGES>
 struct TmaFeed {
-    unsigned long long *q_full, *q_empty, *k_full, *v_full, *k_empty, *v_empty;
+    unsigned long long *q_full, *k_full, *v_full, *k_empty, *v_empty;
     bool lane0;
-    int passed = 0;  // K/V tiles of the block's earlier work items: tile t of this one is number passed + t
-    int items = 0;   // work items done: Q of this one completes q_full's phase `items`
 
-    __device__ __forceinline__ void wait_q() { mbarrier_wait(q_full, items & 1); }
-    __device__ __forceinline__ void acquire_k(int t) {
-        mbarrier_wait(k_full + (passed + t) % STAGES, ((passed + t) / STAGES) & 1);
-    }
-    __device__ __forceinline__ void acquire_v(int t) {
-        mbarrier_wait(v_full + (passed + t) % STAGES, ((passed + t) / STAGES) & 1);
-    }
+    __device__ __forceinline__ void wait_q() { mbarrier_wait(q_full, 0); }
+    __device__ __forceinline__ void acquire_k(int t) { mbarrier_wait(k_full + t % STAGES, (t / STAGES) & 1); }
+    __device__ __forceinline__ void acquire_v(int t) { mbarrier_wait(v_full + t % STAGES, (t / STAGES) & 1); }
     __device__ __forceinline__ void release_k(int t) {
-        if (lane0) mbarrier_arrive(k_empty + (passed + t) % STAGES);
+        if (lane0) mbarrier_arrive(k_empty + t % STAGES);
     }
     __device__ __forceinline__ void release_v(int t) {
-        if (lane0) mbarrier_arrive(v_empty + (passed + t) % STAGES);
-    }
-    // After the epilogue: Q and the O rows staged in its place are read, the next item's Q may land.
-    __device__ __forceinline__ void next_item(int n_tiles) {
-        fence_proxy_async_shared();  // the staged rows were read and written by the generic proxy
-        __syncwarp();
-        if (lane0) mbarrier_arrive(q_empty);
-        passed += n_tiles;
-        ++items;
+        if (lane0) mbarrier_arrive(v_empty + t % STAGES);
     }
     __device__ __forceinline__ void skip(int t) {
         acquire_v(t);
@@ -544,9 +518,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
 // rows, batch unit): rows past Nq / Nk are zero-filled, as the cp.async feed does; a batch
 // item's offset is a multiple of its operand's unit (q_unit, ... elements), so its coordinate
 // is offset / unit. PINGPONG: the consumer warpgroups take turns issuing their wgmmas
-// (consume_item). A block runs work items blockIdx.x, + gridDim.x, ... (work_item's order by
-// `section`): one each where grid = items, or a persistent grid of one block an SM whose
-// producer loads the next item's K/V while the consumers finish the last one.
+// (consume_item). One (query tile, batch) work item a block (grid = items).
 template <int WARPGROUPS>
 struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K registers in all
     static constexpr int kProducer = WARPGROUPS == 2 ? 24 : 32;
@@ -558,8 +530,8 @@ struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K register
 template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, bool WG_RANGES, bool PINGPONG>
 __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
     attention_fwd_wgmma_tma(T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int dv, int q_tiles,
-                            int items, int section, int batch_count, float scale_log2, int flags, float softcap_log2,
-                            int band_lo, int band_hi, int64 q_unit, int64 k_unit, int64 v_unit, BATCH_LAYOUT_PARAMS,
+                            float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi, int64 q_unit,
+                            int64 k_unit, int64 v_unit, BATCH_LAYOUT_PARAMS,
                             const __grid_constant__ TmaDescriptor q_map, const __grid_constant__ TmaDescriptor k_map,
                             const __grid_constant__ TmaDescriptor v_map) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -570,12 +542,12 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
     T* const q_s = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
     T* const k_s = q_s + WARPGROUPS * 64 * kRowElems;
     T* const v_s = k_s + STAGES * kStageElems;
+    // Q's full, then K's full, V's full, K's empty and V's empty per stage (FlashWgmmaTile.smem_bytes)
     unsigned long long* const bars = reinterpret_cast<unsigned long long*>(v_s + STAGES * kStageElems);
-    TmaFeed<STAGES> feed{bars, bars + 1, bars + 2, bars + 2 + STAGES, bars + 2 + 2 * STAGES, bars + 2 + 3 * STAGES,
+    TmaFeed<STAGES> feed{bars, bars + 1, bars + 1 + STAGES, bars + 1 + 2 * STAGES, bars + 1 + 3 * STAGES,
                          threadIdx.x % 32 == 0};
     if (threadIdx.x == 0) {
         mbarrier_init(feed.q_full, 1);
-        mbarrier_init(feed.q_empty, WARPGROUPS * 4);
         for (int s = 0; s < STAGES; ++s) {
             mbarrier_init(feed.k_full + s, 1);
             mbarrier_init(feed.v_full + s, 1);
@@ -587,66 +559,42 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
     __syncthreads();
 
     const KeyBand band{band_lo, band_hi};
-    const bool causal = flags & kCausal;
-    // The block's work items: blockIdx.x, then a grid's stride on (one item where grid = items).
-    auto item_at = [&](int item) {
-        return work_item<WARPGROUPS * 64, BN>(item, q_tiles, causal, nq, nk, band, BATCH_LAYOUT, section, batch_count);
+    auto block_item = [&]() {
+        return work_item<WARPGROUPS * 64, BN>(blockIdx.x, q_tiles, flags & kCausal, nq, nk, band, BATCH_LAYOUT);
     };
     if (threadIdx.x >= WARPGROUPS * 128) {  // the producer warpgroup
         setmaxnreg_dec<TmaRegisters<WARPGROUPS>::kProducer>();
         if (threadIdx.x == WARPGROUPS * 128) {
-            int passed = 0, done = 0;  // K/V tiles and work items issued so far
-            // tile n of the block's K or V stream: wait for its stage to be released, announce its
-            // bytes, issue the boxes
+            const WorkItem cur = block_item();
+            const int qb = int(cur.q_off / q_unit), kb = int(cur.k_off / k_unit), vb = int(cur.v_off / v_unit);
+            mbarrier_arrive_expect_tx(feed.q_full, kQBytes);
+#pragma unroll
+            for (int slice = 0; slice < WARPGROUPS; ++slice)
+#pragma unroll
+                for (int a = 0; a < kAtoms; ++a)
+                    tma_load_3d(q_s + slice * 64 * kRowElems + a * 64 * WGMMA_ATOM_N, q_map, a * WGMMA_ATOM_N,
+                                cur.m0 + slice * 64, qb, feed.q_full);
+            // tile t of K or V: wait for its stage to be released, announce its bytes, issue the boxes
             auto load_tile = [&](unsigned long long* empty, unsigned long long* full, T* ring,
-                                 const TmaDescriptor& map, int n, int row, int batch) {
-                const int s = n % STAGES;
-                mbarrier_wait(empty + s, ((n / STAGES) & 1) ^ 1);  // round 0 passes at once
+                                 const TmaDescriptor& map, int t, int row, int batch) {
+                const int s = t % STAGES;
+                mbarrier_wait(empty + s, ((t / STAGES) & 1) ^ 1);  // round 0 passes at once
                 mbarrier_arrive_expect_tx(full + s, kStageBytes);
 #pragma unroll
                 for (int a = 0; a < kAtoms; ++a)
                     tma_load_3d(ring + s * kStageElems + a * BN * WGMMA_ATOM_N, map, a * WGMMA_ATOM_N, row, batch,
                                 full + s);
             };
-            auto load_q = [&](int m0, int batch) {
-                mbarrier_arrive_expect_tx(feed.q_full, kQBytes);
-#pragma unroll
-                for (int slice = 0; slice < WARPGROUPS; ++slice)
-#pragma unroll
-                    for (int a = 0; a < kAtoms; ++a)
-                        tma_load_3d(q_s + slice * 64 * kRowElems + a * 64 * WGMMA_ATOM_N, q_map, a * WGMMA_ATOM_N,
-                                    m0 + slice * 64, batch, feed.q_full);
-            };
-            for (int item = blockIdx.x; item < items; item += gridDim.x, ++done) {
-                const WorkItem cur = item_at(item);
-                const int qb = int(cur.q_off / q_unit), kb = int(cur.k_off / k_unit), vb = int(cur.v_off / v_unit);
-                // the ring's first tiles (their stages free up before the last item's epilogue), then
-                // Q once that epilogue is done with Q's buffer, then the rest
-                const int early = min(STAGES, cur.n_tiles);
-                for (int t = 0; t < cur.n_tiles; ++t) {
-                    if (t == early) {
-                        if (done > 0) mbarrier_wait(feed.q_empty, (done - 1) & 1);
-                        load_q(cur.m0, qb);
-                    }
-                    const int row = cur.key_begin + t * BN;
-                    load_tile(feed.k_empty, feed.k_full, k_s, k_map, passed + t, row, kb);
-                    load_tile(feed.v_empty, feed.v_full, v_s, v_map, passed + t, row, vb);
-                }
-                if (early == cur.n_tiles) {  // Q not issued in the loop: every tile was early, or none
-                    if (done > 0) mbarrier_wait(feed.q_empty, (done - 1) & 1);
-                    load_q(cur.m0, qb);
-                }
-                passed += cur.n_tiles;
+            for (int t = 0; t < cur.n_tiles; ++t) {
+                const int row = cur.key_begin + t * BN;
+                load_tile(feed.k_empty, feed.k_full, k_s, k_map, t, row, kb);
+                load_tile(feed.v_empty, feed.v_full, v_s, v_map, t, row, vb);
             }
         }
     } else {
         setmaxnreg_inc<TmaRegisters<WARPGROUPS>::kConsumer>();
-        for (int item = blockIdx.x; item < items; item += gridDim.x) {
-            const WorkItem cur = item_at(item);
-            consume_item<T, HD, BN, STAGES, WG_RANGES, PINGPONG ? WARPGROUPS : 0>(
-                feed, cur, q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags, softcap_log2, band);
-            feed.next_item(cur.n_tiles);
-        }
+        consume_item<T, HD, BN, STAGES, WG_RANGES, PINGPONG ? WARPGROUPS : 0>(
+            feed, block_item(), q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags, softcap_log2, band);
     }
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)

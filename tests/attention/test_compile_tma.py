@@ -1,7 +1,7 @@
-"""CPU (NVRTC) tests of attention_fwd_wgmma_tma, which the default selection does not reach yet:
-each TMA tile of the tests, with and without ping-pong turns, compiles for sm_90a without
-local-memory spills or serialised wgmmas, and its entry register count is the one its
-setmaxnreg split is balanced against (producer and consumers fill the register file exactly)."""
+"""CPU (NVRTC) tests of attention_fwd_wgmma_tma, the default Hopper prefill: each TMA tile of the
+tests, with and without ping-pong turns, compiles for sm_90a without local-memory spills or
+serialised wgmmas, and its entry register count is the one its setmaxnreg split is balanced
+against (producer and consumers fill the register file exactly)."""
 from __future__ import annotations
 
 import dataclasses

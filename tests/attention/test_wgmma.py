@@ -147,19 +147,6 @@ def test_wgmma_config_preconditions(cp, rng):
         attention(q.astype(F32), k.astype(F32), v.astype(F32), config=D64_MID)
 
 
-@pytest.mark.parametrize("d,causal,pingpong,window", [(64, True, False, None), (128, False, True, None),
-                                                     (128, True, True, (100, 0)), (256, True, False, None)])
-def test_wgmma_tma_persistent_blocks_run_several_items(cp, rng, d, causal, pingpong, window):
-    # 3 query tiles x 96 heads = 288 work items on one block an SM: each block runs two or three,
-    # the ring's counts and Q's phases carried from item to item, L2 sections of several heads
-    require_wgmma(cp)
-    tile = dataclasses.replace(TMA_TILES[d], pingpong=pingpong, persistent=True)
-    q, k, v = make_inputs(rng, 300, 333, d, d, "gqa", BF16, batch=2, heads=16, group=3)
-    failures = check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True, config=tile,
-                                    window=window)
-    assert failures == []
-
-
 def test_wgmma_tma_launches_one_kernel_and_nan_stays_in_its_rows(cp, rng):
     require_wgmma(cp)
     tile = TMA_TILES[64]

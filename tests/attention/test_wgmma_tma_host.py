@@ -3,16 +3,13 @@ the maps' geometry, the launch arguments in the kernel's order, shared memory an
 checks."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
 from cufuse._core.dtypes import BFLOAT16
 from cufuse._core.plans import TensorMap
 from cufuse.ops.attention.problem import describe
-from cufuse._core.device import H200
-from cufuse.ops.attention.wgmma import FlashWgmmaTile, batch_unit, l2_section, operand_maps
+from cufuse.ops.attention.wgmma import FlashWgmmaTile, batch_unit, operand_maps
 
 N = 1000
 TMA128 = FlashWgmmaTile(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True)
@@ -52,29 +49,13 @@ def test_plan_passes_the_kernel_arguments_in_order():
     assert launch.spec.name == "attention_fwd_wgmma_tma" and launch.block == (384,)
     assert launch.grid == (8 * 32,)  # 8 query tiles of 128 rows x 32 heads
     args = launch.args
-    # out, lse, nq, nk, dv, q_tiles, items, section, batch, scale, flags, softcap, band (2), units (3),
-    # layout (15), maps (3)
-    assert len(args) == 35 and args[:2] == ("out", "lse")
-    assert [int(a) for a in args[2:9]] == [N, N, 128, 8, 8 * 32, 1, 32]
-    assert [int(a) for a in args[14:17]] == [128000, 128000, 128000]
+    # out, lse, nq, nk, dv, q_tiles, scale, flags, softcap, band (2), units (3), layout (15), maps (3)
+    assert len(args) == 32 and args[:2] == ("out", "lse")
+    assert [int(a) for a in args[2:6]] == [N, N, 128, 8]
+    assert [int(a) for a in args[11:14]] == [128000, 128000, 128000]
     assert [a.name for a in args[-3:] if isinstance(a, TensorMap)] == ["q", "k", "v"]
-    # Q, two K and two V stages of 128 x 128, 10 mbarriers, the alignment slack
-    assert launch.smem == (128 + 4 * 128) * 128 * 2 + 10 * 8 + 1024
-
-
-def test_persistent_grid_takes_an_sm_each_and_an_l2_section():
-    problem = gqa_problem()
-    (launch,) = dataclasses.replace(TMA128, persistent=True).plan(problem, H200).launches
-    assert launch.grid == (132,) and [int(a) for a in launch.args[6:9]] == [256, 32, 32]
-    # K and V of one (batch, KV head): 1000 x 256 x 2 bytes, shared by a group of 4 query heads; half of
-    # the 60 MiB L2 holds far more than the 32 batch items
-    assert l2_section(problem, H200) == 32
-    long = gqa_problem(n=16384)
-    assert l2_section(long, H200) == 30 * 1024 * 1024 // (16384 * 256 * 2 // 4)
-    mha = describe((2, 16, 16384, 128), (16 * 16384 * 128, 16384 * 128, 128, 1), (2, 16, 16384, 128),
-                   (16 * 16384 * 128, 16384 * 128, 128, 1), (2, 16, 16384, 128), (16 * 16384 * 128, 16384 * 128, 128, 1),
-                   BFLOAT16, True, 0.1, False, (True,) * 3)
-    assert l2_section(mha, H200) == 30 * 1024 * 1024 // (16384 * 256 * 2)  # 3 heads of 8 MiB K/V
+    # Q, two K and two V stages of 128 x 128, 9 mbarriers, the alignment slack
+    assert launch.smem == (128 + 4 * 128) * 128 * 2 + 9 * 8 + 1024
 
 
 def test_tma_config_checks():

@@ -32,20 +32,6 @@ def batch_unit(sizes, strides) -> tuple:
     return unit, sum((size - 1) * int(st) for size, st in zip(sizes, strides)) // unit + 1
 
 
-L2_SECTION_SHARE = 0.5  # of the L2 that the K/V of a persistent grid's batch items in flight may take
-
-
-def l2_section(problem, dev) -> int:
-    """Batch items the persistent TMA grid works on at once (the kernel's ``section``): as many as
-    keep their K and V within L2_SECTION_SHARE of the L2, at least one. Grouped-query heads
-    (k and v broadcast over q's innermost batch dim) share one K/V among the group."""
-    kv_bytes = problem.n_k * (problem.head_dim + problem.head_dim_v) * problem.dtype.itemsize
-    q_strides, k_strides, v_strides = (strides[-1] for strides in problem.batch_strides)
-    group = problem.batch_sizes[-1] if q_strides and not k_strides and not v_strides else 1
-    per_item = max(kv_bytes // group, 1)
-    return max(1, min(problem.batch_count, int(L2_SECTION_SHARE * dev.l2_bytes) // per_item))
-
-
 def operand_maps(problem, block_n: int) -> tuple:
     """The TMA kernel's (q, k, v) tensor maps: (columns, rows, batch unit), boxes of 64 columns x
     64 query rows (q) or ``block_n`` keys (k, v), 128-byte swizzled (the wgmma layouts)."""
@@ -93,7 +79,6 @@ class FlashWgmmaTile:
     wg_ranges: bool = True
     tma: bool = False  # a producer warpgroup loads Q, K and V through tensor maps (attention_fwd_wgmma_tma)
     pingpong: bool = False  # (tma only) the consumer warpgroups take turns issuing their wgmmas
-    persistent: bool = False  # (tma only) one block an SM runs work items in turn, longest first (causal)
 
     @property
     def block_m(self) -> int:
@@ -111,9 +96,9 @@ class FlashWgmmaTile:
     @property
     def smem_bytes(self) -> int:
         """Q and the K/V ring, rows of whole 64-column swizzle atoms (HD 96 takes 128); the TMA
-        kernel's mbarriers after them (Q's full and empty, then full and empty of K and V per stage)."""
+        kernel's mbarriers after them (Q's full, then full and empty of K and V per stage)."""
         rows = self.block_m + 2 * self.stages * self.block_n
-        barriers = (2 + 4 * self.stages) * MBARRIER_BYTES if self.tma else 0
+        barriers = (1 + 4 * self.stages) * MBARRIER_BYTES if self.tma else 0
         return rows * ceil_div(self.head_dim, WGMMA_ATOM_COLUMNS) * WGMMA_ATOM_COLUMNS * 2 + barriers + WGMMA_SMEM_ALIGN
 
     def spec(self, dtype_ctype: str) -> KernelSpec:
@@ -127,9 +112,8 @@ class FlashWgmmaTile:
         if self.tma and (self.warpgroups not in TMA_WARPGROUPS or self.min_blocks != 1):
             raise ValueError(f"attention: argument 'config' expected a TMA tile of {TMA_WARPGROUPS} warpgroups and "
                              f"min_blocks 1, got {self.warpgroups} warpgroups, min_blocks {self.min_blocks}")
-        if (self.pingpong or self.persistent) and not self.tma:
-            raise ValueError("attention: argument 'config' expected pingpong and persistent only with tma, got a "
-                             "cp.async tile")
+        if self.pingpong and not self.tma:
+            raise ValueError("attention: argument 'config' expected pingpong only with tma, got a cp.async tile")
         problem.check_tile_head_dim(self.head_dim)
         if not dev.has_wgmma:
             raise ValueError(f"attention: argument 'config' asks for the wgmma kernel, which needs compute capability "
@@ -156,13 +140,10 @@ class FlashWgmmaTile:
         if self.tma:
             units = tuple(np.int64(batch_unit(problem.batch_sizes, strides)[0]) for strides in problem.batch_strides)
             maps = tuple(TensorMap(name, g) for name, g in zip("qkv", operand_maps(problem, self.block_n)))
-            grid, section = items, 1
-            if self.persistent:
-                grid, section = min(items, dev.sm_count), l2_section(problem, dev)
-            launch = Launch(self.spec(problem.ctype), (grid,), (self.threads,),
+            launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
                             ("out", problem.lse_arg, *problem.shape_args[:2], problem.shape_args[3], np.int32(q_tiles),
-                             np.int32(items), np.int32(section), np.int32(problem.batch_count), problem.scale_log2,
-                             np.int32(problem.flags), *problem.mask_args, *units, *problem.layout_args, *maps),
+                             problem.scale_log2, np.int32(problem.flags), *problem.mask_args, *units,
+                             *problem.layout_args, *maps),
                             smem=self.smem_bytes)
             return Plan((launch,))
         launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
