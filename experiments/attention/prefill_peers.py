@@ -51,17 +51,16 @@ POINTS = [
     (64, 16, 16, 256, 256, False, None),
 ]
 # Other tiles per tile head dim, beside the default (its TMA tile, or the cp.async tile up to 512
-# keys a row at D64): the TMA tile without ping-pong, other shapes, and the cp.async tiles taken
-# where tensor maps cannot describe the operands
+# keys a row at D64): other TMA shapes, and the cp.async tiles taken where tensor maps cannot
+# describe the operands
 _CP = {h: [t for _, t in rules] for h, rules in select.WGMMA_PREFILL_CP_ASYNC.items()}
 TMA_CANDIDATES = {
     64: [W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True),
-         W(head_dim=64, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True), *_CP[64]],
-    96: [W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True), *_CP[96]],
-    128: [W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True),
-          W(head_dim=128, warpgroups=3, block_n=64, stages=2, tma=True),
-          W(head_dim=128, warpgroups=2, block_n=128, stages=3, tma=True, pingpong=True), *_CP[128]],
-    256: [W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True), *_CP[256]],
+         W(head_dim=64, warpgroups=2, block_n=128, stages=2, tma=True), *_CP[64]],
+    96: [W(head_dim=96, warpgroups=2, block_n=128, stages=3, tma=True), *_CP[96]],
+    128: [W(head_dim=128, warpgroups=3, block_n=64, stages=2, tma=True),
+          W(head_dim=128, warpgroups=2, block_n=128, stages=3, tma=True), *_CP[128]],
+    256: _CP[256],
 }
 
 
@@ -82,7 +81,7 @@ def flops(p):
 
 
 def tile_name(t):
-    return (f"{'tma' if t.tma else 'cp'} w{t.warpgroups} n{t.block_n} s{t.stages}" + (" pp" if t.pingpong else "")
+    return (f"{'tma' if t.tma else 'cp'} w{t.warpgroups} n{t.block_n} s{t.stages}"
             + ("" if t.wg_ranges else " blockranges") + (f" mb{t.min_blocks}" if t.min_blocks > 1 else ""))
 
 

@@ -517,8 +517,9 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
 // producer's registers to the consumers (TmaRegisters a thread). The maps are 3-D (columns,
 // rows, batch unit): rows past Nq / Nk are zero-filled, as the cp.async feed does; a batch
 // item's offset is a multiple of its operand's unit (q_unit, ... elements), so its coordinate
-// is offset / unit. PINGPONG: the consumer warpgroups take turns issuing their wgmmas
-// (consume_item). One (query tile, batch) work item a block (grid = items).
+// is offset / unit. The consumer warpgroups take turns issuing their wgmmas (consume_item's
+// ping-pong) and compute only their own rows' key tiles. One (query tile, batch) work item a
+// block (grid = items).
 template <int WARPGROUPS>
 struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K registers in all
     static constexpr int kProducer = WARPGROUPS == 2 ? 24 : 32;
@@ -527,7 +528,7 @@ struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K register
     static_assert((kProducer + WARPGROUPS * kConsumer) * 128 <= 65536, "the register file");
 };
 
-template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, bool WG_RANGES, bool PINGPONG>
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES>
 __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
     attention_fwd_wgmma_tma(T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int dv, int q_tiles,
                             float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi, int64 q_unit,
@@ -593,7 +594,7 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
         }
     } else {
         setmaxnreg_inc<TmaRegisters<WARPGROUPS>::kConsumer>();
-        consume_item<T, HD, BN, STAGES, WG_RANGES, PINGPONG ? WARPGROUPS : 0>(
+        consume_item<T, HD, BN, STAGES, true, WARPGROUPS>(
             feed, block_item(), q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags, softcap_log2, band);
     }
 #else

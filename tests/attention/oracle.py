@@ -8,7 +8,6 @@ output dtype's rounding floor.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import ml_dtypes
@@ -32,14 +31,14 @@ F32 = np.dtype(np.float32)
 ((_, D128_TILE),) = WGMMA_PREFILL_CP_ASYNC[128]
 ((_, D256_TILE),) = WGMMA_PREFILL_CP_ASYNC[256]
 # The default TMA-fed tile of each tile head dim (select.WGMMA_PREFILL, attention_fwd_wgmma_tma:
-# a producer warpgroup, two or three ping-ponged consumer warpgroups); tma_twin keeps a tile's
-# per-warpgroup or block-wide key ranges.
+# a producer warpgroup, two or three ping-ponged consumer warpgroups); tma_twin: the TMA tile of
+# a cp.async tile's head dim.
 TMA_TILES = {64: WGMMA_PREFILL[64][1][1], 96: WGMMA_PREFILL[96][0][1], 128: WGMMA_PREFILL[128][0][1],
              256: WGMMA_PREFILL[256][0][1]}
 
 
 def tma_twin(tile):
-    return dataclasses.replace(TMA_TILES[tile.head_dim], wg_ranges=tile.wg_ranges)
+    return TMA_TILES[tile.head_dim]
 
 
 def make_inputs(rng, n_q, n_k, d, dv, mode, dtype, batch=1, heads=2, group=2):

@@ -8,7 +8,6 @@ not a pytest module (no ``test_`` prefix).
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -48,10 +47,8 @@ WGMMA = [WGMMA_CASES[i] for i in (1, 3, 7, 9)] + [
     next(c for c in WGMMA_CASES if c[7] == D96_TILE),
     next(c for c in WGMMA_CASES if c[7] == D256_TILE),
 ]
-# the same on the TMA-fed kernel (producer warpgroup, mbarrier ring), with ping-pong turns on
-# every other case (the named barriers of the turns)
-WGMMA += [case[:7] + (dataclasses.replace(tma_twin(case[7]), pingpong=i % 2 == 1),) + case[8:]
-          for i, case in enumerate(WGMMA[:8])]
+# the same on the TMA-fed kernel (producer warpgroup, mbarrier ring, ping-pong turns)
+WGMMA += [case[:7] + (tma_twin(case[7]),) + case[8:] for case in WGMMA[:8]]
 # windows and softcap (test_window_softcap's table): a case a kernel family, with a forced key
 # split where the table has one (splits of the window's span)
 WINDOWED = [next((c for c in WINDOW_CASES if c.family == family and c.splits > 1),

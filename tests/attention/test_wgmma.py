@@ -2,7 +2,6 @@
 through its default rule and through ``config=`` on each of its default tiles."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -21,7 +20,7 @@ def _wgmma_id(case):
     n_q, n_k, d, dv, causal, mode, dtype, tile, lse = case
     return (f"{n_q}x{n_k}-d{d}-dv{dv}-{'causal' if causal else 'full'}-{mode}-{dtype.name}-"
             f"hd{tile.head_dim}w{tile.warpgroups}n{tile.block_n}s{tile.stages}b{tile.min_blocks}"
-            + ("" if tile.wg_ranges else "-blockranges") + ("-tma" if tile.tma else "") + ("-pp" if tile.pingpong else "")
+            + ("" if tile.wg_ranges else "-blockranges") + ("-tma" if tile.tma else "")
             + ("-lse" if lse else ""))
 
 
@@ -84,8 +83,6 @@ def test_wgmma_uniform_scores_isolate_p_v(cp, rng):
 # warpgroup's Q / K / V boxes, the mbarrier ring, skipped tiles released, zero-filled rows past
 # Nq / Nk from the 3-D maps).
 TMA_CASES = [case[:7] + (tma_twin(case[7]),) + case[8:] for case in WGMMA_CASES]
-# and without ping-pong turns (every third case: each head dim, causal and full, ragged tiles)
-TMA_CASES += [case[:7] + (dataclasses.replace(case[7], pingpong=False),) + case[8:] for case in TMA_CASES[::3]]
 
 
 @pytest.mark.parametrize("case", WGMMA_CASES + TMA_CASES, ids=_wgmma_id)

@@ -59,10 +59,10 @@ _W = FlashWgmmaTile
 # take the next tile up, zero-padded (D32 on D64, D80 on D96, D160-192 on D256).
 WGMMA_PREFILL = {
     64: ((512, _W(head_dim=64, warpgroups=2, block_n=64, stages=2, min_blocks=2)),
-         (math.inf, _W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True, pingpong=True))),
-    96: ((math.inf, _W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True)),),
-    128: ((math.inf, _W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True, pingpong=True)),),
-    256: ((math.inf, _W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True, pingpong=True)),),
+         (math.inf, _W(head_dim=64, warpgroups=3, block_n=128, stages=2, tma=True))),
+    96: ((math.inf, _W(head_dim=96, warpgroups=2, block_n=128, stages=2, tma=True)),),
+    128: ((math.inf, _W(head_dim=128, warpgroups=2, block_n=128, stages=2, tma=True)),),
+    256: ((math.inf, _W(head_dim=256, warpgroups=2, block_n=64, stages=2, tma=True)),),
 }
 # Where a tensor map cannot describe an operand (batch strides not a multiple of 16 bytes or
 # negative, rows overlapping): the cp.async tiles, every thread loading (H200 wgmma sweeps):

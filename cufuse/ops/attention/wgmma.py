@@ -66,10 +66,12 @@ def tma_refusal(problem, block_n: int = 64) -> str | None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FlashWgmmaTile:
-    """One ``attention_fwd_wgmma`` instantiation: ``warpgroups`` x 64 query rows a block, one
-    (query tile, batch) item a block, K/V tiles of ``block_n`` keys in a ``stages`` deep
-    cp.async ring; ``wg_ranges`` lets each warpgroup stop at its own key range (causal
-    diagonal, rows past Nq) instead of the block's."""
+    """One ``attention_fwd_wgmma`` / ``attention_fwd_wgmma_tma`` instantiation: ``warpgroups``
+    x 64 query rows a block, one (query tile, batch) item a block, K/V tiles of ``block_n`` keys
+    in a ``stages`` deep ring, filled by cp.async or (``tma``) by a producer warpgroup whose
+    consumers take turns issuing their wgmmas (ping-pong); ``wg_ranges`` lets each warpgroup
+    stop at its own key range (causal diagonal, rows past Nq) instead of the block's (always,
+    with ``tma``)."""
 
     head_dim: int  # 64, 96, 128 or 256, covering D and Dv
     warpgroups: int
@@ -78,7 +80,6 @@ class FlashWgmmaTile:
     min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
     wg_ranges: bool = True
     tma: bool = False  # a producer warpgroup loads Q, K and V through tensor maps (attention_fwd_wgmma_tma)
-    pingpong: bool = False  # (tma only) the consumer warpgroups take turns issuing their wgmmas
 
     @property
     def block_m(self) -> int:
@@ -103,7 +104,7 @@ class FlashWgmmaTile:
 
     def spec(self, dtype_ctype: str) -> KernelSpec:
         if self.tma:
-            args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.wg_ranges, self.pingpong)
+            args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages)
             return KernelSpec("attention/wgmma.cu", "attention_fwd_wgmma_tma", args, min_cc=WGMMA_MIN_CC)
         args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.wg_ranges)
         return KernelSpec("attention/wgmma.cu", "attention_fwd_wgmma", args, min_cc=WGMMA_MIN_CC)
@@ -112,8 +113,9 @@ class FlashWgmmaTile:
         if self.tma and (self.warpgroups not in TMA_WARPGROUPS or self.min_blocks != 1):
             raise ValueError(f"attention: argument 'config' expected a TMA tile of {TMA_WARPGROUPS} warpgroups and "
                              f"min_blocks 1, got {self.warpgroups} warpgroups, min_blocks {self.min_blocks}")
-        if self.pingpong and not self.tma:
-            raise ValueError("attention: argument 'config' expected pingpong only with tma, got a cp.async tile")
+        if self.tma and not self.wg_ranges:
+            raise ValueError("attention: argument 'config' expected a TMA tile with per-warpgroup key ranges "
+                             "(wg_ranges=True), got wg_ranges=False")
         problem.check_tile_head_dim(self.head_dim)
         if not dev.has_wgmma:
             raise ValueError(f"attention: argument 'config' asks for the wgmma kernel, which needs compute capability "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 
 from ..._core.device import ceil_div
 from ..._core.loader import KernelSpec
