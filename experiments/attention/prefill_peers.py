@@ -6,6 +6,7 @@ cuDNN backend on (B, H, N, D), the same random data, each timed with CUDA events
 warm-up (``time_cuda_budget``). Prints TFLOP/s (4 B Hq Nq Nk D, halved for causal, scaled by
 the visible fraction for windows) and each variant's ratio to FA4 and cuDNN; every cufuse
 output is compared with FA4's (max |diff| over max |ref|), so a fast wrong variant shows.
+Last, each class's minimum and median of the default against FA4 and cuDNN.
 A peer that fails (missing, unsupported) prints one line and the run goes on.
 
 Run on the GPU machine: ``source .peers/load.sh && python3 experiments/attention/prefill_peers.py
@@ -43,6 +44,15 @@ POINTS = [
     (8, 16, 16, 2048, 128, False, None),
     (16, 16, 16, 1024, 64, False, None),
     (2, 16, 16, 8192, 128, True, (1024, 0)),
+    (2, 16, 16, 8192, 128, True, (256, 0)),
+    (2, 16, 16, 8192, 128, True, (4096, 0)),
+    # the other points of anchors-h100.json: small grids, G 4 and 8 at long N, D96 full, D256 causal
+    (8, 16, 16, 1024, 128, True, None),
+    (4, 16, 16, 2048, 64, False, None),
+    (1, 32, 8, 32768, 128, True, None),
+    (1, 64, 8, 8192, 128, True, None),
+    (2, 16, 16, 8192, 96, False, None),
+    (2, 16, 16, 2048, 256, True, None),
     # short sequences (the D64 cp.async rung's keys, and where prologue and epilogue weigh)
     (32, 16, 16, 512, 64, True, None),
     (32, 16, 16, 1024, 64, False, None),
@@ -62,6 +72,14 @@ TMA_CANDIDATES = {
           W(head_dim=128, warpgroups=2, block_n=128, stages=3, tma=True), *_CP[128]],
     256: _CP[256],
 }
+
+
+def classes(p) -> list:
+    """The prefill classes a point belongs to (D, N, B x H, G, mask, window)."""
+    b, hq, hkv, n, d, causal, window = p
+    n_class = "N <= 2K" if n <= 2048 else "N 4K-8K" if n <= 8192 else "N > 8K"
+    mask = f"window {window[0]}" if window else ("causal" if causal else "full")
+    return [f"D{d}", n_class, "B x H <= 64" if b * hq <= 64 else "B x H > 64", f"G{hq // hkv}", mask]
 
 
 def label(p):
@@ -163,6 +181,17 @@ def main():
             ratios = " ".join(f"vs {k} {row['tflops'] / v:.2f}x" for k, v in peers.items() if v and k != name)
             err = f" err {row['error']:.1e}" if "error" in row else ""
             print(f"{label(p):34s} {name:18s} {row['tflops']:7.1f} TFLOP/s {ratios}{err}", flush=True)
+    summary = {}  # class -> peer -> ratios of cufuse's default
+    for p, result in zip((p for p in POINTS if args.only in label(p)), results):
+        rows = result["rows"]
+        for peer in ("FA4", "cuDNN"):
+            if "tflops" in rows.get("cufuse", {}) and "tflops" in rows.get(peer, {}):
+                for c in classes(p):
+                    summary.setdefault(c, {}).setdefault(peer, []).append(rows["cufuse"]["tflops"] / rows[peer]["tflops"])
+    print("class minimum (median) of cufuse's default against each peer")
+    for c, peers in summary.items():
+        print(f"  {c:14s} " + "  ".join(f"vs {peer} {min(r):.2f}x ({float(np.median(r)):.2f}x, {len(r)} points)"
+                                       for peer, r in peers.items()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
