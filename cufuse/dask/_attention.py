@@ -166,7 +166,9 @@ def _group_heads(q, k, v):
 
 def _sink_items(sinks, q, batch):
     """The sink logit of each of q's batch items, a Dask array chunked as q's leading dims."""
-    if not (hasattr(sinks, "dtype") and hasattr(sinks, "ndim")):
+    if isinstance(sinks, da.Array):  # a few logits: taken whole
+        sinks = sinks.compute()
+    elif not (hasattr(sinks, "dtype") and hasattr(sinks, "ndim")):
         sinks = np.asarray(sinks)
     heads = require_sinks(QUALIFIED, sinks, q.shape[:-2], batch)
     xp = array_module(sinks)

@@ -194,6 +194,8 @@ def test_dask_enable_gqa_and_no_batch(rng):
     out = cufuse.dask.attention(da.from_array(q[0, 0], chunks=(2, 8)), da.from_array(k[0, 0], chunks=(3, 8)),
                                 da.from_array(v[0, 0], chunks=(3, 8)), sinks=sinks[:1])
     np.testing.assert_allclose(out.compute(), naive(q[0, 0], k[0, 0], v[0, 0], sinks[:1])[0], rtol=1e-12, atol=1e-12)
+    out = cufuse.dask.attention(q, k, v, sinks=da.from_array(sinks, chunks=2), enable_gqa=True, causal=True)
+    np.testing.assert_allclose(out.compute(), expected, rtol=1e-12, atol=1e-12)
     with pytest.raises(TypeError, match="cufuse.dask.attention: argument 'sinks' expected dtype float32"):
         cufuse.dask.attention(da.from_array(q), da.from_array(q), da.from_array(q), sinks=np.zeros(6))
 
