@@ -100,7 +100,9 @@ __device__ __forceinline__ A fold_sink(A sink, A& m, A& l) {
     return f;
 }
 // The log2-unit float form of the 16-bit kernels.
-__device__ __forceinline__ float fold_sink_log2(float sink2, float& m, float& l) { return fold_sink<true>(sink2, m, l); }
+__device__ __forceinline__ float fold_sink_log2(float sink2, float& m, float& l) {
+    return fold_sink<true>(sink2, m, l);
+}
 
 // Soft-capping (Gemma 2, kSoftcap): a score s becomes c tanh(s scale / c). The kernels then
 // take scale / c as their score scale and multiply tanh's result by c (c log2 e in log2 units).

@@ -77,26 +77,29 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, s
     Raises
     ------
     TypeError
-        Non-float inputs or inputs of different dtypes; ``sinks`` not float32; ``causal`` / ``return_lse`` / ``enable_gqa`` without a
+        Non-float inputs or inputs of different dtypes; ``causal`` / ``return_lse`` / ``enable_gqa`` without a
         truth value; a ``scale`` or ``softcap`` that is not a real number; a ``window`` that is not None or a
-        pair; a foreign ``config``; an unusable ``out``; host and GPU inputs mixed.
+        pair; a foreign ``config``; an unusable ``out``; host and GPU inputs mixed;
+        ``sinks`` not float32.
     ValueError
         Inputs with fewer than 2 dims; k's head dim not q's, v's key count not k's, a head dim outside 1 to
         256; leading dims that do not broadcast (or heads that do not group with ``enable_gqa``); a
-        non-finite ``scale``; a non-positive ``softcap``; negative window sides; ``sinks`` not 1-D, not
-        contiguous, of a length not dividing q's batch items, or with q broadcast inside the batch; an ``out`` of another shape,
-        layout or device, or overlapping an input; on the GPU, a ``config`` that cannot run this call.
+        non-finite ``scale``; a non-positive ``softcap``; negative window sides; an ``out`` of another shape,
+        layout or device, or overlapping an input; on the GPU, a ``config`` that cannot run this call;
+        ``sinks`` not 1-D, not contiguous, of a length not dividing q's batch items, or with q broadcast
+        inside the batch.
 
     Notes
     -----
-    A row that sees no key is 0 (never NaN) with lse ``-inf`` (the sink's logit with ``sinks``). On the GPU a
-    sink is folded into the epilogue of one key split only (the first), so the lse merge of the splits is exact. NaN in the inputs propagates to the rows it
+    A row that sees no key is 0 (never NaN) with lse ``-inf``. NaN in the inputs propagates to the rows it
     touches. Accumulation is float32 (float64 for float64); the NumPy path computes in float64 and rounds
     once. With ``enable_gqa`` the grouped layout runs the same kernels as the broadcast form
     ``(..., Hkv, G, Nq, D)``. On the GPU, key tiles that the window or the causal mask hide from every row of
     a block are skipped; decode shapes (few queries, many keys) split the keys across blocks and merge the
     partials by their lse. Inputs are never copied: broadcast dims get stride 0, strided views pass their
     strides. Which kernel runs which shape: ``cufuse.ops.attention.select`` and docs/attention.md.
+    With ``sinks`` a row that sees no key has lse the sink's logit; on the GPU a sink is folded into the
+    epilogue of one key split only (the first), so the lse merge of the splits is exact.
 
     Examples
     --------

@@ -76,25 +76,26 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     Raises
     ------
     TypeError
-        Non-float or mixed dtypes; ``sinks`` not float32; a block_table or seq_lens that is not int32; flags without a truth value;
+        Non-float or mixed dtypes; a block_table or seq_lens that is not int32; flags without a truth value;
         a ``window`` or ``scale`` of another type; a foreign ``config``; an unusable ``out``; host and GPU
-        inputs mixed.
+        inputs mixed; ``sinks`` not float32.
     ValueError
         Arrays that are not 4-D (q, pages), 2-D (block_table) or 1-D (seq_lens); pages whose head dim, head
         count or page shape do not match, or whose last stride is not 1; Hkv not dividing Hq; no query; a
         table or lengths of another batch; array-likes with values outside int32; on the NumPy path (and on the
         GPU under ``CUFUSE_DEBUG=1``) a length outside 0 to ``max_pages * S`` or a page index outside
-        ``[0, P)`` among the pages a sequence uses; ``sinks`` not 1-D, not contiguous or of a length not
-        dividing Hq; invalid ``scale``, ``window`` or ``softcap`` values; an
-        ``out`` of another shape, layout or device, or overlapping an input.
+        ``[0, P)`` among the pages a sequence uses; invalid ``scale``, ``window`` or ``softcap`` values; an
+        ``out`` of another shape, layout or device, or overlapping an input; ``sinks`` not 1-D, not
+        contiguous or of a length not dividing Hq.
 
     Notes
     -----
-    A row that sees no key is 0 with lse -inf (the sink's logit with ``sinks``; the kernels fold a sink into
-    the first work unit of its sequence only, so the lse merge of the units is exact). The NumPy path gathers the pages and runs the float64 dense
+    A row that sees no key is 0 with lse -inf. The NumPy path gathers the pages and runs the float64 dense
     oracle, after checking every page index a sequence uses. On the GPU the kernels never read block_table or
     seq_lens on the host (no synchronisation), except under ``CUFUSE_DEBUG=1``, which checks the page indices
-    first. Design and measurements: docs/paged_attention.md.
+    first. Design and measurements: docs/paged_attention.md. With ``sinks`` a row that sees no key has lse
+    the sink's logit; the kernels fold a sink into its sequence's first work unit only, so the lse merge of
+    the units is exact.
 
     Examples
     --------

@@ -12,8 +12,9 @@ from ..._core.numpy_attention import attention
 def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
                     softcap=None, sinks=None, return_lse: bool = False):
     """float64 PagedAttention of q ``(B, Hq, Nq, D)`` over pages ``(P, Hkv, S, D)`` / ``(P, Hkv,
-    S, Dv)``; query head h uses KV head ``h // (Hq // Hkv)`` and sink ``sinks[h % H]``. Page indices are not checked here
-    (the public function does that). Returns ``out`` or ``(out, lse)``, both float64."""
+    S, Dv)``; query head h uses KV head ``h // (Hq // Hkv)`` and sink ``sinks[h % H]``. Page indices
+    are not checked here (the public function does that). Returns ``out`` or ``(out, lse)``, both
+    float64."""
     q = np.asarray(q, dtype=np.float64)
     n_seq, heads_q, n_q, head_dim = q.shape
     heads_kv = k_pages.shape[1]
