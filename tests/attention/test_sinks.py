@@ -124,7 +124,7 @@ def test_wgmma_feeds(cp, rng, tile):
 
 
 def test_keyless_rows_are_zero_with_the_sink_as_lse(cp, rng):
-    # Nq > Nk causal: the first Nq - Nk rows see no key: out exactly 0, lse exactly the sink
+    # Nq > Nk causal: the first Nq - Nk rows see no key: out exactly 0, lse the sink
     for dtype in (F16, F32):
         q, k, v = (cp.asarray(x) for x in make_inputs(rng, 20, 4, 64, 64, "mha", dtype))
         v[...] = np.nan  # never read by a keyless row
