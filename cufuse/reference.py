@@ -163,14 +163,35 @@ def visible_keys(keys: np.ndarray, n_q: int, n_k: int, causal: bool, window=None
     return visible
 
 
-def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap=None, return_lse: bool = False,
-              tile: int = 128):
+def sink_logits(sinks, q_lead: tuple, batch: tuple) -> np.ndarray:
+    """float64 ``batch + (1,)``: the sink logit of each output item; q's batch item b (C order
+    over its leading dims ``q_lead``) takes ``sinks[b % H]``, broadcast over the batch."""
+    sinks = np.asarray(sinks, dtype=np.float64).reshape(-1)
+    items = int(np.prod(q_lead, dtype=np.int64))
+    return np.broadcast_to(sinks[np.arange(items) % sinks.size].reshape(tuple(q_lead)), tuple(batch))[..., None]
+
+
+def fold_sink(m, l, sink):
+    """``(m', l', f)``: a row's max m and normaliser l (of exp(s - m)) with the sink logit joined as
+    one more key of value 0; f rescales the row's numerator. A row without keys (m = -inf) gets
+    m' = sink, l' = 1, f = 0."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        m2 = np.maximum(m, sink)
+        base = np.where(m2 == -np.inf, 0.0, m2)
+        f = np.where(m == -np.inf, 0.0, np.exp(m - base))
+        return m2, l * f + np.exp(sink - base), f
+
+
+def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap=None, sinks=None,
+              return_lse: bool = False, tile: int = 128):
     """float64 FlashAttention forward: ``softmax(q @ k^T * scale) @ v`` over key tiles.
 
     Leading dims broadcast. ``causal`` is bottom-right aligned: query i sees key j iff
     ``j <= i + Nk - Nq``; ``window`` (left, right) limits the keys around that position (see
     ``visible_keys``); ``softcap`` c replaces each scaled score s by ``c * tanh(s / c)``.
-    A row that sees no key gives 0 and lse ``-inf``.
+    ``sinks`` (H,): q's batch item b (C order over its leading dims) has the logit
+    ``sinks[b % H]``, one more key of value 0 in each of its rows' softmax (folded in at the end).
+    A row that sees no key gives 0 and lse ``-inf`` (the sink with sinks).
     Returns ``out`` or ``(out, lse)``; lse is float64 here (the public API casts it).
     """
     if tile < 1:
@@ -181,6 +202,7 @@ def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap
     n_q, head_dim = q.shape[-2:]
     n_k, head_dim_v = k.shape[-2], v.shape[-1]
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    sink = None if sinks is None else sink_logits(sinks, q.shape[:-2], batch)
     q = np.broadcast_to(q, batch + (n_q, head_dim))
     k = np.broadcast_to(k, batch + (n_k, head_dim))
     v = np.broadcast_to(v, batch + (n_k, head_dim_v))
@@ -204,10 +226,14 @@ def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap
             l = l * alpha + probs.sum(axis=-1)
             acc = acc * alpha[..., None] + np.matmul(probs, v[..., start:stop, :])
             m = m_new
+    seen = l > 0  # the row saw a key: else 0, also where v holds NaN
+    if sink is not None:
+        m, l, f = fold_sink(m, l, sink)
+        acc = acc * f[..., None]
     with np.errstate(invalid="ignore", divide="ignore"):
-        seen = l > 0
-        out = np.where(seen[..., None], acc / np.where(seen, l, 1.0)[..., None], 0.0)
-        lse = np.where(seen, m + np.log(np.where(seen, l, 1.0)), -np.inf)
+        total = l > 0
+        out = np.where(seen[..., None], acc / np.where(total, l, 1.0)[..., None], 0.0)
+        lse = np.where(total, m + np.log(np.where(total, l, 1.0)), -np.inf)
     # A NaN anywhere in a row's visible scores makes the whole row NaN.
     nan_rows = np.isnan(m) | np.isnan(l)
     out[nan_rows] = np.nan
@@ -244,11 +270,11 @@ def gather_pages(pages, table_row, length: int) -> np.ndarray:
 
 
 def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
-                    softcap=None, return_lse: bool = False, tile: int = 128):
+                    softcap=None, sinks=None, return_lse: bool = False, tile: int = 128):
     """float64 PagedAttention: each sequence's keys gathered from its pages, then ``attention``
     with the query heads grouped over the KV heads (q ``(B, Hq, Nq, D)``, pages ``(P, Hkv, S,
-    D)``, query head h uses KV head ``h // (Hq // Hkv)``). Page indices are not checked here
-    (the public function does that)."""
+    D)``, query head h uses KV head ``h // (Hq // Hkv)`` and the sink ``sinks[h % H]``). Page
+    indices are not checked here (the public function does that)."""
     q = np.asarray(q, dtype=np.float64)
     batch, heads_q, n_q, head_dim = q.shape
     heads_kv, head_dim_v = k_pages.shape[1], v_pages.shape[-1]
@@ -260,7 +286,7 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal: bool 
         v = gather_pages(v_pages, block_table[b], length).astype(np.float64)[:, None]
         grouped = q[b].reshape(heads_kv, heads_q // heads_kv, n_q, head_dim)
         o, row_lse = attention(grouped, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
-                               return_lse=True, tile=tile)
+                               sinks=sinks, return_lse=True, tile=tile)
         out[b], lse[b] = o.reshape(heads_q, n_q, head_dim_v), row_lse.reshape(heads_q, n_q)
     return (out, lse) if return_lse else out
 

@@ -336,5 +336,32 @@ __all__ = [
     "require_float",
     "require_ndim",
     "require_same_dtype",
+    "require_sinks",
     "require_writable",
 ]
+
+
+def require_sinks(fn: str, sinks, q_lead: tuple, batch: tuple) -> int:
+    """Attention ``sinks``: a 1-D contiguous float32 array of H >= 1 logits, H dividing the
+    batch items of q (its leading dims ``q_lead``, C order: item b takes ``sinks[b % H]``).
+    q's leading dims must not broadcast inside the call's ``batch`` (past leading 1s), so that
+    every output item has one q item, and its head. Returns H."""
+    if sinks.dtype != np.float32:
+        raise TypeError(f"{fn}: argument 'sinks' expected dtype float32, got {dtype_name(sinks.dtype)}")
+    if sinks.ndim != 1:
+        raise ValueError(f"{fn}: argument 'sinks' expected a 1-D array (one logit a query head), got shape "
+                         f"{sinks.shape}")
+    items = int(np.prod(q_lead, dtype=np.int64))
+    heads = sinks.shape[0]
+    if heads == 0 or items % heads:
+        raise ValueError(f"{fn}: argument 'sinks' expected a length >= 1 dividing q's {items} batch items "
+                         f"(leading dims {tuple(q_lead)}), got shape {sinks.shape}")
+    if heads > 1 and sinks.strides[0] != sinks.itemsize:
+        raise ValueError(f"{fn}: argument 'sinks' expected a contiguous array, got strides {sinks.strides}")
+    own = tuple(q_lead)
+    while own and own[0] == 1:
+        own = own[1:]
+    if heads > 1 and own and tuple(batch[len(batch) - len(own):]) != own:
+        raise ValueError(f"{fn}: argument 'sinks' expected q's leading dims {tuple(q_lead)} not broadcast inside "
+                         f"the batch {tuple(batch)} (each output item's query head), got a broadcast dim")
+    return heads

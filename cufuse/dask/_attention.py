@@ -10,6 +10,8 @@ weights)``. Chunks along batch, heads or queries alone are independent blocks. W
 bottom-right frame of the whole (query i sits at key position ``i + Nk - Nq``) holds: a
 block's rows split into runs (``_runs``) that see no key, or keys that one eager call on a
 slice of the block's keys gives in its own frame. ``softcap`` applies to every score alike.
+``sinks`` join the partials of the first key chunk only (its rows that see no key get lse =
+sink), so the lse merge counts each sink once.
 """
 from __future__ import annotations
 
@@ -21,15 +23,16 @@ import dask.array as da
 
 from .. import attention as _attention
 from .._core.dtypes import accumulator_dtype
-from .._core.validate import (require_bool, require_finite_real, require_float, require_same_dtype, require_softcap,
-                              require_window)
+from .._core.validate import (require_bool, require_finite_real, require_float, require_same_dtype, require_sinks,
+                              require_softcap, require_window)
 from ._common import array_module, as_dask, flatten, meta
 
 FN = "attention"
 QUALIFIED = f"cufuse.dask.{FN}"
 
 
-def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, enable_gqa=False, return_lse=False):
+def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, sinks=None, enable_gqa=False,
+              return_lse=False):
     """``cufuse.attention`` over Dask arrays of NumPy or CuPy chunks: a lazy ``out`` (and ``lse``).
 
     Parameters
@@ -46,6 +49,9 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
         Sliding window, as in ``cufuse.attention``.
     softcap : float, optional
         Score soft-capping, as in ``cufuse.attention``.
+    sinks : array, optional
+        float32 ``(H,)`` logits, as in ``cufuse.attention`` (q's batch item b takes ``sinks[b % H]``): a NumPy
+        array with NumPy chunks, a CuPy array with CuPy chunks. Only the first key chunk's partials take them.
     enable_gqa : bool, optional
         Grouped-query heads on axis -3, as in ``cufuse.attention``.
     return_lse : bool, optional
@@ -66,7 +72,7 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
     ValueError
         Inputs with fewer than 2 dims or a head dim across chunks; shapes that do not match or leading dims
         that do not broadcast (or heads that do not group with ``enable_gqa``); invalid ``scale``,
-        ``window`` or ``softcap`` values.
+        ``window`` or ``softcap`` values; ``sinks`` that ``cufuse.attention`` refuses.
 
     Notes
     -----
@@ -114,6 +120,7 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
     except ValueError:
         raise ValueError(f"{QUALIFIED}: arguments 'q', 'k', 'v' expected leading dims that broadcast (grouped-query "
                          f"heads: enable_gqa=True), got {shapes[0]}, {shapes[1]}, {shapes[2]}") from None
+    sink_items = None if sinks is None else _sink_items(sinks, q, batch)
     n_q, n_k, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     acc = accumulator_dtype(q.dtype)
     v = v.rechunk({v.ndim - 2: k.chunks[-2]})
@@ -130,6 +137,7 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
     partials = da.blockwise(
         _partial, partial_index, q, index(q, "qd"), k, index(k, "cd"), v, index(v, "ce"),
         da.arange(n_k, chunks=k.chunks[-2:-1]), "c", da.arange(n_q, chunks=q.chunks[-2:-1]), "q",
+        sink_items, None if sink_items is None else index(q, ""),
         adjust_chunks={"c": 1}, new_axes={"f": dv + 1}, concatenate=True, dtype=acc,
         meta=meta(q, acc, len(partial_index)), causal=causal, scale=scale, window=window, softcap=softcap, n_q=n_q,
         n_k=n_k)
@@ -156,21 +164,40 @@ def _group_heads(q, k, v):
     return q, k[..., None, :, :], v[..., None, :, :], ungroup
 
 
-def _partial(qb, kb, vb, key_positions, query_positions, causal, scale, window, softcap, n_q, n_k):
+def _sink_items(sinks, q, batch):
+    """The sink logit of each of q's batch items, a Dask array chunked as q's leading dims."""
+    if isinstance(sinks, da.Array):  # a few logits: taken whole
+        sinks = sinks.compute()
+    elif not (hasattr(sinks, "dtype") and hasattr(sinks, "ndim")):
+        sinks = np.asarray(sinks)
+    heads = require_sinks(QUALIFIED, sinks, q.shape[:-2], batch)
+    xp = array_module(sinks)
+    items = math.prod(q.shape[:-2])
+    return da.from_array(sinks[xp.arange(items) % heads].reshape(q.shape[:-2]), chunks=q.chunks[:-2],
+                         asarray=False)
+
+
+def _partial(qb, kb, vb, key_positions, query_positions, sink_items, causal, scale, window, softcap, n_q, n_k):
     """(1, ..., nq, Dv + 1) in the accumulator dtype: this block's queries over this block's
-    keys, and the lse."""
+    keys, and the lse; ``sink_items`` (the sink of each of qb's items, or None) in the first
+    key chunk's blocks only."""
     xp = array_module(qb)
     nq, nk = qb.shape[-2], kb.shape[-2]
     batch = np.broadcast_shapes(qb.shape[:-2], kb.shape[:-2], vb.shape[:-2])
     out = xp.zeros(batch + (nq, vb.shape[-1] + 1), dtype=accumulator_dtype(qb.dtype))
     out[..., -1] = -np.inf
+    sinks = None
+    if sink_items is not None and (len(key_positions) == 0 or int(key_positions[0]) == 0):
+        sinks = xp.ascontiguousarray(sink_items.reshape(-1))  # item b of the block takes sinks[b]
+        out[..., -1] = xp.broadcast_to(sink_items[..., None], batch + (nq,))  # rows that see no key
     shift = int(query_positions[0]) + (n_k - n_q) - int(key_positions[0]) if nq and nk else 0
     for (start, stop), (first, end), pad, run_causal, run_window in _runs(nq, nk, shift, causal, window):
         rows = qb[..., start:stop, :]
         if pad:  # rows appended after the run move its bottom-right frame back by ``pad`` keys
             rows = xp.concatenate([rows, xp.zeros(rows.shape[:-2] + (pad, rows.shape[-1]), rows.dtype)], axis=-2)
         _fill(out, start, stop, _attention(rows, kb[..., first:end, :], vb[..., first:end, :], scale=scale,
-                                           causal=run_causal, window=run_window, softcap=softcap, return_lse=True))
+                                           causal=run_causal, window=run_window, softcap=softcap, sinks=sinks,
+                                           return_lse=True))
     return out[None]
 
 

@@ -25,7 +25,8 @@ __global__ void __launch_bounds__(WARPS * 32)
                      float* __restrict__ partial_lse, int nq, int nk, int d, int dv, int splits,
                      int keys_per_split, float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi,
                      int64 q_row, int64 q_col, int64 k_row,
-                     int64 k_col, int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
+                     int64 k_col, int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS, const float* __restrict__ sinks,
+                     int sink_heads) {
     static_assert(HD % 8 == 0 && 256 % HD == 0, "head dim: 8 lanes x 16 bytes divide a warp load");
     constexpr int kLanesPerKey = HD / 8;
     constexpr int kKeysPerLoad = 32 / kLanesPerKey;
@@ -131,8 +132,11 @@ __global__ void __launch_bounds__(WARPS * 32)
     float total = 0.f;
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) total += warp_sum_s[w] * fast_exp2(warp_max_s[w] - base);
-    const bool empty = total == 0.f;
-    const float inv = empty ? 0.f : 1.f / total;
+    const bool empty = total == 0.f;  // no key: 0, also where v holds NaN
+    float row_m = block_max, f = 1.f;
+    if (sinks != nullptr && split == 0)  // split 0 alone carries the sink
+        f = fold_sink_log2(sink_logit(sinks, sink_heads, batch) * kLog2e, row_m, total);
+    const float inv = empty ? 0.f : f / total;
     const int64 out_row = batch * nq + row;
     const int64 part_row = (split * batch_count + batch) * nq + row;
     for (int c = threadIdx.x; c < dv; c += WARPS * 32) {
@@ -144,7 +148,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         else out[out_row * dv + c] = from_accum<T>(x);
     }
     if (threadIdx.x == 0) {
-        const float row_lse = empty ? kNegInf : (block_max + __log2f(total)) * kLn2;
+        const float row_lse = total == 0.f ? kNegInf : (row_m + __log2f(total)) * kLn2;
         if (splits > 1) partial_lse[part_row] = row_lse;
         else if (flags & kWriteLse) lse[out_row] = row_lse;
     }

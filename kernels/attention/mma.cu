@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                       int group_queries, int64 q_group, int splits, int keys_per_split, float scale_log2, int flags,
                       float softcap_log2, int band_lo, int band_hi, int64 q_row, int64 q_col, int64 k_row,
                       int64 k_col, int64 v_row, int64 v_col,
-                      BATCH_LAYOUT_PARAMS) {
+                      BATCH_LAYOUT_PARAMS, const float* __restrict__ sinks, int sink_heads) {
     static_assert(HD % 32 == 0 && BN % 16 == 0 && STAGES >= 2, "tile shape");
     constexpr int kThreads = WARPS * 32;
     constexpr int kBlockM = 16 * (KEY_WARPS ? 1 : WARPS) * MT;
@@ -444,11 +444,17 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const float l = quad_sum(row_sum[mt][h]);
+            float l = quad_sum(row_sum[mt][h]);
             const int stage_row = mt * 16 + lane / 4 + h * 8;
             const int row = m0 + warp_row0 + stage_row;
-            const bool empty = l == 0.f;
-            const float inv = empty ? 0.f : 1.f / l;
+            const bool empty = l == 0.f;  // no key: 0, also where v holds NaN
+            float row_m = row_max[mt][h], f = 1.f;
+            if (sinks != nullptr && split == 0) {  // split 0 alone carries the sink; packed rows: their group's head
+                int64 item = batch;
+                if constexpr (KEY_WARPS) item = batch * (nq / group_queries) + row / group_queries;
+                f = fold_sink_log2(sink_logit(sinks, sink_heads, item) * kLog2e, row_m, l);
+            }
+            const float inv = empty ? 0.f : f / l;
             // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
             auto o_value = [&](int j, int e) { return empty ? 0.f : o_acc[mt][j][2 * h + e] * inv; };
             if (!write_partial) {
@@ -458,8 +464,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                         pack2<T>(o_value(j, 0), o_value(j, 1));
             }
             if (row >= nq) continue;
-            const float m = row_max[mt][h] == kNegInf ? 0.f : row_max[mt][h];
-            const float row_lse = empty ? kNegInf : (m + __log2f(l)) * kLn2;
+            const float m = row_m == kNegInf ? 0.f : row_m;
+            const float row_lse = l == 0.f ? kNegInf : (m + __log2f(l)) * kLn2;
             const int64 out_row = batch * nq + row;
             const int64 part_row = (split * batch_count + batch) * nq + row;
             if (write_partial) {

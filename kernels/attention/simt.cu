@@ -18,7 +18,8 @@ __global__ void __launch_bounds__(WARPS * 32)
                        T* __restrict__ out, accum_t<T>* __restrict__ lse, int nq, int nk, int d, int dv,
                        int q_tiles, T scale, int flags, T softcap, int band_lo, int band_hi,
                        int64 q_row, int64 q_col, int64 k_row, int64 k_col,
-                       int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS) {
+                       int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS, const float* __restrict__ sinks,
+                       int sink_heads) {
     using A = accum_t<T>;
     constexpr int kMaxHead = 256, kColsPerLane = kMaxHead / 32;
     __shared__ A q_s[WARPS][kMaxHead];
@@ -72,7 +73,12 @@ __global__ void __launch_bounds__(WARPS * 32)
             }
         }
     }
-    const bool empty = row_sum == A(0);
+    const bool empty = row_sum == A(0);  // no key: 0, also where v holds NaN
+    if (sinks != nullptr) {  // natural units here
+        const A f = fold_sink<false>(A(sink_logit(sinks, sink_heads, batch)), row_max, row_sum);
+#pragma unroll
+        for (int i = 0; i < kColsPerLane; ++i) acc[i] *= f;
+    }
     const int64 out_row = batch * nq + row;
 #pragma unroll
     for (int i = 0; i < kColsPerLane; ++i) {
@@ -81,7 +87,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     if ((flags & kWriteLse) && lane == 0) {
         const A base = row_max == neg_inf ? A(0) : row_max;
-        lse[out_row] = empty ? neg_inf : base + exact_log(row_sum);
+        lse[out_row] = row_sum == A(0) ? neg_inf : base + exact_log(row_sum);
     }
 }
 

@@ -232,7 +232,8 @@ struct TmaFeed {
 template <typename T, int HD, int BN, int STAGES, bool WG_RANGES, int PINGPONG, typename Feed>
 __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T* q_s, const T* k_s, const T* v_s,
                                              T* out, float* lse, int nq, int nk, int dv, float scale_log2, int flags,
-                                             float softcap_log2, const KeyBand& band) {
+                                             float softcap_log2, const KeyBand& band, const float* sinks,
+                                             int sink_heads) {
     constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems;
     constexpr unsigned kVDescK16 = 2 * 1024 / 16;  // V descriptor advance per k16: two 8-key atoms
     const float kNegInf = neg_infinity<float>();
@@ -444,16 +445,18 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const int stage_row = warp * 16 + lane / 4 + h * 8;
         const int row = cur.m0 + wg * 64 + stage_row;
-        const bool empty = l == 0.f;
-        const float inv = empty ? 0.f : 1.f / l;
+        const bool empty = l == 0.f;  // no key: 0, also where v holds NaN
+        float row_m = row_max[h], f = 1.f;
+        if (sinks != nullptr) f = fold_sink_log2(sink_logit(sinks, sink_heads, cur.batch) * kLog2e, row_m, l);
+        const float inv = empty ? 0.f : f / l;
         // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
 #pragma unroll
         for (int j = 0; j < HD / 8; ++j)
             *reinterpret_cast<unsigned*>(o_stage + kmajor_atom_offset<64>(stage_row, j * 8 + (lane % 4) * 2)) =
                 pack2<T>(empty ? 0.f : o[4 * j + 2 * h] * inv, empty ? 0.f : o[4 * j + 2 * h + 1] * inv);
         if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) {
-            const float m = row_max[h] == kNegInf ? 0.f : row_max[h];
-            lse[cur.batch * nq + row] = empty ? kNegInf : (m + __log2f(l)) * kLn2;
+            const float m = row_m == kNegInf ? 0.f : row_m;
+            lse[cur.batch * nq + row] = l == 0.f ? kNegInf : (m + __log2f(l)) * kLn2;
         }
     }
     warpgroup_barrier(wg);  // staged rows visible to the whole warpgroup (the others need not wait)
@@ -482,7 +485,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
                         T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int d, int dv, int q_tiles,
                         int items, float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi,
                         int64 q_row, int64 k_row, int64 v_row,
-                        BATCH_LAYOUT_PARAMS) {
+                        BATCH_LAYOUT_PARAMS, const float* __restrict__ sinks, int sink_heads) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(HD % 32 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
     constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems;
@@ -503,7 +506,7 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     feed.begin(cur, q, k, v, q_s, nq, nk, d, dv, q_row);
     if (item < items)  // always true (grid = items); without the test the PTX changes
         consume_item<T, HD, BN, STAGES, WG_RANGES, 0>(feed, cur, q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags,
-                                                      softcap_log2, band);
+                                                      softcap_log2, band, sinks, sink_heads);
     feed.end();
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
@@ -534,7 +537,8 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
                             float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi, int64 q_unit,
                             int64 k_unit, int64 v_unit, BATCH_LAYOUT_PARAMS,
                             const __grid_constant__ TmaDescriptor q_map, const __grid_constant__ TmaDescriptor k_map,
-                            const __grid_constant__ TmaDescriptor v_map) {
+                            const __grid_constant__ TmaDescriptor v_map, const float* __restrict__ sinks,
+                            int sink_heads) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(HD % 32 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
     constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems, kAtoms = kRowElems / WGMMA_ATOM_N;
@@ -595,7 +599,8 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
     } else {
         setmaxnreg_inc<TmaRegisters<WARPGROUPS>::kConsumer>();
         consume_item<T, HD, BN, STAGES, true, WARPGROUPS>(
-            feed, block_item(), q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags, softcap_log2, band);
+            feed, block_item(), q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags, softcap_log2, band, sinks,
+            sink_heads);
     }
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)

@@ -71,6 +71,39 @@ template <typename A> __device__ __forceinline__ A exact_tanh(A x) {
     if constexpr (sizeof(A) == 4) return tanhf(x); else return tanh(x);
 }
 
+// Attention sinks (gpt-oss): a learned logit of the row's head joins its softmax as one more key
+// whose value is 0. A kernel folds it into the row's (max m, sum l) in its epilogue, in one key
+// split only (split 0): the lse merge of the splits then gives the exact result. `sinks` null:
+// none (every kernel tests that first, so the calls without sinks run as before).
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The sink of batch item `item` (the host's flat item, times the packed group plus the row's
+// group for packed rows): sinks[item % heads].
+__device__ __forceinline__ float sink_logit(const float* sinks, int heads, int64 item) {
+    return __ldg(sinks + item % heads);
+}
+
+// Folds the sink `sink` (in m's units: log2 with LOG2, MUFU ex2; else natural, IEEE exp) into a
+// row's max m and sum l (of exp(s - m)); returns the factor of the row's unnormalised O. A row
+// without keys (m = -inf, l = 0) gets m = sink, l = 1 and factor 0; a -inf sink changes nothing.
+template <bool LOG2, typename A>
+__device__ __forceinline__ A fold_sink(A sink, A& m, A& l) {
+    auto exp_of = [](A x) {
+        if constexpr (LOG2) return fast_exp2(x);
+        else return exact_exp(x);
+    };
+    const A m2 = m > sink ? m : sink;  // a NaN sink leaves m, its exp makes l NaN
+    const A base = m2 == neg_infinity<A>() ? A(0) : m2;
+    const A f = m == neg_infinity<A>() ? A(0) : exp_of(m - base);
+    l = l * f + exp_of(sink - base);
+    m = m2;
+    return f;
+}
+// The log2-unit float form of the 16-bit kernels.
+__device__ __forceinline__ float fold_sink_log2(float sink2, float& m, float& l) {
+    return fold_sink<true>(sink2, m, l);
+}
+
 // Soft-capping (Gemma 2, kSoftcap): a score s becomes c tanh(s scale / c). The kernels then
 // take scale / c as their score scale and multiply tanh's result by c (c log2 e in log2 units).
 

@@ -31,7 +31,8 @@ __global__ void __launch_bounds__(128)
                         int page_size, int max_keys, int row_blocks, int target_units, int min_chunk, float qk_scale,
                         float softcap_log2, int left, int right, int flags, int64 q_batch, int64 q_head, int64 q_row,
                         int64 q_col, int64 k_page, int64 k_head, int64 k_row, int64 v_page, int64 v_head,
-                        int64 v_row, int64 table_row, int64 table_col, int64 lens_stride) {
+                        int64 v_row, int64 table_row, int64 table_col, int64 lens_stride,
+                        const float* __restrict__ sinks, int sink_heads) {
     constexpr int kThreads = 128, kWarps = 4;
     constexpr int kKeyWarps = kWarps / ROW_WARPS;
     constexpr int kWarpKeys = BN / kKeyWarps;
@@ -280,30 +281,40 @@ __global__ void __launch_bounds__(128)
     const bool direct = unit.count == 1;
     const int64 head_row0 = static_cast<int64>(direct ? b : blockIdx.x) * heads_kv * rows + head * rows + row0;
     const int block_rows = min(kBlockRows, rows - row0);
-    auto merged = [&](int r, float& base, float& total) {
-        float m = kNegInf;
+    const bool sink_unit = sinks != nullptr && blockIdx.x == unit.first;  // a sequence's first unit carries the sink
+    // Row r's merged (max m, sum total) over the key warps, O's shift `base`, the sink folded into m and total;
+    // returns O's factor, `empty`: the row saw no key.
+    auto merged = [&](int r, float& base, float& m, float& total, bool& empty) {
+        m = kNegInf;
 #pragma unroll
         for (int w = 0; w < kKeyWarps; ++w) m = fmaxf(m, max_s[w][r]);
         base = m == kNegInf ? 0.f : m;
         total = 0.f;
 #pragma unroll
         for (int w = 0; w < kKeyWarps; ++w) total += sum_s[w][r] * fast_exp2(max_s[w][r] - base);
+        empty = total == 0.f;
+        const int hq = head * group + (row0 + r) / nq;
+        return sink_unit ? attention::fold_sink_log2(attention::sink_logit(sinks, sink_heads, hq) * attention::kLog2e,
+                                                     m, total)
+                         : 1.f;
     };
     for (int idx = threadIdx.x; idx < block_rows * dv; idx += kThreads) {
         const int r = idx / dv, c = idx % dv;
-        float base, total;
-        merged(r, base, total);
+        float base, m, total;
+        bool empty;
+        const float f = merged(r, base, m, total, empty);
         float x = 0.f;
 #pragma unroll
         for (int w = 0; w < kKeyWarps; ++w) x += o_stage[(w * kBlockRows + r) * HD + c] * fast_exp2(max_s[w][r] - base);
-        x = total == 0.f ? 0.f : x / total;  // explicit 0 for a row that saw no key
+        x = empty ? 0.f : x * f / total;  // explicit 0 for a row that saw no key
         if (direct) out[(head_row0 + r) * dv + c] = from_accum<T>(x);
         else partial_o[(head_row0 + r) * dv + c] = x;
     }
     for (int r = threadIdx.x; r < block_rows; r += kThreads) {
-        float base, total;
-        merged(r, base, total);
-        const float row_lse = total == 0.f ? kNegInf : (base + __log2f(total)) * kLn2;
+        float base, m, total;
+        bool empty;
+        merged(r, base, m, total, empty);
+        const float row_lse = total == 0.f ? kNegInf : ((m == kNegInf ? 0.f : m) + __log2f(total)) * kLn2;
         if (!direct) partial_lse[head_row0 + r] = row_lse;
         else if (flags & kWriteLse) lse[head_row0 + r] = row_lse;
     }

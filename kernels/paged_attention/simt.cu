@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(WARPS * 32)
                          int page_size, int max_keys, T scale, T softcap, int left, int right, int flags,
                          int64 q_batch, int64 q_head, int64 q_row, int64 q_col, int64 k_page, int64 k_head,
                          int64 k_row, int64 v_page, int64 v_head, int64 v_row, int64 table_row, int64 table_col,
-                         int64 lens_stride) {
+                         int64 lens_stride, const float* __restrict__ sinks, int sink_heads) {
     using A = accum_t<T>;
     constexpr int kMaxHead = 256, kColsPerLane = kMaxHead / 32;
     __shared__ A q_s[WARPS][kMaxHead];
@@ -76,13 +76,18 @@ __global__ void __launch_bounds__(WARPS * 32)
                 if (lane + 32 * c < dv) acc[c] += pt * to_accum(v_g[lane + 32 * c]);
         }
     }
-    const bool empty = row_sum == A(0);
+    const bool empty = row_sum == A(0);  // no key: 0, also where v holds NaN
+    if (sinks != nullptr) {  // natural units here
+        const A f = attention::fold_sink<false>(A(attention::sink_logit(sinks, sink_heads, hq)), row_max, row_sum);
+#pragma unroll
+        for (int c = 0; c < kColsPerLane; ++c) acc[c] *= f;
+    }
 #pragma unroll
     for (int c = 0; c < kColsPerLane; ++c)
         if (lane + 32 * c < dv) out[row * dv + lane + 32 * c] = from_accum<T>(empty ? A(0) : acc[c] / row_sum);
     if ((flags & kWriteLse) && lane == 0) {
         const A base = row_max == neg_inf ? A(0) : row_max;
-        lse[row] = empty ? neg_inf : base + exact_log(row_sum);
+        lse[row] = row_sum == A(0) ? neg_inf : base + exact_log(row_sum);
     }
 }
 

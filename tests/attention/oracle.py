@@ -55,10 +55,10 @@ def make_inputs(rng, n_q, n_k, d, dv, mode, dtype, batch=1, heads=2, group=2):
     return q, k, v
 
 
-def naive_in_dtype(q, k, v, causal, scale, dtype, window=None, softcap=None):
+def naive_in_dtype(q, k, v, causal, scale, dtype, window=None, softcap=None, sinks=None):
     """softmax(q k^T * scale) v with every intermediate rounded to ``dtype`` (float32 math);
     ``softcap`` c maps each scaled score s to c * tanh(s / c) (rounded too), ``window`` masks
-    as ``reference.visible_keys``."""
+    as ``reference.visible_keys``; ``sinks`` append each item's logit as a key of value 0."""
     def rnd(x):
         return x.astype(dtype).astype(np.float32)
 
@@ -71,39 +71,50 @@ def naive_in_dtype(q, k, v, causal, scale, dtype, window=None, softcap=None):
     visible = reference.visible_keys(np.arange(n_k), n_q, n_k, causal, window)
     if visible is not None:
         scores = np.where(visible, scores, -np.inf)
+    if sinks is not None:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        column = reference.sink_logits(sinks, q.shape[:-2], batch).astype(np.float32)[..., None]
+        scores = np.concatenate([scores, np.broadcast_to(column, scores.shape[:-1] + (1,))], axis=-1)
     with np.errstate(invalid="ignore"):
         m = scores.max(axis=-1, keepdims=True)
         p = np.where(np.isfinite(m), np.exp(scores - np.where(np.isfinite(m), m, 0)), 0)
         total = p.sum(axis=-1, keepdims=True)
         p = rnd(np.where(total > 0, p / np.where(total > 0, total, 1), 0))
+    if sinks is not None:
+        p = p[..., :-1]
     return rnd(np.matmul(p, v32))
 
 
-def error_budget(q, k, v, ref, causal, scale, window=None, softcap=None):
+def error_budget(q, k, v, ref, causal, scale, window=None, softcap=None, sinks=None):
     """``(naive error, floor)`` of FlashAttention's rule for the oracle's result ``ref``: a
     kernel passes with a max error up to ``2 * naive error + floor``."""
     dtype = q.dtype
-    naive = naive_in_dtype(q, k, v, causal, scale, dtype, window, softcap)
+    naive = naive_in_dtype(q, k, v, causal, scale, dtype, window, softcap, sinks)
     naive_err = np.abs(naive.astype(np.float64) - ref).max(initial=0)
     floor = 2 * np.abs((ref + 0.3 - 0.3).astype(dtype).astype(np.float64) - ref).max(initial=0) + 1e-5
     return naive_err, floor
 
 
 def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None, config=None, to_device=None,
-                         enable_gqa=False, window=None, softcap=None):
+                         enable_gqa=False, window=None, softcap=None, sinks=None):
     """Run the kernel on (q, k, v), compare with the float64 oracle by FlashAttention's rule.
     ``to_device`` maps each operand to the device array the kernel gets (default
     ``cp.asarray``; e.g. a strided view). ``enable_gqa``: q ``(..., Hkv, G, Nq, D)`` and k / v
     ``(..., Hkv, 1, Nk, D)`` run as the 4-D grouped-query form ``(..., Hkv * G, Nq, D)`` over
     ``(..., Hkv, Nk, D)``. ``window`` / ``softcap`` go to the oracle, the naive computation
-    and the kernel; with a window, rows that see no key must also be exactly 0. Returns a
-    list of failure messages (empty when it passes)."""
+    and the kernel; with a window, rows that see no key must also be exactly 0. ``sinks``
+    (float32 NumPy ``(H,)``) go to the oracle, the naive computation and the kernel (a CuPy
+    copy); rows that see no key must then be 0 with lse the sink. Returns a list of failure
+    messages (empty when it passes)."""
     to_device = to_device or cp.asarray
     dtype = q.dtype
     scale_value = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     ref, ref_lse = reference.attention(q, k, v, causal=causal, scale=scale_value, window=window, softcap=softcap,
-                                       return_lse=True)
+                                       sinks=sinks, return_lse=True)
+    _, keys_lse = reference.attention(q, k, v, causal=causal, scale=scale_value, window=window, return_lse=True)
     kwargs = dict(causal=causal, scale=scale, window=window, softcap=softcap, return_lse=return_lse, config=config)
+    if sinks is not None:
+        kwargs["sinks"] = cp.asarray(sinks)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     operands = [to_device(x) for x in (q, k, v)]
     out_shape = batch + (q.shape[-2], v.shape[-1])
@@ -122,11 +133,11 @@ def check_against_oracle(cp, q, k, v, *, causal, return_lse, use_out, scale=None
     failures = []
     if not np.isfinite(got).all():
         failures.append(f"{np.count_nonzero(~np.isfinite(got))} non-finite outputs")
-    if window is not None:
-        keyless = np.broadcast_to(np.isneginf(ref_lse)[..., None], got.shape)
+    if window is not None or sinks is not None:
+        keyless = np.broadcast_to(np.isneginf(keys_lse)[..., None], got.shape)
         if np.any(got[keyless] != 0):
             failures.append(f"{np.count_nonzero(got[keyless] != 0)} nonzero outputs in rows that see no key")
-    naive_err, floor = error_budget(q, k, v, ref, causal, scale_value, window, softcap)
+    naive_err, floor = error_budget(q, k, v, ref, causal, scale_value, window, softcap, sinks)
     err = np.abs(got - ref).max(initial=0)
     if not err <= 2 * naive_err + floor:
         failures.append(f"max error {err:.3g} > 2 * naive {naive_err:.3g} + floor {floor:.3g}")

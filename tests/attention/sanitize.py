@@ -56,6 +56,15 @@ WINDOWED = [next((c for c in WINDOW_CASES if c.family == family and c.splits > 1
             for family in dict.fromkeys(c.family for c in WINDOW_CASES)]
 # the streams on strided rows: D64 2 blocks/SM causal with keyless rows, D128 Dv < D causal
 STREAMS = [STREAM_CASES[0], STREAM_CASES[4]]
+# sinks (one logit a batch item) through the default kernels: split decode + merge, the packed
+# decode tile, a prefill with keyless rows (Nq > Nk), SIMT; and the TMA-fed wgmma tile
+SINK_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, config or None)
+    (1, 3000, 128, 128, False, "mha", BF16, None),
+    (2, 900, 64, 64, True, "gqa", F16, None),
+    (130, 70, 128, 96, True, "mha", BF16, None),
+    (37, 41, 40, 24, True, "gqa", F32, None),
+    (200, 300, 64, 64, True, "mha", F16, "tma"),
+]
 
 
 def report(case, failures) -> bool:
@@ -91,6 +100,16 @@ def main() -> int:
         failed += report(c, check_against_oracle(cupy, q, k, v, causal=c.causal, return_lse=c.return_lse,
                                                  use_out=c.use_out, scale=c.scale, config=case_config(c, dev),
                                                  enable_gqa=c.enable_gqa, window=c.window, softcap=c.softcap))
+    for case in SINK_CASES:
+        n_q, n_k, d, dv, causal, mode, dtype, config = case
+        if config == "tma":
+            if not dev.has_wgmma:
+                continue
+            config = tma_twin(D64_SHORT)
+        q, k, v = make_inputs(rng, n_q, n_k, d, dv, mode, dtype)
+        sinks = (2 * rng.standard_normal(int(np.prod(q.shape[:-2])))).astype(np.float32)
+        failed += report(case, check_against_oracle(cupy, q, k, v, causal=causal, return_lse=True, use_out=True,
+                                                    config=config, sinks=sinks))
     cupy.cuda.get_current_stream().synchronize()
     return 1 if failed else 0
 

@@ -49,11 +49,13 @@ def test_plan_passes_the_kernel_arguments_in_order():
     assert launch.spec.name == "attention_fwd_wgmma_tma" and launch.block == (384,)
     assert launch.grid == (8 * 32,)  # 8 query tiles of 128 rows x 32 heads
     args = launch.args
-    # out, lse, nq, nk, dv, q_tiles, scale, flags, softcap, band (2), units (3), layout (15), maps (3)
-    assert len(args) == 32 and args[:2] == ("out", "lse")
+    # out, lse, nq, nk, dv, q_tiles, scale, flags, softcap, band (2), units (3), layout (15), maps (3),
+    # sinks (pointer, H)
+    assert len(args) == 34 and args[:2] == ("out", "lse")
     assert [int(a) for a in args[2:6]] == [N, N, 128, 8]
     assert [int(a) for a in args[11:14]] == [128000, 128000, 128000]
-    assert [a.name for a in args[-3:] if isinstance(a, TensorMap)] == ["q", "k", "v"]
+    assert [a.name for a in args[-5:-2] if isinstance(a, TensorMap)] == ["q", "k", "v"]
+    assert [int(a) for a in args[-2:]] == [0, 0]  # no sinks: a null pointer
     # Q, two K and two V stages of 128 x 128, 9 mbarriers, the alignment slack
     assert launch.smem == (128 + 4 * 128) * 128 * 2 + 9 * 8 + 1024
 

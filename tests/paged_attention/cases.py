@@ -61,8 +61,11 @@ def compare(cp, q, k_pages, v_pages, table, lens, *, use_out=True, config=None, 
     dtype = q.dtype
     ref, ref_lse = reference.attention_paged(q, k_pages, v_pages, table, lens, return_lse=True, **kwargs)
     out = poisoned(cp, ref.shape, dtype) if use_out else None
+    gpu_kwargs = dict(kwargs)
+    if kwargs.get("sinks") is not None:
+        gpu_kwargs["sinks"] = cp.asarray(kwargs["sinks"])
     got, lse = attention_paged(cp.asarray(q), to_device(cp, k_pages), to_device(cp, v_pages), cp.asarray(table),
-                               cp.asarray(lens), return_lse=True, out=out, config=config, **kwargs)
+                               cp.asarray(lens), return_lse=True, out=out, config=config, **gpu_kwargs)
     failures = []
     if use_out and got is not out:
         failures.append("out was not returned")

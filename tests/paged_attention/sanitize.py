@@ -25,6 +25,9 @@ CASES = [
     (BF16, 256, 256, 8, 1, 9, 7, [520, 2], "phsd", {"softcap": 20.0}),  # 4 row warps, 2 row blocks
     (F16, 59, 40, 2, 1, 3, 16, [600, 11], "phsd", {"causal": False}),  # element loads
     (F32, 40, 24, 4, 2, 2, 5, [60, 0], "pshd", {}),  # simt
+    # sinks (one logit a query head), folded into each sequence's first unit
+    (BF16, 128, 128, 4, 2, 3, 16, [900, 0, 2], "phsd", {"sinks": np.float32([0.5, -1.0, 2.0, 0.0])}),
+    (F32, 40, 24, 4, 2, 2, 5, [60, 0], "pshd", {"sinks": np.float32([1.0, -2.0])}),
 ]
 
 

@@ -14,7 +14,7 @@ from ..._core.dtypes import accumulator_dtype
 from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
 from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_finite_real, require_float,
-                               require_ndim, require_same_dtype, require_softcap, require_window)
+                               require_ndim, require_same_dtype, require_sinks, require_softcap, require_window)
 from .decode import DecodeTile
 from .mma import FlashMmaTile
 from ..._core import numpy_attention
@@ -27,8 +27,8 @@ MAX_HEAD_DIM = 256
 VARIANTS = (FlashMmaTile, FlashWgmmaTile, DecodeTile, SimtRows)  # what ``config=`` takes
 
 
-def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, enable_gqa=False, return_lse=False,
-              out=None, config=None):
+def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, sinks=None, enable_gqa=False,
+              return_lse=False, out=None, config=None):
     """FlashAttention forward: ``softmax(q @ k^T * scale) @ v`` without materialising the score matrix.
 
     Parameters
@@ -50,6 +50,11 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
         None on a side (or for the whole) is unlimited; ``causal`` caps right at 0.
     softcap : float, optional
         Replaces each scaled score s by ``c * tanh(s / c)`` before the softmax (Gemma 2); a positive number.
+    sinks : array, optional
+        float32 ``(H,)``, one learned logit a query head (attention sinks): it joins every row's softmax as one
+        more key whose value is 0, and the lse includes it. The batch items of q (C order over its leading
+        dims) take ``sinks[b % H]``: ``(Hq,)`` for q ``(B, Hq, Nq, D)`` or with ``enable_gqa``, ``(Hkv * G,)``
+        for the broadcast form ``(B, Hkv, G, Nq, D)``. H divides q's batch items; contiguous, on q's side.
     enable_gqa : bool, optional
         SDPA's name: also take grouped-query heads on axis -3, q ``(..., Hq, Nq, D)``, k / v
         ``(..., Hkv, Nk, D)`` with ``Hq % Hkv == 0``; query head h uses key / value head ``h // (Hq // Hkv)``.
@@ -74,12 +79,15 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
     TypeError
         Non-float inputs or inputs of different dtypes; ``causal`` / ``return_lse`` / ``enable_gqa`` without a
         truth value; a ``scale`` or ``softcap`` that is not a real number; a ``window`` that is not None or a
-        pair; a foreign ``config``; an unusable ``out``; host and GPU inputs mixed.
+        pair; a foreign ``config``; an unusable ``out``; host and GPU inputs mixed;
+        ``sinks`` not float32.
     ValueError
         Inputs with fewer than 2 dims; k's head dim not q's, v's key count not k's, a head dim outside 1 to
         256; leading dims that do not broadcast (or heads that do not group with ``enable_gqa``); a
         non-finite ``scale``; a non-positive ``softcap``; negative window sides; an ``out`` of another shape,
-        layout or device, or overlapping an input; on the GPU, a ``config`` that cannot run this call.
+        layout or device, or overlapping an input; on the GPU, a ``config`` that cannot run this call;
+        ``sinks`` not 1-D, not contiguous, of a length not dividing q's batch items, or with q broadcast
+        inside the batch.
 
     Notes
     -----
@@ -90,6 +98,8 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
     a block are skipped; decode shapes (few queries, many keys) split the keys across blocks and merge the
     partials by their lse. Inputs are never copied: broadcast dims get stride 0, strided views pass their
     strides. Which kernel runs which shape: ``cufuse.ops.attention.select`` and docs/attention.md.
+    With ``sinks`` a row that sees no key has lse the sink's logit; on the GPU a sink is folded into the
+    epilogue of one key split only (the first), so the lse merge of the splits is exact.
 
     Examples
     --------
@@ -112,19 +122,21 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
     True
     """
     # a CuPy call whose signature ran before goes straight to its launches
-    signature = gpu_signature(q, k, v) if out is None else gpu_signature(q, k, v, out)
+    given = (q, k, v) if sinks is None else (q, k, v, sinks)
+    signature = gpu_signature(*given) if out is None else gpu_signature(*given, out)
     prepared_key = None
     if signature is not None and (window is None or type(window) is tuple):
         window_types = None if window is None else tuple(map(type, window))
         prepared_key = (_FN, signature, causal, type(causal), scale, type(scale), window, window_types, softcap,
-                        type(softcap), enable_gqa, type(enable_gqa), return_lse, type(return_lse), config)
+                        type(softcap), enable_gqa, type(enable_gqa), return_lse, type(return_lse), config,
+                        sinks is None)
         prepared = PLANS.prepared(prepared_key)
         if prepared is not None:
-            results = prepared(q, k, v, out=out)
+            results = prepared(*given, out=out)
             if results is not None:
                 return results
-    xp, arrays = as_arrays(_FN, q=q, k=k, v=v)
-    q, k, v = arrays["q"], arrays["k"], arrays["v"]
+    xp, arrays = as_arrays(_FN, q=q, k=k, v=v, sinks=sinks, optional=("sinks",))
+    q, k, v, sinks = arrays["q"], arrays["k"], arrays["v"], arrays["sinks"]
     for name, arr in (("q", q), ("k", k), ("v", v)):
         require_float(_FN, name, arr)
         require_ndim(_FN, name, arr, at_least=2)
@@ -153,27 +165,29 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, e
             f"{_FN}: arguments 'q', 'k', 'v' expected leading dims that broadcast (grouped-query heads: "
             f"enable_gqa=True), got {q.shape[:-2]}, {k.shape[:-2]}, {v.shape[:-2]}"
         ) from None
+    sink_heads = 0 if sinks is None else require_sinks(_FN, sinks, q.shape[:-2], batch)
     scale = 1.0 / float(np.sqrt(head_dim)) if scale is None else require_finite_real(_FN, "scale", scale)
     out_shape = batch + (n_q, head_dim_v)
     given_shape = out_shape if grouped is None else grouped(out_shape)
-    out = given_out = check_out(_FN, out, shape=given_shape, dtype=q.dtype, xp=xp, inputs={"q": q, "k": k, "v": v})
+    out = given_out = check_out(_FN, out, shape=given_shape, dtype=q.dtype, xp=xp,
+                               inputs={"q": q, "k": k, "v": v, "sinks": sinks})
     if out is not None and grouped is not None:
         out = out.reshape(out_shape)  # a view: out is C-contiguous
     if xp is np:
         result, lse = numpy_attention.attention(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
-                                          return_lse=True)
+                                                sinks=sinks, return_lse=True)
         result = deliver(result, out, q.dtype)
         lse, bound = lse.astype(accumulator_dtype(q.dtype)), None
     else:
         result, lse, bound = _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out_shape,
-                                            config)
+                                            config, sinks, sink_heads)
     if grouped is not None:
         result = given_out if given_out is not None else result.reshape(grouped(result.shape))
         lse = None if lse is None else lse.reshape(grouped(lse.shape + (1,))[:-1])
     if prepared_key is not None and bound is not None:
         outputs = (("out", result.shape, result.dtype, None),) + (
             (("lse", lse.shape, lse.dtype, None),) if return_lse else ())
-        PLANS.put(prepared_key, PreparedCall(bound, {"q": q, "k": k, "v": v}, outputs))
+        PLANS.put(prepared_key, PreparedCall(bound, {"q": q, "k": k, "v": v, "sinks": sinks}, outputs))
     return (result, lse) if return_lse else result
 
 
@@ -202,7 +216,8 @@ def _group_heads(xp, q, k, v):
     return q, k, v, ungroup
 
 
-def _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out_shape, config):
+def _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out_shape, config, sinks=None,
+                   sink_heads=0):
     """One forward launch, plus attention_merge when the plan splits the keys; returns
     ``(out, lse or None, the bound plan or None when nothing launched)``.
 
@@ -211,7 +226,7 @@ def _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out
     beyond that allocated for the call and freed when it returns (merge.py); nothing else
     is allocated besides ``out`` and lse. Inputs are never copied: broadcast dims get stride 0,
     strided views pass their strides (a non-unit last-axis stride takes the scalar-load path).
-    No key at all: every row is 0 with lse -inf, as on the NumPy path, without a launch.
+    No key at all: every row is 0 with lse -inf (its sink's logit), as on the NumPy path, without a launch.
     """
     import cupy
 
@@ -223,27 +238,31 @@ def _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out
             out.fill(0)
             if lse is not None:
                 lse.fill(-np.inf)
+                if sinks is not None:  # the sink is the row's only key
+                    items = math.prod(q.shape[:-2])
+                    logits = sinks[cupy.arange(items) % sink_heads].reshape(q.shape[:-2])
+                    lse[...] = cupy.broadcast_to(logits, out_shape[:-2])[..., None]
             return out, lse, None
         aligned = (q.data.ptr % 16 == 0, k.data.ptr % 16 == 0, v.data.ptr % 16 == 0)
         key = (_FN, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, q.dtype, causal, scale, window,
-               softcap, return_lse, aligned, q.device.id, config)
+               softcap, return_lse, aligned, q.device.id, config, sink_heads)
         bound = PLANS.get(key)
         if bound is None:
             bound = _bind(key, q, k, v, causal, scale, window, softcap, return_lse, aligned, config,
-                          math.prod(out_shape) == 0)
+                          math.prod(out_shape) == 0, sink_heads)
         if bound is not None:
-            bound({"q": q, "k": k, "v": v, "out": out, "lse": lse})
+            bound({"q": q, "k": k, "v": v, "out": out, "lse": lse, "sinks": sinks})
     return out, lse, bound
 
 
-def _bind(key, q, k, v, causal, scale, window, softcap, return_lse, aligned, config, empty):
+def _bind(key, q, k, v, causal, scale, window, softcap, return_lse, aligned, config, empty, sink_heads=0):
     """The bound plan of a call signature, kept in PLANS; None for an empty output (nothing
     to launch; the plan is still made, so a call that cannot run raises as any other)."""
     itemsize = q.dtype.itemsize
     strides = [tuple(st // itemsize for st in a.strides) for a in (q, k, v)]
     dev = device_info(q.device.id)
     plan = plan_attention(q.shape, strides[0], k.shape, strides[1], v.shape, strides[2], q.dtype, causal, scale,
-                          return_lse, aligned, dev, config, window, softcap)
+                          return_lse, aligned, dev, config, window, softcap, sink_heads)
     if empty:
         return None
     return PLANS.put(key, BoundPlan(plan, dev))

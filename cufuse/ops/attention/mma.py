@@ -82,6 +82,6 @@ class FlashMmaTile:
         forward = Launch(self.spec(problem.ctype), (q_tiles * self.splits * problem.batch_count,), (self.threads,),
                          (*problem.pointers, *partial_pointers(problem, self.splits), *problem.shape_args,
                           np.int32(q_tiles), *problem.group_args,
-                          *split_scalars(problem, self.splits, self.keys_per_split)),
+                          *split_scalars(problem, self.splits, self.keys_per_split), *problem.sink_args),
                          smem=self.smem_bytes)
         return split_plan(forward, problem, self.splits)

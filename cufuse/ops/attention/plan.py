@@ -7,14 +7,15 @@ from .select import choose
 
 
 def plan_attention(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, causal, scale, return_lse,
-                   aligned, dev, config=None, window=None, softcap=None) -> Plan:
+                   aligned, dev, config=None, window=None, softcap=None, sink_heads=0) -> Plan:
     """The launches of one call: strides in elements, ``scale`` the final one, ``aligned``
     (q, k, v) 16-byte aligned base pointers, ``dev`` a DeviceInfo. ``config`` (a variant of
     mma, wgmma, decode or simt) replaces the default selection and is checked first. ``window``
-    None or (left, right) of None / non-negative ints, ``softcap`` None or c > 0. The plan's
-    arrays: "q", "k", "v", "out" and, with ``return_lse``, "lse"."""
+    None or (left, right) of None / non-negative ints, ``softcap`` None or c > 0, ``sink_heads``
+    the sinks' length (0: none). The plan's arrays: "q", "k", "v", "out", with ``return_lse``
+    "lse", with sinks "sinks"."""
     problem = describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, causal, scale, return_lse,
-                       aligned, window, softcap)
+                       aligned, window, softcap, sink_heads)
     if config is None:
         config = choose(problem, dev)
     else:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..._core.dtypes import ctype
+from ..._core.plans import NULL
 from .layout import batch_layout, rows_16b
 
 FN = "attention"
@@ -38,7 +39,9 @@ class AttentionProblem:
     head_dim_v)`` with element strides ``operand_strides`` (q, k, v), the broadcast batch
     collapsed into ``batch_sizes`` and per-operand ``batch_strides``; ``vec16`` (q, k, v):
     16-byte loads apply. ``window`` (left, right), -1 for unlimited on a side (causal caps the
-    right at 0 in the kernels); ``softcap`` 0 for none.
+    right at 0 in the kernels); ``softcap`` 0 for none; ``sink_heads`` the length H of the call's
+    sinks (0: none), the kernels' batch item b (row r of a packed one: item ``b * G + r //
+    queries``) taking ``sinks[item % H]``.
 
     A packed problem (``packed()``: k and v broadcast over q's innermost batch dim, G query
     heads of one KV head) has ``n_q = G * queries`` rows: row r is query ``r % queries`` of
@@ -62,6 +65,7 @@ class AttentionProblem:
     softcap: float = 0.0
     queries: int = 0  # query rows of one group (0: n_q, not packed)
     q_group_stride: int = 0
+    sink_heads: int = 0
 
     @property
     def queries_per_group(self) -> int:
@@ -160,6 +164,11 @@ class AttentionProblem:
         return (np.int32(-UNLIMITED if left < 0 else shift - left), np.int32(UNLIMITED if right < 0 else shift + right))
 
     @property
+    def sink_args(self) -> tuple:
+        """The forward kernels' trailing (sinks pointer, H): a null pointer without sinks."""
+        return ("sinks", np.int32(self.sink_heads)) if self.sink_heads else (NULL, np.int32(0))
+
+    @property
     def shape_args(self) -> tuple:
         return (np.int32(self.n_q), np.int32(self.n_k), np.int32(self.head_dim), np.int32(self.head_dim_v))
 
@@ -190,10 +199,10 @@ class AttentionProblem:
 
 
 def describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, causal, scale, return_lse,
-             aligned, window=None, softcap=None) -> AttentionProblem:
+             aligned, window=None, softcap=None, sink_heads=0) -> AttentionProblem:
     """The problem of a call: strides in elements, ``aligned`` (q, k, v) 16-byte base pointers,
-    ``window`` None or (left, right) of None / non-negative ints, ``softcap`` None or c > 0.
-    Raises the batch layout's ValueError for leading dims the kernels cannot index, and a
+    ``window`` None or (left, right) of None / non-negative ints, ``softcap`` None or c > 0,
+    ``sink_heads`` the sinks' length (0: none). Raises the batch layout's ValueError for leading dims the kernels cannot index, and a
     ValueError where Nk + Nq reaches UNLIMITED."""
     shapes = {"q": tuple(q_shape), "k": tuple(k_shape), "v": tuple(v_shape)}
     strides = {"q": tuple(q_strides), "k": tuple(k_strides), "v": tuple(v_strides)}
@@ -210,4 +219,5 @@ def describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, dtype, 
                   for i, n in enumerate(shapes))
     return AttentionProblem(n_q, n_k, head_dim, head_dim_v, batch, np.dtype(dtype), bool(causal), float(scale),
                             bool(return_lse), tuple(strides.values()), sizes,
-                            tuple(batch_strides[n] for n in shapes), vec16, sides, float(softcap or 0.0))
+                            tuple(batch_strides[n] for n in shapes), vec16, sides, float(softcap or 0.0),
+                            sink_heads=int(sink_heads))

@@ -30,5 +30,5 @@ class SimtRows:
         launch = Launch(self.spec(problem.ctype), (q_tiles * problem.batch_count,), (32 * self.warps,),
                         (*problem.pointers, *problem.shape_args, np.int32(q_tiles), problem.dtype.type(problem.scale),
                          np.int32(problem.flags), problem.dtype.type(problem.softcap or 1.0), *problem.band_args,
-                         *problem.stride_args, *problem.layout_args))
+                         *problem.stride_args, *problem.layout_args, *problem.sink_args))
         return Plan((launch,))

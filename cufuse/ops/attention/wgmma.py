@@ -145,12 +145,12 @@ class FlashWgmmaTile:
             launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
                             ("out", problem.lse_arg, *problem.shape_args[:2], problem.shape_args[3], np.int32(q_tiles),
                              problem.scale_log2, np.int32(problem.flags), *problem.mask_args, *units,
-                             *problem.layout_args, *maps),
+                             *problem.layout_args, *maps, *problem.sink_args),
                             smem=self.smem_bytes)
             return Plan((launch,))
         launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
                         (*problem.pointers, *problem.shape_args, np.int32(q_tiles), np.int32(items), problem.scale_log2,
                          np.int32(problem.vec_flags), *problem.mask_args, *problem.row_stride_args,
-                         *problem.layout_args),
+                         *problem.layout_args, *problem.sink_args),
                         smem=self.smem_bytes)
         return Plan((launch,))

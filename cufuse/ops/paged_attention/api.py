@@ -18,8 +18,8 @@ from ..._core.numpy_path import deliver
 from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
 from ..._core.dtypes import accumulator_dtype
 from ..._core.validate import (as_arrays, as_index_array, check_config, check_out, require_bool, require_finite_real,
-                               require_float, require_ndim, require_same_dtype, require_softcap, require_window,
-                               require_writable)
+                               require_float, require_ndim, require_same_dtype, require_sinks, require_softcap,
+                               require_window, require_writable)
 from . import numpy_path
 from .plan import plan_attention_paged, plan_kv_append
 from .problem import UNLIMITED
@@ -31,7 +31,7 @@ MAX_HEAD_DIM = 256
 
 
 def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, scale=None, window=None,
-                    softcap=None, return_lse=False, out=None, config=None):
+                    softcap=None, sinks=None, return_lse=False, out=None, config=None):
     """Attention of each sequence's newest queries over its keys and values in pages of a shared pool.
 
     Parameters
@@ -55,6 +55,9 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
         Sliding window, as in ``attention``.
     softcap : float, optional
         Score soft-capping ``c * tanh(s / c)``, as in ``attention``.
+    sinks : array, optional
+        float32 ``(Hq,)``: query head h's learned logit ``sinks[h % H]`` joins its rows' softmax as one more
+        key of value 0, as in ``attention`` (a length H dividing Hq, contiguous, on q's side).
     return_lse : bool, optional
         Also return each row's log-sum-exp.
     out : array, optional
@@ -75,21 +78,24 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     TypeError
         Non-float or mixed dtypes; a block_table or seq_lens that is not int32; flags without a truth value;
         a ``window`` or ``scale`` of another type; a foreign ``config``; an unusable ``out``; host and GPU
-        inputs mixed.
+        inputs mixed; ``sinks`` not float32.
     ValueError
         Arrays that are not 4-D (q, pages), 2-D (block_table) or 1-D (seq_lens); pages whose head dim, head
         count or page shape do not match, or whose last stride is not 1; Hkv not dividing Hq; no query; a
         table or lengths of another batch; array-likes with values outside int32; on the NumPy path (and on the
         GPU under ``CUFUSE_DEBUG=1``) a length outside 0 to ``max_pages * S`` or a page index outside
         ``[0, P)`` among the pages a sequence uses; invalid ``scale``, ``window`` or ``softcap`` values; an
-        ``out`` of another shape, layout or device, or overlapping an input.
+        ``out`` of another shape, layout or device, or overlapping an input; ``sinks`` not 1-D, not
+        contiguous or of a length not dividing Hq.
 
     Notes
     -----
     A row that sees no key is 0 with lse -inf. The NumPy path gathers the pages and runs the float64 dense
     oracle, after checking every page index a sequence uses. On the GPU the kernels never read block_table or
     seq_lens on the host (no synchronisation), except under ``CUFUSE_DEBUG=1``, which checks the page indices
-    first. Design and measurements: docs/paged_attention.md.
+    first. Design and measurements: docs/paged_attention.md. With ``sinks`` a row that sees no key has lse
+    the sink's logit; the kernels fold a sink into its sequence's first work unit only, so the lse merge of
+    the units is exact.
 
     Examples
     --------
@@ -110,15 +116,18 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     # a CuPy call whose signature ran before goes straight to its launches (not under
     # CUFUSE_DEBUG, whose index check reads the table on every call)
     prepared_key = _prepared_key(q, k_pages, v_pages, block_table, seq_lens, out, causal, scale, window, softcap,
-                                 return_lse, config)
+                                 return_lse, config, sinks)
     if prepared_key is not None:
         prepared = PLANS.prepared(prepared_key)
         if prepared is not None:
-            results = prepared(q, k_pages, v_pages, block_table, seq_lens, out=out)
+            results = prepared(q, k_pages, v_pages, block_table, seq_lens, *(() if sinks is None else (sinks,)),
+                               out=out)
             if results is not None:
                 return results
     block_table, seq_lens = as_index_array(_FN, "block_table", block_table), as_index_array(_FN, "seq_lens", seq_lens)
-    xp, arrays = as_arrays(_FN, q=q, k_pages=k_pages, v_pages=v_pages, block_table=block_table, seq_lens=seq_lens)
+    xp, arrays = as_arrays(_FN, q=q, k_pages=k_pages, v_pages=v_pages, block_table=block_table, seq_lens=seq_lens,
+                           sinks=sinks, optional=("sinks",))
+    sinks = arrays["sinks"]
     q, k_pages, v_pages = arrays["q"], arrays["k_pages"], arrays["v_pages"]
     block_table, seq_lens = arrays["block_table"], arrays["seq_lens"]
     for name, arr in (("q", q), ("k_pages", k_pages), ("v_pages", v_pages)):
@@ -133,6 +142,7 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
         raise ValueError(f"{_FN}: argument 'k_pages' expected a head count on axis 1 that divides q's {heads_q}, "
                          f"got shape {k_pages.shape}")
     _check_table(_FN, block_table, seq_lens, batch, k_pages.shape[2])
+    sink_heads = 0 if sinks is None else require_sinks(_FN, sinks, (heads_q,), (heads_q,))
     causal = require_bool(_FN, "causal", causal)
     return_lse = require_bool(_FN, "return_lse", return_lse)
     check_config(_FN, config, VARIANTS)
@@ -146,29 +156,31 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
         _check_indices(_FN, xp, block_table, seq_lens, k_pages.shape[0], k_pages.shape[2])
     if xp is np:
         result, lse = numpy_path.attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=causal,
-                                                scale=scale, window=window, softcap=softcap, return_lse=True)
+                                                scale=scale, window=window, softcap=softcap, sinks=sinks,
+                                                return_lse=True)
         result, lse = deliver(result, out, q.dtype), lse.astype(accumulator_dtype(q.dtype))
     else:
         result, lse, bound = _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape,
-                                                  config)
+                                                  config, sinks, sink_heads)
         if prepared_key is not None and bound is not None:
             outputs = (("out", result.shape, result.dtype, None),) + (
                 (("lse", lse.shape, lse.dtype, None),) if return_lse else ())
-            PLANS.put(prepared_key, PreparedCall(bound, inputs, outputs))
+            PLANS.put(prepared_key, PreparedCall(bound, {**inputs, "sinks": sinks}, outputs))
     return (result, lse) if return_lse else result
 
 
 def _prepared_key(q, k_pages, v_pages, block_table, seq_lens, out, causal, scale, window, softcap, return_lse,
-                  config):
+                  config, sinks=None):
     """The prepared-call key of a GPU call (every argument with its type; window's entries'
     types too), or None: not all CuPy arrays, CUFUSE_DEBUG set, or an unhashable argument."""
-    arrays = (q, k_pages, v_pages, block_table, seq_lens) + (() if out is None else (out,))
+    arrays = (q, k_pages, v_pages, block_table, seq_lens) + (() if sinks is None else (sinks,)) + (
+        () if out is None else (out,))
     signature = gpu_signature(*arrays)
     if signature is None or debug_enabled():
         return None
     window_types = tuple(map(type, window)) if isinstance(window, tuple) else None
     key = (_FN, signature, causal, type(causal), scale, type(scale), window, type(window), window_types, softcap,
-           type(softcap), return_lse, type(return_lse), config)
+           type(softcap), return_lse, type(return_lse), config, sinks is None)
     try:
         hash(key)
     except TypeError:
@@ -328,7 +340,8 @@ def _element_strides(arrays, names) -> dict:
     return {n: tuple(st // arrays[n].itemsize for st in arrays[n].strides) for n in names}
 
 
-def _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config):
+def _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config, sinks=None,
+                         sink_heads=0):
     """The forward launch, plus paged_attention_merge when a sequence may span several work
     units, on q's device; returns ``(out, lse or None, the bound plan or None when nothing
     launched)``. Workspace: with a possible split, float32 partials of at most (target units /
@@ -340,7 +353,8 @@ def _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out
     device_id = q.data.device_id
     if cupy.cuda.runtime.getDevice() != device_id:
         with cupy.cuda.Device(device_id):
-            return _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config)
+            return _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config,
+                                        sinks, sink_heads)
     out = cupy.empty(out_shape, dtype=q.dtype) if out is None else out
     lse = cupy.empty(out_shape[:-1], dtype=accumulator_dtype(q.dtype)) if return_lse else None
     if out.size == 0:
@@ -351,13 +365,13 @@ def _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out
     aligned = (k_pages.data.ptr % 16 == 0, v_pages.data.ptr % 16 == 0)
     shapes = tuple(inputs[n].shape for n in names)
     key = (_FN, shapes, tuple(strides.values()), q.dtype, causal, scale, sides, softcap, return_lse, aligned,
-           q.device.id, config)
+           q.device.id, config, sink_heads)
     bound = PLANS.get(key)
     if bound is None:
         plan = plan_attention_paged(q.shape, strides["q"], k_pages.shape, strides["k_pages"], v_pages.shape,
                                     strides["v_pages"], inputs["block_table"].shape, strides["block_table"],
                                     strides["seq_lens"][0], q.dtype, causal, scale, sides, softcap or 0.0,
-                                    return_lse, aligned, device_info(device_id), config)
+                                    return_lse, aligned, device_info(device_id), config, sink_heads)
         bound = PLANS.put(key, BoundPlan(plan, device_info(device_id)))
-    bound({**inputs, "out": out, "lse": lse})
+    bound({**inputs, "out": out, "lse": lse, "sinks": sinks})
     return out, lse, bound

@@ -80,7 +80,7 @@ class PagedMmaTile:
         forward = Launch(self.spec(problem.ctype), (units, heads), (THREADS,),
                          (*problem.pointers, *partials, meta, *problem.shape_args, np.int32(row_blocks),
                           np.int32(self.target_units), np.int32(self.min_chunk), np.float32(qk_scale),
-                          np.float32(softcap_log2), *problem.mask_args, *problem.stride_args),
+                          np.float32(softcap_log2), *problem.mask_args, *problem.stride_args, *problem.sink_args),
                          smem=self.smem_bytes)
         meta_buffer = (np.int32, (problem.batch, 2))
         if not may_split:

@@ -10,14 +10,15 @@ from .select import choose
 
 def plan_attention_paged(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides,
                          lens_stride, dtype, causal, scale, window, softcap, return_lse, aligned, dev,
-                         config=None) -> Plan:
+                         config=None, sink_heads=0) -> Plan:
     """The launches of one call: strides in elements, ``window`` (left, right) with -1 for
     unlimited, ``softcap`` 0 for none, ``aligned`` (k_pages, v_pages) 16-byte base pointers,
     ``dev`` a DeviceInfo. ``config`` (``PagedMmaTile`` or ``PagedSimtRows``) replaces the
     default selection and is checked first. The plan's arrays: "q", "k_pages", "v_pages",
-    "block_table", "seq_lens", "out" and, with ``return_lse``, "lse"."""
+    "block_table", "seq_lens", "out", with ``return_lse`` "lse", with ``sink_heads`` (the sinks'
+    length, 0 for none) "sinks"."""
     problem = describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides,
-                       lens_stride, dtype, causal, scale, window, softcap, return_lse, aligned)
+                       lens_stride, dtype, causal, scale, window, softcap, return_lse, aligned, sink_heads)
     if config is None:
         config = choose(problem, dev)
     else:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..._core.dtypes import ctype
+from ..._core.plans import NULL
 
 FN = "attention_paged"
 # Run-time flag bits (kernels/paged_attention/paged.cuh: enum Flags).
@@ -21,7 +22,8 @@ class PagedAttentionProblem:
     """q ``(batch, heads_q, n_q, head_dim)``; k / v pages ``(n_pages, heads_kv, page_size,
     head_dim[_v])``; block_table ``(batch, max_pages)``. Strides in elements: q (4), k (4),
     v (4), table (2), seq_lens (1). ``window`` (left, right), -1 for unlimited; ``softcap``
-    0 for none. ``kv_rows_16b``: 16-byte copies of K/V rows apply."""
+    0 for none. ``kv_rows_16b``: 16-byte copies of K/V rows apply. ``sink_heads``: the sinks'
+    length H (0: none), query head h taking ``sinks[h % H]``."""
 
     batch: int
     heads_q: int
@@ -44,6 +46,7 @@ class PagedAttentionProblem:
     table_strides: tuple
     lens_stride: int
     kv_rows_16b: bool
+    sink_heads: int = 0
 
     @property
     def group(self) -> int:
@@ -95,6 +98,11 @@ class PagedAttentionProblem:
         return (np.int32(self.window[0]), np.int32(self.window[1]), np.int32(self.flags))
 
     @property
+    def sink_args(self) -> tuple:
+        """The forward kernels' trailing (sinks pointer, H): a null pointer without sinks."""
+        return ("sinks", np.int32(self.sink_heads)) if self.sink_heads else (NULL, np.int32(0))
+
+    @property
     def stride_args(self) -> tuple:
         """q (batch, head, row, col), k and v (page, head, row), table (row, col), seq_lens."""
         strides = (*self.q_strides, *self.k_strides[:3], *self.v_strides[:3], *self.table_strides, self.lens_stride)
@@ -102,9 +110,10 @@ class PagedAttentionProblem:
 
 
 def describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_shape, table_strides, lens_stride,
-             dtype, causal, scale, window, softcap, return_lse, aligned) -> PagedAttentionProblem:
+             dtype, causal, scale, window, softcap, return_lse, aligned, sink_heads=0) -> PagedAttentionProblem:
     """The problem of a call: strides in elements; ``window`` (left, right) with -1 for
-    unlimited; ``softcap`` 0 for none; ``aligned`` (k_pages, v_pages) 16-byte base pointers."""
+    unlimited; ``softcap`` 0 for none; ``aligned`` (k_pages, v_pages) 16-byte base pointers;
+    ``sink_heads`` the sinks' length (0: none)."""
     batch, heads_q, n_q, head_dim = q_shape
     n_pages, heads_kv, page_size, _ = k_shape
     head_dim_v = v_shape[-1]
@@ -114,4 +123,4 @@ def describe(q_shape, q_strides, k_shape, k_strides, v_shape, v_strides, table_s
     return PagedAttentionProblem(batch, heads_q, heads_kv, n_q, head_dim, head_dim_v, n_pages, page_size, table_shape[1],
                         np.dtype(dtype), bool(causal), float(scale), tuple(window), float(softcap), bool(return_lse),
                         tuple(q_strides), tuple(k_strides), tuple(v_strides), tuple(table_strides), int(lens_stride),
-                        kv_rows_16b)
+                        kv_rows_16b, int(sink_heads))

@@ -32,5 +32,5 @@ class PagedSimtRows:
         scalar = problem.dtype.type
         launch = Launch(self.spec(problem.ctype), (ceil_div(rows, self.warps),), (32 * self.warps,),
                         (*problem.pointers, *problem.shape_args, scalar(problem.scale), scalar(problem.softcap),
-                         *problem.mask_args, *problem.stride_args))
+                         *problem.mask_args, *problem.stride_args, *problem.sink_args))
         return Plan((launch,))
