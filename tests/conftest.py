@@ -113,9 +113,10 @@ def fake_gpu_calls(monkeypatch, api, dev):
     """An op's host path without a GPU (CuPy installed): (make_array, kernels, scratch).
     ``make_array(shape, dtype)``: a cupy array over host memory on device 0; ``kernels``: spec ->
     kernel recording its launches; ``scratch``: purpose -> the host buffers handed out. ``api``
-    (the op's api module) sees ``dev`` as every device and an empty plan cache."""
+    (the op's api module) and the driver see ``dev`` as every device, the driver an empty plan
+    cache."""
     cupy = pytest.importorskip("cupy")
-    from cufuse._core import plans
+    from cufuse._core import driver, plans
 
     kernels, owners, held = {}, [], {}
 
@@ -137,8 +138,10 @@ def fake_gpu_calls(monkeypatch, api, dev):
     monkeypatch.setattr(plans, "get_kernel", lambda spec, dynamic_smem=0: kernels.setdefault(spec, RecordingKernel()))
     monkeypatch.setattr(plans._launch, "DriverLaunch", RecordingLaunch)
     monkeypatch.setattr(plans.SCRATCH, "get", scratch)
-    monkeypatch.setattr(api, "device_info", lambda device_id: dev)
-    monkeypatch.setattr(api, "PLANS", plans.PlanCache())
+    if hasattr(api, "device_info"):  # an op that plans outside the driver's bound plans (linear, attention)
+        monkeypatch.setattr(api, "device_info", lambda device_id: dev)
+    monkeypatch.setattr(driver, "device_info", lambda device_id: dev)
+    monkeypatch.setattr(driver, "PLANS", plans.PlanCache())
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
     monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: Stream())
     return make_array, kernels, held

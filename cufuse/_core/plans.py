@@ -14,6 +14,7 @@ reusable workspaces in ``SCRATCH``, keyed by device, stream and purpose.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -180,18 +181,15 @@ def gpu_signature(*arrays):
     return tuple(signature)
 
 
-_ndarray_type = None
-
-
+@functools.cache
 def _cupy_ndarray():
-    """cupy.ndarray, or a class no argument is an instance of where CuPy is missing."""
-    global _ndarray_type
-    if _ndarray_type is None:
-        try:
-            from cupy import ndarray as _ndarray_type
-        except ImportError:
-            _ndarray_type = type("NoCupy", (), {})
-    return _ndarray_type
+    """cupy.ndarray, or a class no argument is an instance of where CuPy is missing (looked up
+    once: a cached call runs no Python frame)."""
+    try:
+        from cupy import ndarray
+    except ImportError:
+        return type("NoCupy", (), {})
+    return ndarray
 
 
 class PreparedCall:
@@ -214,8 +212,9 @@ class PreparedCall:
         self.device = next(iter(present.values())).device.id
         self.extents = tuple(_byte_extent(array) for array in present.values())
 
-    def __call__(self, *arrays, out=None):
-        """The results, or None when ``out`` overlaps an input's byte range (the full path
+    def __call__(self, arrays, out):
+        """The results of the call's ``arrays`` (the present inputs, in order) into ``out``
+        (None: none given), or None when ``out`` overlaps an input's byte range (the full path
         then decides, and raises where it must)."""
         import cupy
 

@@ -5,6 +5,7 @@ in the form ``fn: argument 'x' expected ..., got ...``.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 import operator
 
@@ -20,7 +21,9 @@ except ImportError:  # pragma: no cover
 _FLOAT_NAMES = "float16, bfloat16, float32 or float64"
 
 
+@functools.cache
 def _cupy():
+    """cupy, or None where it is not installed (looked up once: every call checks its inputs)."""
     try:
         import cupy
     except ImportError:

@@ -37,3 +37,11 @@ def test_no_op_imports_or_includes_another_ops_files():
             text = path.read_text()
             crossings += [f"{op}/{path.name} includes {other}" for other in others if f'#include "{other}/' in text]
     assert not crossings, crossings
+
+
+def test_core_imports_no_op():
+    # ops hand _core what it runs (the driver's hooks): _core serves every op without importing one
+    core = Path(cufuse.__file__).resolve().parent / "_core"
+    imports = [f"{path.name}: {line.strip()}" for path in core.glob("*.py") for line in path.read_text().splitlines()
+               if re.match(r"\s*(from|import)\s+(\.\.ops|cufuse\.ops)\b", line)]
+    assert not imports, imports

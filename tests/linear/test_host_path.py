@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import cufuse
+from cufuse._core import driver
 from cufuse._core.device import A100
 from cufuse.ops.linear.plan import plan_linear
 
@@ -29,7 +30,7 @@ def test_prepared_linear_calls_plan_once_and_keep_their_arguments(fake_gpu, monk
     for _ in range(3):
         assert cufuse.fused_linear_relu(x, w, b, out=out) is out
         assert cufuse.fused_linear(x, w, out=out, activation="gelu") is out  # no bias: its own signature
-    assert len(built) == 2 and len(api.PLANS) == 2
+    assert len(built) == 2 and len(driver.PLANS) == 2
     launches = [launch for kernel in kernels.values() for launch in kernel.launches]
     assert len(launches) == 6
     # the bias as its (N,) view on the first call, as given on prepared ones: the same memory

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import cufuse
+from cufuse._core import driver
 from cufuse._core.device import A100, H200
 from cufuse._core.plans import Scratch
 from cufuse.ops.softmax import select, select_cols
@@ -232,7 +233,7 @@ def test_host_path_plans_once_and_launches_the_geometry(fake_gpu, monkeypatch):
     monkeypatch.setattr(api, "plan_softmax", lambda *a: built.append(a) or plan_softmax(*a))
     for _ in range(3):
         assert cufuse.softmax(x, axis=-1, out=out) is out
-    assert len(built) == 1 and len(api.PLANS) == 2  # the layout's plan and the call's signature
+    assert len(built) == 1 and len(driver.PLANS) == 2  # the layout's plan and the call's signature
     (kernel,) = kernels.values()
     assert len(kernel.launches) == 3
     grid, block, args, smem = kernel.launches[-1]

@@ -5,14 +5,16 @@ float64 path of ``_core.numpy_attention`` (the tiled oracle ``cufuse.reference``
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from ..._core.device import device_info
 from ..._core.dtypes import accumulator_dtype
+from ..._core.driver import Op, bound_plan, run
 from ..._core.numpy_path import deliver
-from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
+from ..._core.plans import gpu_signature
 from ..._core.validate import (as_arrays, check_config, check_out, require_bool, require_finite_real, require_float,
                                require_ndim, require_same_dtype, require_sinks, require_softcap, require_window)
 from .decode import DecodeTile
@@ -121,20 +123,18 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, s
     >>> np.allclose(cufuse.attention(q, k, v), p / p.sum(axis=-1, keepdims=True) @ v)
     True
     """
-    # a CuPy call whose signature ran before goes straight to its launches
     given = (q, k, v) if sinks is None else (q, k, v, sinks)
     signature = gpu_signature(*given) if out is None else gpu_signature(*given, out)
-    prepared_key = None
+    key = None
     if signature is not None and (window is None or type(window) is tuple):
         window_types = None if window is None else tuple(map(type, window))
-        prepared_key = (_FN, signature, causal, type(causal), scale, type(scale), window, window_types, softcap,
-                        type(softcap), enable_gqa, type(enable_gqa), return_lse, type(return_lse), config,
-                        sinks is None)
-        prepared = PLANS.prepared(prepared_key)
-        if prepared is not None:
-            results = prepared(*given, out=out)
-            if results is not None:
-                return results
+        key = (_FN, signature, causal, type(causal), scale, type(scale), window, window_types, softcap, type(softcap),
+               enable_gqa, type(enable_gqa), return_lse, type(return_lse), config, sinks is None)
+    return run(_OP, key, given, out, q, k, v, causal, scale, window, softcap, sinks, enable_gqa, return_lse, out,
+               config)
+
+
+def _check(q, k, v, causal, scale, window, softcap, sinks, enable_gqa, return_lse, out, config):
     xp, arrays = as_arrays(_FN, q=q, k=k, v=v, sinks=sinks, optional=("sinks",))
     q, k, v, sinks = arrays["q"], arrays["k"], arrays["v"], arrays["sinks"]
     for name, arr in (("q", q), ("k", k), ("v", v)):
@@ -169,25 +169,25 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, s
     scale = 1.0 / float(np.sqrt(head_dim)) if scale is None else require_finite_real(_FN, "scale", scale)
     out_shape = batch + (n_q, head_dim_v)
     given_shape = out_shape if grouped is None else grouped(out_shape)
-    out = given_out = check_out(_FN, out, shape=given_shape, dtype=q.dtype, xp=xp,
-                               inputs={"q": q, "k": k, "v": v, "sinks": sinks})
+    arrays = {"q": q, "k": k, "v": v, "sinks": sinks}
+    out = check_out(_FN, out, shape=given_shape, dtype=q.dtype, xp=xp, inputs=arrays)
+    return xp, arrays, out, (causal, scale, window, softcap, return_lse, config, given_shape, grouped, out_shape,
+                             sink_heads)
+
+
+def _numpy(arrays, out, problem):
+    q, k, v = arrays["q"], arrays["k"], arrays["v"]
+    causal, scale, window, softcap, return_lse, _, _, grouped, out_shape, _ = problem
+    given_out = out
     if out is not None and grouped is not None:
         out = out.reshape(out_shape)  # a view: out is C-contiguous
-    if xp is np:
-        result, lse = numpy_attention.attention(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
-                                                sinks=sinks, return_lse=True)
-        result = deliver(result, out, q.dtype)
-        lse, bound = lse.astype(accumulator_dtype(q.dtype)), None
-    else:
-        result, lse, bound = _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out_shape,
-                                            config, sinks, sink_heads)
+    result, lse = numpy_attention.attention(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
+                                            sinks=arrays["sinks"], return_lse=True)
+    result = deliver(result, out, q.dtype)
+    lse = lse.astype(accumulator_dtype(q.dtype))
     if grouped is not None:
         result = given_out if given_out is not None else result.reshape(grouped(result.shape))
-        lse = None if lse is None else lse.reshape(grouped(lse.shape + (1,))[:-1])
-    if prepared_key is not None and bound is not None:
-        outputs = (("out", result.shape, result.dtype, None),) + (
-            (("lse", lse.shape, lse.dtype, None),) if return_lse else ())
-        PLANS.put(prepared_key, PreparedCall(bound, {"q": q, "k": k, "v": v, "sinks": sinks}, outputs))
+        lse = lse.reshape(grouped(lse.shape + (1,))[:-1])
     return (result, lse) if return_lse else result
 
 
@@ -216,10 +216,10 @@ def _group_heads(xp, q, k, v):
     return q, k, v, ungroup
 
 
-def _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out_shape, config, sinks=None,
-                   sink_heads=0):
-    """One forward launch, plus attention_merge when the plan splits the keys; returns
-    ``(out, lse or None, the bound plan or None when nothing launched)``.
+def _bind(call):
+    """The forward launch, plus attention_merge when the plan splits the keys, on q's device;
+    None for an empty output (nothing to launch; the plan is still made, so a call that cannot
+    run raises as any other).
 
     Workspace: with a key split the partial results take ``splits * B * Nq * (Dv + 1)``
     float32 (B = the flattened batch): up to 32 MiB a workspace kept per stream and reused,
@@ -227,42 +227,46 @@ def _attention_gpu(q, k, v, causal, scale, window, softcap, return_lse, out, out
     is allocated besides ``out`` and lse. Inputs are never copied: broadcast dims get stride 0,
     strided views pass their strides (a non-unit last-axis stride takes the scalar-load path).
     No key at all: every row is 0 with lse -inf (its sink's logit), as on the NumPy path, without a launch.
+    The results are allocated as the caller gets them (grouped heads regrouped): the kernels
+    take their pointers, the same as the broadcast form's.
     """
+    q, k, v = call.arrays["q"], call.arrays["k"], call.arrays["v"]
+    causal, scale, window, softcap, return_lse, config, given_shape, _, out_shape, sink_heads = call.problem
+    call.outputs = (("out", given_shape, q.dtype, None),)
+    if return_lse:  # lse (..., Nq), its heads as out's
+        call.outputs += (("lse", given_shape[:-1], accumulator_dtype(q.dtype), None),)
+    if k.shape[-2] == 0:  # filled, never a prepared call
+        call.prepare = False
+        return functools.partial(_no_keys, out_shape, sink_heads)
+    aligned = (q.data.ptr % 16 == 0, k.data.ptr % 16 == 0, v.data.ptr % 16 == 0)
+
+    def plan(dev):
+        itemsize = q.dtype.itemsize
+        strides = [tuple(st // itemsize for st in a.strides) for a in (q, k, v)]
+        return plan_attention(q.shape, strides[0], k.shape, strides[1], v.shape, strides[2], q.dtype, causal, scale,
+                              return_lse, aligned, dev, config, window, softcap, sink_heads)
+
+    if math.prod(out_shape) == 0:
+        plan(device_info(q.device.id))
+        return None
+    key = (_FN, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, q.dtype, causal, scale, window, softcap,
+           return_lse, aligned, q.device.id, config, sink_heads)
+    return bound_plan(key, q.device.id, plan)
+
+
+def _no_keys(out_shape, sink_heads, arrays):
+    """No key: every row is 0 with lse -inf (its sink's logit), as on the NumPy path; lse is
+    written through its view in the broadcast form's shape (grouped heads ungrouped)."""
     import cupy
 
-    with q.device:
-        if out is None:
-            out = cupy.empty(out_shape, dtype=q.dtype)
-        lse = cupy.empty(out_shape[:-1], dtype=accumulator_dtype(q.dtype)) if return_lse else None
-        if k.shape[-2] == 0:
-            out.fill(0)
-            if lse is not None:
-                lse.fill(-np.inf)
-                if sinks is not None:  # the sink is the row's only key
-                    items = math.prod(q.shape[:-2])
-                    logits = sinks[cupy.arange(items) % sink_heads].reshape(q.shape[:-2])
-                    lse[...] = cupy.broadcast_to(logits, out_shape[:-2])[..., None]
-            return out, lse, None
-        aligned = (q.data.ptr % 16 == 0, k.data.ptr % 16 == 0, v.data.ptr % 16 == 0)
-        key = (_FN, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, q.dtype, causal, scale, window,
-               softcap, return_lse, aligned, q.device.id, config, sink_heads)
-        bound = PLANS.get(key)
-        if bound is None:
-            bound = _bind(key, q, k, v, causal, scale, window, softcap, return_lse, aligned, config,
-                          math.prod(out_shape) == 0, sink_heads)
-        if bound is not None:
-            bound({"q": q, "k": k, "v": v, "out": out, "lse": lse, "sinks": sinks})
-    return out, lse, bound
+    arrays["out"].fill(0)
+    lse, sinks = arrays.get("lse"), arrays["sinks"]
+    if lse is not None:
+        lse.fill(-np.inf)
+        if sinks is not None:  # the sink is the row's only key
+            lead = arrays["q"].shape[:-2]
+            logits = sinks[cupy.arange(math.prod(lead)) % sink_heads].reshape(lead)
+            lse.reshape(out_shape[:-1])[...] = cupy.broadcast_to(logits, out_shape[:-2])[..., None]
 
 
-def _bind(key, q, k, v, causal, scale, window, softcap, return_lse, aligned, config, empty, sink_heads=0):
-    """The bound plan of a call signature, kept in PLANS; None for an empty output (nothing
-    to launch; the plan is still made, so a call that cannot run raises as any other)."""
-    itemsize = q.dtype.itemsize
-    strides = [tuple(st // itemsize for st in a.strides) for a in (q, k, v)]
-    dev = device_info(q.device.id)
-    plan = plan_attention(q.shape, strides[0], k.shape, strides[1], v.shape, strides[2], q.dtype, causal, scale,
-                          return_lse, aligned, dev, config, window, softcap, sink_heads)
-    if empty:
-        return None
-    return PLANS.put(key, BoundPlan(plan, dev))
+_OP = Op(_check, _numpy, _bind)

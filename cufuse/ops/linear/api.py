@@ -8,10 +8,9 @@ which shape and layout: ``select`` and docs/linear.md).
 
 Host path. A call's validation and launch depend only on its arrays' shapes, strides,
 dtypes, devices and pointer alignments (and ``activation``, ``config``), never on the
-pointers' values: the first call of a CuPy signature validates in full and keeps a
-``PreparedCall`` in ``PLANS``; a later call of the same signature is one dict lookup, then the
-launch (``cufuse._core.plans``: a given ``out`` that meets an input's bytes takes the full
-path and its error).
+pointers' values: the first call of a CuPy signature validates in full and is kept as its
+prepared call (``cufuse._core.driver``); a later call of the same signature is one dict lookup,
+then the launch (a given ``out`` that meets an input's bytes takes the full path and its error).
 """
 from __future__ import annotations
 
@@ -20,8 +19,9 @@ import numbers
 import numpy as np
 
 from ..._core.device import device_info
+from ..._core.driver import Op, run
 from ..._core.numpy_path import deliver
-from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
+from ..._core.plans import BoundPlan, gpu_signature
 from ..._core.validate import as_arrays, check_config, check_out, require_float, require_ndim, require_same_dtype
 from .operands import FN, activation_code, check_bias_shape
 from . import numpy_path
@@ -222,10 +222,12 @@ def fused_gated_linear(x, w_gate, w_up, *, activation="silu", out=None, config=N
     array([[4., 0.]])
     """
     code = activation_code(GATED_FN, activation)
-    key = _prepared_key(GATED_FN, (x, w_gate, w_up), out, code, config)
-    result = _run_prepared(key, (x, w_gate, w_up), out)
-    if result is not None:
-        return result
+    arrays = (x, w_gate, w_up)
+    return run(_GATED, _prepared_key(GATED_FN, arrays, out, code, config), arrays, out, x, w_gate, w_up, activation,
+               code, out, config)
+
+
+def _check_gated(x, w_gate, w_up, activation, code, out, config):
     fn = GATED_FN
     xp, arrays = as_arrays(fn, x=x, w_gate=w_gate, w_up=w_up)
     x, w_gate, w_up = arrays["x"], arrays["w_gate"], arrays["w_up"]
@@ -239,22 +241,35 @@ def fused_gated_linear(x, w_gate, w_up, *, activation="silu", out=None, config=N
     if w_up.shape != w_gate.shape:
         raise ValueError(f"{fn}: argument 'w_up' expected the shape of w_gate {w_gate.shape}, got {w_up.shape}")
     out_shape = x.shape[:-1] + (w_gate.shape[1],)
-    out = check_out(fn, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs={"x": x, "w_gate": w_gate, "w_up": w_up})
-    if xp is np:
-        return deliver(numpy_path.fused_gated_linear(x, w_gate, w_up, activation=activation), out, x.dtype)
+    out = check_out(fn, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs=arrays)
+    return xp, arrays, out, (activation, code, config, out_shape)
+
+
+def _numpy_gated(arrays, out, problem):
+    x, w_gate, w_up = arrays["x"], arrays["w_gate"], arrays["w_up"]
+    return deliver(numpy_path.fused_gated_linear(x, w_gate, w_up, activation=problem[0]), out, x.dtype)
+
+
+def _bind_gated(call):
+    """The call's bound plan, on x's device; None for an empty output."""
+    x, w_gate, w_up = call.arrays["x"], call.arrays["w_gate"], call.arrays["w_up"]
+    out, (_, code, config, out_shape) = call.out, call.problem
+    call.outputs = (("out", out_shape, x.dtype, None),)
     dev = device_info(x.device.id)
     plan = plan_gated(x.shape, _elements(x), x.data.ptr, w_gate.shape, _elements(w_gate), w_gate.data.ptr,
                       _elements(w_up), w_up.data.ptr, None if out is None else out.data.ptr, x.dtype, dev, config,
-                      activation=code, fn=fn)
-    return _launch(key, plan, dev, {"x": x, "w_gate": w_gate, "w_up": w_up}, out_shape, out)
+                      activation=code, fn=GATED_FN)
+    return BoundPlan(plan, dev) if plan.launches else None
 
 
 def _linear(fn, x, weight, bias, activation, out, config):
     code = activation_code(fn, activation)
-    key = _prepared_key(fn, (x, weight, bias), out, code, config)
-    result = _run_prepared(key, (x, weight, bias), out)
-    if result is not None:
-        return result
+    arrays = (x, weight) if bias is None else (x, weight, bias)  # no bias: the prepared call passes None
+    return run(_LINEAR, _prepared_key(fn, arrays, out, code, config), arrays, out, fn, x, weight, bias, activation,
+               code, out, config)
+
+
+def _check_linear(fn, x, weight, bias, activation, code, out, config):
     bias_number = bias if isinstance(bias, numbers.Real) and not isinstance(bias, bool) else None
     xp, arrays = as_arrays(fn, optional=("bias",), x=x, weight=weight, bias=None if bias_number is not None else bias)
     x, weight, bias = arrays["x"], arrays["weight"], arrays["bias"]
@@ -270,14 +285,30 @@ def _linear(fn, x, weight, bias, activation, out, config):
     if bias is not None:
         bias = _bias_vector(fn, xp, bias, n_dim)
     out_shape = x.shape[:-1] + (n_dim,)
-    out = check_out(fn, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs={"x": x, "weight": weight, "bias": bias})
-    if xp is np:
-        return deliver(numpy_path.fused_linear(x, weight, bias, activation=activation), out, x.dtype)
+    arrays = {"x": x, "weight": weight, "bias": bias}
+    out = check_out(fn, out, shape=out_shape, dtype=x.dtype, xp=xp, inputs=arrays)
+    return xp, arrays, out, (fn, activation, code, config, out_shape)
+
+
+def _numpy_linear(arrays, out, problem):
+    x, weight, bias = arrays["x"], arrays["weight"], arrays["bias"]
+    return deliver(numpy_path.fused_linear(x, weight, bias, activation=problem[1]), out, x.dtype)
+
+
+def _bind_linear(call):
+    """The call's bound plan, on x's device; None for an empty output."""
+    x, weight, bias = call.arrays["x"], call.arrays["weight"], call.arrays["bias"]
+    out, (fn, _, code, config, out_shape) = call.out, call.problem
+    call.outputs = (("out", out_shape, x.dtype, None),)
     dev = device_info(x.device.id)
     plan = plan_linear(x.shape, _elements(x), x.data.ptr, weight.shape, _elements(weight), weight.data.ptr,
                        None if bias is None else bias.strides[0] // x.dtype.itemsize,
                        None if out is None else out.data.ptr, x.dtype, dev, config, activation=code, fn=fn)
-    return _launch(key, plan, dev, {"x": x, "weight": weight, "bias": bias}, out_shape, out)
+    return BoundPlan(plan, dev) if plan.launches else None
+
+
+_LINEAR = Op(_check_linear, _numpy_linear, _bind_linear)
+_GATED = Op(_check_gated, _numpy_gated, _bind_gated)
 
 
 def _check_weight_shape(fn, name, x, weight):
@@ -305,44 +336,10 @@ def _bias_vector(fn, xp, bias, n: int):
 
 
 def _prepared_key(fn, arrays, out, activation, config):
-    """The ``PreparedCall`` key of a call whose arrays (and ``out``) are all CuPy arrays (a
-    missing bias: None), else None. ``fn`` tells fused_linear_relu's fixed activation from
-    fused_linear's and the gated form's."""
-    x, a, b = arrays
-    if b is None:
-        signature = gpu_signature(x, a) if out is None else gpu_signature(x, a, out)
-    else:
-        signature = gpu_signature(x, a, b) if out is None else gpu_signature(x, a, b, out)
+    """The ``PreparedCall`` key of a call whose ``arrays`` (x, the weights and a given bias) and
+    ``out`` are all CuPy arrays, else None. ``fn`` tells fused_linear_relu's fixed activation
+    from fused_linear's and the gated form's."""
+    signature = gpu_signature(*arrays) if out is None else gpu_signature(*arrays, out)
     if signature is None:
         return None
-    return fn, signature, b is None, out is None, activation, config
-
-
-def _run_prepared(key, arrays, out):
-    """The result of the call prepared under ``key``, or None (not prepared, or its ``out``
-    meets an input: the full path decides)."""
-    prepared = PLANS.prepared(key) if key is not None else None
-    if prepared is None:
-        return None
-    x, a, b = arrays
-    return prepared(x, a, out=out) if b is None else prepared(x, a, b, out=out)
-
-
-def _launch(key, plan, dev, arrays, out_shape, out):
-    """Run ``plan`` on ``arrays`` (by kernel argument name; None: absent) into ``out`` (None:
-    a new array) on x's device and keep it as the ``PreparedCall`` of ``key``."""
-    import cupy
-
-    x = arrays["x"]
-    if cupy.cuda.runtime.getDevice() != x.data.device_id:
-        with cupy.cuda.Device(x.data.device_id):
-            return _launch(key, plan, dev, arrays, out_shape, out)
-    if out is None:
-        out = cupy.empty(out_shape, dtype=x.dtype)
-    if not plan.launches:  # an empty output
-        return out
-    bound = BoundPlan(plan, dev)
-    bound({**arrays, "out": out})
-    if key is not None:
-        PLANS.put(key, PreparedCall(bound, arrays, (("out", out_shape, x.dtype, None),)))
-    return out
+    return fn, signature, len(arrays) == 2, out is None, activation, config

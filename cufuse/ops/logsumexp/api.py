@@ -17,11 +17,12 @@ inner) rows (``problem.make_problem``); out is C-contiguous. Documented exceptio
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from ..._core.device import device_info
+from ..._core.driver import Op, bound_plan, run
 from ..._core.dtypes import BFLOAT16, is_supported_float, shifted_integers
-from ..._core.plans import PLANS, BoundPlan
 from ..._core.validate import as_arrays, check_config, describe, normalize_axis, require_bool
 from . import numpy_path
 from .plan import plan_logsumexp
@@ -100,6 +101,10 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, *, config
     >>> cufuse.logsumexp(np.array([1, 2], dtype=np.int8)).dtype
     dtype('float64')
     """
+    return run(_OP, None, (), None, a, axis, b, keepdims, return_sign, config)
+
+
+def _check(a, axis, b, keepdims, return_sign, config):
     keepdims = require_bool(FN, "keepdims", keepdims)
     return_sign = require_bool(FN, "return_sign", return_sign)
     check_config(FN, config, VARIANTS)
@@ -114,21 +119,23 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, *, config
     axes = normalize_axis(FN, axis, len(shape))
     kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
     final = kept if keepdims else tuple(n for d, n in enumerate(shape) if d not in axes)
-    if xp is np:
-        with np.errstate(all="ignore"):
-            if 0 in shape:
-                value, sign = _empty(np, kept)
-            else:
-                a, top = _shifted(np, a, b_arr, shape, axes)
-                value, sign = numpy_path.logsumexp(a, axes, b_arr)
-                if not isinstance(top, float):  # integer a: add its shift back
-                    value = value + top
-                if not return_sign:  # SciPy: a negative sum without its sign is NaN
-                    value = np.where(sign < 0, np.nan, value)
-        value, sign = (v.reshape(final).astype(dtype)[()] for v in (value, sign))
-    else:
-        value, sign = _logsumexp_gpu(a, b_arr, shape, axes, kept, dtype, return_sign, config)
-        value, sign = value.reshape(final), None if sign is None else sign.reshape(final)
+    return xp, {"a": a, "b": b_arr}, None, (shape, axes, kept, final, dtype, return_sign, config)
+
+
+def _numpy(arrays, out, problem):
+    a, b_arr = arrays["a"], arrays["b"]
+    shape, axes, kept, final, dtype, return_sign, _ = problem
+    with np.errstate(all="ignore"):
+        if 0 in shape:
+            value, sign = _empty(np, kept)
+        else:
+            a, top = _shifted(np, a, b_arr, shape, axes)
+            value, sign = numpy_path.logsumexp(a, axes, b_arr)
+            if not isinstance(top, float):  # integer a: add its shift back
+                value = value + top
+            if not return_sign:  # SciPy: a negative sum without its sign is NaN
+                value = np.where(sign < 0, np.nan, value)
+    value, sign = (v.reshape(final).astype(dtype)[()] for v in (value, sign))
     return (value, sign) if return_sign else value
 
 
@@ -185,35 +192,50 @@ def result_dtype(a, b) -> np.dtype:
     return np.result_type(da, db)
 
 
-def _logsumexp_gpu(a, b, shape, axes, kept, dtype, return_sign, config):
+def _bind(call):
+    """What runs the call, on a's device: the bound plan of a and b as the kernels read them
+    (integer a shifted, both in the result dtype, b broadcast; copied with the reduced axes last
+    where they do not collapse), or the fill of an empty sum."""
     import cupy
 
-    with a.device:
-        rows = int(np.prod(kept, dtype=np.int64))
-        value = cupy.empty(rows, dtype=dtype)
-        sign = cupy.empty(rows, dtype=dtype) if return_sign else None
-        if 0 in shape:  # SciPy: an empty sum is -inf, sign -1
-            value.fill(-np.inf)
-            if sign is not None:
-                sign.fill(-1)
-            return value, sign
-        a, top = _shifted(cupy, a, b, shape, axes)
-        if a.dtype != dtype:
-            a = a.astype(dtype)
-        if b is not None and b.dtype != dtype:
-            b = b.astype(dtype)
-        b = None if b is None else cupy.broadcast_to(b, shape)
+    a, b = call.arrays["a"], call.arrays["b"]
+    shape, axes, _, final, dtype, return_sign, config = call.problem
+    call.outputs = (("value", final, dtype, None),)
+    if return_sign:
+        call.outputs += (("sign", final, dtype, None),)
+    else:
+        call.arrays["sign"] = None  # the kernels' sign: a null pointer
+    if 0 in shape:
+        return _empty_sum
+    a, top = _shifted(cupy, a, b, shape, axes)
+    if a.dtype != dtype:
+        a = a.astype(dtype)
+    if b is not None and b.dtype != dtype:
+        b = b.astype(dtype)
+    b = None if b is None else cupy.broadcast_to(b, shape)
+    bound = _bound_plan(a, b, axes, dtype, config)
+    if bound is None:  # scattered reduced axes or a view that does not collapse: copies
+        trailing = tuple(range(a.ndim - len(axes), a.ndim))
+        a = cupy.ascontiguousarray(cupy.moveaxis(a, axes, trailing))
+        b = None if b is None else cupy.ascontiguousarray(cupy.moveaxis(b, axes, trailing))
+        axes = trailing
         bound = _bound_plan(a, b, axes, dtype, config)
-        if bound is None:  # scattered reduced axes or a view that does not collapse: copies
-            trailing = tuple(range(a.ndim - len(axes), a.ndim))
-            a = cupy.ascontiguousarray(cupy.moveaxis(a, axes, trailing))
-            b = None if b is None else cupy.ascontiguousarray(cupy.moveaxis(b, axes, trailing))
-            axes = trailing
-            bound = _bound_plan(a, b, axes, dtype, config)
-        bound({"a": a, "b": b, "value": value, "sign": sign})
-        if not isinstance(top, float):  # integer a: add its shift back
-            value += top.reshape(rows).astype(dtype)
-        return value, sign
+    call.arrays.update(a=a, b=b)
+    return bound if isinstance(top, float) else functools.partial(_shifted_back, bound, top)
+
+
+def _empty_sum(arrays):
+    """SciPy: an empty sum is -inf, sign -1."""
+    arrays["value"].fill(-np.inf)
+    if arrays["sign"] is not None:
+        arrays["sign"].fill(-1)
+
+
+def _shifted_back(bound, top, arrays):
+    """Integer a's bound plan, then its shift added back."""
+    bound(arrays)
+    value = arrays["value"]
+    value += top.reshape(value.shape).astype(value.dtype)
 
 
 def _bound_plan(a, b, axes, dtype, config):
@@ -222,12 +244,8 @@ def _bound_plan(a, b, axes, dtype, config):
     b_strides = None if b is None else tuple(s // itemsize for s in b.strides)
     aligned = a.data.ptr % 16 == 0
     key = ("logsumexp", a.shape, strides, b_strides, dtype, axes, aligned, a.device.id, config)
-    bound = PLANS.get(key)
-    if bound is None:
-        dev = device_info(a.device.id)
-        plan = plan_logsumexp(a.shape, strides, b_strides, dtype, axes, aligned, dev, config)
-        bound = PLANS.put(key, _COPY if plan is None else BoundPlan(plan, dev))
-    return None if bound is _COPY else bound
+    return bound_plan(key, a.device.id,
+                      lambda dev: plan_logsumexp(a.shape, strides, b_strides, dtype, axes, aligned, dev, config))
 
 
-_COPY = "copy"  # a layout that does not collapse: the explicit-copy path
+_OP = Op(_check, _numpy, _bind)

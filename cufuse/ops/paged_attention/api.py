@@ -8,14 +8,15 @@ which checks the page indices first.
 """
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
 from ... import reference
-from ..._core.device import device_info
+from ..._core.driver import Op, bound_plan, run
 from ..._core.loader import debug_enabled
 from ..._core.numpy_path import deliver
-from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature
+from ..._core.plans import gpu_signature
 from ..._core.dtypes import accumulator_dtype
 from ..._core.validate import (as_arrays, as_index_array, check_config, check_out, require_bool, require_finite_real,
                                require_float, require_ndim, require_same_dtype, require_sinks, require_softcap,
@@ -113,17 +114,15 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     >>> out, np.round(lse, 4)
     (array([[[[1., 2.]]]]), array([[[0.6931]]]))
     """
-    # a CuPy call whose signature ran before goes straight to its launches (not under
-    # CUFUSE_DEBUG, whose index check reads the table on every call)
-    prepared_key = _prepared_key(q, k_pages, v_pages, block_table, seq_lens, out, causal, scale, window, softcap,
-                                 return_lse, config, sinks)
-    if prepared_key is not None:
-        prepared = PLANS.prepared(prepared_key)
-        if prepared is not None:
-            results = prepared(q, k_pages, v_pages, block_table, seq_lens, *(() if sinks is None else (sinks,)),
-                               out=out)
-            if results is not None:
-                return results
+    key = _prepared_key(q, k_pages, v_pages, block_table, seq_lens, out, causal, scale, window, softcap, return_lse,
+                        config, sinks)
+    given = (q, k_pages, v_pages, block_table, seq_lens) + (() if sinks is None else (sinks,))
+    return run(_ATTENTION_PAGED, key, given, out, q, k_pages, v_pages, block_table, seq_lens, causal, scale, window,
+               softcap, sinks, return_lse, out, config)
+
+
+def _check_paged(q, k_pages, v_pages, block_table, seq_lens, causal, scale, window, softcap, sinks, return_lse, out,
+                 config):
     block_table, seq_lens = as_index_array(_FN, "block_table", block_table), as_index_array(_FN, "seq_lens", seq_lens)
     xp, arrays = as_arrays(_FN, q=q, k_pages=k_pages, v_pages=v_pages, block_table=block_table, seq_lens=seq_lens,
                            sinks=sinks, optional=("sinks",))
@@ -154,18 +153,15 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs=inputs)
     if xp is np or debug_enabled():
         _check_indices(_FN, xp, block_table, seq_lens, k_pages.shape[0], k_pages.shape[2])
-    if xp is np:
-        result, lse = numpy_path.attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=causal,
-                                                scale=scale, window=window, softcap=softcap, sinks=sinks,
-                                                return_lse=True)
-        result, lse = deliver(result, out, q.dtype), lse.astype(accumulator_dtype(q.dtype))
-    else:
-        result, lse, bound = _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape,
-                                                  config, sinks, sink_heads)
-        if prepared_key is not None and bound is not None:
-            outputs = (("out", result.shape, result.dtype, None),) + (
-                (("lse", lse.shape, lse.dtype, None),) if return_lse else ())
-            PLANS.put(prepared_key, PreparedCall(bound, {**inputs, "sinks": sinks}, outputs))
+    return xp, arrays, out, (causal, scale, window, softcap, return_lse, config, out_shape, sink_heads)
+
+
+def _numpy_paged(arrays, out, problem):
+    q, k_pages, v_pages, block_table, seq_lens, sinks = arrays.values()
+    causal, scale, window, softcap, return_lse, _, _, _ = problem
+    result, lse = numpy_path.attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=causal, scale=scale,
+                                            window=window, softcap=softcap, sinks=sinks, return_lse=True)
+    result, lse = deliver(result, out, q.dtype), lse.astype(accumulator_dtype(q.dtype))
     return (result, lse) if return_lse else result
 
 
@@ -243,6 +239,10 @@ def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
     array([[4., 5.],
            [0., 0.]])
     """
+    return run(_KV_APPEND, None, (), None, k_pages, v_pages, k_new, v_new, block_table, seq_lens)
+
+
+def _check_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
     for name, pages in (("k_pages", k_pages), ("v_pages", v_pages)):
         require_writable(_APPEND, name, pages)
     block_table = as_index_array(_APPEND, "block_table", block_table)
@@ -264,9 +264,18 @@ def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
     _check_table(_APPEND, block_table, seq_lens, batch, k_pages.shape[2])
     if xp is np or debug_enabled():
         _check_indices(_APPEND, xp, block_table, seq_lens, k_pages.shape[0], k_pages.shape[2], n_new)
-    if xp is np:
-        reference.kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens)
-        return None
+    return xp, arrays, None, ()
+
+
+def _numpy_append(arrays, out, problem):
+    reference.kv_append(*arrays.values())
+
+
+def _bind_append(call):
+    """kv_append's bound plan, on the pages' device; None where nothing is appended."""
+    arrays = call.arrays
+    k_pages, v_pages, k_new, v_new, block_table, _ = arrays.values()
+    batch, _, n_new, _ = k_new.shape
     if k_new.size == 0 and v_new.size == 0 or batch * n_new == 0:
         return None
     names = ("k_pages", "v_pages", "k_new", "v_new", "block_table", "seq_lens")
@@ -274,14 +283,8 @@ def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens):
     flat = (*strides["k_pages"][:3], *strides["v_pages"][:3], *strides["k_new"], *strides["v_new"],
             *strides["block_table"], *strides["seq_lens"])
     key = (_APPEND, k_new.shape, v_pages.shape, flat, k_pages.dtype, k_pages.device.id)
-    with k_pages.device:
-        bound = PLANS.get(key)
-        if bound is None:
-            plan = plan_kv_append(k_new.shape, v_pages.shape[-1], k_pages.shape[2], block_table.shape[1],
-                                  k_pages.dtype, flat)
-            bound = PLANS.put(key, BoundPlan(plan, device_info(k_pages.device.id)))
-        bound(arrays)
-    return None
+    return bound_plan(key, k_pages.device.id, lambda dev: plan_kv_append(
+        k_new.shape, v_pages.shape[-1], k_pages.shape[2], block_table.shape[1], k_pages.dtype, flat))
 
 
 def _check_pages(fn, k_pages, v_pages, head_dim, head_name) -> int:
@@ -340,25 +343,19 @@ def _element_strides(arrays, names) -> dict:
     return {n: tuple(st // arrays[n].itemsize for st in arrays[n].strides) for n in names}
 
 
-def _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config, sinks=None,
-                         sink_heads=0):
+def _bind_paged(call):
     """The forward launch, plus paged_attention_merge when a sequence may span several work
-    units, on q's device; returns ``(out, lse or None, the bound plan or None when nothing
-    launched)``. Workspace: with a possible split, float32 partials of at most (target units /
-    KV heads + B) units x the batch's rows x (Dv + 1), and 2 B ints of unit ranges; freed when
-    the call returns. Inputs are never copied."""
-    import cupy
-
+    units, on q's device; None for an empty output. Workspace: with a possible split, float32
+    partials of at most (target units / KV heads + B) units x the batch's rows x (Dv + 1), and
+    2 B ints of unit ranges; freed when the call returns. Inputs are never copied."""
+    inputs = call.arrays
     q, k_pages, v_pages = inputs["q"], inputs["k_pages"], inputs["v_pages"]
-    device_id = q.data.device_id
-    if cupy.cuda.runtime.getDevice() != device_id:
-        with cupy.cuda.Device(device_id):
-            return _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out, out_shape, config,
-                                        sinks, sink_heads)
-    out = cupy.empty(out_shape, dtype=q.dtype) if out is None else out
-    lse = cupy.empty(out_shape[:-1], dtype=accumulator_dtype(q.dtype)) if return_lse else None
-    if out.size == 0:
-        return out, lse, None
+    causal, scale, window, softcap, return_lse, config, out_shape, sink_heads = call.problem
+    call.outputs = (("out", out_shape, q.dtype, None),)
+    if return_lse:
+        call.outputs += (("lse", out_shape[:-1], accumulator_dtype(q.dtype), None),)
+    if math.prod(out_shape) == 0:
+        return None
     names = ("q", "k_pages", "v_pages", "block_table", "seq_lens")
     strides = _element_strides(inputs, names)
     sides = (-1, -1) if window is None else tuple(-1 if s is None else min(s, UNLIMITED) for s in window)
@@ -366,12 +363,11 @@ def _attention_paged_gpu(inputs, causal, scale, window, softcap, return_lse, out
     shapes = tuple(inputs[n].shape for n in names)
     key = (_FN, shapes, tuple(strides.values()), q.dtype, causal, scale, sides, softcap, return_lse, aligned,
            q.device.id, config, sink_heads)
-    bound = PLANS.get(key)
-    if bound is None:
-        plan = plan_attention_paged(q.shape, strides["q"], k_pages.shape, strides["k_pages"], v_pages.shape,
-                                    strides["v_pages"], inputs["block_table"].shape, strides["block_table"],
-                                    strides["seq_lens"][0], q.dtype, causal, scale, sides, softcap or 0.0,
-                                    return_lse, aligned, device_info(device_id), config, sink_heads)
-        bound = PLANS.put(key, BoundPlan(plan, device_info(device_id)))
-    bound({**inputs, "out": out, "lse": lse, "sinks": sinks})
-    return out, lse, bound
+    return bound_plan(key, q.data.device_id, lambda dev: plan_attention_paged(
+        q.shape, strides["q"], k_pages.shape, strides["k_pages"], v_pages.shape, strides["v_pages"],
+        inputs["block_table"].shape, strides["block_table"], strides["seq_lens"][0], q.dtype, causal, scale, sides,
+        softcap or 0.0, return_lse, aligned, dev, config, sink_heads))
+
+
+_ATTENTION_PAGED = Op(_check_paged, _numpy_paged, _bind_paged)
+_KV_APPEND = Op(_check_append, _numpy_append, _bind_append)

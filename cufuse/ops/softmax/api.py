@@ -27,19 +27,21 @@ kernel runs which layout: ``select`` and docs/softmax.md. Documented exceptions:
   larger one is needed (``split.split_scratch``); they leave its counters at zero, so later
   calls on that stream reuse it without a memset.
 
-Host path: a CuPy call's signature (x's and out's ``gpu_signature``, axis as given, config,
-log) maps to its ``PreparedCall`` in ``PLANS``; a repeated call is one dict lookup, the
+Host path (``cufuse._core.driver``): a CuPy call's signature (x's and out's ``gpu_signature``,
+axis as given, config, log) is its prepared-call key; a repeated call is one dict lookup, the
 overlap check of a given ``out``, a new ``out`` (in x's memory order) if none was given, and
 the launch.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from ..._core.device import device_info
+from ..._core.driver import Op, bound_plan, run
 from ..._core.dtypes import is_supported_float, shifted_integers
 from ..._core.numpy_path import deliver
-from ..._core.plans import PLANS, BoundPlan, PreparedCall, gpu_signature, new_array
+from ..._core.plans import gpu_signature
 from ..._core.validate import as_arrays, check_config, check_out, describe, normalize_axis
 from . import numpy_path
 from .plan import plan_softmax
@@ -112,7 +114,7 @@ def softmax(x, axis=None, *, out=None, config=None):
     >>> cufuse.softmax(np.array([-np.inf, 0.0]))
     array([0., 1.])
     """
-    return _softmax("softmax", x, axis, out, config, log=False)
+    return run(_OP, _prepared_key("softmax", x, axis, out, config), (x,), out, "softmax", x, axis, out, config, False)
 
 
 def log_softmax(x, axis=None, *, out=None, config=None):
@@ -163,7 +165,8 @@ def log_softmax(x, axis=None, *, out=None, config=None):
     >>> np.allclose(np.exp(lp).sum(axis=-1), 1.0)
     True
     """
-    return _softmax("log_softmax", x, axis, out, config, log=True)
+    return run(_OP, _prepared_key("log_softmax", x, axis, out, config), (x,), out, "log_softmax", x, axis, out,
+               config, True)
 
 
 def result_dtype(fn: str, x) -> np.dtype:
@@ -178,63 +181,65 @@ def result_dtype(fn: str, x) -> np.dtype:
     )
 
 
-def _softmax(fn, x, axis, out, config, *, log):
-    key = _prepared_key(fn, x, axis, out, config)
-    prepared = PLANS.prepared(key) if key is not None else None
-    if prepared is not None:
-        result = prepared(x, out=out)
-        if result is not None:
-            return result
+def _check(fn, x, axis, out, config, log):
     xp, arrays = as_arrays(fn, x=x)
     x = arrays["x"]
     dtype = result_dtype(fn, x)
     axes = normalize_axis(fn, axis, x.ndim)
     check_config(fn, config, VARIANTS)
-    out = check_out(fn, out, shape=x.shape, dtype=dtype, xp=xp, inputs={"x": x})
-    if xp is np:
-        if x.dtype.kind in "iu" and x.size:  # shifted in the integer dtype, as SciPy does
-            x = shifted_integers(np, x, axes, np.float64)[0]
-        oracle = numpy_path.log_softmax if log else numpy_path.softmax
-        result = deliver(oracle(x, axes), out, dtype)
-        return result[()] if x.ndim == 0 and out is None else result  # SciPy: a 0-d input gives a scalar
-    if x.ndim == 0:  # SciPy's 0-d case: the one element is the whole reduction
-        result = _softmax_gpu(x.reshape(1), (0,), None if out is None else out.reshape(1), dtype, config, None, log=log)
-        return result.reshape(()) if out is None else out
-    return _softmax_gpu(x, axes, out, dtype, config, key, log=log)
+    out = check_out(fn, out, shape=x.shape, dtype=dtype, xp=xp, inputs=arrays)
+    return xp, arrays, out, (dtype, axes, config, log)
 
 
-def _softmax_gpu(x, axes, out, dtype, config, key, *, log):
-    """The GPU path; a launched plan becomes the ``PreparedCall`` of ``key`` (None: none)."""
+def _numpy(arrays, out, problem):
+    x = arrays["x"]
+    dtype, axes, _, log = problem
+    if x.dtype.kind in "iu" and x.size:  # shifted in the integer dtype, as SciPy does
+        x = shifted_integers(np, x, axes, np.float64)[0]
+    oracle = numpy_path.log_softmax if log else numpy_path.softmax
+    result = deliver(oracle(x, axes), out, dtype)
+    return result[()] if x.ndim == 0 and out is None else result  # SciPy: a 0-d input gives a scalar
+
+
+def _bind(call):
+    """What runs the call, on x's device: x's bound plan into an out laid out as x is (none
+    given), else the explicit copy; None for an empty x."""
     import cupy
 
-    device_id = x.data.device_id
-    if cupy.cuda.runtime.getDevice() != device_id:
-        with cupy.cuda.Device(device_id):
-            return _softmax_gpu(x, axes, out, dtype, config, key, log=log)
-    out_given = out
+    x = call.arrays["x"]
+    dtype, axes, config, log = call.problem
+    shape = x.shape
     if x.size == 0:
-        return cupy.empty(x.shape, dtype=dtype) if out is None else out
-    if x.dtype != dtype:  # integers: shifted by their max, then np.exp's float dtype, as SciPy (no prepared
-        x, key = shifted_integers(cupy, x, axes, dtype)[0], None  # call: the conversion is part of every call)
-    order = _memory_order(x) if out is None else None
-    bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log, order)
+        call.outputs = (("out", shape, dtype, None),)
+        return None
+    if x.ndim == 0:  # SciPy's 0-d case: the one element is the whole reduction (no prepared call)
+        x, axes, call.prepare = x.reshape(1), (0,), False
+    if x.dtype != dtype:  # integers: shifted by their max, then np.exp's float dtype, as SciPy (no prepared call:
+        x, call.prepare = shifted_integers(cupy, x, axes, dtype)[0], False  # the conversion is part of every call)
+    call.arrays["x"] = x
+    order = _memory_order(x) if call.out is None else None
+    bound = _bound_plan(x.shape, x.strides, dtype, axes, x.data.device_id, config, log, order)
     if bound is None and order is not None:  # x's own order does not collapse: C order, if that does
-        bound = _bound_plan(x.shape, x.strides, dtype, axes, device_id, config, log, None)
+        bound = _bound_plan(x.shape, x.strides, dtype, axes, x.data.device_id, config, log, None)
         order = None if bound is not None else order
-    if out is None:
-        out = new_array(x.shape, dtype, order)
-    if bound is not None:
-        bound({"x": x, "out": out})
-        if key is not None:
-            PLANS.put(key, PreparedCall(bound, {"x": x}, (("out", x.shape, dtype, order if out_given is None else None),)))
-        return out
-    # Scattered reduced axes or a view that does not collapse: explicit copy (see above).
+    call.outputs = (("out", shape, dtype, order),)
+    if bound is None:  # the explicit copy: never a prepared call
+        call.prepare = False
+        return functools.partial(_copied, axes, dtype, config, log)
+    return bound
+
+
+def _copied(axes, dtype, config, log, arrays):
+    """Scattered reduced axes or a view that does not collapse: the explicit copy (the module's notes)."""
+    import cupy
+
+    x, out = arrays["x"], arrays["out"]
     trailing = tuple(range(x.ndim - len(axes), x.ndim))
     moved = cupy.ascontiguousarray(cupy.moveaxis(x, axes, trailing))
     result = cupy.empty(moved.shape, dtype=dtype)
-    _bound_plan(moved.shape, moved.strides, dtype, trailing, device_id, config, log, None)({"x": moved, "out": result})
+    _bound_plan(moved.shape, moved.strides, dtype, trailing, x.data.device_id, config, log, None)(
+        {"x": moved, "out": result})
     out[...] = cupy.moveaxis(result, trailing, axes)
-    return out
 
 
 def _memory_order(x):
@@ -253,18 +258,17 @@ def _bound_plan(shape, strides, dtype, axes, device_id, config, log, order):
     ``order`` (None: C order), or None: the copy path. The plan sees x and out with their axes
     in ``order``, out then C-contiguous (the kernels take the same pointers)."""
     key = ("softmax-layout", shape, strides, dtype, axes, device_id, config, log, order)
-    bound = PLANS.get(key)
-    if bound is None:
-        if order is not None:
-            shape, strides = tuple(shape[d] for d in order), tuple(strides[d] for d in order)
-            axes = tuple(sorted(order.index(a) for a in axes))
-        dev = device_info(device_id)
-        plan = plan_softmax(shape, tuple(s // dtype.itemsize for s in strides), dtype, axes, log, dev, config)
-        bound = PLANS.put(key, _COPY if plan is None else BoundPlan(plan, dev))
-    return None if bound is _COPY else bound
+    return bound_plan(key, device_id, lambda dev: _plan(shape, strides, dtype, axes, config, log, order, dev))
 
 
-_COPY = "copy"  # a layout that does not collapse: the explicit-copy path
+def _plan(shape, strides, dtype, axes, config, log, order, dev):
+    if order is not None:
+        shape, strides = tuple(shape[d] for d in order), tuple(strides[d] for d in order)
+        axes = tuple(sorted(order.index(a) for a in axes))
+    return plan_softmax(shape, tuple(s // dtype.itemsize for s in strides), dtype, axes, log, dev, config)
+
+
+_OP = Op(_check, _numpy, _bind)
 
 
 def _prepared_key(fn, x, axis, out, config):

@@ -14,10 +14,11 @@ import dataclasses
 
 import numpy as np
 
-from ..._core.device import ceil_div, device_info
+from ..._core.device import ceil_div
+from ..._core.driver import bound_plan
 from ..._core.dtypes import FLOAT_DTYPES, accumulator_dtype, ctype
 from ..._core.loader import KernelSpec
-from ..._core.plans import PLANS, BoundPlan, Launch, Plan
+from ..._core.plans import Launch, Plan
 from .problem import collapse
 
 THREADS = 256
@@ -107,8 +108,8 @@ def _partial_lse_gpu(cupy, x, axes, lse):
         return
     sizes, strides = layout
     columns = strides[1] != 1 and strides[2] == 1
-    _bound(("softmax-partial-lse", sizes, strides, x.dtype, columns, x.device.id),
-           lambda dev: PartialLse(columns=columns).plan(sizes, strides, x.dtype))({"x": x, "lse": lse})
+    bound_plan(("softmax-partial-lse", sizes, strides, x.dtype, columns, x.device.id), x.device.id,
+               lambda dev: PartialLse(columns=columns).plan(sizes, strides, x.dtype))({"x": x, "lse": lse})
 
 
 def merge_lse(partials, xp=np):
@@ -149,14 +150,6 @@ def _apply_lse_gpu(cupy, x, lse, axes, log):
         return cupy.ascontiguousarray(cupy.moveaxis(moved, trailing, axes))
     sizes, _ = layout
     lse = cupy.ascontiguousarray(lse, dtype=accumulator_dtype(x.dtype))
-    _bound(("softmax-apply-lse", sizes, x.dtype, log, x.device.id),
-           lambda dev: ApplyLse(log=log).plan(sizes, x.dtype, dev))({"x": x, "lse": lse, "out": out})
+    bound_plan(("softmax-apply-lse", sizes, x.dtype, log, x.device.id), x.device.id,
+               lambda dev: ApplyLse(log=log).plan(sizes, x.dtype, dev))({"x": x, "lse": lse, "out": out})
     return out
-
-
-def _bound(key, make_plan):
-    bound = PLANS.get(key)
-    if bound is None:
-        dev = device_info(key[-1])
-        bound = PLANS.put(key, BoundPlan(make_plan(dev), dev))
-    return bound
