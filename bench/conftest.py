@@ -26,7 +26,8 @@ DEVICE_COPY = "device copy"  # the ceiling, timed beside a memory-bound op
 
 
 def pytest_collect_file(parent, file_path):
-    if file_path.suffix == ".py" and file_path.name.startswith("bench_"):
+    # a file named on the command line is collected by pytest itself already
+    if file_path.suffix == ".py" and file_path.name.startswith("bench_") and not parent.session.isinitpath(file_path):
         return pytest.Module.from_parent(parent, path=file_path)
 
 

@@ -75,6 +75,8 @@ def as_arrays(fn: str, *, optional: tuple = (), **values):
     may be None. A call mixing host and GPU inputs is a TypeError naming them; GPU inputs on
     different devices are a ValueError.
     """
+    if all(type(value) is np.ndarray or (value is None and name in optional) for name, value in values.items()):
+        return np, values  # NumPy arrays only (the common host call): nothing to convert or compare
     cp = _cupy()
     arrays, on_gpu = {}, {}
     for name, value in values.items():
@@ -267,6 +269,8 @@ def normalize_axis(fn: str, axis, ndim: int) -> tuple[int, ...]:
     a bool is not an axis (TypeError, where ``operator.index`` would take True as 1)."""
     if axis is None:
         return tuple(range(ndim))
+    if type(axis) is int and -ndim <= axis < ndim:  # the common case, a microsecond less than the loop below
+        return (axis % ndim,)
     items = axis if isinstance(axis, tuple) else (axis,)
     result = []
     for item in items:

@@ -1,5 +1,6 @@
 """The fast NumPy path of every op against its tiled float64 oracle in cufuse.reference: the same
-results within float64 rounding, the same NaN / inf pattern, the same shapes (CPU only)."""
+results within the rounding of the precision they are computed in, the same NaN / inf pattern,
+the same shapes (CPU only)."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -8,22 +9,43 @@ import pytest
 
 from cufuse import reference
 from cufuse._core import numpy_attention as attention_path
+from cufuse._core.validate import normalize_axis
 from cufuse.ops.linear import numpy_path as linear_path
 from cufuse.ops.logsumexp import numpy_path as logsumexp_path
 from cufuse.ops.paged_attention import numpy_path as paged_path
 from cufuse.ops.softmax import numpy_path as softmax_path
 
 DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32, np.float64)
+# The row reductions compute float32 (and 16-bit) inputs in float32, as SciPy does: within ULPS float32 ulps of
+# the result's scale, 1 + |value| for logarithms and |p| (1 + |log p|) for probabilities (exp's rounding grows
+# with |x - max|, which is at most |log p|), times the sum's condition number for signed weights.
+ULPS = 8
+EPS32 = float(np.finfo(np.float32).eps)
 
 
-def same(fast, oracle, rtol=1e-12, atol=1e-13):
-    """float64, one shape, NaN and infinities in the same places, finite values within rounding."""
+def same(fast, oracle, rtol=1e-12, atol=1e-13, scale=None):
+    """float64 (float32 where a ``scale`` is given), one shape, NaN and infinities in the same
+    places, finite values within rounding: rtol / atol for float64, ULPS ulps of scale for float32."""
     fast, oracle = np.asarray(fast), np.asarray(oracle)
-    assert fast.dtype == np.float64 and fast.shape == oracle.shape
+    assert fast.dtype == (np.float64 if scale is None else np.float32) and fast.shape == oracle.shape
     np.testing.assert_array_equal(np.isnan(fast), np.isnan(oracle))
     np.testing.assert_array_equal(np.where(np.isinf(fast), fast, 0), np.where(np.isinf(oracle), oracle, 0))
     finite = np.isfinite(oracle)
-    np.testing.assert_allclose(fast[finite], oracle[finite], rtol=rtol, atol=atol)
+    if scale is None:
+        np.testing.assert_allclose(fast[finite], oracle[finite], rtol=rtol, atol=atol)
+        return
+    err = np.abs(fast[finite] - oracle[finite]) / np.broadcast_to(scale, oracle.shape)[finite]
+    assert err.max(initial=0) <= ULPS * EPS32, f"{err.max() / EPS32:.1f} float32 ulps of the scale"
+
+
+def precision(dtype) -> np.dtype:
+    """The dtype the row reductions compute in: float64 for float64 and integers, else float32."""
+    return np.dtype(np.float64 if np.dtype(dtype) == np.float64 or np.dtype(dtype).kind in "iu" else np.float32)
+
+
+def axes_of(axis, ndim):
+    """axis as the public functions hand it to the row reductions' NumPy paths."""
+    return normalize_axis("test", axis, ndim)
 
 
 def random(rng, shape, dtype, low=-8.0, high=8.0):
@@ -42,10 +64,21 @@ SHAPES_AXES = [((), None), ((), 0), ((), -1), ((7,), None), ((7,), 0), ((5, 9), 
 @pytest.mark.parametrize("shape, axis", SHAPES_AXES)
 def test_softmax_matches_the_oracle(rng, name, dtype, shape, axis):
     x = random(rng, shape, dtype) if np.dtype(dtype).kind == "f" else rng.integers(-20, 20, shape).astype(dtype)
-    fast = getattr(softmax_path, name)(x, axis)
-    same(fast, getattr(reference, name)(x, axis))
+    fast = getattr(softmax_path, name)(x, axes_of(axis, x.ndim))
+    check_softmax(name, fast, getattr(reference, name)(x, axis), precision(x.dtype))
     if x.size > 2:
-        same(fast, getattr(reference, name)(x, axis, tile=3))
+        check_softmax(name, fast, getattr(reference, name)(x, axis, tile=3), precision(x.dtype))
+
+
+def check_softmax(name, fast, oracle, dtype):
+    """same() in the precision of the computation: in float32, a logarithm's scale (log_softmax)
+    or a probability's, with float32's smallest normal number as a floor (exp's subnormals)."""
+    if dtype == np.float64:
+        return same(fast, oracle)
+    if name == "log_softmax":
+        return same(fast, oracle, scale=1 + np.abs(oracle))
+    tiny = np.finfo(np.float32).tiny
+    same(fast, oracle, scale=oracle * (1 + np.abs(np.log(np.maximum(oracle, tiny)))) + tiny)
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
@@ -62,15 +95,31 @@ def test_softmax_non_finite_rows(rng, name, dtype):
     x[7, :] = np.inf
     x[8, :] = 700.0
     for axis in (1, 0, None):
-        same(getattr(softmax_path, name)(x, axis), getattr(reference, name)(x, axis))
+        fast = getattr(softmax_path, name)(x, axes_of(axis, x.ndim))
+        check_softmax(name, fast, getattr(reference, name)(x, axis), np.dtype(dtype))
 
 
 # logsumexp
 
 def check_logsumexp(a, axis, b=None):
-    fast, oracle = logsumexp_path.logsumexp(a, axis, b), reference.logsumexp(a, axis, b)
-    same(fast[0], oracle[0], atol=1e-12)
-    same(fast[1], oracle[1])
+    ndim = max(1, len(np.broadcast_shapes(np.shape(a), np.shape(b))))  # a 0-d a is one element
+    fast, oracle = logsumexp_path.logsumexp(a, axes_of(axis, ndim), b), reference.logsumexp(a, axis, b)
+    if fast[0].dtype == np.float64:
+        same(fast[0], oracle[0], atol=1e-12)
+        same(fast[1], oracle[1])
+        return
+    scale = (1 + np.abs(oracle[0])) * (1 if b is None else cancellation(a, axis, b, oracle[0]))
+    same(fast[0], oracle[0], scale=scale)
+    determined = scale * ULPS * EPS32 < 1  # a sum that cancels below float32's rounding has no sign to check
+    assert fast[1].dtype == np.float32
+    np.testing.assert_array_equal(fast[1][determined], oracle[1][determined])
+
+
+def cancellation(a, axis, b, value):
+    """The sum's condition number sum |b e^a| / |sum b e^a| (1 where it is not finite)."""
+    with np.errstate(all="ignore"):
+        ratio = np.exp(reference.logsumexp(a, axis, np.abs(b))[0] - value)
+    return np.where(np.isfinite(ratio), np.maximum(ratio, 1.0), 1.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + (np.int64,))
@@ -112,7 +161,7 @@ def test_logsumexp_empty_reduction():
     for shape, axis, kept in (((0,), None, (1,)), ((3, 0), -1, (3, 1)), ((3, 0), None, (1, 1)), ((0, 3), 1, (0, 1)),
                               ((0, 3), 0, (1, 3))):
         for b in (None, np.ones(shape)):
-            value, sign = logsumexp_path.logsumexp(np.zeros(shape), axis, b)
+            value, sign = logsumexp_path.logsumexp(np.zeros(shape), axes_of(axis, len(shape)), b)
             same(value, np.full(kept, -np.inf))
             same(sign, np.zeros(kept))
 

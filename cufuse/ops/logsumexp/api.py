@@ -1,8 +1,8 @@
 """logsumexp with the semantics of ``scipy.special.logsumexp``.
 
 Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the vectorised
-float64 path ``numpy_path.logsumexp`` (SciPy's rules, checked against the tiled oracle
-``cufuse.reference.logsumexp``); GPU inputs run ``kernels/logsumexp/``: one read of a
+path ``numpy_path.logsumexp`` (SciPy's rules in SciPy's precision, checked against the tiled
+oracle ``cufuse.reference.logsumexp``); GPU inputs run ``kernels/logsumexp/``: one read of a
 (and b), one value (and sign) a row.
 
 GPU path. a and b are broadcast together (views), then viewed as softmax's (outer, length,
@@ -79,9 +79,10 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, *, config
     SciPy's shifted sum with weights fails and its fallback overflows ``exp``, SciPy gives NaN and cufuse the
     sum's logarithm. The documented differences: docs/scipy.md.
 
-    The NumPy path computes in float64 and rounds once. On the GPU, a and b are broadcast together (views)
-    and read once as (outer, length, inner) rows, one value (and sign) a row; reduced axes that are not
-    consecutive, or a view that does not collapse, are first copied with the reduced axes last.
+    The NumPy path computes in float64 where a or b is float64 or promotes to it, else in float32 (float32 as
+    SciPy does, float16 / bfloat16 rounded once). On the GPU, a and b are broadcast together (views) and read
+    once as (outer, length, inner) rows, one value (and sign) a row; reduced axes that are not consecutive,
+    or a view that does not collapse, are first copied with the reduced axes last.
 
     Examples
     --------

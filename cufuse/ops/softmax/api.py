@@ -1,8 +1,8 @@
 """softmax / log_softmax with the semantics of ``scipy.special``.
 
 Chain: validate -> choose config -> get kernel -> launch. NumPy inputs run the vectorised
-float64 path of ``numpy_path`` (SciPy's algorithm; the tiled oracle ``cufuse.reference`` checks
-it); CuPy inputs run the kernels of ``kernels/softmax/``.
+path of ``numpy_path`` (SciPy's algorithm in SciPy's precision; the tiled oracle
+``cufuse.reference`` checks it); CuPy inputs run the kernels of ``kernels/softmax/``.
 
 GPU path. x is viewed as (outer, length, inner) (``problem.collapse``): the reduced axes must
 form one run of consecutive axes (size-1 axes ignored), and each of the three groups of axes
@@ -93,11 +93,12 @@ def softmax(x, axis=None, *, out=None, config=None):
     raises), and an integer row whose entries lie further apart than the dtype holds takes the exact
     difference (SciPy's ``x - x.max()`` wraps around).
 
-    The NumPy path computes in float64 and rounds once to the result dtype. On the GPU, x is viewed as
-    (outer, length, inner) rows: any strides work in place (negative, transposed, sliced) where the reduced
-    axes are consecutive and each group of axes collapses to one stride; otherwise x is first copied with the
-    reduced axes last. A new result is laid out as x is (its axes in x's memory order, as ``np.exp`` gives
-    them). Which kernel runs which layout: ``cufuse.ops.softmax.select`` and docs/softmax.md.
+    The NumPy path computes float64 and integers in float64, float32 in float32 (as SciPy does) and float16 /
+    bfloat16 in float32, rounded once to the result dtype. On the GPU, x is viewed as (outer, length, inner)
+    rows: any strides work in place (negative, transposed, sliced) where the reduced axes are consecutive and
+    each group of axes collapses to one stride; otherwise x is first copied with the reduced axes last. A new
+    result is laid out as x is (its axes in x's memory order, as ``np.exp`` gives them). Which kernel runs which
+    layout: ``cufuse.ops.softmax.select`` and docs/softmax.md.
 
     Examples
     --------
