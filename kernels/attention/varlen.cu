@@ -13,12 +13,13 @@
 namespace cufuse {
 namespace attention {
 
-// The sequence b in [0, batch) with cu[b] <= t < cu[b + 1] (the last such b where lengths are 0).
-__device__ __forceinline__ int find_sequence(const int* cu, int batch, int t) {
+// The sequence b in [0, batch) with cu[b] <= t < cu[b + 1] (the last such b where lengths are 0);
+// cu's entries are `stride` apart.
+__device__ __forceinline__ int find_sequence(const int* cu, int64 stride, int batch, int t) {
     int lo = 0, hi = batch;
     while (hi - lo > 1) {
         const int mid = (lo + hi) / 2;
-        if (__ldg(cu + mid) <= t) lo = mid; else hi = mid;
+        if (__ldg(cu + mid * stride) <= t) lo = mid; else hi = mid;
     }
     return lo;
 }
@@ -30,17 +31,21 @@ __global__ void __launch_bounds__(WARPS * 32)
                           accum_t<T>* __restrict__ lse, int batch, int tq, int tk, int heads_q, int group, int d,
                           int dv, accum_t<T> scale, accum_t<T> softcap, int left, int right, int flags,
                           int64 q_tok, int64 q_head, int64 q_col, int64 k_tok, int64 k_head, int64 k_col,
-                          int64 v_tok, int64 v_head, int64 v_col, const float* __restrict__ sinks, int sink_heads) {
+                          int64 v_tok, int64 v_head, int64 v_col, int64 cu_q_stride, int64 cu_k_stride,
+                          const float* __restrict__ sinks, int sink_heads) {
     using A = accum_t<T>;
     constexpr int kMaxHead = SimtRow<T>::kMaxHead;
     __shared__ A q_s[WARPS][kMaxHead];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int t = blockIdx.x * WARPS + warp, hq = blockIdx.y;
     if (t >= tq) return;
-    const int b = find_sequence(cu_q, batch, t);
-    const int q_begin = __ldg(cu_q + b), nq = __ldg(cu_q + b + 1) - q_begin;
-    const int k_begin = min(max(__ldg(cu_k + b), 0), tk);
-    const int nk = min(max(__ldg(cu_k + b + 1), k_begin), tk) - k_begin;
+    int q_begin = t, nq = 1, k_begin = 0, nk = 0;  // no sequence (B = 0 while Tq > 0): no key
+    if (batch > 0) {
+        const int b = find_sequence(cu_q, cu_q_stride, batch, t);
+        q_begin = __ldg(cu_q + b * cu_q_stride), nq = __ldg(cu_q + (b + 1) * cu_q_stride) - q_begin;
+        k_begin = min(max(__ldg(cu_k + b * cu_k_stride), 0), tk);
+        nk = min(max(__ldg(cu_k + (b + 1) * cu_k_stride), k_begin), tk) - k_begin;
+    }
     const int i = t - q_begin;
     const T* q_g = q + t * q_tok + hq * q_head;
     const T* k_g = k + k_begin * k_tok + (hq / group) * k_head;

@@ -68,9 +68,20 @@ def test_strided_inputs_and_no_out(cp, rng):
     q, k, v, cu_q, cu_k = packed(rng, [7, 0, 33], [9, 2, 40], 4, 2, 64, 64, F16)
     q_dev = cp.asarray(np.ascontiguousarray(q.transpose(1, 0, 2))).transpose(1, 0, 2)  # heads outermost
     k_dev = cp.asarray(np.ascontiguousarray(k[:, :, ::-1]))[:, :, ::-1]  # a negative column stride
-    got = attention_varlen(q_dev, k_dev, cp.asarray(v), cp.asarray(cu_q), cp.asarray(cu_k), window=(4, 4))
+    cu_q_dev = cp.asarray(np.repeat(cu_q, 2))[::2]  # strided offsets
+    got = attention_varlen(q_dev, k_dev, cp.asarray(v), cu_q_dev, cp.asarray(cu_k), window=(4, 4))
     want = reference.attention_varlen(q, k, v, cu_q, cu_k, window=(4, 4))
     np.testing.assert_allclose(cp.asnumpy(got).astype(np.float64), want, rtol=2e-3, atol=2e-3)
+
+
+def test_no_tokens_or_no_sequence(cp, rng):
+    q, k, v, cu_q, cu_k = packed(rng, [0, 0], [3, 0], 2, 1, 8, 8, F16)
+    out, lse = attention_varlen(*(cp.asarray(x) for x in (q, k, v, cu_q, cu_k)), return_lse=True)
+    assert out.shape == (0, 2, 8) and lse.shape == (0, 2)
+    q, k, v, cu_q, cu_k = packed(rng, [2], [3], 2, 1, 8, 8, F32)
+    one = cp.zeros(1, dtype=cp.int32)  # B = 0 while Tq = 2 breaks the contract: rows without keys, no read
+    out, lse = attention_varlen(cp.asarray(q), cp.asarray(k), cp.asarray(v), one, one, return_lse=True)
+    assert not out.any() and bool(cp.all(lse == -np.inf))
 
 
 def test_records_into_a_graph_without_host_sync(cp, rng):

@@ -127,13 +127,13 @@ def test_validation(change, error, match):
 
 
 def test_plan_grid_comes_from_shapes_only():
-    shapes = {"q": (1000, 8, 128), "k": (3000, 2, 128), "v": (3000, 2, 64), "cu_seqlens_q": (6,)}
-    strides = {"q": (1024, 128, 1), "k": (256, 128, 1), "v": (128, 64, 1), "cu_seqlens_q": (1,)}
+    shapes = {"q": (1000, 8, 128), "k": (3000, 2, 128), "v": (3000, 2, 64), "cu_seqlens_q": (6,), "cu_seqlens_k": (6,)}
+    strides = {"q": (1024, 128, 1), "k": (256, 128, 1), "v": (128, 64, 1), "cu_seqlens_q": (1,), "cu_seqlens_k": (2,)}
     plan = VarlenSimtRows().plan(shapes, strides, np.dtype(np.float16), True, 0.5, (-1, 3), None, True, 8)
     (launch,) = plan.launches
     assert launch.grid == (250, 8) and launch.block == (128,)
     assert launch.args[:7] == ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "out", "lse")
-    assert launch.args[7:13] == (5, 1000, 3000, 8, 4, 128) and launch.args[-2:] == ("sinks", 8)
+    assert launch.args[7:13] == (5, 1000, 3000, 8, 4, 128) and launch.args[-4:] == (1, 2, "sinks", 8)
     assert launch.args[16:19] == (-1, 3, 3)  # window sides, flags causal | lse
     no_sinks = VarlenSimtRows().plan(shapes, strides, np.dtype(np.float32), False, 0.5, (-1, -1), 2.0, False, 0)
     assert no_sinks.launches[0].args[6] == "out" and no_sinks.launches[0].args[-2:] == (NULL, 0)

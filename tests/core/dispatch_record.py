@@ -139,9 +139,9 @@ def record_attention_varlen(case):
 
     dev = DEVICES[case["device"]]
     shapes = {"q": tuple(case["q_shape"]), "k": tuple(case["k_shape"]), "v": tuple(case["v_shape"]),
-              "cu_seqlens_q": tuple(case["cu_shape"])}
+              "cu_seqlens_q": tuple(case["cu_shape"]), "cu_seqlens_k": tuple(case["cu_shape"])}
     strides = {"q": tuple(case["q_strides"]), "k": tuple(case["k_strides"]), "v": tuple(case["v_strides"]),
-               "cu_seqlens_q": (1,)}
+               "cu_seqlens_q": (1,), "cu_seqlens_k": (1,)}
     window = (-1, -1) if case["window"] is None else tuple(case["window"])
     plan = VarlenSimtRows().plan(shapes, strides, _dtype(case["dtype"]), case["causal"],
                                  1.0 / float(np.sqrt(case["q_shape"][-1])), window, case["softcap"],

@@ -198,7 +198,7 @@ def _gpu_path(inputs, causal, scale, window, softcap, return_lse, out, out_shape
         lse = cupy.empty(out_shape[:-1], dtype=accumulator_dtype(q.dtype)) if return_lse else None
         if out.size == 0:
             return out, lse
-        names = ("q", "k", "v", "cu_seqlens_q")
+        names = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
         shapes = {n: inputs[n].shape for n in names}
         strides = {n: tuple(st // inputs[n].itemsize for st in inputs[n].strides) for n in names}
         sides = (-1, -1) if window is None else tuple(-1 if s is None else s for s in window)

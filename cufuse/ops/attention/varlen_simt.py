@@ -30,7 +30,7 @@ class VarlenSimtRows:
 
     def plan(self, shapes: dict, strides: dict, dtype, causal: bool, scale: float, window: tuple, softcap,
              return_lse: bool, sink_heads: int) -> Plan:
-        """``shapes`` / ``strides`` (in elements) of q, k, v and cu_seqlens_q by name; ``window``
+        """``shapes`` / ``strides`` (in elements) of q, k, v, cu_seqlens_q and cu_seqlens_k by name; ``window``
         (left, right) with -1 for an unlimited side; ``softcap`` None or a positive float."""
         n_tokens_q, heads_q, head_dim = shapes["q"]
         n_tokens_k, heads_kv, _ = shapes["k"]
@@ -44,7 +44,8 @@ class VarlenSimtRows:
                 np.int32(shapes["cu_seqlens_q"][0] - 1), np.int32(n_tokens_q), np.int32(n_tokens_k),
                 np.int32(heads_q), np.int32(heads_q // heads_kv), np.int32(head_dim), np.int32(shapes["v"][2]),
                 scalar(scale), scalar(softcap or 1.0), np.int32(left), np.int32(right), np.int32(flags),
-                *(np.int64(s) for name in ("q", "k", "v") for s in strides[name]), *sink_args)
+                *(np.int64(s) for name in ("q", "k", "v") for s in strides[name]),
+                np.int64(strides["cu_seqlens_q"][0]), np.int64(strides["cu_seqlens_k"][0]), *sink_args)
         launch = Launch(self.spec(ctype(dtype)), (ceil_div(n_tokens_q, self.warps), heads_q), (32 * self.warps,),
                         args)
         return Plan((launch,))
