@@ -18,6 +18,7 @@ _PUBLIC = {
     "fused_linear": "cufuse.ops.linear",
     "fused_gated_linear": "cufuse.ops.linear",
     "attention": "cufuse.ops.attention",
+    "attention_varlen": "cufuse.ops.attention",
     "attention_paged": "cufuse.ops.paged_attention",
     "kv_append": "cufuse.ops.paged_attention",
     "trace": "cufuse.tracing",

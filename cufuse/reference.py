@@ -291,6 +291,37 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal: bool 
     return (out, lse) if return_lse else out
 
 
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = False, scale=None, window=None,
+                     softcap=None, sinks=None, return_lse: bool = False, tile: int = 128):
+    """float64 attention of ragged packed sequences: q ``(Tq, Hq, D)``, k / v ``(Tk, Hkv, D)``,
+    sequence b's rows ``cu_seqlens_*[b] ..< cu_seqlens_*[b + 1]``, each through ``attention``
+    (query head h uses KV head ``h // (Hq // Hkv)`` and the sink ``sinks[h % H]``)."""
+    out, lse = per_sequence(lambda *a, **kw: attention(*a, tile=tile, **kw), q, k, v, cu_seqlens_q, cu_seqlens_k,
+                            causal=causal, scale=scale, window=window, softcap=softcap, sinks=sinks)
+    return (out, lse) if return_lse else out
+
+
+def per_sequence(attend, q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
+    """float64 ``(out, lse)`` of the packed layout: each sequence gathered as q ``(Hkv, G, n, D)``
+    against k / v ``(Hkv, 1, n, D)`` and run through ``attend`` (``attention`` or the NumPy path's);
+    rows of sequences without a query stay out, rows without a key come back 0 and -inf."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    n_tokens_q, heads_q, head_dim = q.shape
+    heads_kv = k.shape[1]
+    out = np.zeros((n_tokens_q, heads_q, v.shape[-1]))
+    lse = np.full((n_tokens_q, heads_q), -np.inf)
+    for b in range(len(cu_seqlens_q) - 1):
+        q0, q1 = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])
+        k0, k1 = int(cu_seqlens_k[b]), int(cu_seqlens_k[b + 1])
+        if q1 > q0:
+            grouped = q[q0:q1].transpose(1, 0, 2).reshape(heads_kv, heads_q // heads_kv, q1 - q0, head_dim)
+            keys, values = (x[k0:k1].transpose(1, 0, 2)[:, None] for x in (k, v))
+            o, row_lse = attend(grouped, keys, values, return_lse=True, **options)
+            out[q0:q1] = o.reshape(heads_q, q1 - q0, -1).transpose(1, 0, 2)
+            lse[q0:q1] = row_lse.reshape(heads_q, q1 - q0).T
+    return out, lse
+
+
 def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens) -> None:
     """Write k_new / v_new ``(B, Hkv, Nnew, D)`` into the pages ``(P, Hkv, S, D)`` at positions
     ``seq_lens[b] ..< seq_lens[b] + Nnew`` of each sequence, in place."""

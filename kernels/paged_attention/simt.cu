@@ -4,14 +4,11 @@
 // Picked (cufuse/ops/paged_attention/select.py) for every float32 and float64 call: the
 // tensor-core kernel takes 16-bit inputs only. One warp per query row (b, query head, query),
 // over all the keys its window sees; no key split.
+#include "common/attention_simt_row.cuh"
 #include "paged_attention/paged.cuh"
 
 namespace cufuse {
 namespace paged {
-
-using attention::exact_exp;
-using attention::exact_log;
-using attention::exact_tanh;
 
 template <typename T, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32)
@@ -23,7 +20,7 @@ __global__ void __launch_bounds__(WARPS * 32)
                          int64 k_row, int64 v_page, int64 v_head, int64 v_row, int64 table_row, int64 table_col,
                          int64 lens_stride, const float* __restrict__ sinks, int sink_heads) {
     using A = accum_t<T>;
-    constexpr int kMaxHead = 256, kColsPerLane = kMaxHead / 32;
+    constexpr int kMaxHead = attention::SimtRow<T>::kMaxHead;
     __shared__ A q_s[WARPS][kMaxHead];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int heads_q = heads_kv * group;
@@ -42,53 +39,11 @@ __global__ void __launch_bounds__(WARPS * 32)
     const Pages<T> vp{v_pages + head * v_head, v_page, v_row};
     const RowWindow window = row_window(i + length - nq, flags & kCausal, left, right);
     const int key_begin = max(0, window.lo), key_end = min(length, window.hi + 1);
-    const A neg_inf = neg_infinity<A>();
-    const A cap = to_accum(softcap);
-    A row_max = neg_inf, row_sum = 0;
-    A acc[kColsPerLane];
-#pragma unroll
-    for (int c = 0; c < kColsPerLane; ++c) acc[c] = 0;
-
-    for (int n0 = key_begin; n0 < key_end; n0 += 32) {
-        const int key = n0 + lane;
-        A score = neg_inf;
-        if (key < key_end) {
-            const T* k_g = kp.base + kp.offset(table.page_of(key), key % page_size);
-            A dot = 0;
-            for (int c = 0; c < d; ++c) dot += q_s[warp][c] * to_accum(k_g[c]);
-            score = (flags & kSoftcap) ? cap * exact_tanh(dot / cap) : dot;
-        }
-        const A new_max = nan_max(row_max, warp_max(score));
-        const A base = new_max == neg_inf ? A(0) : new_max;
-        const A alpha = exact_exp(row_max - base);
-        const A p = exact_exp(score - base);
-        row_sum = row_sum * alpha + warp_sum(p);
-        row_max = new_max;
-#pragma unroll
-        for (int c = 0; c < kColsPerLane; ++c) acc[c] *= alpha;
-        const int keys = min(32, key_end - n0);
-        for (int t = 0; t < keys; ++t) {
-            const A pt = __shfl_sync(0xffffffffu, p, t);
-            const int key_t = n0 + t;
-            const T* v_g = vp.base + vp.offset(table.page_of(key_t), key_t % page_size);
-#pragma unroll
-            for (int c = 0; c < kColsPerLane; ++c)
-                if (lane + 32 * c < dv) acc[c] += pt * to_accum(v_g[lane + 32 * c]);
-        }
-    }
-    const bool empty = row_sum == A(0);  // no key: 0, also where v holds NaN
-    if (sinks != nullptr) {  // natural units here
-        const A f = attention::fold_sink<false>(A(attention::sink_logit(sinks, sink_heads, hq)), row_max, row_sum);
-#pragma unroll
-        for (int c = 0; c < kColsPerLane; ++c) acc[c] *= f;
-    }
-#pragma unroll
-    for (int c = 0; c < kColsPerLane; ++c)
-        if (lane + 32 * c < dv) out[row * dv + lane + 32 * c] = from_accum<T>(empty ? A(0) : acc[c] / row_sum);
-    if ((flags & kWriteLse) && lane == 0) {
-        const A base = row_max == neg_inf ? A(0) : row_max;
-        lse[row] = row_sum == A(0) ? neg_inf : base + exact_log(row_sum);
-    }
+    attention::SimtRow<T> r;
+    r.run(q_s[warp], d, dv, key_begin, key_end, flags & kSoftcap, to_accum(softcap),
+          [&](int n) { return kp.base + kp.offset(table.page_of(n), n % page_size); }, 1,
+          [&](int n) { return vp.base + vp.offset(table.page_of(n), n % page_size); }, 1);
+    r.store(sinks, sink_heads, hq, out + row * dv, dv, (flags & kWriteLse) ? lse + row : nullptr);
 }
 
 }  // namespace paged

@@ -206,3 +206,19 @@ def paged_attention_cases():
                                           lens_stride=1, causal=causal, window=window, softcap=softcap,
                                           return_lse=lse, aligned=[True, True]))
     return cases
+
+
+def attention_varlen_cases():
+    """Packed (T, H, D) layouts: the grid comes from Tq and Hq alone, whatever the batch."""
+    cases = []
+    for device, dtype in itertools.product(DEVICES, DTYPES):
+        for tq, tk, hq, hkv, d, dv, batch in ((4097, 4097, 32, 8, 128, 128, 9), (1, 300, 8, 8, 64, 64, 1),
+                                              (1000, 5000, 16, 2, 80, 96, 33)):
+            q, k, v = [tq, hq, d], [tk, hkv, d], [tk, hkv, dv]
+            for causal, window, softcap, lse, sinks in ((True, None, None, True, 0),
+                                                        (False, [128, 0], 30.0, False, hq)):
+                cases.append(dict(device=device, dtype=dtype, q_shape=q, q_strides=list(_contiguous(q)), k_shape=k,
+                                  k_strides=list(_contiguous(k)), v_shape=v, v_strides=list(_contiguous(v)),
+                                  cu_shape=[batch + 1], causal=causal, window=window, softcap=softcap,
+                                  return_lse=lse, sink_heads=sinks))
+    return cases

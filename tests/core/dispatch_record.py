@@ -16,8 +16,8 @@ from cufuse._core.device import A100, H200
 from cufuse._core.dtypes import BFLOAT16
 from cufuse._core.plans import Scratch, TensorMap, Temporary
 
-from .dispatch_cases import (attention_cases, linear_cases, logsumexp_cases, paged_attention_cases, softmax_cases,
-                             value)
+from .dispatch_cases import (attention_cases, attention_varlen_cases, linear_cases, logsumexp_cases,
+                             paged_attention_cases, softmax_cases, value)
 
 DEVICES = {"H200": H200, "A100": A100}
 
@@ -133,9 +133,26 @@ def record_paged_attention(case):
     return plan_record(plan, dev)
 
 
+@_guarded
+def record_attention_varlen(case):
+    from cufuse.ops.attention.varlen_simt import VarlenSimtRows
+
+    dev = DEVICES[case["device"]]
+    shapes = {"q": tuple(case["q_shape"]), "k": tuple(case["k_shape"]), "v": tuple(case["v_shape"]),
+              "cu_seqlens_q": tuple(case["cu_shape"]), "cu_seqlens_k": tuple(case["cu_shape"])}
+    strides = {"q": tuple(case["q_strides"]), "k": tuple(case["k_strides"]), "v": tuple(case["v_strides"]),
+               "cu_seqlens_q": (1,), "cu_seqlens_k": (1,)}
+    window = (-1, -1) if case["window"] is None else tuple(case["window"])
+    plan = VarlenSimtRows().plan(shapes, strides, _dtype(case["dtype"]), case["causal"],
+                                 1.0 / float(np.sqrt(case["q_shape"][-1])), window, case["softcap"],
+                                 case["return_lse"], case["sink_heads"])
+    return plan_record(plan, dev)
+
+
 OPS = {"softmax": (softmax_cases, record_softmax), "logsumexp": (logsumexp_cases, record_logsumexp),
        "linear": (linear_cases, record_linear), "attention": (attention_cases, record_attention),
-       "paged_attention": (paged_attention_cases, record_paged_attention)}
+       "paged_attention": (paged_attention_cases, record_paged_attention),
+       "attention_varlen": (attention_varlen_cases, record_attention_varlen)}
 
 # The scalar arguments' types as one-letter suffixes (int32 plain): exact and short.
 _SUFFIX = {"int32": "", "int64": "L", "uint64": "U", "float32": "f", "float64": "d"}

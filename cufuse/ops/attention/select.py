@@ -28,6 +28,7 @@ from .merge import merge_spec
 from .mma import FlashMmaTile
 from .problem import MMA_CTYPES, NO_WINDOW, AttentionProblem, key_span
 from .simt import SIMT_CTYPES, SimtRows
+from .varlen_simt import instantiations as varlen_instantiations
 from .wgmma import FlashWgmmaTile, tma_refusal
 
 HEAD_DIM_BUCKETS = (32, 64, 96, 128, 192, 256)  # the head dims a FlashMmaTile is built for
@@ -324,4 +325,5 @@ def instantiations(dev: DeviceInfo) -> list:
             specs.extend(tile.spec(name) for table in (WGMMA_PREFILL, WGMMA_PREFILL_CP_ASYNC)
                          for rules in table.values() for _, tile in rules)
     specs.extend(SimtRows().spec(name) for name in SIMT_CTYPES)
+    specs.extend(varlen_instantiations())  # attention_varlen
     return list(dict.fromkeys(specs))
