@@ -142,3 +142,30 @@ def test_plan_grid_comes_from_shapes_only():
 def test_check_compile_lists_the_kernels():
     listed = select.instantiations(cufuse._core.device.H200)
     assert all(spec in listed for spec in instantiations()) and len(instantiations()) == 4
+
+
+def test_varlen_host_path_over_fake_gpu_arrays(monkeypatch):
+    # the driver's chain on fake GPU arrays: the first call plans and binds, the second runs its
+    # PreparedCall; both launch the one kernel on the caller's arrays, with lse allocated as asked
+    from cufuse._core import driver
+    from cufuse._core.device import H200
+    from cufuse._core.plans import PreparedCall
+    from cufuse.ops.attention import varlen
+
+    from ..conftest import fake_gpu_calls
+
+    make_array, kernels, _ = fake_gpu_calls(monkeypatch, varlen, H200)
+    import cupy
+
+    monkeypatch.setattr(cupy, "empty", lambda shape, dtype=np.float64: make_array(shape, dtype))
+    q, k, v = make_array((70, 8, 64), np.float16), make_array((90, 2, 64), np.float16), make_array((90, 2, 64),
+                                                                                                     np.float16)
+    cu_q, cu_k = make_array((4,), np.int32), make_array((4,), np.int32)
+    for _ in range(2):
+        out, lse = cufuse.attention_varlen(q, k, v, cu_q, cu_k, causal=True, return_lse=True)
+        assert out.shape == (70, 8, 64) and lse.shape == (70, 8) and lse.dtype == np.float32
+    assert sum(isinstance(e, PreparedCall) for e in driver.PLANS._plans.values()) == 1
+    ((spec, kernel),) = kernels.items()
+    assert spec == VarlenSimtRows().spec("__half") and len(kernel.launches) == 2
+    for grid, _, args, _ in kernel.launches:
+        assert grid == (18, 8) and args[:5] == (q.data.ptr, k.data.ptr, v.data.ptr, cu_q.data.ptr, cu_k.data.ptr)

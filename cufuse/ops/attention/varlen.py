@@ -1,6 +1,6 @@
 """attention_varlen: attention over ragged packed batches (FlashAttention's varlen layout).
 
-Chain: validate -> plan -> launch. NumPy inputs gather each sequence and run the float64 path
+Chain (``_core.driver``): validate -> plan -> launch. NumPy inputs gather each sequence and run the float64 path
 of ``_core.numpy_attention``; GPU inputs run ``attention_varlen_simt`` (varlen_simt.py), which
 never reads cu_seqlens on the host.
 """
@@ -10,10 +10,10 @@ import numpy as np
 
 from ... import reference
 from ..._core import numpy_attention
-from ..._core.device import device_info
+from ..._core.driver import Op, bound_plan, run
 from ..._core.dtypes import accumulator_dtype
 from ..._core.numpy_path import deliver
-from ..._core.plans import PLANS, BoundPlan
+from ..._core.plans import gpu_signature
 from ..._core.validate import (as_arrays, as_index_array, check_out, require_bool, require_finite_real, require_float,
                                require_ndim, require_same_dtype, require_sinks, require_softcap, require_window)
 from .varlen_simt import FN as _FN, VarlenSimtRows
@@ -107,6 +107,18 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale
     >>> out[0, 0], float(lse[0, 0])  # the first sequence has no key
     (array([0., 0.]), -inf)
     """
+    given = (q, k, v, cu_seqlens_q, cu_seqlens_k) + (() if sinks is None else (sinks,))
+    signature = gpu_signature(*given) if out is None else gpu_signature(*given, out)
+    key = None
+    if signature is not None and (window is None or type(window) is tuple):
+        window_types = None if window is None else tuple(map(type, window))
+        key = (_FN, signature, causal, type(causal), scale, type(scale), window, window_types, softcap, type(softcap),
+               return_lse, type(return_lse), sinks is None)
+    return run(_OP, key, given, out, q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, sinks,
+               return_lse, out)
+
+
+def _check(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, sinks, return_lse, out):
     cu_seqlens_q = as_index_array(_FN, "cu_seqlens_q", cu_seqlens_q)
     cu_seqlens_k = as_index_array(_FN, "cu_seqlens_k", cu_seqlens_k)
     xp, arrays = as_arrays(_FN, q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, sinks=sinks,
@@ -117,7 +129,6 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale
         require_ndim(_FN, name, arr, exactly=3)
     require_same_dtype(_FN, "q", q, k=k, v=v)
     n_tokens_q, heads_q, head_dim = q.shape
-    n_tokens_k, heads_kv, _ = k.shape
     _check_shapes(q, k, v)
     cu_q, cu_k = arrays["cu_seqlens_q"], arrays["cu_seqlens_k"]
     _check_cu_seqlens(cu_q, cu_k)
@@ -128,16 +139,20 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale
     window = require_window(_FN, window)
     softcap = require_softcap(_FN, softcap)
     out_shape = (n_tokens_q, heads_q, v.shape[-1])
-    inputs = {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "sinks": sinks}
-    out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs=inputs)
+    out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs=arrays)
     if xp is np:
         _check_offsets(cu_q, n_tokens_q, "cu_seqlens_q", "Tq")
-        _check_offsets(cu_k, n_tokens_k, "cu_seqlens_k", "Tk")
-        result, lse = reference.per_sequence(numpy_attention.attention, q, k, v, cu_q, cu_k, causal=causal,
-                                                  scale=scale, window=window, softcap=softcap, sinks=sinks)
-        result, lse = deliver(result, out, q.dtype), lse.astype(accumulator_dtype(q.dtype))
-    else:
-        result, lse = _gpu_path(inputs, causal, scale, window, softcap, return_lse, out, out_shape, sink_heads)
+        _check_offsets(cu_k, k.shape[0], "cu_seqlens_k", "Tk")
+    return xp, arrays, out, (causal, scale, window, softcap, return_lse, out_shape, sink_heads)
+
+
+def _numpy(arrays, out, problem):
+    causal, scale, window, softcap, return_lse, _, _ = problem
+    q = arrays["q"]
+    result, lse = reference.per_sequence(numpy_attention.attention, q, arrays["k"], arrays["v"],
+                                         arrays["cu_seqlens_q"], arrays["cu_seqlens_k"], causal=causal, scale=scale,
+                                         window=window, softcap=softcap, sinks=arrays["sinks"])
+    result, lse = deliver(result, out, q.dtype), lse.astype(accumulator_dtype(q.dtype))
     return (result, lse) if return_lse else result
 
 
@@ -187,27 +202,24 @@ def _check_offsets(cu, n_tokens, name, total) -> None:
                          f"got {int(cu[-1])}")
 
 
-def _gpu_path(inputs, causal, scale, window, softcap, return_lse, out, out_shape, sink_heads):
-    """One launch of attention_varlen_simt on q's device; returns ``(out, lse or None)``. Nothing
-    is allocated besides ``out`` and lse; nothing is read back to the host."""
-    import cupy
+def _bind(call):
+    """One launch of attention_varlen_simt on q's device (None for an empty output). Nothing is
+    allocated besides ``out`` and lse; nothing is read back to the host."""
+    causal, scale, window, softcap, return_lse, out_shape, sink_heads = call.problem
+    q = call.arrays["q"]
+    call.outputs = (("out", out_shape, q.dtype, None),)
+    if return_lse:
+        call.outputs += (("lse", out_shape[:-1], accumulator_dtype(q.dtype), None),)
+    if 0 in out_shape:
+        return None
+    names = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
+    shapes = {n: call.arrays[n].shape for n in names}
+    strides = {n: tuple(st // call.arrays[n].itemsize for st in call.arrays[n].strides) for n in names}
+    sides = (-1, -1) if window is None else tuple(-1 if s is None else s for s in window)
+    key = (_FN, tuple(shapes.values()), tuple(strides.values()), q.dtype, causal, scale, sides, softcap, return_lse,
+           sink_heads, q.device.id)
+    return bound_plan(key, q.device.id, lambda dev: VarlenSimtRows().plan(shapes, strides, q.dtype, causal, scale,
+                                                                          sides, softcap, return_lse, sink_heads))
 
-    q = inputs["q"]
-    with q.device:
-        out = cupy.empty(out_shape, dtype=q.dtype) if out is None else out
-        lse = cupy.empty(out_shape[:-1], dtype=accumulator_dtype(q.dtype)) if return_lse else None
-        if out.size == 0:
-            return out, lse
-        names = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
-        shapes = {n: inputs[n].shape for n in names}
-        strides = {n: tuple(st // inputs[n].itemsize for st in inputs[n].strides) for n in names}
-        sides = (-1, -1) if window is None else tuple(-1 if s is None else s for s in window)
-        key = (_FN, tuple(shapes.values()), tuple(strides.values()), q.dtype, causal, scale, sides, softcap,
-               return_lse, sink_heads, q.device.id)
-        bound = PLANS.get(key)
-        if bound is None:
-            plan = VarlenSimtRows().plan(shapes, strides, q.dtype, causal, scale, sides, softcap, return_lse,
-                                         sink_heads)
-            bound = PLANS.put(key, BoundPlan(plan, device_info(q.device.id)))
-        bound({**inputs, "out": out, "lse": lse})
-    return out, lse
+
+_OP = Op(_check, _numpy, _bind)

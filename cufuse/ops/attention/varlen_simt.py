@@ -12,11 +12,10 @@ from ..._core.device import ceil_div
 from ..._core.dtypes import accumulator_dtype, ctype
 from ..._core.loader import KernelSpec
 from ..._core.plans import NULL, Launch, Plan
+from .problem import FLAG_CAUSAL, FLAG_SOFTCAP, FLAG_WRITE_LSE, UNLIMITED
 
 FN = "attention_varlen"
 CTYPES = ("__half", "__nv_bfloat16", "float", "double")
-FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_SOFTCAP = 1, 2, 32  # attention_layout.cuh Flags
-UNLIMITED = 1 << 30  # a window side past any sequence (attention_layout.cuh kUnlimited)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
