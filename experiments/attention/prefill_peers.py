@@ -103,7 +103,7 @@ def tile_name(t):
             + ("" if t.wg_ranges else " blockranges") + (f" mb{t.min_blocks}" if t.min_blocks > 1 else ""))
 
 
-def run_point(p, budget_ms, torch, fa4):
+def run_point(p, budget_ms, torch, fa4, default_only=False):
     b, hq, hkv, n, d, causal, window = p
     g = torch.Generator(device="cuda").manual_seed(0)
     q_t, k_t, v_t = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -142,7 +142,7 @@ def run_point(p, budget_ms, torch, fa4):
                                                                         enable_gqa=hkv != hq)
         record("cuDNN", cudnn)
     bucket = min(h for h in select.WGMMA_PREFILL if d <= h)
-    variants = [("cufuse", None)] + [(tile_name(t), t) for t in TMA_CANDIDATES[bucket]]
+    variants = [("cufuse", None)] + ([] if default_only else [(tile_name(t), t) for t in TMA_CANDIDATES[bucket]])
     out = cupy.empty_like(q)
     for name, config in variants:
         def call(config=config):
@@ -159,6 +159,7 @@ def main():
     parser.add_argument("--only", default="")
     parser.add_argument("--json")
     parser.add_argument("--budget-ms", type=float, default=150.0)
+    parser.add_argument("--default-only", action="store_true", help="time only cufuse's default, not the other tiles")
     args = parser.parse_args()
     import torch
     try:
@@ -171,7 +172,7 @@ def main():
     for p in POINTS:
         if args.only not in label(p):
             continue
-        rows = run_point(p, args.budget_ms, torch, fa4)
+        rows = run_point(p, args.budget_ms, torch, fa4, args.default_only)
         results.append({"point": label(p), "rows": rows})
         peers = {k: rows[k].get("tflops") for k in ("FA4", "cuDNN") if k in rows}
         for name, row in rows.items():
