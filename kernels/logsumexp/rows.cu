@@ -47,14 +47,27 @@ __global__ void __launch_bounds__(Threads, Weighted || sizeof(T) == 8 ? 1 : 1024
         const T* base_b = row_b - head * bl;
         for (int64 begin = start; begin < hi; begin += Capacity) {
             const bool full = vec_a && begin >= lo && begin + Capacity <= hi;
+            Chunk<T, Group, Vecs> ca, cb;
+            if (full && vec_b) {
+#pragma unroll
+                for (int k = 0; k < Vecs; ++k) {
+                    const int64 p = begin + (static_cast<int64>(k) * Group + lane) * VS;
+                    ca.bits(k) = ca.bits_of(load_vec16(base_a + p));
+                    cb.bits(k) = cb.bits_of(load_vec16(base_b + p));
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < Vecs; ++k) {
+                    const int64 p = begin + (static_cast<int64>(k) * Group + lane) * VS;
+                    ca.bits(k) = ca.bits_of(full ? load_vec16(base_a + p) : load_slot(base_a, sl, vec_a, p, lo, hi, neg_inf_value<T>()));
+                    cb.bits(k) = cb.bits_of(load_slot(base_b, bl, vec_b, p, lo, hi, T(0)));
+                }
+            }
 #pragma unroll
             for (int k = 0; k < Vecs; ++k) {
-                const int64 p = begin + (static_cast<int64>(k) * Group + lane) * VS;
-                const Vec16<T> va = full ? load_vec16(base_a + p) : load_slot(base_a, sl, vec_a, p, lo, hi, neg_inf_value<T>());
-                const Vec16<T> vb = full && vec_b ? load_vec16(base_b + p) : load_slot(base_b, bl, vec_b, p, lo, hi, T(0));
                 A x[VS], w[VS];
 #pragma unroll
-                for (int j = 0; j < VS; ++j) x[j] = to_accum(va.v[j]), w[j] = to_accum(vb.v[j]);
+                for (int j = 0; j < VS; ++j) x[j] = to_accum(ca.v[k].v[j]), w[j] = to_accum(cb.v[k].v[j]);
                 st.add_weighted(x, w);
             }
         }
@@ -63,10 +76,18 @@ __global__ void __launch_bounds__(Threads, Weighted || sizeof(T) == 8 ? 1 : 1024
         for (int64 begin = start; begin < hi; begin += Capacity) {
             const bool full = vec_a && begin >= lo && begin + Capacity <= hi;
             Chunk<T, Group, Vecs> c;
+            // Whole 128-bit slots under one branch a tile: 16-bit slots merged element by element
+            // were unpacked right after each load, which then waited (one load in flight a lane).
+            if (full) {
 #pragma unroll
-            for (int k = 0; k < Vecs; ++k) {
-                const int64 p = begin + (static_cast<int64>(k) * Group + lane) * VS;
-                c.v[k] = full ? load_vec16(base_a + p) : load_slot(base_a, sl, vec_a, p, lo, hi, neg_inf_value<T>());
+                for (int k = 0; k < Vecs; ++k)
+                    c.bits(k) = c.bits_of(load_vec16(base_a + begin + (static_cast<int64>(k) * Group + lane) * VS));
+            } else {
+#pragma unroll
+                for (int k = 0; k < Vecs; ++k) {
+                    const int64 p = begin + (static_cast<int64>(k) * Group + lane) * VS;
+                    c.bits(k) = c.bits_of(load_slot(base_a, sl, vec_a, p, lo, hi, neg_inf_value<T>()));
+                }
             }
             online.merge(c);
         }
