@@ -10,6 +10,9 @@
 // unit column stride and 16-byte aligned rows, a positive scale (or a softcap), and a grid of at
 // least one wave of blocks or one whose wave model keeps one key split (smaller grids split the
 // keys on attention_fwd_mma). The tile goes by the keys a query row sees (docs/attention.md).
+// attention_varlen_wgmma_tma runs the TMA kernel's block on ragged packed batches (select.py
+// choose_varlen: compute capability 9.0, 16-bit, operands a tensor map takes), its work items
+// found on the device from cu_seqlens.
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "common/attention_layout.cuh"
