@@ -64,11 +64,10 @@ struct TileStream {
 
 // A warpgroup's staged 64 x HD tile (kmajor_atom_offset<64> layout) to `rows` rows of `cols`
 // elements of dst, `pitch` elements apart (cols and pitch % 8 == 0, dst 16-byte aligned), 16 bytes
-// per thread and step. As in
-// TileStream each of the 128 threads keeps one column chunk and rows kRowStep apart, so a chunk
-// costs a shared load, a compare and a store (copy_rows: a run-time division); where kRowStep is
-// a multiple of 8 (HD <= 128) the swizzle phase is the same on every row and the shared offset a
-// constant step.
+// per thread and step. As in TileStream each of the 128 threads keeps one column chunk and rows
+// kRowStep apart, so a chunk costs a shared load, a compare and a store (copy_rows: a run-time
+// division); where kRowStep is a multiple of 8 (HD <= 128) the swizzle phase is the same on every
+// row and the shared offset a constant step.
 template <typename T, int HD>
 __device__ __forceinline__ void store_staged_rows(T* dst, const T* stage, int rows, int cols, int64 pitch, int tid) {
     constexpr int kChunks = HD / 8, kRowStep = 128 / kChunks;
