@@ -18,7 +18,7 @@ import numpy as np
 from .cases import UNFUSED
 
 OP_COLOURS = {"softmax": "tab:blue", "logsumexp": "tab:cyan", "linear": "tab:orange", "linear_epilogues": "tab:red",
-              "attention": "tab:green", "paged_attention": "tab:olive"}
+              "attention": "tab:green", "paged_attention": "tab:olive", "attention_varlen": "tab:brown"}
 
 
 def plot_roofline(results: list, ceilings, path: str, *, title: str = "") -> None:

@@ -489,9 +489,9 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         T* dst = out + (batch * nq + m0 + warp_row0) * dv;  // the warp's rows are contiguous in out
         const auto pitched = [](int r, int c) { return r * kPitch + c; };
         if (dv % 8 == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0) {
-            copy_rows<uint4>(dst, o_stage, pitched, rows, dv, lane, 32);
+            copy_rows<uint4>(dst, o_stage, pitched, rows, dv, dv, lane, 32);
         } else {
-            copy_rows<T>(dst, o_stage, pitched, rows, dv, lane, 32);
+            copy_rows<T>(dst, o_stage, pitched, rows, dv, dv, lane, 32);
         }
     }
 }

@@ -10,6 +10,9 @@
 // unit column stride and 16-byte aligned rows, a positive scale (or a softcap), and a grid of at
 // least one wave of blocks or one whose wave model keeps one key split (smaller grids split the
 // keys on attention_fwd_mma). The tile goes by the keys a query row sees (docs/attention.md).
+// attention_varlen_wgmma_tma runs the TMA kernel's block on ragged packed batches (select.py
+// choose_varlen: compute capability 9.0, 16-bit, operands a tensor map takes), its work items
+// found on the device from cu_seqlens.
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "common/attention_layout.cuh"
@@ -59,22 +62,22 @@ struct TileStream {
     }
 };
 
-// A warpgroup's staged 64 x HD tile (kmajor_atom_offset<64> layout) to `rows` contiguous rows of
-// `cols` elements of dst (cols % 8 == 0, dst 16-byte aligned), 16 bytes per thread and step. As in
-// TileStream each of the 128 threads keeps one column chunk and rows kRowStep apart, so a chunk
-// costs a shared load, a compare and a store (copy_rows: a run-time division); where kRowStep is
-// a multiple of 8 (HD <= 128) the swizzle phase is the same on every row and the shared offset a
-// constant step.
+// A warpgroup's staged 64 x HD tile (kmajor_atom_offset<64> layout) to `rows` rows of `cols`
+// elements of dst, `pitch` elements apart (cols and pitch % 8 == 0, dst 16-byte aligned), 16 bytes
+// per thread and step. As in TileStream each of the 128 threads keeps one column chunk and rows
+// kRowStep apart, so a chunk costs a shared load, a compare and a store (copy_rows: a run-time
+// division); where kRowStep is a multiple of 8 (HD <= 128) the swizzle phase is the same on every
+// row and the shared offset a constant step.
 template <typename T, int HD>
-__device__ __forceinline__ void store_staged_rows(T* dst, const T* stage, int rows, int cols, int tid) {
+__device__ __forceinline__ void store_staged_rows(T* dst, const T* stage, int rows, int cols, int64 pitch, int tid) {
     constexpr int kChunks = HD / 8, kRowStep = 128 / kChunks;
     const int r0 = tid / kChunks, c = tid % kChunks * 8;
     if (c >= cols) return;
-    dst += r0 * cols + c;
+    dst += r0 * pitch + c;
 #pragma unroll
     for (int i = 0; i * kRowStep < 64; ++i)
         if (r0 + i * kRowStep < rows)
-            *reinterpret_cast<uint4*>(dst + i * kRowStep * cols) =
+            *reinterpret_cast<uint4*>(dst + i * kRowStep * pitch) =
                 *reinterpret_cast<const uint4*>(stage + kmajor_atom_offset<64>(r0 + i * kRowStep, c));
 }
 
@@ -96,15 +99,30 @@ constexpr int wgmma_row_elems() {
     return (HD + WGMMA_ATOM_N - 1) / WGMMA_ATOM_N * WGMMA_ATOM_N;
 }
 
-// One (query tile, batch) work item: query tile fastest (blocks running at once share K/V in
-// L2); causal runs the longest tiles first.
+// One work item: BLOCK_M query rows of one batch item (attention) or of one (sequence, query
+// head) (attention_varlen), with what the feeds and the consumer loop need to find its operands.
 struct WorkItem {
-    int m0;  // first query row
-    int64 batch;
-    int64 q_off, k_off, v_off;  // element offsets of the batch item's q, k, v
+    int m0;  // first query row, counted within the item's nq rows
+    int nq, nk;  // the item's query rows and keys (a sequence's lengths in attention_varlen)
+    KeyBand band;  // the keys query row i of the item sees
+    int64 batch;  // the sink's item: the flat batch index, or the query head
+    int64 q_off, k_off, v_off;  // element offsets of the batch item's q, k, v (cp.async feed)
+    int q_row, kv_row;  // TMA row coordinates of the item's query row 0 and key 0
+    int q_slab, k_slab, v_slab;  // TMA third coordinates of q, k, v
+    int64 out_row;  // out / lse row of query row r: out_row + r * out_step (rows of dv elements)
+    int out_step;
     int key_begin, key_end, n_tiles;  // keys the block visits: its first row's window start to its last's end
 };
 
+template <int BLOCK_M, int BN>
+__device__ __forceinline__ void visit_keys(WorkItem& w) {
+    w.key_begin = w.band.first_key(w.m0);
+    w.key_end = w.band.key_end(min(w.m0 + BLOCK_M, w.nq) - 1, w.nk);
+    w.n_tiles = w.key_end > w.key_begin ? (w.key_end - w.key_begin + BN - 1) / BN : 0;
+}
+
+// attention's items: (query tile, batch) with the query tile fastest (blocks running at once
+// share K/V in L2); causal runs the longest tiles first.
 template <int BLOCK_M, int BN>
 __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, bool causal, int nq, int nk, const KeyBand& band,
                                               const BatchLayout& layout) {
@@ -113,11 +131,75 @@ __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, bool causal
     w.batch = item / q_tiles;
     const int q_tile = causal ? q_tiles - 1 - rank : rank;
     w.m0 = q_tile * BLOCK_M;
+    w.nq = nq;
+    w.nk = nk;
+    w.band = band;
     layout.offsets(w.batch, w.q_off, w.k_off, w.v_off);
-    w.key_begin = band.first_key(w.m0);
-    w.key_end = band.key_end(min(w.m0 + BLOCK_M, nq) - 1, nk);
-    w.n_tiles = w.key_end > w.key_begin ? (w.key_end - w.key_begin + BN - 1) / BN : 0;
+    w.q_row = w.kv_row = 0;
+    w.out_row = w.batch * nq;
+    w.out_step = 1;
+    visit_keys<BLOCK_M, BN>(w);
     return w;
+}
+
+// attention_varlen's tiles: sequence b owns virtual query tiles [f(b), f(b) + ceil(len_q(b) /
+// BLOCK_M)) with f(b) = floor(cu_q[b] / BLOCK_M) + b, strictly increasing in b, so the ranges
+// never overlap and all lie below floor(Tq / BLOCK_M) + B: the grid comes from the shapes alone
+// (cufuse/ops/attention/varlen_wgmma.py sequence_of_tile is this mapping in Python).
+// Offsets are clamped to the token counts, so that contract violations never read or write
+// outside q, k, v and out.
+struct VarlenSequences {
+    const int *cu_q, *cu_k;
+    int64 cu_q_stride, cu_k_stride;
+    int batch, tq, tk;
+
+    __device__ __forceinline__ int q_start(int b) const { return min(max(__ldg(cu_q + b * cu_q_stride), 0), tq); }
+    // The sequence b whose tiles hold `tile`: the last b with f(b) <= tile (b = 0 if none). The warp
+    // tests 32 candidates a round (a ballot over the prefix where f <= tile), so B <= 1024 takes two
+    // dependent loads where a binary search takes log2 B. Every lane of the warp calls it.
+    template <int BLOCK_M>
+    __device__ __forceinline__ int sequence_of(int tile) const {
+        const int lane = threadIdx.x % 32;
+        int lo = 0, n = batch;
+        while (n > 1) {
+            const int step = (n + 31) / 32, c = lo + lane * step;
+            const bool below = lane * step < n && q_start(c) / BLOCK_M + c <= tile;
+            const int skip = max(__popc(__ballot_sync(0xffffffffu, below)) - 1, 0) * step;
+            lo += skip;
+            n = min(step, n - skip);
+        }
+        return lo;
+    }
+};
+
+// The item of virtual query tile `tile` of query head `head` (KV head head / group); false where
+// the tile lies past its sequence's tiles (or B is 0). The band of query i of a sequence of nq
+// queries and nk keys: [p - left, p + right] at p = i + nk - nq (left, right -1: unlimited;
+// causal folded into right by the host). Causal runs a sequence's longest tiles first.
+template <int BLOCK_M, int BN>
+__device__ __forceinline__ bool varlen_item(WorkItem& w, const VarlenSequences& seqs, int tile, int head, int group,
+                                            int heads_q, bool causal, int left, int right) {
+    if (seqs.batch <= 0) return false;
+    const int b = seqs.sequence_of<BLOCK_M>(tile);
+    const int q_begin = seqs.q_start(b), q_end = max(seqs.q_start(b + 1), q_begin);
+    const int k_begin = min(max(__ldg(seqs.cu_k + b * seqs.cu_k_stride), 0), seqs.tk);
+    const int k_end = min(max(__ldg(seqs.cu_k + (b + 1) * seqs.cu_k_stride), k_begin), seqs.tk);
+    const int rank = tile - (q_begin / BLOCK_M + b), q_tiles = (q_end - q_begin + BLOCK_M - 1) / BLOCK_M;
+    if (rank < 0 || rank >= q_tiles) return false;
+    w.nq = q_end - q_begin;
+    w.nk = k_end - k_begin;
+    w.m0 = (causal ? q_tiles - 1 - rank : rank) * BLOCK_M;
+    const int shift = w.nk - w.nq;
+    w.band = KeyBand{left < 0 ? -kUnlimited : shift - left, right < 0 ? kUnlimited : shift + right};
+    w.batch = head;
+    w.q_row = q_begin;
+    w.kv_row = k_begin;
+    w.q_slab = head;
+    w.k_slab = w.v_slab = head / group;
+    w.out_row = static_cast<int64>(q_begin) * heads_q + head;
+    w.out_step = heads_q;
+    visit_keys<BLOCK_M, BN>(w);
+    return true;
 }
 
 // The feeds: how the consumer loop gets its tiles. acquire_k(t) / acquire_v(t): K / V tile t
@@ -141,17 +223,17 @@ struct CpAsyncFeed {
         if (g >= 1 && g <= n_tiles) v_stream.load_next(v_s + (g - 1) % STAGES * kStageElems, v_row);
     }
     // Q (the warpgroups' 64-row slices, joining group 0), then the ring's first STAGES - 1 groups.
-    __device__ __forceinline__ void begin(const WorkItem& w, const T* q, const T* k, const T* v, T* q_s, int nq, int nk,
-                                          int d, int dv, int64 q_row) {
+    __device__ __forceinline__ void begin(const WorkItem& w, const T* q, const T* k, const T* v, T* q_s, int d, int dv,
+                                          int64 q_row) {
         n_tiles = w.n_tiles;
         TileStream<T, 64, HD, kThreads> q_stream;
-        q_stream.start(q + w.q_off + w.m0 * q_row, q_row, d, nq - w.m0,
+        q_stream.start(q + w.q_off + w.m0 * q_row, q_row, d, w.nq - w.m0,
                        [](int r, int c) { return kmajor_atom_offset<64>(r, c); });
 #pragma unroll
         for (int slice = 0; slice < WARPGROUPS; ++slice) q_stream.load_next(q_s + slice * 64 * kRowElems, q_row);
-        k_stream.start(k + w.k_off + w.key_begin * k_row, k_row, d, nk - w.key_begin,
+        k_stream.start(k + w.k_off + w.key_begin * k_row, k_row, d, w.nk - w.key_begin,
                        [](int r, int c) { return kmajor_atom_offset<BN>(r, c); });
-        v_stream.start(v + w.v_off + w.key_begin * v_row, v_row, dv, nk - w.key_begin,
+        v_stream.start(v + w.v_off + w.key_begin * v_row, v_row, dv, w.nk - w.key_begin,
                        [](int r, int c) { return nmajor_atom_offset<BN>(r, c); });
 #pragma unroll
         for (int g = 0; g < STAGES - 1; ++g) {
@@ -231,9 +313,8 @@ struct TmaFeed {
 // score); a single key split.
 template <typename T, int HD, int BN, int STAGES, bool WG_RANGES, int PINGPONG, typename Feed>
 __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T* q_s, const T* k_s, const T* v_s,
-                                             T* out, float* lse, int nq, int nk, int dv, float scale_log2, int flags,
-                                             float softcap_log2, const KeyBand& band, const float* sinks,
-                                             int sink_heads) {
+                                             T* out, float* lse, int dv, float scale_log2, int flags,
+                                             float softcap_log2, const float* sinks, int sink_heads) {
     constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems;
     constexpr unsigned kVDescK16 = 2 * 1024 / 16;  // V descriptor advance per k16: two 8-key atoms
     const float kNegInf = neg_infinity<float>();
@@ -241,6 +322,8 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0), warp = threadIdx.x / 32 % 4,
               lane = threadIdx.x % 32;
     const bool capped = flags & kSoftcap;
+    const int nq = cur.nq, nk = cur.nk;
+    const KeyBand band = cur.band;
 
     int wg_first = 0, wg_tiles = 0;  // key tiles [wg_first, wg_tiles) of the block's this warpgroup computes
     int clean_first = 0, clean_end = 0;  // key tiles [clean_first, clean_end) every row of this warp sees whole
@@ -456,21 +539,22 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
                 pack2<T>(empty ? 0.f : o[4 * j + 2 * h] * inv, empty ? 0.f : o[4 * j + 2 * h + 1] * inv);
         if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) {
             const float m = row_m == kNegInf ? 0.f : row_m;
-            lse[cur.batch * nq + row] = l == 0.f ? kNegInf : (m + __log2f(l)) * kLn2;
+            lse[cur.out_row + static_cast<int64>(row) * cur.out_step] = l == 0.f ? kNegInf : (m + __log2f(l)) * kLn2;
         }
     }
     warpgroup_barrier(wg);  // staged rows visible to the whole warpgroup (the others need not wait)
     const int rows = min(64, nq - (cur.m0 + wg * 64));
-    T* dst = out + (cur.batch * nq + cur.m0 + wg * 64) * dv;  // the warpgroup's rows are contiguous in out
+    const int64 pitch = static_cast<int64>(cur.out_step) * dv;  // elements between the item's rows of out
+    T* dst = out + (cur.out_row + static_cast<int64>(cur.m0 + wg * 64) * cur.out_step) * dv;
     const auto staged = [](int r, int c) { return kmajor_atom_offset<64>(r, c); };
     if (reinterpret_cast<unsigned long long>(out) % 16 == 0) {
         if constexpr (128 % (HD / 8) == 0) {
-            store_staged_rows<T, HD>(dst, o_stage, rows, dv, threadIdx.x % 128);
+            store_staged_rows<T, HD>(dst, o_stage, rows, dv, pitch, threadIdx.x % 128);
         } else {  // HD 96: a row's 12 chunks do not divide the warpgroup
-            copy_rows<uint4>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+            copy_rows<uint4>(dst, o_stage, staged, rows, dv, pitch, threadIdx.x % 128, 128);
         }
     } else {
-        copy_rows<T>(dst, o_stage, staged, rows, dv, threadIdx.x % 128, 128);
+        copy_rows<T>(dst, o_stage, staged, rows, dv, pitch, threadIdx.x % 128, 128);
     }
 }
 
@@ -503,10 +587,10 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     feed.v_s = v_s;
     feed.k_row = k_row;
     feed.v_row = v_row;
-    feed.begin(cur, q, k, v, q_s, nq, nk, d, dv, q_row);
+    feed.begin(cur, q, k, v, q_s, d, dv, q_row);
     if (item < items)  // always true (grid = items); without the test the PTX changes
-        consume_item<T, HD, BN, STAGES, WG_RANGES, 0>(feed, cur, q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags,
-                                                      softcap_log2, band, sinks, sink_heads);
+        consume_item<T, HD, BN, STAGES, WG_RANGES, 0>(feed, cur, q_s, k_s, v_s, out, lse, dv, scale_log2, flags,
+                                                      softcap_log2, sinks, sink_heads);
     feed.end();
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
@@ -514,15 +598,13 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
 }
 
 // ---------------------------------------------------------------------------------------
-// attention_fwd_wgmma_tma: WARPGROUPS consumer warpgroups, then one producer warpgroup whose
-// first thread loads Q once and K / V tile by tile through tensor maps into the mbarrier ring
-// (TmaFeed), so the consumers issue no copies and meet no block barrier; setmaxnreg gives the
-// producer's registers to the consumers (TmaRegisters a thread). The maps are 3-D (columns,
-// rows, batch unit): rows past Nq / Nk are zero-filled, as the cp.async feed does; a batch
-// item's offset is a multiple of its operand's unit (q_unit, ... elements), so its coordinate
-// is offset / unit. The consumer warpgroups take turns issuing their wgmmas (consume_item's
-// ping-pong) and compute only their own rows' key tiles. One (query tile, batch) work item a
-// block (grid = items).
+// attention_fwd_wgmma_tma / attention_varlen_wgmma_tma: WARPGROUPS consumer warpgroups, then
+// one producer warpgroup whose first thread loads Q once and K / V tile by tile through tensor
+// maps into the mbarrier ring (TmaFeed), so the consumers issue no copies and meet no block
+// barrier; setmaxnreg gives the producer's registers to the consumers (TmaRegisters a thread).
+// The maps are 3-D (columns, rows, slab): rows past the tensor's end are zero-filled, as the
+// cp.async feed does. The consumer warpgroups take turns issuing their wgmmas (consume_item's
+// ping-pong) and compute only their own rows' key tiles. One work item a block.
 template <int WARPGROUPS>
 struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K registers in all
     static constexpr int kProducer = WARPGROUPS == 2 ? 24 : 32;
@@ -531,15 +613,13 @@ struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K register
     static_assert((kProducer + WARPGROUPS * kConsumer) * 128 <= 65536, "the register file");
 };
 
-template <typename T, int HD, int WARPGROUPS, int BN, int STAGES>
-__global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
-    attention_fwd_wgmma_tma(T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int dv, int q_tiles,
-                            float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi, int64 q_unit,
-                            int64 k_unit, int64 v_unit, BATCH_LAYOUT_PARAMS,
-                            const __grid_constant__ TmaDescriptor q_map, const __grid_constant__ TmaDescriptor k_map,
-                            const __grid_constant__ TmaDescriptor v_map, const float* __restrict__ sinks,
-                            int sink_heads) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The block of both TMA kernels; `item_of(w)` (called by whole warps) fills the block's work item
+// and returns false where the block has none (the same answer for every thread: all of them return).
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, typename ItemOf>
+__device__ __forceinline__ void wgmma_tma_block(ItemOf item_of, T* out, float* lse, int dv, float scale_log2,
+                                                int flags, float softcap_log2, const TmaDescriptor& q_map,
+                                                const TmaDescriptor& k_map, const TmaDescriptor& v_map,
+                                                const float* sinks, int sink_heads) {
     static_assert(HD % 32 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
     constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems, kAtoms = kRowElems / WGMMA_ATOM_N;
     constexpr unsigned kQBytes = WARPGROUPS * 64 * kRowElems * sizeof(T), kStageBytes = kStageElems * sizeof(T);
@@ -563,45 +643,91 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
     }
     __syncthreads();
 
-    const KeyBand band{band_lo, band_hi};
-    auto block_item = [&]() {
-        return work_item<WARPGROUPS * 64, BN>(blockIdx.x, q_tiles, flags & kCausal, nq, nk, band, BATCH_LAYOUT);
-    };
+    WorkItem cur;
     if (threadIdx.x >= WARPGROUPS * 128) {  // the producer warpgroup
         setmaxnreg_dec<TmaRegisters<WARPGROUPS>::kProducer>();
+        if (threadIdx.x / 32 != WARPGROUPS * 4 || !item_of(cur)) return;  // its first warp finds the item
         if (threadIdx.x == WARPGROUPS * 128) {
-            const WorkItem cur = block_item();
-            const int qb = int(cur.q_off / q_unit), kb = int(cur.k_off / k_unit), vb = int(cur.v_off / v_unit);
             mbarrier_arrive_expect_tx(feed.q_full, kQBytes);
 #pragma unroll
             for (int slice = 0; slice < WARPGROUPS; ++slice)
 #pragma unroll
                 for (int a = 0; a < kAtoms; ++a)
                     tma_load_3d(q_s + slice * 64 * kRowElems + a * 64 * WGMMA_ATOM_N, q_map, a * WGMMA_ATOM_N,
-                                cur.m0 + slice * 64, qb, feed.q_full);
+                                cur.q_row + cur.m0 + slice * 64, cur.q_slab, feed.q_full);
             // tile t of K or V: wait for its stage to be released, announce its bytes, issue the boxes
             auto load_tile = [&](unsigned long long* empty, unsigned long long* full, T* ring,
-                                 const TmaDescriptor& map, int t, int row, int batch) {
+                                 const TmaDescriptor& map, int t, int row, int slab) {
                 const int s = t % STAGES;
                 mbarrier_wait(empty + s, ((t / STAGES) & 1) ^ 1);  // round 0 passes at once
                 mbarrier_arrive_expect_tx(full + s, kStageBytes);
 #pragma unroll
                 for (int a = 0; a < kAtoms; ++a)
-                    tma_load_3d(ring + s * kStageElems + a * BN * WGMMA_ATOM_N, map, a * WGMMA_ATOM_N, row, batch,
+                    tma_load_3d(ring + s * kStageElems + a * BN * WGMMA_ATOM_N, map, a * WGMMA_ATOM_N, row, slab,
                                 full + s);
             };
             for (int t = 0; t < cur.n_tiles; ++t) {
-                const int row = cur.key_begin + t * BN;
-                load_tile(feed.k_empty, feed.k_full, k_s, k_map, t, row, kb);
-                load_tile(feed.v_empty, feed.v_full, v_s, v_map, t, row, vb);
+                const int row = cur.kv_row + cur.key_begin + t * BN;
+                load_tile(feed.k_empty, feed.k_full, k_s, k_map, t, row, cur.k_slab);
+                load_tile(feed.v_empty, feed.v_full, v_s, v_map, t, row, cur.v_slab);
             }
         }
     } else {
         setmaxnreg_inc<TmaRegisters<WARPGROUPS>::kConsumer>();
-        consume_item<T, HD, BN, STAGES, true, WARPGROUPS>(
-            feed, block_item(), q_s, k_s, v_s, out, lse, nq, nk, dv, scale_log2, flags, softcap_log2, band, sinks,
-            sink_heads);
+        if (!item_of(cur)) return;
+        consume_item<T, HD, BN, STAGES, true, WARPGROUPS>(feed, cur, q_s, k_s, v_s, out, lse, dv, scale_log2, flags,
+                                                          softcap_log2, sinks, sink_heads);
     }
+}
+
+// attention's items: one (query tile, batch) a block (grid = items). A batch item's offset is a
+// multiple of its operand's unit (q_unit, ... elements), so its slab coordinate is offset / unit.
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES>
+__global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
+    attention_fwd_wgmma_tma(T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int dv, int q_tiles,
+                            float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi, int64 q_unit,
+                            int64 k_unit, int64 v_unit, BATCH_LAYOUT_PARAMS,
+                            const __grid_constant__ TmaDescriptor q_map, const __grid_constant__ TmaDescriptor k_map,
+                            const __grid_constant__ TmaDescriptor v_map, const float* __restrict__ sinks,
+                            int sink_heads) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const KeyBand band{band_lo, band_hi};
+    auto item_of = [&](WorkItem& w) {
+        w = work_item<WARPGROUPS * 64, BN>(blockIdx.x, q_tiles, flags & kCausal, nq, nk, band, BATCH_LAYOUT);
+        w.q_slab = int(w.q_off / q_unit);
+        w.k_slab = int(w.k_off / k_unit);
+        w.v_slab = int(w.v_off / v_unit);
+        return true;
+    };
+    wgmma_tma_block<T, HD, WARPGROUPS, BN, STAGES>(item_of, out, lse, dv, scale_log2, flags, softcap_log2, q_map, k_map,
+                                                   v_map, sinks, sink_heads);
+#else
+    __trap();  // sm_90a only (the host never launches it elsewhere)
+#endif
+}
+
+// attention_varlen's items (varlen_item): grid (floor(Tq / BLOCK_M) + B virtual query tiles,
+// Hq); the blocks of tiles past their sequence's end return at once. q (Tq, Hq, D), k (Tk, Hkv,
+// D), v (Tk, Hkv, Dv) mapped as (columns, tokens, heads); out (Tq, Hq, Dv) and lse (Tq, Hq)
+// C-contiguous. Rows of a tile past its sequence belong to the next one (or are zero-filled
+// past the tensor): their keys are masked (key_end <= the sequence's nk) and their queries
+// never stored. `left` / `right`: the window's sides (-1 unlimited), causal folded into right.
+template <typename T, int HD, int WARPGROUPS, int BN, int STAGES>
+__global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
+    attention_varlen_wgmma_tma(T* __restrict__ out, float* __restrict__ lse, const int* __restrict__ cu_q,
+                               const int* __restrict__ cu_k, int batch, int tq, int tk, int heads_q, int group, int dv,
+                               float scale_log2, int flags, float softcap_log2, int left, int right,
+                               int64 cu_q_stride, int64 cu_k_stride, const __grid_constant__ TmaDescriptor q_map,
+                               const __grid_constant__ TmaDescriptor k_map, const __grid_constant__ TmaDescriptor v_map,
+                               const float* __restrict__ sinks, int sink_heads) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const VarlenSequences seqs{cu_q, cu_k, cu_q_stride, cu_k_stride, batch, tq, tk};
+    auto item_of = [&](WorkItem& w) {
+        return varlen_item<WARPGROUPS * 64, BN>(w, seqs, blockIdx.x, blockIdx.y, group, heads_q, flags & kCausal,
+                                                left, right);
+    };
+    wgmma_tma_block<T, HD, WARPGROUPS, BN, STAGES>(item_of, out, lse, dv, scale_log2, flags, softcap_log2, q_map, k_map,
+                                                   v_map, sinks, sink_heads);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif
@@ -612,3 +738,4 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
 
 using cufuse::attention::attention_fwd_wgmma;
 using cufuse::attention::attention_fwd_wgmma_tma;
+using cufuse::attention::attention_varlen_wgmma_tma;

@@ -108,16 +108,17 @@ __device__ __forceinline__ float fold_sink_log2(float sink2, float& m, float& l)
 // take scale / c as their score scale and multiply tanh's result by c (c log2 e in log2 units).
 
 // `threads` threads (this one is `tid`) copy `rows` x `cols` elements from shared memory
-// (element (r, c) at src + place(r, c), a Chunk's elements contiguous) to the contiguous rows
-// of dst, Chunk (sizeof(Chunk) / sizeof(T) elements, dividing cols) per thread and step:
-// consecutive threads take consecutive chunks, so each store instruction is coalesced.
+// (element (r, c) at src + place(r, c), a Chunk's elements contiguous) to rows of dst `pitch`
+// elements apart, Chunk (sizeof(Chunk) / sizeof(T) elements, dividing cols and pitch) per thread
+// and step: consecutive threads take consecutive chunks, so each store instruction is coalesced.
 template <typename Chunk, typename T, typename Place>
-__device__ __forceinline__ void copy_rows(T* dst, const T* src, Place place, int rows, int cols, int tid, int threads) {
+__device__ __forceinline__ void copy_rows(T* dst, const T* src, Place place, int rows, int cols, int64 pitch, int tid,
+                                          int threads) {
     constexpr int kElems = sizeof(Chunk) / sizeof(T);
     const int chunks = cols / kElems;
     for (int idx = tid; idx < rows * chunks; idx += threads) {
         const int r = idx / chunks, c = (idx % chunks) * kElems;
-        *reinterpret_cast<Chunk*>(dst + static_cast<int64>(r) * cols + c) =
+        *reinterpret_cast<Chunk*>(dst + r * pitch + c) =
             *reinterpret_cast<const Chunk*>(src + place(r, c));
     }
 }

@@ -1,6 +1,7 @@
 """attention_varlen, CPU: the NumPy path and the tiled oracle against a naive float64
 computation per sequence (lengths 0 included, GQA, causal, window, softcap, sinks, lse), the
-validation errors, and the GPU plan's launch (grid from the shapes only, its arguments)."""
+validation errors, and the SIMT plan's launch (grid from the shapes only, its arguments); the
+wgmma kernel's host side and the driver chain: test_varlen_wgmma_host.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +11,7 @@ import cufuse
 from cufuse import reference
 from cufuse._core.plans import NULL
 from cufuse.ops.attention import select
+from cufuse.ops.attention.varlen_problem import describe_varlen
 from cufuse.ops.attention.varlen_simt import VarlenSimtRows, instantiations
 
 from .test_sinks_host import naive
@@ -129,13 +131,15 @@ def test_validation(change, error, match):
 def test_plan_grid_comes_from_shapes_only():
     shapes = {"q": (1000, 8, 128), "k": (3000, 2, 128), "v": (3000, 2, 64), "cu_seqlens_q": (6,), "cu_seqlens_k": (6,)}
     strides = {"q": (1024, 128, 1), "k": (256, 128, 1), "v": (128, 64, 1), "cu_seqlens_q": (1,), "cu_seqlens_k": (2,)}
-    plan = VarlenSimtRows().plan(shapes, strides, np.dtype(np.float16), True, 0.5, (-1, 3), None, True, 8)
-    (launch,) = plan.launches
+    aligned = (True,) * 3
+    problem = describe_varlen(shapes, strides, np.float16, aligned, True, 0.5, (-1, 3), None, True, 8)
+    (launch,) = VarlenSimtRows().plan(problem, None).launches
     assert launch.grid == (250, 8) and launch.block == (128,)
     assert launch.args[:7] == ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "out", "lse")
     assert launch.args[7:13] == (5, 1000, 3000, 8, 4, 128) and launch.args[-4:] == (1, 2, "sinks", 8)
     assert launch.args[16:19] == (-1, 3, 3)  # window sides, flags causal | lse
-    no_sinks = VarlenSimtRows().plan(shapes, strides, np.dtype(np.float32), False, 0.5, (-1, -1), 2.0, False, 0)
+    problem = describe_varlen(shapes, strides, np.float32, aligned, False, 0.5, (-1, -1), 2.0, False, 0)
+    no_sinks = VarlenSimtRows().plan(problem, None)
     assert no_sinks.launches[0].args[6] == "out" and no_sinks.launches[0].args[-2:] == (NULL, 0)
 
 
@@ -144,28 +148,3 @@ def test_check_compile_lists_the_kernels():
     assert all(spec in listed for spec in instantiations()) and len(instantiations()) == 4
 
 
-def test_varlen_host_path_over_fake_gpu_arrays(monkeypatch):
-    # the driver's chain on fake GPU arrays: the first call plans and binds, the second runs its
-    # PreparedCall; both launch the one kernel on the caller's arrays, with lse allocated as asked
-    from cufuse._core import driver
-    from cufuse._core.device import H200
-    from cufuse._core.plans import PreparedCall
-    from cufuse.ops.attention import varlen
-
-    from ..conftest import fake_gpu_calls
-
-    make_array, kernels, _ = fake_gpu_calls(monkeypatch, varlen, H200)
-    import cupy
-
-    monkeypatch.setattr(cupy, "empty", lambda shape, dtype=np.float64: make_array(shape, dtype))
-    q, k, v = make_array((70, 8, 64), np.float16), make_array((90, 2, 64), np.float16), make_array((90, 2, 64),
-                                                                                                     np.float16)
-    cu_q, cu_k = make_array((4,), np.int32), make_array((4,), np.int32)
-    for _ in range(2):
-        out, lse = cufuse.attention_varlen(q, k, v, cu_q, cu_k, causal=True, return_lse=True)
-        assert out.shape == (70, 8, 64) and lse.shape == (70, 8) and lse.dtype == np.float32
-    assert sum(isinstance(e, PreparedCall) for e in driver.PLANS._plans.values()) == 1
-    ((spec, kernel),) = kernels.items()
-    assert spec == VarlenSimtRows().spec("__half") and len(kernel.launches) == 2
-    for grid, _, args, _ in kernel.launches:
-        assert grid == (18, 8) and args[:5] == (q.data.ptr, k.data.ptr, v.data.ptr, cu_q.data.ptr, cu_k.data.ptr)

@@ -209,11 +209,13 @@ def paged_attention_cases():
 
 
 def attention_varlen_cases():
-    """Packed (T, H, D) layouts: the grid comes from Tq and Hq alone, whatever the batch."""
+    """Packed (T, H, D) layouts: the grid comes from Tq and Hq alone, whatever the batch; head dims
+    of every wgmma tile, one a tensor map cannot take (D 60) and B = 0 (the SIMT kernel)."""
     cases = []
     for device, dtype in itertools.product(DEVICES, DTYPES):
         for tq, tk, hq, hkv, d, dv, batch in ((4097, 4097, 32, 8, 128, 128, 9), (1, 300, 8, 8, 64, 64, 1),
-                                              (1000, 5000, 16, 2, 80, 96, 33)):
+                                              (1000, 5000, 16, 2, 80, 96, 33), (3000, 3000, 4, 4, 256, 256, 17),
+                                              (500, 500, 8, 8, 60, 60, 3), (10, 10, 2, 2, 64, 64, 0)):
             q, k, v = [tq, hq, d], [tk, hkv, d], [tk, hkv, dv]
             for causal, window, softcap, lse, sinks in ((True, None, None, True, 0),
                                                         (False, [128, 0], 30.0, False, hq)):

@@ -135,7 +135,8 @@ def record_paged_attention(case):
 
 @_guarded
 def record_attention_varlen(case):
-    from cufuse.ops.attention.varlen_simt import VarlenSimtRows
+    from cufuse.ops.attention.plan import plan_varlen
+    from cufuse.ops.attention.varlen_problem import describe_varlen
 
     dev = DEVICES[case["device"]]
     shapes = {"q": tuple(case["q_shape"]), "k": tuple(case["k_shape"]), "v": tuple(case["v_shape"]),
@@ -143,10 +144,10 @@ def record_attention_varlen(case):
     strides = {"q": tuple(case["q_strides"]), "k": tuple(case["k_strides"]), "v": tuple(case["v_strides"]),
                "cu_seqlens_q": (1,), "cu_seqlens_k": (1,)}
     window = (-1, -1) if case["window"] is None else tuple(case["window"])
-    plan = VarlenSimtRows().plan(shapes, strides, _dtype(case["dtype"]), case["causal"],
-                                 1.0 / float(np.sqrt(case["q_shape"][-1])), window, case["softcap"],
-                                 case["return_lse"], case["sink_heads"])
-    return plan_record(plan, dev)
+    problem = describe_varlen(shapes, strides, _dtype(case["dtype"]), (True,) * 3, case["causal"],
+                              1.0 / float(np.sqrt(case["q_shape"][-1])), window, case["softcap"], case["return_lse"],
+                              case["sink_heads"])
+    return plan_record(plan_varlen(problem, dev), dev)
 
 
 OPS = {"softmax": (softmax_cases, record_softmax), "logsumexp": (logsumexp_cases, record_logsumexp),

@@ -271,3 +271,20 @@ def test_results_markdown_renders_every_case_of_a_run(tmp_path):
     assert "| 4x8 | float16 | 1.50 | 50 | - | 1.50x (1.00) |" in done.stdout
     assert "| 8x8 | float32 | 0.75 | 25 | - | - |" in done.stdout
     assert "device copy 3.00 TB/s" in done.stdout and "float16 700" in done.stdout
+
+
+def test_ragged_prefill_grid_is_fixed_and_matches_the_dense_flops():
+    cases = bench_cases.attention_varlen_cases()
+    assert len(cases) == len(bench_cases.RAGGED_SEQUENCES) * len(bench_cases.RAGGED_HEAD_DIMS) * 2
+    low, high = bench_cases.RAGGED_LENGTHS
+    for batch in bench_cases.RAGGED_SEQUENCES:
+        lengths = bench_cases.ragged_lengths(batch)
+        assert lengths == bench_cases.ragged_lengths(batch) and len(lengths) == batch  # a fixed seed
+        assert all(low <= n <= high for n in lengths)
+        n = bench_cases.dense_length(lengths)
+        assert abs(batch * n * n / sum(x * x for x in lengths) - 1) < 1e-3
+    case = bench_cases.ragged_case(32, 128, True)
+    assert case.klass == "ragged prefill D128 causal" and [impl.name for impl in case.impls] == [
+        "cufuse", "cufuse dense", "FA4"]
+    assert not case.impl("cufuse dense").peer and case.impl("FA4").peer
+    assert bench_cases.ragged_case(32, 64, False, "float32").impl("FA4").unsupported

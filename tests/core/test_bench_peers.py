@@ -132,7 +132,7 @@ def test_class_minima_take_the_worst_case_against_its_best_peer():
 
 def test_quick_grids_run_each_optional_peer():
     for op, peer in (("softmax", peers.QUACK), ("linear", peers.QUACK), ("linear_epilogues", peers.QUACK),
-                     ("attention", peers.FA4), ("paged_attention", peers.FA4)):
+                     ("attention", peers.FA4), ("paged_attention", peers.FA4), ("attention_varlen", peers.FA4)):
         quick = bench_cases.cases_for(op, quick=True)
         assert any(case.impl(peer) is not None and not case.impl(peer).unsupported for case in quick), op
 

@@ -54,7 +54,7 @@ def test_snapshot_covers_every_kernel_family_and_both_devices(recorded):
                    "linear_swap_tma", "linear_wgmma_tma", "linear_wgmma", "linear_mma",
                    "linear_gemv", "linear_dmma", "attention_fwd_wgmma", "attention_fwd_mma",
                    "attention_decode", "attention_merge", "attention_fwd_simt", "paged_attention_mma",
-                   "paged_attention_simt", "attention_varlen_simt"):
+                   "paged_attention_simt", "attention_varlen_simt", "attention_varlen_wgmma_tma"):
         assert kernels[family] > 0, family
 
 

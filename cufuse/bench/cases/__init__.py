@@ -11,6 +11,8 @@ from .attention import (ATTENTION_DTYPES, ATTENTION_HEAD_DIMS, ATTENTION_HEADS, 
                         DECODE_BATCH, DECODE_HEAD_DIM, DECODE_HEADS, DECODE_KEYS, GQA_DECODE_SHAPES, GQA_MAX_KV_HEADS,
                         UNFUSED_ATTENTION_MAX_SCORES, attention_case, attention_cases, decode_case, gqa_decode_case,
                         gqa_decode_cases, gqa_decode_class, prefill_case, sdpa_peers)
+from .attention_varlen import (RAGGED_CLASS, RAGGED_HEAD_DIMS, RAGGED_HEADS, RAGGED_LENGTHS, RAGGED_SEQUENCES,
+                               attention_varlen_cases, dense_length, ragged_case, ragged_lengths)
 from .common import (TORCH, UNFUSED, Case, Impl, activation_unfused, array_module, attention_unfused, gated_unfused,
                      linear_relu_unfused, log_softmax_unfused, random_values, resolve_dtype, softmax_unfused, to_torch,
                      torch_inputs, torch_module)
@@ -22,7 +24,7 @@ from .softmax import (COPY_OF_VIEW, SOFTMAX_CLASS_DTYPES, SOFTMAX_CLASSES, SOFTM
                       softmax_case, softmax_cases, softmax_class_cases)
 
 OPS = {"softmax": softmax_cases, "logsumexp": logsumexp_cases, "linear": linear_cases, EPILOGUES: epilogue_cases,
-       "attention": attention_cases, "paged_attention": paged_cases}
+       "attention": attention_cases, "paged_attention": paged_cases, "attention_varlen": attention_varlen_cases}
 
 
 def cases_for(op: str = "all", quick: bool = False) -> list:

@@ -7,6 +7,8 @@ check, and an implementation whose module cannot be imported is skipped (``Impl.
 """
 from __future__ import annotations
 
+import inspect
+
 from .common import Impl, optional_module, to_torch, torch_module
 
 FA4 = "FA4"
@@ -81,6 +83,26 @@ def fa4_paged_attention(dtype: str, *, causal=True) -> Impl:
     def call(q, k, v, table, lengths):
         return _output(_module(FA4_MODULE).flash_attn_varlen_func(q, k, v, seqused_k=lengths, page_table=table,
                                                                   causal=causal))
+
+    return Impl(FA4, call, prepare=prepare, needs=FA4_MODULE)
+
+
+def fa4_varlen_attention(dtype: str, max_length: int, *, causal=False) -> Impl:
+    """flash_attn_varlen_func on the packed (T, H, D) q, k, v and the offsets of an
+    attention_varlen case (its native layout: no copy); causal is bottom-right as cufuse's. The
+    longest sequence goes as max_seqlen_q / max_seqlen_k where the installed version takes them."""
+    if dtype not in SIXTEEN_BIT:
+        return unsupported(FA4, "FA4 takes 16-bit inputs")
+
+    def prepare(inputs):
+        function = _module(FA4_MODULE).flash_attn_varlen_func
+        accepted = inspect.signature(function).parameters
+        longest = {name: max_length for name in ("max_seqlen_q", "max_seqlen_k") if name in accepted}
+        return (*(to_torch(array) for array in inputs[:4]), longest)
+
+    def call(q, k, v, offsets, longest):
+        return _output(_module(FA4_MODULE).flash_attn_varlen_func(q, k, v, cu_seqlens_q=offsets,
+                                                                  cu_seqlens_k=offsets, causal=causal, **longest))
 
     return Impl(FA4, call, prepare=prepare, needs=FA4_MODULE)
 

@@ -33,8 +33,48 @@ def key_span(positions: int, n_k: int, causal: bool, window: tuple) -> int:
     return min(n_k, positions + left + right)
 
 
+class CallOptions:
+    """What attention's and attention_varlen's problems derive alike from their fields head_dim,
+    head_dim_v, dtype, causal, scale, softcap (0: none), return_lse and sink_heads."""
+
+    @property
+    def width(self) -> int:
+        """The head dim a tile must hold: D and Dv."""
+        return max(self.head_dim, self.head_dim_v)
+
+    @property
+    def ctype(self) -> str:
+        return ctype(self.dtype)
+
+    @property
+    def lse_arg(self) -> str:
+        """The lse pointer: "out" without return_lse (the kernels do not write it then)."""
+        return "lse" if self.return_lse else "out"
+
+    @property
+    def flags(self) -> int:
+        return ((FLAG_CAUSAL if self.causal else 0) | (FLAG_WRITE_LSE if self.return_lse else 0)
+                | (FLAG_SOFTCAP if self.softcap else 0))
+
+    @property
+    def scale_log2(self) -> np.float32:
+        """The tensor-core kernels' score scale: scale log2 e, or scale / c with a softcap c
+        (the kernels take tanh of the scaled score, then multiply by ``softcap_log2``)."""
+        return np.float32(self.scale / self.softcap if self.softcap else self.scale * LOG2E)
+
+    @property
+    def softcap_log2(self) -> np.float32:
+        """c log2 e with a softcap c (1 without)."""
+        return np.float32(self.softcap * LOG2E if self.softcap else 1.0)
+
+    @property
+    def sink_args(self) -> tuple:
+        """The forward kernels' trailing (sinks pointer, H): a null pointer without sinks."""
+        return ("sinks", np.int32(self.sink_heads)) if self.sink_heads else (NULL, np.int32(0))
+
+
 @dataclasses.dataclass(frozen=True)
-class AttentionProblem:
+class AttentionProblem(CallOptions):
     """q ``(batch, n_q, head_dim)``, k ``(batch, n_k, head_dim)``, v ``(batch, n_k,
     head_dim_v)`` with element strides ``operand_strides`` (q, k, v), the broadcast batch
     collapsed into ``batch_sizes`` and per-operand ``batch_strides``; ``vec16`` (q, k, v):
@@ -103,15 +143,6 @@ class AttentionProblem:
         return key_span(positions, self.n_k, self.causal, self.window)
 
     @property
-    def width(self) -> int:
-        """The head dim a tile must hold: D and Dv."""
-        return max(self.head_dim, self.head_dim_v)
-
-    @property
-    def ctype(self) -> str:
-        return ctype(self.dtype)
-
-    @property
     def kv_rows_16b(self) -> bool:
         return self.vec16[1] and self.vec16[2]
 
@@ -122,19 +153,9 @@ class AttentionProblem:
         return all(self.vec16) and (self.scale > 0 or self.softcap > 0)
 
     @property
-    def lse_arg(self) -> str:
-        """The lse pointer: "out" without return_lse (the kernels do not write it then)."""
-        return "lse" if self.return_lse else "out"
-
-    @property
     def pointers(self) -> tuple:
         """The forward kernels' leading pointer arguments."""
         return ("q", "k", "v", "out", self.lse_arg)
-
-    @property
-    def flags(self) -> int:
-        return ((FLAG_CAUSAL if self.causal else 0) | (FLAG_WRITE_LSE if self.return_lse else 0)
-                | (FLAG_SOFTCAP if self.softcap else 0))
 
     @property
     def vec_flags(self) -> int:
@@ -143,15 +164,9 @@ class AttentionProblem:
         return self.flags | sum(bit for bit, ok in zip(bits, self.vec16) if ok)
 
     @property
-    def scale_log2(self) -> np.float32:
-        """The tensor-core kernels' score scale: scale log2 e, or scale / c with a softcap c
-        (the kernels take tanh of the scaled score, then multiply by ``softcap_log2``)."""
-        return np.float32(self.scale / self.softcap if self.softcap else self.scale * LOG2E)
-
-    @property
     def mask_args(self) -> tuple:
         """The tensor-core kernels' (softcap_log2 = c log2 e, band_lo, band_hi) after their flags."""
-        return (np.float32(self.softcap * LOG2E if self.softcap else 1.0), *self.band_args)
+        return (self.softcap_log2, *self.band_args)
 
     @property
     def band_args(self) -> tuple:
@@ -162,11 +177,6 @@ class AttentionProblem:
         left, right = self.window
         right = 0 if self.causal else right
         return (np.int32(-UNLIMITED if left < 0 else shift - left), np.int32(UNLIMITED if right < 0 else shift + right))
-
-    @property
-    def sink_args(self) -> tuple:
-        """The forward kernels' trailing (sinks pointer, H): a null pointer without sinks."""
-        return ("sinks", np.int32(self.sink_heads)) if self.sink_heads else (NULL, np.int32(0))
 
     @property
     def shape_args(self) -> tuple:

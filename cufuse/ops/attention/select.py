@@ -13,6 +13,9 @@ kernel it can reach. Why each rule and table entry: docs/attention.md.
   WGMMA_PREFILL_CP_ASYNC where tensor maps cannot describe the operands) where its
   preconditions hold and the grid needs no key split, else the ``FlashMmaTile`` of
   ``prefill_tile``; mma tiles split their keys by the wave model (``split_keys``).
+- attention_varlen (``choose_varlen``): on compute capability 9.0, 16-bit, operands a tensor map
+  describes, the varlen form of WGMMA_PREFILL's TMA tile (VARLEN_WGMMA); else
+  ``VarlenSimtRows``.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ from .merge import merge_spec
 from .mma import FlashMmaTile
 from .problem import MMA_CTYPES, NO_WINDOW, AttentionProblem, key_span
 from .simt import SIMT_CTYPES, SimtRows
-from .varlen_simt import instantiations as varlen_instantiations
+from .varlen_simt import VarlenSimtRows, instantiations as varlen_instantiations
+from .varlen_wgmma import VarlenWgmmaTile, refusal as varlen_wgmma_refusal
 from .wgmma import FlashWgmmaTile, tma_refusal
 
 HEAD_DIM_BUCKETS = (32, 64, 96, 128, 192, 256)  # the head dims a FlashMmaTile is built for
@@ -78,6 +82,10 @@ WGMMA_PREFILL_CP_ASYNC = {
     128: ((math.inf, _W(head_dim=128, warpgroups=3, block_n=64, stages=2)),),
     256: ((math.inf, _W(head_dim=256, warpgroups=2, block_n=64, stages=2)),),
 }
+# attention_varlen's wgmma tile per head-dim bucket: the long-key TMA tile of WGMMA_PREFILL (its
+# last rule), the one dense prefill runs from 512 keys a row on; its blocks are (virtual query
+# tile, head) items of one sequence each, so the dense rules apply per sequence.
+VARLEN_WGMMA = {bucket: VarlenWgmmaTile.of(rules[-1][1]) for bucket, rules in WGMMA_PREFILL.items()}
 
 
 def head_dim_bucket(head_dim: int) -> int:
@@ -312,6 +320,18 @@ def choose_by_sizes(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_co
     return split_keys(tile, n_q, span(min(tile.block_m, n_q)), batch_count, dev)
 
 
+def choose_varlen(problem, dev: DeviceInfo):
+    """The default variant of an attention_varlen ``problem`` (``VarlenProblem``) on ``dev``: the
+    VARLEN_WGMMA tile of the smallest bucket holding D and Dv where ``varlen_wgmma.refusal`` finds
+    nothing against it, else ``VarlenSimtRows`` (float32 / float64, other devices, strides or
+    alignments a tensor map cannot take, B = 0)."""
+    bucket = min(h for h in VARLEN_WGMMA if problem.width <= h)
+    tile = VARLEN_WGMMA[bucket]
+    if varlen_wgmma_refusal(problem, dev, tile.block_n) is None:
+        return tile
+    return VarlenSimtRows()
+
+
 def instantiations(dev: DeviceInfo) -> list:
     """Every kernel ``choose`` can reach on ``dev``."""
     specs = []
@@ -326,4 +346,6 @@ def instantiations(dev: DeviceInfo) -> list:
                          for rules in table.values() for _, tile in rules)
     specs.extend(SimtRows().spec(name) for name in SIMT_CTYPES)
     specs.extend(varlen_instantiations())  # attention_varlen
+    if dev.has_wgmma:
+        specs.extend(tile.spec(name) for name in MMA_CTYPES for tile in VARLEN_WGMMA.values())
     return list(dict.fromkeys(specs))

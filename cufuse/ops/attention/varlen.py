@@ -1,8 +1,9 @@
 """attention_varlen: attention over ragged packed batches (FlashAttention's varlen layout).
 
-Chain (``_core.driver``): validate -> plan -> launch. NumPy inputs gather each sequence and run the float64 path
-of ``_core.numpy_attention``; GPU inputs run ``attention_varlen_simt`` (varlen_simt.py), which
-never reads cu_seqlens on the host.
+Chain (``_core.driver``): validate -> choose -> get kernel -> launch. NumPy inputs gather each sequence and run
+the float64 path of ``_core.numpy_attention``; GPU inputs run the variant ``select.choose_varlen`` picks (or
+``config``): ``attention_varlen_wgmma_tma`` (varlen_wgmma.py, the Hopper prefill kernel) or
+``attention_varlen_simt`` (varlen_simt.py); neither reads cu_seqlens on the host.
 """
 from __future__ import annotations
 
@@ -10,20 +11,26 @@ import numpy as np
 
 from ... import reference
 from ..._core import numpy_attention
+from ..._core.device import device_info
 from ..._core.driver import Op, bound_plan, run
 from ..._core.dtypes import accumulator_dtype
 from ..._core.numpy_path import deliver
 from ..._core.plans import gpu_signature
-from ..._core.validate import (as_arrays, as_index_array, check_out, require_bool, require_finite_real, require_float,
-                               require_ndim, require_same_dtype, require_sinks, require_softcap, require_window)
-from .varlen_simt import FN as _FN, VarlenSimtRows
+from ..._core.validate import (as_arrays, as_index_array, check_config, check_out, require_bool, require_finite_real,
+                               require_float, require_ndim, require_same_dtype, require_sinks, require_softcap,
+                               require_window)
+from .plan import plan_varlen
+from .varlen_problem import FN as _FN, describe_varlen
+from .varlen_simt import VarlenSimtRows
+from .varlen_wgmma import VarlenWgmmaTile
 
 MAX_HEAD_DIM = 256
 MAX_HEADS = 65535  # the grid's y extent
+VARIANTS = (VarlenWgmmaTile, VarlenSimtRows)  # what ``config=`` takes
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None, window=None, softcap=None,
-                     sinks=None, return_lse=False, out=None):
+                     sinks=None, return_lse=False, out=None, config=None):
     """Attention of ragged sequences packed without padding (FlashAttention's varlen layout).
 
     Sequence b owns query rows ``cu_seqlens_q[b] ..< cu_seqlens_q[b + 1]`` of q and key / value rows
@@ -57,6 +64,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale
         Also return the log-sum-exp of each row's scaled scores (with the sink).
     out : array, optional
         Written in place and returned: ``(Tq, Hq, Dv)``, q's dtype, C-contiguous, on q's side.
+    config : kernel variant, optional
+        Forces a kernel variant (``VarlenWgmmaTile``, ``VarlenSimtRows`` of ``cufuse.ops.attention``'s
+        ``varlen_wgmma`` / ``varlen_simt``) instead of the default selection (GPU inputs only; checked and
+        ignored on NumPy inputs).
 
     Returns
     -------
@@ -71,24 +82,26 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale
     TypeError
         Non-float or mixed dtypes; cu_seqlens not int32; flags without a truth value; a ``scale``,
         ``softcap`` or ``window`` of another type; an unusable ``out``; host and GPU inputs mixed;
-        ``sinks`` not float32.
+        ``sinks`` not float32; a foreign ``config``.
     ValueError
         q, k, v not 3-D; k's head dim not q's, v's token or head count not k's, a head dim outside 1 to
         256, Hkv not dividing Hq (or more than 65535 query heads); cu_seqlens not 1-D, empty or of
         different lengths; on the NumPy path, cu_seqlens that do not start at 0, decrease or do not end
         at the token count; invalid ``scale``, ``window`` or ``softcap`` values; an ``out`` of another
         shape, layout or device, or overlapping an input; ``sinks`` not 1-D, not contiguous or of a length
-        not dividing Hq.
+        not dividing Hq; on the GPU, a ``config`` that cannot run this call.
 
     Notes
     -----
     A row that sees no key (its sequence has no key, or the mask hides them all) is 0 with lse -inf (the
     sink's logit with ``sinks``). The GPU path never reads cu_seqlens on the host (no synchronisation: the
     call records into a CUDA graph); their values (start 0, non-decreasing, end at Tq / Tk) are the
-    caller's contract there, checked on the NumPy path; the kernel clamps key ranges to k's rows so that
-    it never reads outside them. The GPU kernel (``attention_varlen_simt``) runs one warp a (token, head)
-    row, exact in the accumulator dtype, for every dtype; it does not use tensor cores, so 16-bit prefill
-    runs well below ``attention``'s speed (docs/attention.md).
+    caller's contract there, checked on the NumPy path; the kernels clamp offsets to the token counts so
+    that they never read or write outside the arrays. On compute capability 9.0, 16-bit inputs whose
+    strides a TMA tensor map takes run ``attention``'s Hopper prefill kernel on (query tile, head) items
+    that each block finds from cu_seqlens_q on the device (docs/attention.md); other calls run
+    ``attention_varlen_simt``, one warp a (token, head) row, exact in the accumulator dtype, without
+    tensor cores (far below ``attention``'s speed).
 
     Examples
     --------
@@ -113,12 +126,12 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale
     if signature is not None and (window is None or type(window) is tuple):
         window_types = None if window is None else tuple(map(type, window))
         key = (_FN, signature, causal, type(causal), scale, type(scale), window, window_types, softcap, type(softcap),
-               return_lse, type(return_lse), sinks is None)
+               return_lse, type(return_lse), sinks is None, config)
     return run(_OP, key, given, out, q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, sinks,
-               return_lse, out)
+               return_lse, out, config)
 
 
-def _check(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, sinks, return_lse, out):
+def _check(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, sinks, return_lse, out, config):
     cu_seqlens_q = as_index_array(_FN, "cu_seqlens_q", cu_seqlens_q)
     cu_seqlens_k = as_index_array(_FN, "cu_seqlens_k", cu_seqlens_k)
     xp, arrays = as_arrays(_FN, q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, sinks=sinks,
@@ -138,16 +151,17 @@ def _check(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, 
     scale = 1.0 / float(np.sqrt(head_dim)) if scale is None else require_finite_real(_FN, "scale", scale)
     window = require_window(_FN, window)
     softcap = require_softcap(_FN, softcap)
+    check_config(_FN, config, VARIANTS)
     out_shape = (n_tokens_q, heads_q, v.shape[-1])
     out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs=arrays)
     if xp is np:
         _check_offsets(cu_q, n_tokens_q, "cu_seqlens_q", "Tq")
         _check_offsets(cu_k, k.shape[0], "cu_seqlens_k", "Tk")
-    return xp, arrays, out, (causal, scale, window, softcap, return_lse, out_shape, sink_heads)
+    return xp, arrays, out, (causal, scale, window, softcap, return_lse, out_shape, sink_heads, config)
 
 
 def _numpy(arrays, out, problem):
-    causal, scale, window, softcap, return_lse, _, _ = problem
+    causal, scale, window, softcap, return_lse, _, _, _ = problem
     q = arrays["q"]
     result, lse = reference.per_sequence(numpy_attention.attention, q, arrays["k"], arrays["v"],
                                          arrays["cu_seqlens_q"], arrays["cu_seqlens_k"], causal=causal, scale=scale,
@@ -203,23 +217,31 @@ def _check_offsets(cu, n_tokens, name, total) -> None:
 
 
 def _bind(call):
-    """One launch of attention_varlen_simt on q's device (None for an empty output). Nothing is
-    allocated besides ``out`` and lse; nothing is read back to the host."""
-    causal, scale, window, softcap, return_lse, out_shape, sink_heads = call.problem
+    """One launch on q's device (None for an empty output: the plan is still made, so a ``config``
+    that cannot run the call raises as any other). Nothing is allocated besides ``out`` and lse;
+    nothing is read back to the host."""
+    causal, scale, window, softcap, return_lse, out_shape, sink_heads, config = call.problem
     q = call.arrays["q"]
     call.outputs = (("out", out_shape, q.dtype, None),)
     if return_lse:
         call.outputs += (("lse", out_shape[:-1], accumulator_dtype(q.dtype), None),)
-    if 0 in out_shape:
-        return None
     names = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
     shapes = {n: call.arrays[n].shape for n in names}
     strides = {n: tuple(st // call.arrays[n].itemsize for st in call.arrays[n].strides) for n in names}
+    aligned = tuple(call.arrays[n].data.ptr % 16 == 0 for n in "qkv")
     sides = (-1, -1) if window is None else tuple(-1 if s is None else s for s in window)
+
+    def plan(dev):
+        problem = describe_varlen(shapes, strides, q.dtype, aligned, causal, scale, sides, softcap, return_lse,
+                                  sink_heads)
+        return plan_varlen(problem, dev, config)
+
+    if 0 in out_shape:
+        plan(device_info(q.device.id))
+        return None
     key = (_FN, tuple(shapes.values()), tuple(strides.values()), q.dtype, causal, scale, sides, softcap, return_lse,
-           sink_heads, q.device.id)
-    return bound_plan(key, q.device.id, lambda dev: VarlenSimtRows().plan(shapes, strides, q.dtype, causal, scale,
-                                                                          sides, softcap, return_lse, sink_heads))
+           sink_heads, aligned, q.device.id, config)
+    return bound_plan(key, q.device.id, plan)
 
 
 _OP = Op(_check, _numpy, _bind)

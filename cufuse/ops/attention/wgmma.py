@@ -55,7 +55,13 @@ def tma_refusal(problem, block_n: int = 64) -> str | None:
         # batch stride puts items before it (zero-filled by the TMA, silently wrong results)
         if any(st < 0 for st in strides):
             return f"needs non-negative batch strides, got '{name}' batch strides {strides}"
-    for name, g in zip("qkv", operand_maps(problem, block_n)):
+    return maps_refusal(operand_maps(problem, block_n))
+
+
+def maps_refusal(maps) -> str | None:
+    """Why the TMA kernels cannot take the (q, k, v) tensor ``maps`` (their slab coordinate is an
+    int32; the driver's rules), or None; the message completes "the TMA kernel ..."."""
+    for name, g in zip("qkv", maps):
         if g.batch >= 1 << 31:
             return f"has an int32 batch coordinate, which '{name}' ({g.batch} units) overflows"
         why = _tma.map_problem(g, 0)
