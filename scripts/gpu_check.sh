@@ -30,7 +30,7 @@ for stage in $stages; do
         info) run_stage info 240 python3 -m cufuse info ;;
         tests) run_stage tests ${TESTS_LIMIT:-300} python3 -m pytest -q -p no:cacheprovider --durations=15 ${TESTS_ARGS:-tests} ;;
         sanitize)
-            for op in softmax linear attention; do
+            for op in softmax linear attention paged_attention; do
                 [ -f "tests/$op/sanitize.py" ] || continue
                 run_stage "mem-$op" 180 compute-sanitizer --tool memcheck --error-exitcode 9 python3 "tests/$op/sanitize.py"
                 [ "$op" = linear ] || run_stage "race-$op" 180 compute-sanitizer --tool racecheck --error-exitcode 9 python3 "tests/$op/sanitize.py"

@@ -20,6 +20,7 @@ from cufuse._core.device import current_device_info  # noqa: E402
 from tests.attention.oracle import (  # noqa: E402
     BF16, D64_LONG, D64_SHORT, D96_TILE, D256_TILE, F16, F32, OVERRIDE_CASES, STREAM_CASES, WGMMA_CASES,
     check_against_oracle, check_stream_case, check_wgmma, make_inputs, override_config, tma_twin)
+from tests.attention.test_varlen import run as run_varlen  # noqa: E402
 from tests.attention.test_window_softcap import CASES as WINDOW_CASES, case_config, case_inputs  # noqa: E402
 
 CASES = [
@@ -67,6 +68,15 @@ SINK_CASES = [  # (n_q, n_k, d, dv, causal, mode, dtype, config or None)
 ]
 
 
+# attention_varlen: both kernels, lengths past and short of a tile, a sequence without queries or keys
+VARLEN_CASES = [
+    # (lens_q, lens_k, heads_q, heads_kv, d, dtype, kernel, causal, sinks)
+    ([0, 1, 65, 130], [5, 0, 65, 300], 4, 2, 64, F16, "wgmma", True, False),
+    ([7, 64, 200], [7, 100, 200], 2, 1, 128, BF16, "wgmma", False, True),
+    ([3, 0, 70], [40, 3, 70], 2, 2, 64, F16, "simt", True, True),
+]
+
+
 def report(case, failures) -> bool:
     print(("FAIL " if failures else "ok   ") + repr(case), *failures, flush=True)
     return bool(failures)
@@ -110,6 +120,17 @@ def main() -> int:
         sinks = (2 * rng.standard_normal(int(np.prod(q.shape[:-2])))).astype(np.float32)
         failed += report(case, check_against_oracle(cupy, q, k, v, causal=causal, return_lse=True, use_out=True,
                                                     config=config, sinks=sinks))
+    for case in VARLEN_CASES:
+        lens_q, lens_k, heads_q, heads_kv, d, dtype, kernel, causal, sinks = case
+        if kernel == "wgmma" and not dev.has_wgmma:
+            continue
+        try:
+            run_varlen(cupy, rng, lens_q, lens_k, heads_q, heads_kv, d, d, dtype, kernel=kernel, sinks=sinks,
+                       causal=causal)
+            failures = []
+        except AssertionError as exc:
+            failures = [str(exc).strip().splitlines()[0][:200]]
+        failed += report(case, failures)
     cupy.cuda.get_current_stream().synchronize()
     return 1 if failed else 0
 
