@@ -326,7 +326,8 @@ def _bind_append(call):
     packed = cu_seqlens_new is not None
     if k_new.size == 0 and v_new.size == 0 or (k_new.shape[0] if packed else k_new.shape[0] * k_new.shape[2]) == 0:
         return None
-    names = ("k_pages", "v_pages", "k_new", "v_new", "block_table", "seq_lens") + (("cu_seqlens_new",) if packed else ())
+    names = ("k_pages", "v_pages", "k_new", "v_new", "block_table", "seq_lens")
+    names += ("cu_seqlens_new",) if packed else ()
     strides = element_strides(arrays, names)
     if packed:  # (token, head, col) as (batch 0, head, row, col)
         for name in ("k_new", "v_new"):
