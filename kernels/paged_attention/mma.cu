@@ -6,19 +6,19 @@
 // warps, up to 32 two and two, beyond four row warps (row blocks of 64 rows). Sequences split
 // over several units are merged by paged_attention_merge (merge.cu).
 //
-// Pack GQA: one block serves one KV head, and its rows are the G query heads x Nq queries of
-// that head, so each K/V page is read once per KV head. The block's work is one unit of the
-// schedule (find_unit): a tile of q_tile queries of one sequence (all its Nq unpacked; with
-// cu_seqlens_q a prefill chunk spans several tiles) and a range of the keys they see, each
-// sequence's keys cut into units by its share of the batch's work, computed on the GPU from
-// seq_lens and cu_seqlens_q. K/V tiles of BN keys stream through
-// a STAGES-deep cp.async ring (16-byte copies where the pages allow, else element loads). The
-// pages of a tile's keys are looked up one iteration before its copies issue, one thread a
-// key, into a two-slot table of row offsets in shared memory, so that the copies wait on no
-// block_table load and divide by no page size (docs/paged_attention.md §2, "Loads"). Each key
-// warp takes its BN / KEY_WARPS keys of a tile with its own online softmax (log2 domain), and
-// the key warps merge through shared memory at the end. A unit that is its sequence's only
-// one writes out / lse; else float32 partials (O normalised, lse).
+// Pack GQA: one block serves one KV head, and its rows are the G query heads x the queries of
+// its unit, so each K/V page is read once per KV head and query tile. The block's work is one
+// unit of the schedule (find_unit): a tile of q_tile queries of one sequence (all its Nq
+// unpacked; with cu_seqlens_q a prefill chunk spans several tiles) and a range of the keys
+// they see, each sequence's keys cut into units by its share of the batch's work, computed on
+// the GPU from seq_lens and cu_seqlens_q. K/V tiles of BN keys stream through a STAGES-deep
+// cp.async ring (16-byte copies where the pages allow, else element loads). The pages of a
+// tile's keys are looked up one iteration before its copies issue, one thread a key, into a
+// two-slot table of row offsets in shared memory, so that the copies wait on no block_table
+// load and divide by no page size (docs/paged_attention.md §2, "Loads"). Each key warp takes
+// its BN / KEY_WARPS keys of a tile with its own online softmax (log2 domain), and the key
+// warps merge through shared memory at the end. A unit that is its query tile's only one
+// writes out / lse; else float32 partials (O normalised, lse).
 #include "paged_attention/paged.cuh"
 
 namespace cufuse {
