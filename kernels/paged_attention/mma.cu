@@ -47,6 +47,8 @@ __global__ void __launch_bounds__(128)
     static_assert(2 * STAGES * BN * kPitch * sizeof(T) >= (kKeyWarps * kBlockRows * (HD + 2)) * sizeof(float),
                   "the key warps' O, maxima and sums fit the K/V ring");
     static_assert((kBlockRows + 2 * STAGES * BN) * kPitch * sizeof(T) % 16 == 0, "offsets aligned");
+    static_assert(kBlockRows * sizeof(int64) <= 2 * BN * sizeof(longlong2) && kBlockRows <= kThreads,
+                  "a thread a row places the block's rows in the offsets' slots");
     const float kNegInf = neg_infinity<float>();
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -63,32 +65,23 @@ __global__ void __launch_bounds__(128)
     const bool causal = flags & kCausal;
     const SeqRows queries{cu_q, cu_q_stride, nq, q_tile};
 
-    Unit unit;
-    if (!find_unit<kThreads>(seq_lens, lens_stride, batch_count, max_keys, queries, left, gridDim.y, target_units,
-                             min_chunk, BN, blockIdx.x, unit))
-        return;
-    const int b = unit.batch;
-    if (threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.x == unit.first)
-        unit_meta[2 * b] = unit.first, unit_meta[2 * b + 1] = unit.count;
-    const int q_first = queries.begin(b), seq_nq = queries.count(b);
-    const int i0 = unit.tile * q_tile, tile_nq = min(q_tile, seq_nq - i0);  // the unit's queries of b
-    const int rows = group * tile_nq;  // query rows of one KV head
+    const Unit* unit = find_unit<kThreads>(seq_lens, lens_stride, batch_count, max_keys, queries, left,
+                                           causal ? 0 : right, gridDim.y, target_units, min_chunk, BN, blockIdx.x);
+    if (unit == nullptr) return;
+    const int b = unit->batch;
+    if (threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.x == unit->first)
+        unit_meta[2 * b] = unit->first, unit_meta[2 * b + 1] = unit->count;
+    const int tile_nq = unit->queries, rows = group * tile_nq;  // query rows of one KV head
     if (row0 >= rows) return;  // a short tile leaves row blocks without rows
-    const int length = clamp_length(seq_lens, lens_stride, b, max_keys);
     const Table table{block_table + b * table_row, table_col, page_size};
     const Pages<T> kp{k_pages + head * k_head, k_page, k_row};
     const Pages<T> vp{v_pages + head * v_head, v_page, v_row};
-    // The unit's keys that its tile's queries (positions p0 ... p0 + tile_nq - 1) can see: a
-    // prefill tile skips the keys causal or the window hide from all its queries.
-    const int p0 = i0 + length - seq_nq;
-    const int key_begin = max(unit.key_begin, left < 0 ? 0 : p0 - left);
-    const long long tile_end = causal ? p0 + tile_nq : right < 0 ? length : static_cast<long long>(p0) + tile_nq + right;
-    const int key_end = static_cast<int>(min(static_cast<long long>(unit.key_end), tile_end));
+    const int key_begin = unit->key_begin, key_end = unit->key_end;
     const int n_tiles = max(0, (key_end - key_begin + BN - 1) / BN);
     const T zero = from_accum<T>(0.f);
 
-    // Q rows of this block: row r is query head head * group + r / tile_nq, query i0 + r % tile_nq.
-    const T* q_seq = q + b * q_batch + static_cast<int64>(q_first + i0) * q_row;
+    // Q rows of this block: row r is query head head * group + r / tile_nq, query query0 + r % tile_nq.
+    const T* q_seq = q + b * q_batch + static_cast<int64>(unit->row_begin + unit->query0) * q_row;
     for (int idx = threadIdx.x; idx < kBlockRows * HD; idx += kThreads) {
         const int r = row0 + idx / HD, c = idx % HD;
         T x = zero;
@@ -170,7 +163,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int r = row0 + row_warp * 16 + lane / 4 + h * 8;
-        window[h] = row_window(p0 + r % tile_nq, causal, left, right);
+        window[h] = row_window(unit->position + r % tile_nq, causal, left, right);
     }
 
     float o_acc[HD / 8][4];
@@ -292,16 +285,22 @@ __global__ void __launch_bounds__(128)
     __syncthreads();
 
     // A sequence of one unit a tile writes out / lse; else partials of q_tile x G rows a KV head.
-    const bool direct = unit.count == 1;
+    // The unit's facts again from shared memory: no registers held them through the loop.
+    const int seq = unit->batch, seq_first = unit->row_begin, first_query = unit->query0;
+    const int queries_here = unit->queries;
+    const bool direct = unit->count == 1;
     const int64 part_row0 = (static_cast<int64>(blockIdx.x) * heads_kv + head) * group * q_tile + row0;
-    auto out_row = [&](int r) {
+    const int block_rows = min(kBlockRows, group * queries_here - row0);
+    // Each row's place in out / lse or the partials, once a row (the offsets' slots are free now).
+    int64* out_rows_s = reinterpret_cast<int64*>(offsets_s);
+    if (const int r = threadIdx.x; r < block_rows) {  // kBlockRows <= kThreads
         const int packed = row0 + r;
-        return direct ? queries.out_row(b, q_first, head * group + packed / tile_nq, i0 + packed % tile_nq,
-                                        heads_kv * group)
-                      : part_row0 + r;
-    };
-    const int block_rows = min(kBlockRows, rows - row0);
-    const bool sink_unit = sinks != nullptr && unit.split == 0;  // a tile's first unit carries the sink
+        out_rows_s[r] = direct ? queries.out_row(seq, seq_first, head * group + packed / queries_here,
+                                                 first_query + packed % queries_here, heads_kv * group)
+                               : part_row0 + r;
+    }
+    __syncthreads();
+    const bool sink_unit = sinks != nullptr && unit->split == 0;  // a tile's first unit carries the sink
     // Row r's merged (max m, sum total) over the key warps, O's shift `base`, the sink folded into m and total;
     // returns O's factor, `empty`: the row saw no key.
     auto merged = [&](int r, float& base, float& m, float& total, bool& empty) {
@@ -313,7 +312,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int w = 0; w < kKeyWarps; ++w) total += sum_s[w][r] * fast_exp2(max_s[w][r] - base);
         empty = total == 0.f;
-        const int hq = head * group + (row0 + r) / tile_nq;
+        const int hq = head * group + (row0 + r) / queries_here;
         return sink_unit ? attention::fold_sink_log2(attention::sink_logit(sinks, sink_heads, hq) * attention::kLog2e,
                                                      m, total)
                          : 1.f;
@@ -327,16 +326,16 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int w = 0; w < kKeyWarps; ++w) x += o_stage[(w * kBlockRows + r) * HD + c] * fast_exp2(max_s[w][r] - base);
         x = empty ? 0.f : x * f / total;  // explicit 0 for a row that saw no key
-        if (direct) out[out_row(r) * dv + c] = from_accum<T>(x);
-        else partial_o[out_row(r) * dv + c] = x;
+        if (direct) out[out_rows_s[r] * dv + c] = from_accum<T>(x);
+        else partial_o[out_rows_s[r] * dv + c] = x;
     }
     for (int r = threadIdx.x; r < block_rows; r += kThreads) {
         float base, m, total;
         bool empty;
         merged(r, base, m, total, empty);
         const float row_lse = total == 0.f ? kNegInf : ((m == kNegInf ? 0.f : m) + __log2f(total)) * kLn2;
-        if (!direct) partial_lse[out_row(r)] = row_lse;
-        else if (flags & kWriteLse) lse[out_row(r)] = row_lse;
+        if (!direct) partial_lse[out_rows_s[r]] = row_lse;
+        else if (flags & kWriteLse) lse[out_rows_s[r]] = row_lse;
     }
 }
 

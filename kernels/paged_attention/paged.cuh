@@ -104,11 +104,12 @@ __device__ __forceinline__ RowWindow row_window(int p, bool causal, int left, in
     return RowWindow{left < 0 ? -kUnlimited : p - left, p + right_limit};
 }
 
-// One work unit: keys [key_begin, key_end) of sequence `batch` for its query tile `tile`; the
-// sequence's every tile is split into `count` units (split 0 ... count - 1), the units of
-// tile t being first + t * count ... first + t * count + count - 1.
+// One work unit: keys [key_begin, key_end) of sequence `batch` for one query tile, the
+// `queries` queries from `query0` of the sequence (rows from row_begin + query0 of packed q),
+// the first at key position `position`; the sequence's every tile is split into `count` units
+// (split 0 ... count - 1), the units of tile t being first + t * count ... + count - 1.
 struct Unit {
-    int batch, key_begin, key_end, first, count, tile, split;
+    int batch, key_begin, key_end, first, count, split, row_begin, query0, queries, position;
 };
 
 // The unit with index `unit` of the schedule every block recomputes from seq_lens and the
@@ -119,12 +120,15 @@ struct Unit {
 // sequence without queries gets no unit. Rounding to the nearest count, not up from a common
 // chunk, keeps equal lengths at whole waves (8 x 8192 keys, 8 KV heads, 132 slots: 2 units a
 // sequence, 128 blocks, not 3 and 192). There are at most target_units / blocks_per_unit +
-// (the query tiles) units: + B unpacked, + floor(Tq / tile) + B packed (the host's grid).
-// Returns false past the last unit. All THREADS threads of the block call it.
+// (the query tiles) units: + B unpacked, + floor(Tq / tile) + B packed (the host's grid). A
+// unit's keys are those of its split that its tile's queries see (`right_limit`: causal 0, else
+// the right window, -1 unlimited), so a prefill tile skips the keys of later queries.
+// Returns the unit in shared memory (read again after a long loop, its fields need no
+// registers meanwhile), null past the last unit. All THREADS threads of the block call it.
 template <int THREADS>
-__device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_count, int max_keys, SeqRows queries,
-                          int left, int blocks_per_unit, int target_units, int min_chunk, int align, int unit,
-                          Unit& found) {
+__device__ const Unit* find_unit(const int* seq_lens, int64 lens_stride, int batch_count, int max_keys,
+                                 SeqRows queries, int left, int right_limit, int blocks_per_unit, int target_units,
+                                 int min_chunk, int align, int unit) {
     static_assert(THREADS % 32 == 0 && THREADS <= 1024, "block size");
     constexpr int kWarps = THREADS / 32;
     __shared__ long long warp_total[kWarps];
@@ -193,8 +197,14 @@ __device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_coun
             split(length - lo, count, chunk);
             if (unit < first + tiles * count) {
                 const int tile = (unit - first) / count, part = (unit - first) % count;
+                const int n_q = queries.count(b), query0 = tile * queries.tile;
+                const int tile_nq = min(queries.tile, n_q - query0), position = query0 + length - n_q;
+                // the tile's last query (at length - room - 1, room >= 0) sees right_limit keys further
+                const int room = length - position - tile_nq;
+                const int seen_end = right_limit < 0 || right_limit >= room ? length : length - room + right_limit;
                 const int begin = lo + part * chunk;
-                result = Unit{b, begin, min(length, begin + chunk), first, count, tile, part};
+                result = Unit{b, max(begin, left < 0 ? 0 : position - left), min(min(length, begin + chunk), seen_end),
+                              first, count, part, queries.begin(b), query0, tile_nq, position};
                 found_flag = 1;
                 break;
             }
@@ -202,8 +212,7 @@ __device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_coun
         }
     }
     __syncthreads();
-    found = result;
-    return found_flag != 0;
+    return found_flag != 0 ? &result : nullptr;
 }
 
 }  // namespace paged

@@ -11,6 +11,7 @@ import pytest
 
 from cufuse import attention_paged, kv_append, reference
 from cufuse._core.device import A100, H200
+from cufuse._core.lse_merge import merge_threads
 from cufuse.ops.paged_attention.plan import plan_attention_paged
 from cufuse.ops.paged_attention.problem import describe
 from cufuse.ops.paged_attention.select import instantiations, mma_tile
@@ -183,55 +184,67 @@ def test_packed_plans_reach_only_listed_kernels(dev):
                 assert plan.launches[1].grid[0] == tq * 2 * group
 
 
-def _schedule(lens, cu, max_keys, tile, left, target, blocks_per_unit, min_chunk, align):
-    """paged.cuh find_unit, one unit after another: (b, key_begin, key_end, first, count, tile, split)."""
+def test_packed_merge_warps_follow_the_tile_bound():
+    """A tile has at most ceil(target / heads) units: the merge of a step with 100K-key sequences
+    is not sized by the keys alone (100K / 512 would give 32 warps to each of Tq x Hq rows)."""
+    tile = mma_tile(128, 4, H200)
+    plan = tile.plan(_mixed_problem(3150, 63, 32, 8, 6250), H200)
+    heads = plan.launches[0].grid[1]
+    assert plan.launches[1].grid[0] == 3150 * 32
+    assert plan.launches[1].block == (merge_threads(math.ceil(tile.target_units / heads)),)
+    assert plan.launches[1].block[0] < 1024
+
+
+def _schedule(lens, cu, max_keys, tile, window, causal, target, blocks_per_unit, min_chunk, align):
+    """paged.cuh find_unit, one unit after another: (b, key_begin, key_end, query0, queries), the
+    keys those of its split that its tile's queries see."""
+    left, right = window
+    right_limit = 0 if causal else right
     sequences = []
     for b in range(len(lens)):
         length = min(max(int(lens[b]), 0), max_keys)
         n_q = int(cu[b + 1] - cu[b])
         lo = 0 if left < 0 else max(0, length - n_q - left)
-        sequences.append((length, lo, -(-n_q // tile)))
-    total = sum((length - lo) * tiles for length, lo, tiles in sequences)
+        sequences.append((length, lo, n_q))
+    total = sum((length - lo) * -(-n_q // tile) for length, lo, n_q in sequences)
     units = []
-    for b, (length, lo, tiles) in enumerate(sequences):
+    for b, (length, lo, n_q) in enumerate(sequences):
         v = length - lo
         n = (2 * v * target + total * blocks_per_unit) // (2 * total * blocks_per_unit) if total > 0 else 1
         n = max(1, min(n, v // min_chunk))
         chunk = ((v + n - 1) // n + align - 1) // align * align
         count = -(-v // chunk) if v > 0 else 1
-        first = len(units)
-        for u in range(tiles * count):
-            begin = lo + (u % count) * chunk
-            units.append((b, begin, min(length, begin + chunk), first, count, u // count, u % count))
+        for u in range(-(-n_q // tile) * count):
+            query0 = u // count * tile
+            tile_nq, position = min(tile, n_q - query0), query0 + length - n_q
+            begin = lo + u % count * chunk
+            end = min(length, begin + chunk)
+            if right_limit >= 0:
+                end = min(end, position + tile_nq + right_limit)
+            units.append((b, max(begin, 0 if left < 0 else position - left), end, query0, tile_nq))
     return units
 
 
 @pytest.mark.parametrize("causal,window", [(True, (-1, -1)), (False, (-1, -1)), (True, (300, -1)), (False, (40, 9))])
 def test_schedule_covers_each_visible_key_once(rng, causal, window):
-    """A model of the packed schedule (find_unit) and of each unit's key range (mma.cu): every
-    key a query sees falls in exactly one unit of its query tile, and the units fit the grid."""
+    """A model of the packed schedule (find_unit): every key a query sees falls in exactly one
+    unit of its query tile, and the units fit the grid."""
     left, right = window
-    queries = [1200, 0, 300] + [int(n) for n in rng.integers(1, 5, 60)] + [0, 17]
-    lengths = [5000, 40, 300] + [int(n) for n in np.exp(rng.uniform(np.log(100), np.log(100_000), 60))] + [0, 9]
+    queries = [1200, 0, 300] + [int(n) for n in rng.integers(1, 5, 60)] + [0, 17, 40]
+    lengths = [5000, 40, 300] + [int(n) for n in np.exp(rng.uniform(np.log(100), np.log(100_000), 60))] + [0, 9, 20]
     order = rng.permutation(len(queries))
     queries, lengths = [queries[i] for i in order], [lengths[i] for i in order]
     cu = np.concatenate([[0], np.cumsum(queries)])
     problem = _mixed_problem(int(cu[-1]), len(queries), 32, 8, 8192, window=window)
     tile = mma_tile(128, 4, H200)
     heads = problem.heads_kv * math.ceil(problem.rows / tile.block_rows)
-    units = _schedule(lengths, cu, problem.max_keys, problem.q_tile, left, tile.target_units, heads, tile.min_chunk,
-                      tile.block_n)
+    units = _schedule(lengths, cu, problem.max_keys, problem.q_tile, window, causal, tile.target_units, heads,
+                      tile.min_chunk, tile.block_n)
     assert len(units) <= tile.plan(problem, H200).launches[0].grid[0]
     seen = {}
-    for b, begin, end, first, count, q_tile_index, split in units:
-        n_q, length = queries[b], min(lengths[b], problem.max_keys)
-        i0 = q_tile_index * problem.q_tile
-        tile_nq = min(problem.q_tile, n_q - i0)
-        p0 = i0 + length - n_q
-        key_begin = max(begin, 0 if left < 0 else p0 - left)
-        tile_end = p0 + tile_nq if causal else length if right < 0 else p0 + tile_nq + right
-        for i in range(i0, i0 + tile_nq):
-            seen.setdefault((b, i), []).append(range(key_begin, min(end, tile_end)))
+    for b, key_begin, key_end, query0, tile_nq in units:
+        for i in range(query0, query0 + tile_nq):
+            seen.setdefault((b, i), []).append(range(key_begin, max(key_begin, key_end)))  # as n_tiles >= 0
     for b, (n_q, length) in enumerate(zip(queries, lengths)):
         keys = np.arange(length)
         for i in range(n_q):

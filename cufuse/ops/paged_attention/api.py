@@ -106,9 +106,10 @@ def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal=True, 
     oracle, after checking every page index a sequence uses. On the GPU the kernels never read block_table,
     seq_lens or cu_seqlens_q on the host (no synchronisation: the call records into a CUDA graph), except
     under ``CUFUSE_DEBUG=1``, which checks the page indices first; packed, the grid comes from Tq, B and
-    ``max_pages * S`` alone, prefill chunks are cut into query tiles and long sequences' keys into units. Design and measurements: docs/paged_attention.md. With ``sinks`` a row that sees no key has lse
-    the sink's logit; the kernels fold a sink into its sequence's first work unit only, so the lse merge of
-    the units is exact.
+    ``max_pages * S`` alone, prefill chunks are cut into query tiles and long sequences' keys into units.
+    Design and measurements: docs/paged_attention.md. With ``sinks`` a row that sees no key has lse
+    the sink's logit; the kernels fold a sink into the first work unit of each query tile only, so the lse
+    merge of the units is exact.
 
     Examples
     --------

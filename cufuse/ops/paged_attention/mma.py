@@ -89,7 +89,7 @@ class PagedMmaTile:
         unit_rows = problem.heads_kv * problem.rows
         out_rows = (problem.n_q if problem.packed else problem.batch * problem.n_q) * problem.heads_q
         merge = Launch(merge_spec(problem.ctype), merge_grid(out_rows, problem.head_dim_v),
-                       (merge_threads(min(units, self.most_units_a_sequence(problem))),),
+                       (merge_threads(self.most_units_a_tile(problem, heads)),),
                        (Temporary(0), Temporary(1), Temporary(2), "out", problem.lse_arg, np.int32(problem.batch),
                         np.int32(problem.heads_q), np.int32(problem.group), np.int32(problem.n_q),
                         *problem.query_args, np.int32(problem.q_tile), np.int32(problem.head_dim_v),
@@ -97,11 +97,12 @@ class PagedMmaTile:
         return Plan((forward, merge), temporaries=((np.float32, (units, unit_rows, problem.head_dim_v)),
                                                    (np.float32, (units, unit_rows)), meta_buffer))
 
-    def most_units_a_sequence(self, problem) -> int:
-        """The host's bound on the units of one query tile (chunks are at least chunk_floor): the
-        merge's warps. Sized by the whole grid's units instead, 16K merge blocks of 800 threads
-        that mostly return at once cost ~30 us at B128 x 1024 keys."""
-        return max(1, ceil_div(problem.max_visible_keys, self.chunk_floor))
+    def most_units_a_tile(self, problem, heads) -> int:
+        """The host's bound on the units of one query tile: chunks are at least chunk_floor, and
+        find_unit gives a tile at most ceil(target_units / heads) (its keys never outweigh the
+        batch's); the merge's warps. Sized by the whole grid's units instead, 16K merge blocks of
+        800 threads that mostly return at once cost ~30 us at B128 x 1024 keys."""
+        return max(1, min(ceil_div(self.target_units, heads), ceil_div(problem.max_visible_keys, self.chunk_floor)))
 
     def resident_blocks(self, dev) -> int:
         """Blocks an SM holds by shared memory (the schedule's target counts on them), at most 4."""
