@@ -14,7 +14,7 @@ from cufuse._core.device import A100, H200
 from cufuse._core.lse_merge import merge_threads
 from cufuse.ops.paged_attention.plan import plan_attention_paged
 from cufuse.ops.paged_attention.problem import describe
-from cufuse.ops.paged_attention.select import instantiations, mma_tile
+from cufuse.ops.paged_attention.select import instantiations, mma_tile, row_warps_for
 from cufuse.ops.paged_attention.simt import PagedSimtRows
 
 from ..conftest import poisoned
@@ -196,8 +196,8 @@ def test_packed_merge_warps_follow_the_tile_bound():
 
 
 def _schedule(lens, cu, max_keys, tile, window, causal, target, blocks_per_unit, min_chunk, align):
-    """paged.cuh find_unit, one unit after another: (b, key_begin, key_end, query0, queries), the
-    keys those of its split that its tile's queries see."""
+    """paged.cuh find_unit, one unit after another: (b, key_begin, key_end, query0, queries, first,
+    count), the keys those of its split that its tile's queries see."""
     left, right = window
     right_limit = 0 if causal else right
     sequences = []
@@ -214,6 +214,7 @@ def _schedule(lens, cu, max_keys, tile, window, causal, target, blocks_per_unit,
         n = max(1, min(n, v // min_chunk))
         chunk = ((v + n - 1) // n + align - 1) // align * align
         count = -(-v // chunk) if v > 0 else 1
+        first = len(units)
         for u in range(-(-n_q // tile) * count):
             query0 = u // count * tile
             tile_nq, position = min(tile, n_q - query0), query0 + length - n_q
@@ -221,7 +222,7 @@ def _schedule(lens, cu, max_keys, tile, window, causal, target, blocks_per_unit,
             end = min(length, begin + chunk)
             if right_limit >= 0:
                 end = min(end, position + tile_nq + right_limit)
-            units.append((b, max(begin, 0 if left < 0 else position - left), end, query0, tile_nq))
+            units.append((b, max(begin, 0 if left < 0 else position - left), end, query0, tile_nq, first, count))
     return units
 
 
@@ -242,7 +243,7 @@ def test_schedule_covers_each_visible_key_once(rng, causal, window):
                       tile.min_chunk, tile.block_n)
     assert len(units) <= tile.plan(problem, H200).launches[0].grid[0]
     seen = {}
-    for b, key_begin, key_end, query0, tile_nq in units:
+    for b, key_begin, key_end, query0, tile_nq, _, _ in units:
         for i in range(query0, query0 + tile_nq):
             seen.setdefault((b, i), []).append(range(key_begin, max(key_begin, key_end)))  # as n_tiles >= 0
     for b, (n_q, length) in enumerate(zip(queries, lengths)):
@@ -256,6 +257,46 @@ def test_schedule_covers_each_visible_key_once(rng, causal, window):
             for keys_range in seen[(b, i)]:
                 counts[keys_range.start:keys_range.stop] += 1
             assert (counts[visible] == 1).all(), (b, i)
+
+
+def test_partial_rows_meet_in_the_merge():
+    """The rows mma.cu writes (out directly, or the partials of its unit) and the partials
+    merge.cu reads for an output row (token, query head) agree: every packed output row is
+    written once or merged from all its tile's units."""
+    queries, lengths = [40, 0, 3, 1, 17], [3000, 50, 9000, 700, 9]
+    cu = np.concatenate([[0], np.cumsum(queries)])
+    tq, heads_kv, group = int(cu[-1]), 2, 4
+    problem = _mixed_problem(tq, len(queries), heads_kv * group, heads_kv, 1024)
+    tile = mma_tile(128, row_warps_for(problem.rows), H200)
+    row_blocks = math.ceil(problem.rows / tile.block_rows)
+    units = _schedule(lengths, cu, problem.max_keys, problem.q_tile, (-1, -1), True, tile.target_units,
+                      heads_kv * row_blocks, tile.min_chunk, tile.block_n)
+    q_tile, heads_q = problem.q_tile, heads_kv * group
+    direct, partials = {}, {}
+    for index, (b, _, _, query0, tile_nq, first, count) in enumerate(units):
+        for head in range(heads_kv):
+            for row in range(group * tile_nq):  # the rows of every row block, packed
+                hq, i = head * group + row // tile_nq, query0 + row % tile_nq
+                if count == 1:  # queries.out_row, packed
+                    out_row = (int(cu[b]) + i) * heads_q + hq
+                    direct[out_row] = direct.get(out_row, 0) + 1
+                else:
+                    partials[(index * heads_kv + head) * group * q_tile + row] = (b, hq, i)
+    assert direct and partials  # both kinds of sequence
+    for t in range(tq):
+        b = int(np.searchsorted(cu, t, side="right") - 1)  # find_sequence
+        for hq in range(heads_q):
+            out_row, i = t * heads_q + hq, t - int(cu[b])
+            first, count = next((u[5], u[6]) for u in units if u[0] == b)
+            if count == 1:
+                assert direct.get(out_row) == 1
+                continue
+            assert out_row not in direct
+            tile_index = i // q_tile
+            tile_nq = min(q_tile, queries[b] - tile_index * q_tile)
+            in_unit = (hq // group) * group * q_tile + (hq % group) * tile_nq + i % q_tile
+            for u in range(count):
+                assert partials[(first + tile_index * count + u) * heads_q * q_tile + in_unit] == (b, hq, i)
 
 
 # --- GPU -------------------------------------------------------------------------------------
