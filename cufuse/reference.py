@@ -10,6 +10,7 @@ here, the public functions do that.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -270,25 +271,36 @@ def gather_pages(pages, table_row, length: int) -> np.ndarray:
 
 
 def attention_paged(q, k_pages, v_pages, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
-                    softcap=None, sinks=None, return_lse: bool = False, tile: int = 128):
-    """float64 PagedAttention: each sequence's keys gathered from its pages, then ``attention``
-    with the query heads grouped over the KV heads (q ``(B, Hq, Nq, D)``, pages ``(P, Hkv, S,
-    D)``, query head h uses KV head ``h // (Hq // Hkv)`` and the sink ``sinks[h % H]``). Page
-    indices are not checked here (the public function does that)."""
-    q = np.asarray(q, dtype=np.float64)
-    batch, heads_q, n_q, head_dim = q.shape
-    heads_kv, head_dim_v = k_pages.shape[1], v_pages.shape[-1]
-    out = np.zeros((batch, heads_q, n_q, head_dim_v))
-    lse = np.full((batch, heads_q, n_q), -np.inf)
-    for b in range(batch):
-        length = int(seq_lens[b])
-        k = gather_pages(k_pages, block_table[b], length).astype(np.float64)[:, None]
-        v = gather_pages(v_pages, block_table[b], length).astype(np.float64)[:, None]
-        grouped = q[b].reshape(heads_kv, heads_q // heads_kv, n_q, head_dim)
-        o, row_lse = attention(grouped, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
-                               sinks=sinks, return_lse=True, tile=tile)
-        out[b], lse[b] = o.reshape(heads_q, n_q, head_dim_v), row_lse.reshape(heads_q, n_q)
+                    softcap=None, sinks=None, cu_seqlens_q=None, return_lse: bool = False, tile: int = 128):
+    """float64 PagedAttention, ``per_paged_sequence`` through ``attention``: query head h uses KV
+    head ``h // (Hq // Hkv)`` and the sink ``sinks[h % H]``. Page indices are not checked here."""
+    out, lse = per_paged_sequence(functools.partial(attention, tile=tile), q, k_pages, v_pages, block_table, seq_lens,
+                                  cu_seqlens_q, causal=causal, scale=scale, window=window, softcap=softcap, sinks=sinks)
     return (out, lse) if return_lse else out
+
+
+def per_paged_sequence(attend, q, k_pages, v_pages, block_table, seq_lens, cu_seqlens_q=None, **options):
+    """float64 ``(out, lse)`` of attention_paged: sequence b's pages ``(P, Hkv, S, D)`` gathered, its
+    queries (q ``(B, Hq, Nq, D)`` row b, or packed ``(Tq, Hq, D)`` rows ``cu_seqlens_q[b] ..< cu[b +
+    1]``) grouped as ``(Hkv, G, n, D)`` through ``attend`` (``attention`` or the NumPy path's)."""
+    q = np.asarray(q, dtype=np.float64)
+    if cu_seqlens_q is None:  # unpacked: sequence b's Nq queries are packed rows b * Nq ..< (b + 1) * Nq
+        batch, heads_q, n_q, _ = q.shape
+        out, lse = per_paged_sequence(attend, q.swapaxes(1, 2).reshape(-1, heads_q, q.shape[-1]), k_pages, v_pages,
+                                      block_table, seq_lens, np.arange(batch + 1) * n_q, **options)
+        out, lse = (np.ascontiguousarray(x.reshape(batch, n_q, heads_q, -1).swapaxes(1, 2)) for x in (out, lse))
+        return out, lse[..., 0]
+    (heads_q, head_dim), heads_kv = q.shape[1:], k_pages.shape[1]
+    out, lse = np.zeros(q.shape[:-1] + v_pages.shape[-1:]), np.full(q.shape[:-1], -np.inf)
+    for b in range(len(seq_lens)):
+        rows = slice(int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1]))
+        if (n_q := rows.stop - rows.start) > 0:
+            k, v = (gather_pages(pages, block_table[b], int(seq_lens[b])).astype(np.float64)[:, None]
+                    for pages in (k_pages, v_pages))
+            grouped = q[rows].swapaxes(0, 1).reshape(heads_kv, heads_q // heads_kv, n_q, head_dim)
+            o, row_lse = attend(grouped, k, v, return_lse=True, **options)
+            out[rows], lse[rows] = o.reshape(heads_q, n_q, -1).swapaxes(0, 1), row_lse.reshape(heads_q, n_q).T
+    return out, lse
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = False, scale=None, window=None,
@@ -322,15 +334,19 @@ def per_sequence(attend, q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
     return out, lse
 
 
-def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens) -> None:
-    """Write k_new / v_new ``(B, Hkv, Nnew, D)`` into the pages ``(P, Hkv, S, D)`` at positions
-    ``seq_lens[b] ..< seq_lens[b] + Nnew`` of each sequence, in place."""
-    page_size, n_new = k_pages.shape[2], k_new.shape[2]
-    positions = np.asarray(seq_lens, dtype=np.int64)[:, None] + np.arange(n_new)
-    pages = np.take_along_axis(np.asarray(block_table, dtype=np.int64), positions // page_size, axis=1)
-    slots = positions % page_size
-    k_pages[pages, :, slots] = np.swapaxes(k_new, 1, 2)  # advanced indices first: (B, Nnew, Hkv, D)
-    v_pages[pages, :, slots] = np.swapaxes(v_new, 1, 2)
+def kv_append(k_pages, v_pages, k_new, v_new, block_table, seq_lens, cu_seqlens_new=None) -> None:
+    """Write k_new / v_new ``(B, Hkv, Nnew, D)``, or packed ``(Tnew, Hkv, D)`` (sequence b's rows ``cu[b]
+    ..< cu[b + 1]``), into the pages ``(P, Hkv, S, D)`` from position ``seq_lens[b]`` on, in place."""
+    if cu_seqlens_new is None:
+        cu_seqlens_new = np.arange(len(seq_lens) + 1) * k_new.shape[2]
+        k_new, v_new = (np.swapaxes(x, 1, 2).reshape(-1, *x.shape[1::2]) for x in (k_new, v_new))
+    starts = np.asarray(cu_seqlens_new, dtype=np.int64)
+    sequence = np.repeat(np.arange(len(seq_lens)), np.diff(starts))
+    positions = np.asarray(seq_lens, dtype=np.int64)[sequence] + np.arange(sequence.size) - starts[sequence]
+    pages = np.asarray(block_table, dtype=np.int64)[sequence, positions // k_pages.shape[2]]
+    slots = positions % k_pages.shape[2]
+    k_pages[pages, :, slots] = k_new  # advanced indices first: (tokens, Hkv, D)
+    v_pages[pages, :, slots] = v_new
 
 
 def logsumexp(a, axis=None, b=None, *, tile: int = 1024):

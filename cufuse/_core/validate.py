@@ -254,6 +254,21 @@ def require_same_dtype(fn: str, ref_name: str, ref, **others) -> None:
             )
 
 
+def check_prefix_sums(fn: str, name: str, cu, n_tokens: int, total: str) -> None:
+    """A host prefix sum (``cu_seqlens_*``, NumPy): starts at 0, never decreases, ends at the
+    token count ``n_tokens`` (called ``total`` in the message)."""
+    if cu[0] != 0:
+        raise ValueError(f"{fn}: argument '{name}' expected 0 first, got {int(cu[0])}")
+    drops = np.flatnonzero(np.diff(cu) < 0)
+    if drops.size:
+        at = int(drops[0])
+        raise ValueError(f"{fn}: argument '{name}' expected non-decreasing values, got {int(cu[at])} then "
+                         f"{int(cu[at + 1])} at index {at}")
+    if cu[-1] != n_tokens:
+        raise ValueError(f"{fn}: argument '{name}' expected {n_tokens} last ({total}, the token count), "
+                         f"got {int(cu[-1])}")
+
+
 def require_ndim(fn: str, name: str, arr, *, at_least: int = 0, exactly: int | None = None) -> None:
     if exactly is not None and arr.ndim != exactly:
         raise ValueError(f"{fn}: argument '{name}' expected a {exactly}-D array, got shape {arr.shape}")

@@ -13,17 +13,6 @@
 namespace cufuse {
 namespace attention {
 
-// The sequence b in [0, batch) with cu[b] <= t < cu[b + 1] (the last such b where lengths are 0);
-// cu's entries are `stride` apart.
-__device__ __forceinline__ int find_sequence(const int* cu, int64 stride, int batch, int t) {
-    int lo = 0, hi = batch;
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (__ldg(cu + mid * stride) <= t) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
 template <typename T, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32)
     attention_varlen_simt(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,

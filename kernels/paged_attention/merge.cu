@@ -12,22 +12,30 @@
 namespace cufuse {
 namespace paged {
 
-// One block per (output row (b, KV head, packed row), 32 columns); unit_meta[2b], [2b + 1]:
-// the first unit of sequence b and how many it has. Units merge in order (bitwise
+// One block per (output row, 32 columns): out's rows (b, query head, query) unpacked, (token,
+// query head) with cu_q. unit_meta[2b], [2b + 1]: the first unit of sequence b and the units a
+// query tile of it has, tile t's being first + t * count ... Units merge in order (bitwise
 // reproducible for a given block size, which the host picks from its bound on the units a
 // sequence may have).
 template <typename T>
 __global__ void __launch_bounds__(1024)
     paged_attention_merge(const float* __restrict__ partial_o, const float* __restrict__ partial_lse,
                           const int* __restrict__ unit_meta, T* __restrict__ out, float* __restrict__ lse,
-                          int rows_per_batch, int dv, int write_lse) {
+                          int batch_count, int heads_q, int group, int nq, const int* __restrict__ cu_q,
+                          int64 cu_q_stride, int q_tile, int dv, int write_lse) {
     const int64 row = blockIdx.x;
-    const int b = static_cast<int>(row / rows_per_batch), row_in_batch = static_cast<int>(row % rows_per_batch);
+    const SeqRows queries{cu_q, cu_q_stride, nq, q_tile};
+    int b, hq, i;
+    if (!queries.locate(row, batch_count, heads_q, b, hq, i)) return;
     const int first = unit_meta[2 * b], count = unit_meta[2 * b + 1];
     if (count <= 1) return;  // the forward kernel wrote the row
-    merge_partials<T>(partial_o, partial_lse,
-                      [=](int u) { return static_cast<int64>(first + u) * rows_per_batch + row_in_batch; }, count,
-                      dv, blockIdx.y * kMergeColumns, out + row * dv, write_lse ? lse + row : nullptr);
+    // the row's place among its unit's partials: KV head, then G x tile_nq rows packed as the forward packs them
+    const int tile = i / q_tile, tile_nq = min(q_tile, queries.count(b) - tile * q_tile);
+    const int64 unit_rows = static_cast<int64>(heads_q) * q_tile;
+    const int64 in_unit = static_cast<int64>(hq / group) * group * q_tile + (hq % group) * tile_nq + i % q_tile;
+    const int64 unit0 = first + static_cast<int64>(tile) * count;
+    merge_partials<T>(partial_o, partial_lse, [=](int u) { return (unit0 + u) * unit_rows + in_unit; }, count, dv,
+                      blockIdx.y * kMergeColumns, out + row * dv, write_lse ? lse + row : nullptr);
 }
 
 }  // namespace paged

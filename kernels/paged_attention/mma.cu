@@ -2,21 +2,23 @@
 // head dims up to 256 (buckets 64, 128, 256), any page size, pages with any strides.
 //
 // Picked (cufuse/ops/paged_attention/select.py) for every 16-bit call; the tile by the query
-// rows a KV head has (G x Nq): up to 16 rows one row warp and 4 key warps, up to 32 two and
-// two, beyond four row warps (row blocks of 64 rows). Sequences split over several units are
-// merged by paged_attention_merge (merge.cu).
+// rows a KV head has in a unit (G x its query tile): up to 16 rows one row warp and 4 key
+// warps, up to 32 two and two, beyond four row warps (row blocks of 64 rows). Sequences split
+// over several units are merged by paged_attention_merge (merge.cu).
 //
-// Pack GQA: one block serves one KV head, and its rows are the G query heads x Nq queries of
-// that head, so each K/V page is read once per KV head. The block's key range is one work
-// unit of the schedule (find_unit): each sequence's keys are cut into units by its share of
-// the batch's keys, computed on the GPU from seq_lens. K/V tiles of BN keys stream through
-// a STAGES-deep cp.async ring (16-byte copies where the pages allow, else element loads). The
-// pages of a tile's keys are looked up one iteration before its copies issue, one thread a
-// key, into a two-slot table of row offsets in shared memory, so that the copies wait on no
-// block_table load and divide by no page size (docs/paged_attention.md §2, "Loads"). Each key
-// warp takes its BN / KEY_WARPS keys of a tile with its own online softmax (log2 domain), and
-// the key warps merge through shared memory at the end. A unit that is its sequence's only
-// one writes out / lse; else float32 partials (O normalised, lse).
+// Pack GQA: one block serves one KV head, and its rows are the G query heads x the queries of
+// its unit, so each K/V page is read once per KV head and query tile. The block's work is one
+// unit of the schedule (find_unit): a tile of q_tile queries of one sequence (all its Nq
+// unpacked; with cu_seqlens_q a prefill chunk spans several tiles) and a range of the keys
+// they see, each sequence's keys cut into units by its share of the batch's work, computed on
+// the GPU from seq_lens and cu_seqlens_q. K/V tiles of BN keys stream through a STAGES-deep
+// cp.async ring (16-byte copies where the pages allow, else element loads). The pages of a
+// tile's keys are looked up one iteration before its copies issue, one thread a key, into a
+// two-slot table of row offsets in shared memory, so that the copies wait on no block_table
+// load and divide by no page size (docs/paged_attention.md §2, "Loads"). Each key warp takes
+// its BN / KEY_WARPS keys of a tile with its own online softmax (log2 domain), and the key
+// warps merge through shared memory at the end. A unit that is its query tile's only one
+// writes out / lse; else float32 partials (O normalised, lse).
 #include "paged_attention/paged.cuh"
 
 namespace cufuse {
@@ -28,7 +30,8 @@ __global__ void __launch_bounds__(128)
                         const int* __restrict__ block_table, const int* __restrict__ seq_lens, T* __restrict__ out,
                         float* __restrict__ lse, float* __restrict__ partial_o, float* __restrict__ partial_lse,
                         int* __restrict__ unit_meta, int batch_count, int heads_kv, int group, int nq, int d, int dv,
-                        int page_size, int max_keys, int row_blocks, int target_units, int min_chunk, float qk_scale,
+                        int page_size, int max_keys, const int* __restrict__ cu_q, int64 cu_q_stride, int q_tile,
+                        int row_blocks, int target_units, int min_chunk, float qk_scale,
                         float softcap_log2, int left, int right, int flags, int64 q_batch, int64 q_head, int64 q_row,
                         int64 q_col, int64 k_page, int64 k_head, int64 k_row, int64 v_page, int64 v_head,
                         int64 v_row, int64 table_row, int64 table_col, int64 lens_stride,
@@ -44,6 +47,8 @@ __global__ void __launch_bounds__(128)
     static_assert(2 * STAGES * BN * kPitch * sizeof(T) >= (kKeyWarps * kBlockRows * (HD + 2)) * sizeof(float),
                   "the key warps' O, maxima and sums fit the K/V ring");
     static_assert((kBlockRows + 2 * STAGES * BN) * kPitch * sizeof(T) % 16 == 0, "offsets aligned");
+    static_assert(kBlockRows * sizeof(int64) <= 2 * BN * sizeof(longlong2) && kBlockRows <= kThreads,
+                  "a thread a row places the block's rows in the offsets' slots");
     const float kNegInf = neg_infinity<float>();
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -57,29 +62,30 @@ __global__ void __launch_bounds__(128)
     const int row_warp = warp % ROW_WARPS, key_warp = warp / ROW_WARPS;
     const int head = blockIdx.y / row_blocks;
     const int row0 = (blockIdx.y % row_blocks) * kBlockRows;
-    const int rows = group * nq;  // query rows of one KV head
     const bool causal = flags & kCausal;
+    const SeqRows queries{cu_q, cu_q_stride, nq, q_tile};
 
-    Unit unit;
-    if (!find_unit<kThreads>(seq_lens, lens_stride, batch_count, max_keys, nq, left, gridDim.y, target_units,
-                             min_chunk, BN, blockIdx.x, unit))
-        return;
-    const int b = unit.batch;
-    if (threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.x == unit.first)
-        unit_meta[2 * b] = unit.first, unit_meta[2 * b + 1] = unit.count;
-    const int length = clamp_length(seq_lens, lens_stride, b, max_keys);
+    const Unit* unit = find_unit<kThreads>(seq_lens, lens_stride, batch_count, max_keys, queries, left,
+                                           causal ? 0 : right, gridDim.y, target_units, min_chunk, BN, blockIdx.x);
+    if (unit == nullptr) return;
+    const int b = unit->batch;
+    if (threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.x == unit->first)
+        unit_meta[2 * b] = unit->first, unit_meta[2 * b + 1] = unit->count;
+    const int tile_nq = unit->queries, rows = group * tile_nq;  // query rows of one KV head
+    if (row0 >= rows) return;  // a short tile leaves row blocks without rows
     const Table table{block_table + b * table_row, table_col, page_size};
     const Pages<T> kp{k_pages + head * k_head, k_page, k_row};
     const Pages<T> vp{v_pages + head * v_head, v_page, v_row};
-    const int key_begin = unit.key_begin, key_end = unit.key_end;
-    const int n_tiles = (key_end - key_begin + BN - 1) / BN;
+    const int key_begin = unit->key_begin, key_end = unit->key_end;
+    const int n_tiles = max(0, (key_end - key_begin + BN - 1) / BN);
     const T zero = from_accum<T>(0.f);
 
-    // Q rows of this block: row r is query head head * group + r / nq, query r % nq.
+    // Q rows of this block: row r is query head head * group + r / tile_nq, query query0 + r % tile_nq.
+    const T* q_seq = q + b * q_batch + static_cast<int64>(unit->row_begin + unit->query0) * q_row;
     for (int idx = threadIdx.x; idx < kBlockRows * HD; idx += kThreads) {
         const int r = row0 + idx / HD, c = idx % HD;
         T x = zero;
-        if (r < rows && c < d) x = q[b * q_batch + (head * group + r / nq) * q_head + (r % nq) * q_row + c * q_col];
+        if (r < rows && c < d) x = q_seq[(head * group + r / tile_nq) * q_head + (r % tile_nq) * q_row + c * q_col];
         q_s[(idx / HD) * kPitch + c] = x;
     }
 
@@ -157,7 +163,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int r = row0 + row_warp * 16 + lane / 4 + h * 8;
-        window[h] = row_window(r % nq + length - nq, causal, left, right);
+        window[h] = row_window(unit->position + r % tile_nq, causal, left, right);
     }
 
     float o_acc[HD / 8][4];
@@ -278,10 +284,23 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();
 
-    const bool direct = unit.count == 1;
-    const int64 head_row0 = static_cast<int64>(direct ? b : blockIdx.x) * heads_kv * rows + head * rows + row0;
-    const int block_rows = min(kBlockRows, rows - row0);
-    const bool sink_unit = sinks != nullptr && blockIdx.x == unit.first;  // a sequence's first unit carries the sink
+    // A sequence of one unit a tile writes out / lse; else partials of q_tile x G rows a KV head.
+    // The unit's facts again from shared memory: no registers held them through the loop.
+    const int seq = unit->batch, seq_first = unit->row_begin, first_query = unit->query0;
+    const int queries_here = unit->queries;
+    const bool direct = unit->count == 1;
+    const int64 part_row0 = (static_cast<int64>(blockIdx.x) * heads_kv + head) * group * q_tile + row0;
+    const int block_rows = min(kBlockRows, group * queries_here - row0);
+    // Each row's place in out / lse or the partials, once a row (the offsets' slots are free now).
+    int64* out_rows_s = reinterpret_cast<int64*>(offsets_s);
+    if (const int r = threadIdx.x; r < block_rows) {  // kBlockRows <= kThreads
+        const int packed = row0 + r;
+        out_rows_s[r] = direct ? queries.out_row(seq, seq_first, head * group + packed / queries_here,
+                                                 first_query + packed % queries_here, heads_kv * group)
+                               : part_row0 + r;
+    }
+    __syncthreads();
+    const bool sink_unit = sinks != nullptr && unit->split == 0;  // a tile's first unit carries the sink
     // Row r's merged (max m, sum total) over the key warps, O's shift `base`, the sink folded into m and total;
     // returns O's factor, `empty`: the row saw no key.
     auto merged = [&](int r, float& base, float& m, float& total, bool& empty) {
@@ -293,7 +312,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int w = 0; w < kKeyWarps; ++w) total += sum_s[w][r] * fast_exp2(max_s[w][r] - base);
         empty = total == 0.f;
-        const int hq = head * group + (row0 + r) / nq;
+        const int hq = head * group + (row0 + r) / queries_here;
         return sink_unit ? attention::fold_sink_log2(attention::sink_logit(sinks, sink_heads, hq) * attention::kLog2e,
                                                      m, total)
                          : 1.f;
@@ -307,16 +326,16 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int w = 0; w < kKeyWarps; ++w) x += o_stage[(w * kBlockRows + r) * HD + c] * fast_exp2(max_s[w][r] - base);
         x = empty ? 0.f : x * f / total;  // explicit 0 for a row that saw no key
-        if (direct) out[(head_row0 + r) * dv + c] = from_accum<T>(x);
-        else partial_o[(head_row0 + r) * dv + c] = x;
+        if (direct) out[out_rows_s[r] * dv + c] = from_accum<T>(x);
+        else partial_o[out_rows_s[r] * dv + c] = x;
     }
     for (int r = threadIdx.x; r < block_rows; r += kThreads) {
         float base, m, total;
         bool empty;
         merged(r, base, m, total, empty);
         const float row_lse = total == 0.f ? kNegInf : ((m == kNegInf ? 0.f : m) + __log2f(total)) * kLn2;
-        if (!direct) partial_lse[head_row0 + r] = row_lse;
-        else if (flags & kWriteLse) lse[head_row0 + r] = row_lse;
+        if (!direct) partial_lse[out_rows_s[r]] = row_lse;
+        else if (flags & kWriteLse) lse[out_rows_s[r]] = row_lse;
     }
 }
 

@@ -2,10 +2,11 @@
 // sequence lives in the page pool, which keys a query row sees (causal, window), the score
 // transform (scale, softcap) and the work schedule that splits long sequences' keys.
 //
-// Shapes: q (B, Hq, Nq, D) with any strides; k_pages (P, Hkv, S, D) and v_pages
-// (P, Hkv, S, Dv) with unit last stride; block_table (B, max_pages) and seq_lens (B,) int32
-// with any strides. Query head hq uses KV head hq / G (G = Hq / Hkv). Query i of sequence b
-// sits at position p = i + L - Nq, L = its clamped length (see clamp_length).
+// Shapes: q (B, Hq, Nq, D), or packed (Tq, Hq, D) with cu_seqlens_q (SeqRows), with any
+// strides; k_pages (P, Hkv, S, D) and v_pages (P, Hkv, S, Dv) with unit last stride;
+// block_table (B, max_pages) and seq_lens (B,) int32 with any strides. Query head hq uses KV
+// head hq / G (G = Hq / Hkv). Query i of sequence b (of nq_b queries) sits at position
+// p = i + L - nq_b, L = its clamped length (see clamp_length).
 #pragma once
 #include "common/attention_layout.cuh"
 
@@ -42,6 +43,47 @@ __device__ __forceinline__ int clamp_length(const int* seq_lens, int64 stride, i
     return min(max(__ldg(seq_lens + b * stride), 0), max_keys);
 }
 
+using attention::find_sequence;
+
+// The query rows (or kv_append's new rows) of each sequence: `bound` (Nq) a sequence when `cu`
+// is null, else packed, sequence b owning rows cu[b] ..< cu[b + 1] of `bound` (Tq), clamped to
+// [0, bound] so that a bad prefix sum never leaves q or out. A work unit takes `tile` rows of
+// one sequence (Nq when not packed).
+struct SeqRows {
+    const int* cu;
+    int64 cu_stride;
+    int bound, tile;
+    __device__ __forceinline__ int begin(int b) const {
+        return cu == nullptr ? 0 : min(max(__ldg(cu + b * cu_stride), 0), bound);
+    }
+    __device__ __forceinline__ int count(int b) const {
+        if (cu == nullptr) return bound;
+        const int first = begin(b);
+        return min(max(__ldg(cu + (b + 1) * cu_stride), first), bound) - first;
+    }
+    __device__ __forceinline__ int tiles(int count) const { return (count + tile - 1) / tile; }
+    // The row of (sequence b's row i, head h) in a C-contiguous (B, heads, Nq) or packed
+    // (T, heads) output; `first` = begin(b).
+    __device__ __forceinline__ int64 out_row(int b, int first, int h, int i, int heads) const {
+        return cu == nullptr ? (static_cast<int64>(b) * heads + h) * bound + i
+                             : static_cast<int64>(first + i) * heads + h;
+    }
+    // Output row `row` (the order out_row gives) -> (sequence b, head h, row i of b); false for
+    // a packed row that no sequence owns (a prefix sum outside the caller's contract).
+    __device__ __forceinline__ bool locate(int64 row, int batch_count, int heads, int& b, int& h, int& i) const {
+        if (cu == nullptr) {
+            i = static_cast<int>(row % bound), h = static_cast<int>(row / bound % heads);
+            b = static_cast<int>(row / (static_cast<int64>(bound) * heads));
+            return true;
+        }
+        const int t = static_cast<int>(row / heads);
+        h = static_cast<int>(row % heads);
+        b = batch_count > 0 ? find_sequence(cu, cu_stride, batch_count, t) : 0;
+        i = t - begin(b);
+        return batch_count > 0 && i >= 0 && i < count(b);
+    }
+};
+
 // Keys of a sequence of length L any of its nq query rows sees: [first_visible_key, L). With a
 // left window (left >= 0) the first query (p = L - nq) sees back to p - left; the last query
 // (p = L - 1) sees up to L - 1 whatever the right window.
@@ -62,24 +104,31 @@ __device__ __forceinline__ RowWindow row_window(int p, bool causal, int left, in
     return RowWindow{left < 0 ? -kUnlimited : p - left, p + right_limit};
 }
 
-// One work unit: keys [key_begin, key_end) of sequence `batch`, which `count` units
-// (first ... first + count - 1) share.
+// One work unit: keys [key_begin, key_end) of sequence `batch` for one query tile, the
+// `queries` queries from `query0` of the sequence (rows from row_begin + query0 of packed q),
+// the first at key position `position`; the sequence's every tile is split into `count` units
+// (split 0 ... count - 1), the units of tile t being first + t * count ... + count - 1.
 struct Unit {
-    int batch, key_begin, key_end, first, count;
+    int batch, key_begin, key_end, first, count, split, row_begin, query0, queries, position;
 };
 
-// The unit with index `unit` of the schedule every block recomputes from seq_lens (no host
-// synchronisation): a sequence with v visible keys gets n = round(v * target_units /
-// (blocks_per_unit * total visible keys)) units, at least one (an empty one for a sequence
-// without keys) and no chunk under `min_chunk` keys, each of ceil(v / n) keys rounded up to
-// `align` (its last one shorter). Rounding to the nearest count, not up from a common chunk,
-// keeps equal lengths at whole waves (8 x 8192 keys, 8 KV heads, 132 slots: 2 units a sequence,
-// 128 blocks, not 3 and 192). There are at most target_units / blocks_per_unit + B / 2 units
-// (the host sizes the grid by target_units / blocks_per_unit + B). Returns false past the last
-// unit. All THREADS threads of the block call it.
+// The unit with index `unit` of the schedule every block recomputes from seq_lens and the
+// query rows (no host synchronisation): a sequence with v visible keys and n_t query tiles
+// weighs w = v * n_t and gets n = round(v * target_units / (blocks_per_unit * total weight))
+// splits a tile, at least one (an empty one for a sequence without keys) and no chunk under
+// `min_chunk` keys, each of ceil(v / n) keys rounded up to `align` (its last one shorter); a
+// sequence without queries gets no unit. Rounding to the nearest count, not up from a common
+// chunk, keeps equal lengths at whole waves (8 x 8192 keys, 8 KV heads, 132 slots: 2 units a
+// sequence, 128 blocks, not 3 and 192). There are at most target_units / blocks_per_unit +
+// (the query tiles) units: + B unpacked, + floor(Tq / tile) + B packed (the host's grid). A
+// unit's keys are those of its split that its tile's queries see (`right_limit`: causal 0, else
+// the right window, -1 unlimited), so a prefill tile skips the keys of later queries.
+// Returns the unit in shared memory (read again after a long loop, its fields need no
+// registers meanwhile), null past the last unit. All THREADS threads of the block call it.
 template <int THREADS>
-__device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_count, int max_keys, int nq, int left,
-                          int blocks_per_unit, int target_units, int min_chunk, int align, int unit, Unit& found) {
+__device__ const Unit* find_unit(const int* seq_lens, int64 lens_stride, int batch_count, int max_keys,
+                                 SeqRows queries, int left, int right_limit, int blocks_per_unit, int target_units,
+                                 int min_chunk, int align, int unit) {
     static_assert(THREADS % 32 == 0 && THREADS <= 1024, "block size");
     constexpr int kWarps = THREADS / 32;
     __shared__ long long warp_total[kWarps];
@@ -87,13 +136,20 @@ __device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_coun
     __shared__ Unit result;
     __shared__ int found_flag;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    auto visible = [&](int b) {
-        const int length = clamp_length(seq_lens, lens_stride, b, max_keys);
-        return length - first_visible_key(length, nq, left);
+    // (clamped length, first visible key, query tiles) of sequence b
+    auto sequence = [&](int b, int& length, int& lo) {
+        length = clamp_length(seq_lens, lens_stride, b, max_keys);
+        const int nq = queries.count(b);
+        lo = first_visible_key(length, nq, left);
+        return queries.tiles(nq);
     };
 
     long long total = 0;
-    for (int b = tid; b < batch_count; b += THREADS) total += visible(b);
+    for (int b = tid; b < batch_count; b += THREADS) {
+        int length, lo;
+        const int tiles = sequence(b, length, lo);
+        total += static_cast<long long>(length - lo) * tiles;
+    }
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
     if (lane == 0) warp_total[warp] = total;
@@ -102,7 +158,7 @@ __device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_coun
     total = 0;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) total += warp_total[w];
-    // (units, keys a unit) of a sequence with v visible keys
+    // (units a tile, keys a unit) of a sequence with v visible keys
     auto split = [&](int v, int& count, int& chunk) {
         long long n = total > 0 ? (2 * static_cast<long long>(v) * target_units + total * blocks_per_unit) /
                                       (2 * total * blocks_per_unit)
@@ -118,9 +174,10 @@ __device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_coun
     const int b_begin = min(batch_count, tid * per), b_end = min(batch_count, b_begin + per);
     int units = 0;
     for (int b = b_begin; b < b_end; ++b) {
-        int count, chunk;
-        split(visible(b), count, chunk);
-        units += count;
+        int length, lo, count, chunk;
+        const int tiles = sequence(b, length, lo);
+        split(length - lo, count, chunk);
+        units += tiles * count;
     }
     int inclusive = units;
 #pragma unroll
@@ -135,22 +192,27 @@ __device__ bool find_unit(const int* seq_lens, int64 lens_stride, int batch_coun
     if (unit >= start && unit < start + units) {
         int first = start;
         for (int b = b_begin; b < b_end; ++b) {
-            const int length = clamp_length(seq_lens, lens_stride, b, max_keys);
-            const int lo = first_visible_key(length, nq, left);
-            int count, chunk;
+            int length, lo, count, chunk;
+            const int tiles = sequence(b, length, lo);
             split(length - lo, count, chunk);
-            if (unit < first + count) {
-                const int begin = lo + (unit - first) * chunk;
-                result = Unit{b, begin, min(length, begin + chunk), first, count};
+            if (unit < first + tiles * count) {
+                const int tile = (unit - first) / count, part = (unit - first) % count;
+                const int n_q = queries.count(b), query0 = tile * queries.tile;
+                const int tile_nq = min(queries.tile, n_q - query0), position = query0 + length - n_q;
+                // the tile's last query (at length - room - 1, room >= 0) sees right_limit keys further
+                const int room = length - position - tile_nq;
+                const int seen_end = right_limit < 0 || right_limit >= room ? length : length - room + right_limit;
+                const int begin = lo + part * chunk;
+                result = Unit{b, max(begin, left < 0 ? 0 : position - left), min(min(length, begin + chunk), seen_end),
+                              first, count, part, queries.begin(b), query0, tile_nq, position};
                 found_flag = 1;
                 break;
             }
-            first += count;
+            first += tiles * count;
         }
     }
     __syncthreads();
-    found = result;
-    return found_flag != 0;
+    return found_flag != 0 ? &result : nullptr;
 }
 
 }  // namespace paged

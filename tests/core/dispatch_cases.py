@@ -205,6 +205,18 @@ def paged_attention_cases():
                                           table_shape=[batch, max_pages], table_strides=[max_pages, 1],
                                           lens_stride=1, causal=causal, window=window, softcap=softcap,
                                           return_lse=lse, aligned=[True, True]))
+            # packed (Tq, Hq, D) with cu_seqlens_q: a mixed step, decodes only, prefill chunks only
+            for tq, batch, hq, hkv, pages, page_size, max_pages in ((3150, 63, 32, 8, 8192, 16, 512),
+                                                                    (60, 60, 32, 8, 4096, 16, 512),
+                                                                    (2000, 3, 8, 1, 1024, 256, 64)):
+                q, k = [tq, hq, d], [pages, hkv, page_size, d]
+                kv_strides = [page_size * hkv * d, d, hkv * d, 1]
+                for causal, window, softcap, lse in ((True, None, None, True), (False, [1024, 0], 30.0, False)):
+                    cases.append(dict(device=device, dtype=dtype, q_shape=q, q_strides=list(_contiguous(q)),
+                                      k_shape=k, k_strides=kv_strides, v_shape=k, v_strides=kv_strides,
+                                      table_shape=[batch, max_pages], table_strides=[max_pages, 1], lens_stride=1,
+                                      cu_stride=1, causal=causal, window=window, softcap=softcap, return_lse=lse,
+                                      aligned=[True, True]))
     return cases
 
 

@@ -129,7 +129,8 @@ def record_paged_attention(case):
                                 tuple(case["k_strides"]), tuple(case["v_shape"]), tuple(case["v_strides"]),
                                 tuple(case["table_shape"]), tuple(case["table_strides"]), case["lens_stride"],
                                 _dtype(case["dtype"]), case["causal"], 1.0 / float(np.sqrt(case["q_shape"][-1])),
-                                window, case["softcap"] or 0.0, case["return_lse"], tuple(case["aligned"]), dev)
+                                window, case["softcap"] or 0.0, case["return_lse"], tuple(case["aligned"]), dev,
+                                cu_stride=case.get("cu_stride", -1))
     return plan_record(plan, dev)
 
 

@@ -1,6 +1,7 @@
 """Inputs and the oracle comparison of the paged-attention tests and of ``sanitize.py``:
 page pools with shuffled tables (optionally a prefix shared by every sequence) in either
-layout, and the check against the float64 oracle (pages gathered, then dense attention)."""
+layout, packed serving steps, and the check against the float64 oracle (pages gathered, then
+dense attention)."""
 from __future__ import annotations
 
 import math
@@ -48,6 +49,18 @@ def make_pool(rng, lengths, page_size, heads_kv, head_dim, head_dim_v, dtype, *,
     return pages(head_dim), pages(head_dim_v), table, np.asarray(lengths, dtype=np.int32)
 
 
+def make_step(rng, queries, lengths, page_size, heads_q, heads_kv, head_dim, head_dim_v, dtype, *, layout="pshd",
+              shared_prefix=0):
+    """One packed serving step as NumPy arrays ``(q, k_pages, v_pages, block_table, seq_lens,
+    cu_seqlens_q)``: sequence b's ``queries[b]`` newest queries (0 allowed) over its
+    ``lengths[b]`` keys, q ``(Tq, Hq, D)``; pages as ``make_pool`` makes them."""
+    k, v, table, lens = make_pool(rng, lengths, page_size, heads_kv, head_dim, head_dim_v, dtype, layout=layout,
+                                  shared_prefix=shared_prefix)
+    cu = np.concatenate([[0], np.cumsum(queries, dtype=np.int64)]).astype(np.int32)
+    q = rng.standard_normal((int(cu[-1]), heads_q, head_dim)).astype(dtype)
+    return q, k, v, table, lens, cu
+
+
 def to_device(cp, arr):
     """A device copy with the same strides (a transposed view stays a transposed view)."""
     if arr.flags.c_contiguous:
@@ -62,8 +75,9 @@ def compare(cp, q, k_pages, v_pages, table, lens, *, use_out=True, config=None, 
     ref, ref_lse = reference.attention_paged(q, k_pages, v_pages, table, lens, return_lse=True, **kwargs)
     out = poisoned(cp, ref.shape, dtype) if use_out else None
     gpu_kwargs = dict(kwargs)
-    if kwargs.get("sinks") is not None:
-        gpu_kwargs["sinks"] = cp.asarray(kwargs["sinks"])
+    for name in ("sinks", "cu_seqlens_q"):
+        if kwargs.get(name) is not None:
+            gpu_kwargs[name] = cp.asarray(kwargs[name])
     got, lse = attention_paged(cp.asarray(q), to_device(cp, k_pages), to_device(cp, v_pages), cp.asarray(table),
                                cp.asarray(lens), return_lse=True, out=out, config=config, **gpu_kwargs)
     failures = []

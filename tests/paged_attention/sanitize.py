@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from cufuse import kv_append  # noqa: E402
-from tests.paged_attention.cases import BF16, F16, F32, compare, make_pool, to_device  # noqa: E402
+from cufuse import kv_append, reference  # noqa: E402
+from tests.paged_attention.cases import BF16, F16, F32, compare, make_pool, make_step, to_device  # noqa: E402
 
 CASES = [
     # (dtype, D, Dv, Hq, Hkv, Nq, page size, lengths, layout, extras)
@@ -29,6 +29,21 @@ CASES = [
     (BF16, 128, 128, 4, 2, 3, 16, [900, 0, 2], "phsd", {"sinks": np.float32([0.5, -1.0, 2.0, 0.0])}),
     (F32, 40, 24, 4, 2, 2, 5, [60, 0], "pshd", {"sinks": np.float32([1.0, -2.0])}),
 ]
+PACKED = [
+    # (dtype, D, Hq, Hkv, page size, queries, lengths, extras): cu_seqlens_q, query tiles and key splits
+    (BF16, 128, 8, 2, 16, [70, 1, 0, 3], [900, 600, 5, 0], {}),
+    (F16, 64, 4, 4, 1, [2, 40], [700, 40], {"window": (30, None), "sinks": np.float32([0.5, -1.0])}),
+    (F32, 40, 4, 2, 5, [3, 0, 1], [60, 7, 0], {}),  # simt
+]
+
+
+def append_matches(k, v, k_new, v_new, table, lens, **packed) -> bool:
+    """kv_append on the GPU (pages as the layout gives them) against the NumPy path, in place."""
+    k_dev, v_dev = to_device(cupy, k), to_device(cupy, v)
+    kv_append(k_dev, v_dev, cupy.asarray(k_new), cupy.asarray(v_new), cupy.asarray(table), cupy.asarray(lens),
+              **{name: cupy.asarray(x) for name, x in packed.items()})
+    reference.kv_append(k, v, k_new, v_new, table, lens, *packed.values())
+    return np.array_equal(cupy.asnumpy(k_dev), k) and np.array_equal(cupy.asnumpy(v_dev), v)
 
 
 def main() -> int:
@@ -41,13 +56,20 @@ def main() -> int:
         q = rng.standard_normal((len(lengths), heads_q, n_q, d)).astype(dtype)
         failures = compare(cupy, q, k, v, table, lens, **extras)
         k_new, v_new = (rng.standard_normal((len(lengths), heads_kv, 2, dim)).astype(dtype) for dim in (d, dv))
-        k_dev, v_dev = to_device(cupy, k), to_device(cupy, v)
-        kv_append(k_dev, v_dev, cupy.asarray(k_new), cupy.asarray(v_new), cupy.asarray(table), cupy.asarray(lens))
-        from cufuse import reference
-        reference.kv_append(k, v, k_new, v_new, table, lens)
-        if not (np.array_equal(cupy.asnumpy(k_dev), k) and np.array_equal(cupy.asnumpy(v_dev), v)):
+        if not append_matches(k, v, k_new, v_new, table, lens):
             failures.append("kv_append differs from the NumPy path")
         print(("FAIL " if failures else "ok   ") + repr(case[:8]), *failures, flush=True)
+        failed += bool(failures)
+    for case in PACKED:
+        dtype, d, heads_q, heads_kv, page_size, queries, lengths, extras = case
+        q, k, v, table, lens, cu = make_step(rng, queries, lengths, page_size, heads_q, heads_kv, d, d, dtype)
+        failures = compare(cupy, q, k, v, table, lens, cu_seqlens_q=cu, **extras)
+        room = np.int32([min(n, 2) for n in lengths])  # new rows within each sequence's pages
+        k_new, v_new = (rng.standard_normal((int(room.sum()), heads_kv, d)).astype(dtype) for _ in range(2))
+        starts = np.concatenate([[0], np.cumsum(room)]).astype(np.int32)
+        if not append_matches(k, v, k_new, v_new, table, lens - room, cu_seqlens_new=starts):
+            failures.append("packed kv_append differs from the NumPy path")
+        print(("FAIL " if failures else "ok   ") + repr(case[:7]), *failures, flush=True)
         failed += bool(failures)
     cupy.cuda.get_current_stream().synchronize()
     return 1 if failed else 0

@@ -62,3 +62,24 @@ def test_debug_and_unhashable_calls_take_the_full_path(fake_gpu, monkeypatch):
     assert api._prepared_key(q, k_pages, v_pages, table, lens, None, True, None, None, None, False, None) is not None
     monkeypatch.setenv("CUFUSE_DEBUG", "1")
     assert api._prepared_key(q, k_pages, v_pages, table, lens, None, True, None, None, None, False, None) is None
+
+
+def test_packed_calls_plan_once_and_pass_the_prefix_sums(fake_gpu, monkeypatch):
+    """cu_seqlens_q and cu_seqlens_new reach the kernels as pointers: nothing is read on the host."""
+    api, make_array, kernels, _ = fake_gpu
+    _, k_pages, v_pages, table, lens = _inputs(make_array)
+    q, cu = make_array((37, 8, 64), BFLOAT16), make_array((3,), np.int32)
+    built = []
+    original = api.plan_attention_paged
+    monkeypatch.setattr(api, "plan_attention_paged", lambda *a: built.append(a) or original(*a))
+    for _ in range(3):
+        result, lse = cufuse.attention_paged(q, k_pages, v_pages, table, lens, cu_seqlens_q=cu, return_lse=True)
+        assert result.shape == (37, 8, 64) and lse.shape == (37, 8)
+    assert len(built) == 1
+    forwards = [args for kernel in kernels.values() for _, _, args, _ in kernel.launches if len(args) > 10]
+    assert len(forwards) == 3 and all(cu.data.ptr in args for args in forwards)
+    new_rows = make_array((37, 4, 64), BFLOAT16)
+    cufuse.kv_append(k_pages, v_pages, new_rows, new_rows, table, lens, cu_seqlens_new=cu)
+    appends = [launch for spec, kernel in kernels.items() if spec.name == "paged_kv_append"
+               for launch in kernel.launches]
+    assert len(appends) == 1 and appends[0][0] == (37 * 4,) and cu.data.ptr in appends[0][2]

@@ -19,12 +19,14 @@ from .common import (TORCH, UNFUSED, Case, Impl, activation_unfused, array_modul
 from .linear import (EPILOGUES, LINEAR_DTYPES, LINEAR_LAYOUTS, LINEAR_SHAPES, MODEL_GATED, MODEL_PROJECTIONS, MODEL_ROWS,
                      SMALL_M, WIDE_STREAM_ROWS, epilogue_cases, gated_case, linear_act_case, linear_case, linear_cases)
 from .logsumexp import LOGSUMEXP_DTYPES, LOGSUMEXP_SHAPES, logsumexp_case, logsumexp_cases
-from .paged_attention import PAGED_BASE, PAGED_CLASSES, PAGED_MIXED, PAGED_QUICK, paged_case, paged_cases, paged_class
+from .paged_attention import (MIXED_STEP, MIXED_STEP_BASE, MIXED_STEP_CLASSES, PAGED_BASE, PAGED_CLASSES, PAGED_MIXED,
+                              PAGED_QUICK, mixed_step_case, mixed_step_cases, paged_case, paged_cases, paged_class)
 from .softmax import (COPY_OF_VIEW, SOFTMAX_CLASS_DTYPES, SOFTMAX_CLASSES, SOFTMAX_DTYPES, SOFTMAX_ROWS,
                       softmax_case, softmax_cases, softmax_class_cases)
 
 OPS = {"softmax": softmax_cases, "logsumexp": logsumexp_cases, "linear": linear_cases, EPILOGUES: epilogue_cases,
-       "attention": attention_cases, "paged_attention": paged_cases, "attention_varlen": attention_varlen_cases}
+       "attention": attention_cases, "paged_attention": paged_cases, "attention_varlen": attention_varlen_cases,
+       MIXED_STEP: mixed_step_cases}
 
 
 def cases_for(op: str = "all", quick: bool = False) -> list:

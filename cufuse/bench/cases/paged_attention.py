@@ -1,5 +1,6 @@
 """Paged attention: classes over page size, group, queries, head dim and batch x heads, and
-mixed sequence lengths."""
+mixed sequence lengths; and the mixed serving step (op ``paged_mixed_step``): prefill chunks
+and decodes in one packed call against the same work as two calls."""
 from __future__ import annotations
 
 import math
@@ -28,6 +29,19 @@ PAGED_CLASSES = {
 PAGED_MIXED = (100, 100_000, 3000, 250, 40_000, 1000, 12_000, 500, 70_000, 2000, 150, 8000, 30_000, 600, 5000, 20_000)
 PAGED_QUICK = {"page size": [dict(page_size=1), dict(page_size=16), dict(page_size=256)]}
 
+MIXED_STEP = "paged_mixed_step"  # the op name of the mixed-step cases (bench/bench_paged_mixed_step.py)
+# A serving step: `chunks` prefill chunks of `chunk` queries, each after `context` cached keys, and
+# `decodes` decodes of `decode_q` queries over the PAGED_MIXED lengths (100 to 100K keys), cycled.
+MIXED_STEP_BASE = dict(chunks=3, chunk=1024, context=4096, decodes=32, decode_q=1, heads_q=32, heads_kv=8,
+                       head_dim=128, page_size=16)
+MIXED_STEP_CLASSES = {
+    "mixed step chunk": [dict(chunk=n) for n in (256, 1024, 2048)],
+    "mixed step decodes": [dict(decodes=n) for n in (8, 32, 64)],
+    "mixed step page size": [dict(page_size=s) for s in (1, 16, 256)],
+    "mixed step decode queries": [dict(decode_q=n) for n in (1, 4)],
+}
+MIXED_STEP_QUICK = {"mixed step chunk": [dict(chunk=1024)], "mixed step decode queries": [dict(decode_q=4)]}
+
 
 def paged_case(batch, heads_q, heads_kv, length, n_q, head_dim, page_size, lengths=None, cls="",
                dtype="bfloat16") -> Case:
@@ -41,14 +55,7 @@ def paged_case(batch, heads_q, heads_kv, length, n_q, head_dim, page_size, lengt
     group = heads_q // heads_kv
 
     def make_inputs(xp, rng):
-        pages = [-(-n // page_size) for n in lengths]
-        order = np.random.default_rng(len(lengths)).permutation(sum(pages))
-        table = np.zeros((batch, max(pages)), dtype=np.int32)
-        starts = np.cumsum([0] + pages)
-        for b, count in enumerate(pages):
-            table[b, :count] = order[starts[b]:starts[b] + count]
-        store = (sum(pages), page_size, heads_kv, head_dim)  # vLLM / FlashAttention page storage
-        k_pages, v_pages = (random_values(rng, store, dtype).transpose(0, 2, 1, 3) for _ in range(2))
+        k_pages, v_pages, table = _shuffled_pages(rng, lengths, page_size, heads_kv, head_dim, dtype)
         dense = (batch, heads_kv, lengths[0], head_dim) if equal else (0, heads_kv, 0, head_dim)
         k_dense, v_dense = (random_values(rng, dense, dtype) for _ in range(2))
         return (random_values(rng, q_shape, dtype), k_pages, v_pages, xp.asarray(table), xp.asarray(np.int32(lengths)),
@@ -81,6 +88,76 @@ def paged_case(batch, heads_q, heads_kv, length, n_q, head_dim, page_size, lengt
         impls=tuple(impls),
         klass=cls,
     )
+
+
+def _shuffled_pages(rng, lengths, page_size, heads_kv, head_dim, dtype):
+    """``(k_pages, v_pages, block_table)``: each sequence's pages drawn from a shuffled pool, in
+    vLLM / FlashAttention's (P, S, Hkv, D) storage viewed as (P, Hkv, S, D)."""
+    pages = [-(-n // page_size) for n in lengths]
+    order = np.random.default_rng(len(lengths)).permutation(sum(pages))
+    table = np.zeros((len(lengths), max(pages)), dtype=np.int32)
+    starts = np.cumsum([0] + pages)
+    for b, count in enumerate(pages):
+        table[b, :count] = order[starts[b]:starts[b] + count]
+    store = (sum(pages), page_size, heads_kv, head_dim)
+    k_pages, v_pages = (random_values(rng, store, dtype).transpose(0, 2, 1, 3) for _ in range(2))
+    return k_pages, v_pages, table
+
+
+def mixed_step_case(chunks, chunk, context, decodes, decode_q, heads_q, heads_kv, head_dim, page_size, cls="",
+                    dtype="bfloat16") -> Case:
+    """One serving step over a shuffled paged cache: ``chunks`` prefill chunks of ``chunk``
+    queries (each the newest of ``context + chunk`` keys) and ``decodes`` decodes of
+    ``decode_q`` queries over the PAGED_MIXED lengths, causal. "cufuse" runs it as one packed call
+    (cu_seqlens_q); "cufuse two calls" as a paged prefill of the chunks then a paged decode, on
+    the same pages and q (strided views). The rate is over the bytes read (each sequence's K and V
+    once per KV head, q, out), so decode-dominated steps read as a fraction of the copy."""
+    decode_lengths = [PAGED_MIXED[i % len(PAGED_MIXED)] for i in range(decodes)]
+    lengths = [context + chunk] * chunks + decode_lengths
+    queries = [chunk] * chunks + [decode_q] * decodes
+    cu = np.concatenate([[0], np.cumsum(queries)]).astype(np.int32)
+    n_prefill, tokens = chunks * chunk, int(cu[-1])
+
+    def make_inputs(xp, rng):
+        k_pages, v_pages, table = _shuffled_pages(rng, lengths, page_size, heads_kv, head_dim, dtype)
+        q = random_values(rng, (tokens, heads_q, head_dim), dtype)
+        # the two calls' 4-D views of the packed q: (B, Hq, Nq, D) over the same rows
+        q_prefill = q[:n_prefill].reshape(chunks, chunk, heads_q, head_dim).transpose(0, 2, 1, 3)
+        q_decode = q[n_prefill:].reshape(decodes, decode_q, heads_q, head_dim).transpose(0, 2, 1, 3)
+        out_dtype = resolve_dtype(dtype)
+        return (q, k_pages, v_pages, xp.asarray(table), xp.asarray(np.int32(lengths)), xp.asarray(cu), q_prefill,
+                q_decode, xp.empty((chunks, heads_q, chunk, head_dim), dtype=out_dtype),
+                xp.empty((decodes, heads_q, decode_q, head_dim), dtype=out_dtype),
+                xp.empty((tokens, heads_q, head_dim), dtype=out_dtype))
+
+    def one_call(q, kp, vp, bt, sl, cu_q, qp, qd, out_p, out_d, out):
+        return cufuse.attention_paged(q, kp, vp, bt, sl, cu_seqlens_q=cu_q, out=out)
+
+    def two_calls(q, kp, vp, bt, sl, cu_q, qp, qd, out_p, out_d, out):
+        cufuse.attention_paged(qp, kp, vp, bt[:chunks], sl[:chunks], out=out_p)
+        return cufuse.attention_paged(qd, kp, vp, bt[chunks:], sl[chunks:], out=out_d)
+
+    itemsize = resolve_dtype(dtype).itemsize
+    read = sum(lengths) * heads_kv * 2 * head_dim * itemsize + 2 * tokens * heads_q * head_dim * itemsize
+    # QK^T and PV over each query's visible keys (causal within the chunk)
+    visible = chunks * (chunk * context + chunk * (chunk + 1) // 2) + decode_q * sum(decode_lengths)
+    return Case(
+        op=MIXED_STEP,
+        label=f"[{cls}] {chunks}x{chunk}+{context} prefill, {decodes}x{decode_q} decode G{heads_q // heads_kv} "
+              f"Hkv{heads_kv} D{head_dim} S{page_size}",
+        dtype=dtype,
+        traffic=traffic.Traffic(flops=4 * visible * heads_q * head_dim, min_bytes=read, unfused_bytes=read),
+        metric="TB/s",
+        make_inputs=make_inputs,
+        impls=(Impl("cufuse", one_call), Impl("cufuse two calls", two_calls)),
+        klass=cls,
+    )
+
+
+def mixed_step_cases(quick: bool = False) -> list:
+    classes = MIXED_STEP_QUICK if quick else MIXED_STEP_CLASSES
+    return [mixed_step_case(**{**MIXED_STEP_BASE, **change}, cls=name) for name, changes in classes.items()
+            for change in changes]
 
 
 def paged_class(case: Case) -> str:

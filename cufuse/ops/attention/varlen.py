@@ -16,9 +16,9 @@ from ..._core.driver import Op, bound_plan, run
 from ..._core.dtypes import accumulator_dtype
 from ..._core.numpy_path import deliver
 from ..._core.plans import gpu_signature
-from ..._core.validate import (as_arrays, as_index_array, check_config, check_out, require_bool, require_finite_real,
-                               require_float, require_ndim, require_same_dtype, require_sinks, require_softcap,
-                               require_window)
+from ..._core.validate import (as_arrays, as_index_array, check_config, check_out, check_prefix_sums, require_bool,
+                               require_finite_real, require_float, require_ndim, require_same_dtype, require_sinks,
+                               require_softcap, require_window)
 from .plan import plan_varlen
 from .varlen_problem import FN as _FN, describe_varlen
 from .varlen_simt import VarlenSimtRows
@@ -155,8 +155,8 @@ def _check(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, 
     out_shape = (n_tokens_q, heads_q, v.shape[-1])
     out = check_out(_FN, out, shape=out_shape, dtype=q.dtype, xp=xp, inputs=arrays)
     if xp is np:
-        _check_offsets(cu_q, n_tokens_q, "cu_seqlens_q", "Tq")
-        _check_offsets(cu_k, k.shape[0], "cu_seqlens_k", "Tk")
+        check_prefix_sums(_FN, "cu_seqlens_q", cu_q, n_tokens_q, "Tq")
+        check_prefix_sums(_FN, "cu_seqlens_k", cu_k, k.shape[0], "Tk")
     return xp, arrays, out, (causal, scale, window, softcap, return_lse, out_shape, sink_heads, config)
 
 
@@ -200,20 +200,6 @@ def _check_cu_seqlens(cu_q, cu_k) -> None:
     if cu_k.shape != cu_q.shape:
         raise ValueError(f"{_FN}: argument 'cu_seqlens_k' expected shape {cu_q.shape} (cu_seqlens_q's: one "
                          f"entry a sequence, plus one), got {cu_k.shape}")
-
-
-def _check_offsets(cu, n_tokens, name, total) -> None:
-    """The NumPy path's check of a prefix sum: starts at 0, never decreases, ends at the token count."""
-    if cu[0] != 0:
-        raise ValueError(f"{_FN}: argument '{name}' expected 0 first, got {int(cu[0])}")
-    drops = np.flatnonzero(np.diff(cu) < 0)
-    if drops.size:
-        at = int(drops[0])
-        raise ValueError(f"{_FN}: argument '{name}' expected non-decreasing values, got {int(cu[at])} then "
-                         f"{int(cu[at + 1])} at index {at}")
-    if cu[-1] != n_tokens:
-        raise ValueError(f"{_FN}: argument '{name}' expected {n_tokens} last ({total}, the token count), "
-                         f"got {int(cu[-1])}")
 
 
 def _bind(call):

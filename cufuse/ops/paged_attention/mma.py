@@ -1,7 +1,7 @@
 """``paged_attention_mma`` (kernels/paged_attention/mma.cu) and its merge
 ``paged_attention_merge`` (merge.cu): float16 / bfloat16 PagedAttention on mma.sync, one
-block per (work unit, KV head, row block) with the KV head's G x Nq query rows packed into
-its MMA rows."""
+block per (work unit, KV head, row block) with the KV head's G x (the unit's queries) query
+rows packed into its MMA rows."""
 from __future__ import annotations
 
 import dataclasses
@@ -69,8 +69,8 @@ class PagedMmaTile:
         row_blocks = ceil_div(problem.rows, self.block_rows)
         heads = problem.heads_kv * row_blocks
         may_split = problem.max_visible_keys > self.chunk_floor
-        # the schedule makes at most target_units / heads + B units (paged.cuh find_unit)
-        units = ceil_div(self.target_units, heads) + problem.batch if may_split else problem.batch
+        # the schedule makes at most target_units / heads + (the query tiles) units (paged.cuh find_unit)
+        units = ceil_div(self.target_units, heads) + problem.query_tiles if may_split else problem.query_tiles
         if problem.softcap:
             qk_scale, softcap_log2 = problem.scale / problem.softcap, problem.softcap * LOG2E
         else:
@@ -78,26 +78,31 @@ class PagedMmaTile:
         partials = (Temporary(0), Temporary(1)) if may_split else ("out", problem.lse_arg)
         meta = Temporary(2) if may_split else Temporary(0)
         forward = Launch(self.spec(problem.ctype), (units, heads), (THREADS,),
-                         (*problem.pointers, *partials, meta, *problem.shape_args, np.int32(row_blocks),
+                         (*problem.pointers, *partials, meta, *problem.shape_args, *problem.query_args,
+                          np.int32(problem.q_tile), np.int32(row_blocks),
                           np.int32(self.target_units), np.int32(self.min_chunk), np.float32(qk_scale),
                           np.float32(softcap_log2), *problem.mask_args, *problem.stride_args, *problem.sink_args),
                          smem=self.smem_bytes)
         meta_buffer = (np.int32, (problem.batch, 2))
         if not may_split:
             return Plan((forward,), temporaries=(meta_buffer,))
-        rows_per_batch = problem.heads_kv * problem.rows
-        merge = Launch(merge_spec(problem.ctype), merge_grid(problem.batch * rows_per_batch, problem.head_dim_v),
-                       (merge_threads(min(units, self.most_units_a_sequence(problem))),),
-                       (Temporary(0), Temporary(1), Temporary(2), "out", problem.lse_arg, np.int32(rows_per_batch),
-                        np.int32(problem.head_dim_v), np.int32(problem.return_lse)))
-        return Plan((forward, merge), temporaries=((np.float32, (units, rows_per_batch, problem.head_dim_v)),
-                                                   (np.float32, (units, rows_per_batch)), meta_buffer))
+        unit_rows = problem.heads_kv * problem.rows
+        out_rows = (problem.n_q if problem.packed else problem.batch * problem.n_q) * problem.heads_q
+        merge = Launch(merge_spec(problem.ctype), merge_grid(out_rows, problem.head_dim_v),
+                       (merge_threads(self.most_units_a_tile(problem, heads)),),
+                       (Temporary(0), Temporary(1), Temporary(2), "out", problem.lse_arg, np.int32(problem.batch),
+                        np.int32(problem.heads_q), np.int32(problem.group), np.int32(problem.n_q),
+                        *problem.query_args, np.int32(problem.q_tile), np.int32(problem.head_dim_v),
+                        np.int32(problem.return_lse)))
+        return Plan((forward, merge), temporaries=((np.float32, (units, unit_rows, problem.head_dim_v)),
+                                                   (np.float32, (units, unit_rows)), meta_buffer))
 
-    def most_units_a_sequence(self, problem) -> int:
-        """The host's bound on the units of one sequence (chunks are at least chunk_floor): the
-        merge's warps. Sized by the whole grid's units instead, 16K merge blocks of 800 threads
-        that mostly return at once cost ~30 us at B128 x 1024 keys."""
-        return max(1, ceil_div(problem.max_visible_keys, self.chunk_floor))
+    def most_units_a_tile(self, problem, heads) -> int:
+        """The host's bound on the units of one query tile: chunks are at least chunk_floor, and
+        find_unit gives a tile at most ceil(target_units / heads) (its keys never outweigh the
+        batch's); the merge's warps. Sized by the whole grid's units instead, 16K merge blocks of
+        800 threads that mostly return at once cost ~30 us at B128 x 1024 keys."""
+        return max(1, min(ceil_div(self.target_units, heads), ceil_div(problem.max_visible_keys, self.chunk_floor)))
 
     def resident_blocks(self, dev) -> int:
         """Blocks an SM holds by shared memory (the schedule's target counts on them), at most 4."""

@@ -1,5 +1,5 @@
 """``paged_attention_simt`` (kernels/paged_attention/simt.cu): float32 / float64 without
-tensor cores, exact, one warp a query row."""
+tensor cores, exact, one warp a query row (unpacked or packed)."""
 from __future__ import annotations
 
 import dataclasses
@@ -28,9 +28,10 @@ class PagedSimtRows:
                              f"float64, got {problem.dtype}")
 
     def plan(self, problem, dev) -> Plan:
-        rows = problem.batch * problem.heads_q * problem.n_q
+        rows = (1 if problem.packed else problem.batch) * problem.heads_q * problem.n_q
         scalar = problem.dtype.type
         launch = Launch(self.spec(problem.ctype), (ceil_div(rows, self.warps),), (32 * self.warps,),
-                        (*problem.pointers, *problem.shape_args, scalar(problem.scale), scalar(problem.softcap),
+                        (*problem.pointers, *problem.shape_args, *problem.query_args, scalar(problem.scale),
+                         scalar(problem.softcap),
                          *problem.mask_args, *problem.stride_args, *problem.sink_args))
         return Plan((launch,))
