@@ -82,12 +82,6 @@ __device__ __forceinline__ void load_strided_rows(T* smem, const T* g, const Ope
     }
 }
 
-// The sum over the 4 lanes of a quad (an MMA fragment row's partial row sums).
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
 // Each warp owns MT 16-row slices of the BLOCK_M = 16 * WARPS * MT query rows of a block
 // and keeps its O accumulator (MT x 16 x HD) in registers; the BN keys of a K/V tile are
 // shared by all warps. KEY_WARPS instead: the warps share the block's 16 * MT rows, a stage
@@ -301,8 +295,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                 float tile_max = kNegInf;
 #pragma unroll
                 for (int j = 0; j < BN / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[mt][j][2 * h], s[mt][j][2 * h + 1]));
-                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+                tile_max = quad_max(tile_max);
                 const float new_max = fmaxf(row_max[mt][h], tile_max);
                 const float base = new_max == kNegInf ? 0.f : new_max;  // all masked so far: p = 0
                 alpha[h] = fast_exp2(row_max[mt][h] - base);

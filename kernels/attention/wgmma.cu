@@ -405,8 +405,7 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
             float tile_max = kNegInf;
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i) tile_max = fmaxf(tile_max, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+            tile_max = quad_max(tile_max);
             const float tile_max_scaled = tile_max * score_scale;
             const bool moves = tile_max_scaled > row_max[h] + kMaxSlack;  // -inf + slack: any finite max moves
             alpha[h] = moves ? fast_exp2(row_max[h] - tile_max_scaled) : 1.f;
@@ -523,9 +522,7 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     T* o_stage = q_s + wg * 64 * kRowElems;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        float l = row_sum[h];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        float l = quad_sum(row_sum[h]);
         const int stage_row = warp * 16 + lane / 4 + h * 8;
         const int row = cur.m0 + wg * 64 + stage_row;
         const bool empty = l == 0.f;  // no key: 0, also where v holds NaN

@@ -227,8 +227,7 @@ __global__ void __launch_bounds__(128)
             float tile_max = kNegInf;
 #pragma unroll
             for (int j = 0; j < kWarpKeys / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+            tile_max = quad_max(tile_max);
             const float new_max = fmaxf(row_max[h], tile_max);
             const float base = new_max == kNegInf ? 0.f : new_max;  // all masked so far: p = 0
             const float alpha = fast_exp2(row_max[h] - base);
@@ -273,9 +272,7 @@ __global__ void __launch_bounds__(128)
     float(*sum_s)[kBlockRows] = max_s + kKeyWarps;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        float l = row_sum[h];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        float l = quad_sum(row_sum[h]);
         const int r = row_warp * 16 + lane / 4 + h * 8;
         if (lane % 4 == 0) max_s[key_warp][r] = row_max[h], sum_s[key_warp][r] = l;
         float* dst = o_stage + (key_warp * kBlockRows + r) * HD + (lane % 4) * 2;

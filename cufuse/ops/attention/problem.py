@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from ..._core.dtypes import ctype
-from ..._core.plans import NULL
+from ..._core.attention_call import AttentionCall
 from .layout import batch_layout, rows_16b
 
 FN = "attention"
@@ -19,7 +18,6 @@ FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_VEC_Q, FLAG_VEC_K, FLAG_VEC_V, FLAG_SOFTCAP = 
 # that no sum of a query, a key and a band overflows 32 bits.
 UNLIMITED = 1 << 30
 NO_WINDOW = (-1, -1)
-LOG2E = math.log2(math.e)
 
 
 def key_span(positions: int, n_k: int, causal: bool, window: tuple) -> int:
@@ -33,48 +31,8 @@ def key_span(positions: int, n_k: int, causal: bool, window: tuple) -> int:
     return min(n_k, positions + left + right)
 
 
-class CallOptions:
-    """What attention's and attention_varlen's problems derive alike from their fields head_dim,
-    head_dim_v, dtype, causal, scale, softcap (0: none), return_lse and sink_heads."""
-
-    @property
-    def width(self) -> int:
-        """The head dim a tile must hold: D and Dv."""
-        return max(self.head_dim, self.head_dim_v)
-
-    @property
-    def ctype(self) -> str:
-        return ctype(self.dtype)
-
-    @property
-    def lse_arg(self) -> str:
-        """The lse pointer: "out" without return_lse (the kernels do not write it then)."""
-        return "lse" if self.return_lse else "out"
-
-    @property
-    def flags(self) -> int:
-        return ((FLAG_CAUSAL if self.causal else 0) | (FLAG_WRITE_LSE if self.return_lse else 0)
-                | (FLAG_SOFTCAP if self.softcap else 0))
-
-    @property
-    def scale_log2(self) -> np.float32:
-        """The tensor-core kernels' score scale: scale log2 e, or scale / c with a softcap c
-        (the kernels take tanh of the scaled score, then multiply by ``softcap_log2``)."""
-        return np.float32(self.scale / self.softcap if self.softcap else self.scale * LOG2E)
-
-    @property
-    def softcap_log2(self) -> np.float32:
-        """c log2 e with a softcap c (1 without)."""
-        return np.float32(self.softcap * LOG2E if self.softcap else 1.0)
-
-    @property
-    def sink_args(self) -> tuple:
-        """The forward kernels' trailing (sinks pointer, H): a null pointer without sinks."""
-        return ("sinks", np.int32(self.sink_heads)) if self.sink_heads else (NULL, np.int32(0))
-
-
 @dataclasses.dataclass(frozen=True)
-class AttentionProblem(CallOptions):
+class AttentionProblem(AttentionCall):
     """q ``(batch, n_q, head_dim)``, k ``(batch, n_k, head_dim)``, v ``(batch, n_k,
     head_dim_v)`` with element strides ``operand_strides`` (q, k, v), the broadcast batch
     collapsed into ``batch_sizes`` and per-operand ``batch_strides``; ``vec16`` (q, k, v):
@@ -87,6 +45,8 @@ class AttentionProblem(CallOptions):
     heads of one KV head) has ``n_q = G * queries`` rows: row r is query ``r % queries`` of
     group ``r // queries``, q's address ``(r // queries) * q_group_stride + (r % queries) *
     q row stride``; out and lse rows stay contiguous (that dim is next to Nq in them)."""
+
+    FLAG_BITS = (FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_SOFTCAP)
 
     n_q: int
     n_k: int

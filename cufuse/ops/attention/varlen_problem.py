@@ -7,18 +7,21 @@ import dataclasses
 
 import numpy as np
 
-from .problem import NO_WINDOW, UNLIMITED, CallOptions
+from ..._core.attention_call import AttentionCall
+from .problem import FLAG_CAUSAL, FLAG_SOFTCAP, FLAG_WRITE_LSE, NO_WINDOW, UNLIMITED
 
 FN = "attention_varlen"
 
 
 @dataclasses.dataclass(frozen=True)
-class VarlenProblem(CallOptions):
+class VarlenProblem(AttentionCall):
     """q ``(tokens_q, heads_q, head_dim)``, k ``(tokens_k, heads_kv, head_dim)``, v ``(tokens_k,
     heads_kv, head_dim_v)`` with element ``strides`` (q, k, v: token, head, column) and 16-byte
     ``aligned`` bases; ``batch`` sequences (cu_seqlens of B + 1 entries, element strides
     ``cu_strides``). ``window`` (left, right), -1 for an unlimited side; ``softcap`` 0 for none;
     ``sink_heads`` the sinks' length (0: none)."""
+
+    FLAG_BITS = (FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_SOFTCAP)
 
     tokens_q: int
     heads_q: int

@@ -12,7 +12,7 @@ from ..._core.device import SMEM_RESERVED_PER_BLOCK, ceil_div
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, Temporary
 from ..._core.lse_merge import merge_grid, merge_threads
-from .problem import FN, LOG2E
+from .problem import FN
 
 MMA_CTYPES = ("__half", "__nv_bfloat16")
 THREADS = 128  # the kernels' __launch_bounds__ (4 warps)
@@ -71,17 +71,13 @@ class PagedMmaTile:
         may_split = problem.max_visible_keys > self.chunk_floor
         # the schedule makes at most target_units / heads + (the query tiles) units (paged.cuh find_unit)
         units = ceil_div(self.target_units, heads) + problem.query_tiles if may_split else problem.query_tiles
-        if problem.softcap:
-            qk_scale, softcap_log2 = problem.scale / problem.softcap, problem.softcap * LOG2E
-        else:
-            qk_scale, softcap_log2 = problem.scale * LOG2E, 1.0
         partials = (Temporary(0), Temporary(1)) if may_split else ("out", problem.lse_arg)
         meta = Temporary(2) if may_split else Temporary(0)
         forward = Launch(self.spec(problem.ctype), (units, heads), (THREADS,),
                          (*problem.pointers, *partials, meta, *problem.shape_args, *problem.query_args,
                           np.int32(problem.q_tile), np.int32(row_blocks),
-                          np.int32(self.target_units), np.int32(self.min_chunk), np.float32(qk_scale),
-                          np.float32(softcap_log2), *problem.mask_args, *problem.stride_args, *problem.sink_args),
+                          np.int32(self.target_units), np.int32(self.min_chunk), problem.scale_log2,
+                          problem.softcap_log2, *problem.mask_args, *problem.stride_args, *problem.sink_args),
                          smem=self.smem_bytes)
         meta_buffer = (np.int32, (problem.batch, 2))
         if not may_split:

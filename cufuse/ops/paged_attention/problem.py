@@ -3,23 +3,21 @@ the kernel arguments the forward kernels share."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
-from ..._core.dtypes import ctype
+from ..._core.attention_call import AttentionCall
 from ..._core.plans import NULL
 
 FN = "attention_paged"
 # Run-time flag bits (kernels/paged_attention/paged.cuh: enum Flags).
 FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_VEC_KV, FLAG_SOFTCAP = 1, 2, 4, 8
 UNLIMITED = 1 << 30  # paged.cuh kUnlimited: windows are clamped to it, max_pages * S must stay below it
-LOG2E = math.log2(math.e)
 TILE_ROWS = 64  # packed query rows (G x queries) a work unit aims at: the widest tile's rows
 
 
 @dataclasses.dataclass(frozen=True)
-class PagedAttentionProblem:
+class PagedAttentionProblem(AttentionCall):
     """q ``(batch, heads_q, n_q, head_dim)``, or packed ``(n_q, heads_q, head_dim)`` (n_q = Tq)
     with ``cu_stride`` >= 0, cu_seqlens_q's stride (-1: not packed); k / v pages ``(n_pages,
     heads_kv, page_size, head_dim[_v])``; block_table ``(batch, max_pages)``. Strides in
@@ -27,6 +25,8 @@ class PagedAttentionProblem:
     (2), seq_lens (1). ``window`` (left, right), -1 for unlimited; ``softcap`` 0 for none.
     ``kv_rows_16b``: 16-byte copies of K/V rows apply. ``sink_heads``: the sinks' length H
     (0: none), query head h taking ``sinks[h % H]``."""
+
+    FLAG_BITS = (FLAG_CAUSAL, FLAG_WRITE_LSE, FLAG_SOFTCAP)
 
     batch: int
     heads_q: int
@@ -83,10 +83,6 @@ class PagedAttentionProblem:
         return self.group * self.q_tile
 
     @property
-    def width(self) -> int:
-        return max(self.head_dim, self.head_dim_v)
-
-    @property
     def max_keys(self) -> int:
         return self.max_pages * self.page_size
 
@@ -97,17 +93,8 @@ class PagedAttentionProblem:
         return self.max_keys if left < 0 else min(self.max_keys, self.n_q + left)
 
     @property
-    def ctype(self) -> str:
-        return ctype(self.dtype)
-
-    @property
-    def lse_arg(self) -> str:
-        return "lse" if self.return_lse else "out"
-
-    @property
     def flags(self) -> int:
-        return ((FLAG_CAUSAL if self.causal else 0) | (FLAG_WRITE_LSE if self.return_lse else 0)
-                | (FLAG_VEC_KV if self.kv_rows_16b else 0) | (FLAG_SOFTCAP if self.softcap else 0))
+        return super().flags | (FLAG_VEC_KV if self.kv_rows_16b else 0)
 
     @property
     def pointers(self) -> tuple:
@@ -126,11 +113,6 @@ class PagedAttentionProblem:
     def query_args(self) -> tuple:
         """The forward kernels' (cu_seqlens_q pointer, its stride): a null pointer unpacked."""
         return ("cu_seqlens_q", np.int64(self.cu_stride)) if self.packed else (NULL, np.int64(0))
-
-    @property
-    def sink_args(self) -> tuple:
-        """The forward kernels' trailing (sinks pointer, H): a null pointer without sinks."""
-        return ("sinks", np.int32(self.sink_heads)) if self.sink_heads else (NULL, np.int32(0))
 
     @property
     def stride_args(self) -> tuple:
