@@ -56,9 +56,9 @@ def test_grids_are_the_issues():
     assert len(bench_cases.softmax_cases()) == 9 * 2 + 2 + 2 + classes
     # both weight layouts, plus fp32 and fp64 at 4096^3 and at 16 and 64 x 8192^2 (both layouts)
     assert len(bench_cases.linear_cases()) == 7 * 2 * 2 + 2 + 2 * 2 * 2
-    # the prefill grid, two decode points, and the grouped-query decode classes
+    # the prefill grid, two decode points, the grouped-query decode classes and the sinks' cost
     assert len(bench_cases.gqa_decode_cases()) == 24
-    assert len(bench_cases.attention_cases()) == 2 * 2 * 4 * 2 + 2 + 24
+    assert len(bench_cases.attention_cases()) == 2 * 2 * 4 * 2 + 2 + 24 + len(bench_cases.SINK_SHAPES)
     everything = bench_cases.cases_for("all")
     assert len({case.key for case in everything}) == len(everything)
     for op in bench_cases.OPS:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .attention import (ATTENTION_DTYPES, ATTENTION_HEAD_DIMS, ATTENTION_HEADS, ATTENTION_N, ATTENTION_TOKENS,
                         DECODE_BATCH, DECODE_HEAD_DIM, DECODE_HEADS, DECODE_KEYS, GQA_DECODE_SHAPES, GQA_MAX_KV_HEADS,
-                        UNFUSED_ATTENTION_MAX_SCORES, attention_case, attention_cases, decode_case, gqa_decode_case,
-                        gqa_decode_cases, gqa_decode_class, prefill_case, sdpa_peers)
+                        SINK_SHAPES, UNFUSED_ATTENTION_MAX_SCORES, attention_case, attention_cases, decode_case,
+                        gqa_decode_case, gqa_decode_cases, gqa_decode_class, prefill_case, sdpa_peers, sinks_case)
 from .attention_varlen import (RAGGED_CLASS, RAGGED_HEAD_DIMS, RAGGED_HEADS, RAGGED_LENGTHS, RAGGED_SEQUENCES,
                                attention_varlen_cases, dense_length, ragged_case, ragged_lengths)
 from .common import (TORCH, UNFUSED, Case, Impl, activation_unfused, array_module, attention_unfused, gated_unfused,

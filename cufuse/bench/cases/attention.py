@@ -144,6 +144,39 @@ def gqa_decode_cases(quick: bool = False) -> list:
     return [gqa_decode_case(*shape) for shape in shapes]
 
 
+# Sinks' cost: (B, Hq, Hkv, Nq, Nk, D, causal), the prefill and decode shapes of the peer tables
+SINK_SHAPES = ((2, 16, 16, 8192, 8192, 128, True), (16, 16, 16, 1024, 1024, 64, False), (16, 32, 8, 1, 4096, 128, False))
+
+
+def sinks_case(batch, heads_q, heads_kv, n_q, n_k, head_dim, causal, dtype="bfloat16") -> Case:
+    """attention with one sink logit a query head against the same call without: the rate's
+    cost of folding the sink into each row's normaliser."""
+    q_shape = (batch, heads_q, n_q, head_dim)
+    kv_shape = (batch, heads_kv, n_k, head_dim)
+    gqa = heads_q != heads_kv
+
+    def make_inputs(xp, rng):
+        q, k, v = (random_values(rng, shape, dtype) for shape in (q_shape, kv_shape, kv_shape))
+        sinks = xp.asarray(rng.standard_normal(heads_q).astype("float32"))
+        return q, k, v, sinks, xp.empty(q_shape, dtype=resolve_dtype(dtype))
+
+    def call(q, k, v, sinks, out, with_sinks=True):
+        return cufuse.attention(q, k, v, causal=causal, enable_gqa=gqa, sinks=sinks if with_sinks else None, out=out)
+
+    decode = n_q == 1
+    return Case(
+        op="attention",
+        label=(f"sinks B{batch} H{heads_q}/{heads_kv} Nq{n_q} Nk{n_k} D{head_dim} {'causal' if causal else 'full'}"),
+        dtype=dtype,
+        traffic=traffic.attention((batch, heads_kv, heads_q // heads_kv, n_q, head_dim), (batch, heads_kv, 1, n_k, head_dim),
+                                  (batch, heads_kv, 1, n_k, head_dim), resolve_dtype(dtype), causal=causal),
+        metric="TB/s" if decode else "TFLOP/s",
+        make_inputs=make_inputs,
+        impls=(Impl("cufuse", call), Impl("cufuse without sinks", lambda *a: call(*a, with_sinks=False), peer=False)),
+        klass="sinks",
+    )
+
+
 def attention_cases(quick: bool = False) -> list:
     if quick:
         return [prefill_case(2048, 128, "bfloat16", False), prefill_case(2048, 128, "bfloat16", True),
@@ -155,4 +188,5 @@ def attention_cases(quick: bool = False) -> list:
         for n in ATTENTION_N
         for causal in (False, True)
     ]
-    return cases + [decode_case(n_k) for n_k in DECODE_KEYS] + gqa_decode_cases()
+    return (cases + [decode_case(n_k) for n_k in DECODE_KEYS] + gqa_decode_cases()
+            + [sinks_case(*shape) for shape in SINK_SHAPES])
