@@ -83,3 +83,18 @@ def test_packed_calls_plan_once_and_pass_the_prefix_sums(fake_gpu, monkeypatch):
     appends = [launch for spec, kernel in kernels.items() if spec.name == "paged_kv_append"
                for launch in kernel.launches]
     assert len(appends) == 1 and appends[0][0] == (37 * 4,) and cu.data.ptr in appends[0][2]
+
+
+def test_kv_append_plans_per_table_width(fake_gpu):
+    """kv_append's bound plan holds max_pages * S (the kernel skips positions past it): two tables of
+    equal strides but different widths (slices of one wider table) get their own plans."""
+    _, make_array, kernels, _ = fake_gpu
+    _, k_pages, v_pages, _, lens = _inputs(make_array)
+    wide = make_array((2, 8), np.int32)
+    new_rows = make_array((2, 4, 3, 64), BFLOAT16)
+    for width in (2, 8):
+        cufuse.kv_append(k_pages, v_pages, new_rows, new_rows, wide[:, :width], lens)
+    appends = [args for spec, kernel in kernels.items() if spec.name == "paged_kv_append"
+               for _, _, args, _ in kernel.launches]
+    page_size = k_pages.shape[2]
+    assert [int(args[12]) for args in appends] == [2 * page_size, 8 * page_size]  # max_keys

@@ -337,8 +337,8 @@ def _bind_append(call):
     flat = (*strides["k_pages"][:3], *strides["v_pages"][:3], *strides["k_new"], *strides["v_new"],
             *strides["block_table"], *strides["seq_lens"])
     cu_stride = strides["cu_seqlens_new"][0] if packed else -1
-    key = (_APPEND, k_new.shape, v_pages.shape, flat, k_pages.dtype, k_pages.device.id, block_table.shape[0],
-           cu_stride)
+    # the whole table shape: max_pages (max_keys, the kernel's bound on positions) can change while its strides do not
+    key = (_APPEND, k_new.shape, v_pages.shape, flat, k_pages.dtype, k_pages.device.id, block_table.shape, cu_stride)
     return bound_plan(key, k_pages.device.id, lambda dev: plan_kv_append(
         k_new.shape, v_pages.shape[-1], k_pages.shape[2], block_table.shape[1], k_pages.dtype, flat,
         block_table.shape[0], cu_stride))
