@@ -112,16 +112,12 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
     T* out = cv.out;
     const int64 part = (length + Cluster - 1) / Cluster;
     const int64 begin = min(length, rank * part), end = min(length, begin + part);
-    auto load = [&](int64 l) {  // the VS columns of reduced index l, -inf past the part
-        return active && l < end ? load_columns(in + l * sl, in_vec) : neg_inf_vector<T>();
-    };
     A m[VS], s[VS];
 #pragma unroll
     for (int j = 0; j < VS; ++j) m[j] = cufuse::neg_infinity<A>(), s[j] = 0;
     for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
         V v[Unroll];
-#pragma unroll
-        for (int u = 0; u < Unroll; ++u) v[u] = load(l0 + static_cast<int64>(u) * Slices);
+        load_column_tile<T, Unroll>(v, in, sl, l0, Slices, end, active, in_vec);
         merge_columns<T, Unroll>(v, m, s);
     }
     // Merge the slices: thread c < Cols reduces column c over all slices.
@@ -148,8 +144,7 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
     if (!active) return;
     for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
         V v[Unroll];
-#pragma unroll
-        for (int u = 0; u < Unroll; ++u) v[u] = load(l0 + static_cast<int64>(u) * Slices);
+        load_column_tile<T, Unroll>(v, in, sl, l0, Slices, end, active, in_vec);
 #pragma unroll
         for (int u = 0; u < Unroll; ++u) {
             const int64 l = l0 + static_cast<int64>(u) * Slices;
