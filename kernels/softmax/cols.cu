@@ -36,20 +36,22 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
         A tile_m = cufuse::neg_infinity<A>();
         // A tile wholly inside the part loads unconditionally off a stepped pointer: a 64-bit
         // bounds test and index product an element (~34 instructions an element) left the
-        // loads predicated, 1 to 3 in flight at the first use.
-        if (active && l0 + static_cast<int64>(Unroll - 1) * Slices < end) {
+        // loads predicated, 1 to 3 in flight at the first use. (float64 keeps the element
+        // tests: its 2 loads were in flight, and its cluster kernel spilled with the branch.)
+        if (sizeof(T) < 8 && active && l0 + static_cast<int64>(Unroll - 1) * Slices < end) {
             const T* p = in + l0 * sl;
 #pragma unroll
             for (int u = 0; u < Unroll; ++u, p += Slices * sl) a[u] = cufuse::to_accum(*p);
+#pragma unroll
+            for (int u = 0; u < Unroll; ++u) tile_m = max_nan(tile_m, a[u]);
         } else {
 #pragma unroll
             for (int u = 0; u < Unroll; ++u) {
                 const int64 l = l0 + static_cast<int64>(u) * Slices;
                 a[u] = active && l < end ? cufuse::to_accum(in[l * sl]) : cufuse::neg_infinity<A>();
+                tile_m = max_nan(tile_m, a[u]);
             }
         }
-#pragma unroll
-        for (int u = 0; u < Unroll; ++u) tile_m = max_nan(tile_m, a[u]);
         const A new_m = max_nan(m, tile_m);
         s = rescale(s, m, new_m);
 #pragma unroll
@@ -79,19 +81,20 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
 #endif
     if (!active) return;
     const Normalizer<A, Log> f(col_max, col_sum);
-    // Tiles of Unroll as in the first pass (an element at a time, ptxas kept 4 loads in flight).
-    for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
-        if (l0 + static_cast<int64>(Unroll - 1) * Slices < end) {
+    // Tiles of Unroll as in the first pass (an element at a time, ptxas kept 4 loads in flight;
+    // float64, whose exp is a call, keeps the element loop: its tiles spilled).
+    int64 l0 = begin + slice;
+    if constexpr (sizeof(T) < 8) {
+        for (; l0 + static_cast<int64>(Unroll - 1) * Slices < end; l0 += static_cast<int64>(Slices) * Unroll) {
             T r[Unroll];
 #pragma unroll
             for (int u = 0; u < Unroll; ++u) r[u] = in[(l0 + static_cast<int64>(u) * Slices) * sl];
 #pragma unroll
             for (int u = 0; u < Unroll; ++u)
                 out[(l0 + static_cast<int64>(u) * Slices) * inner] = cufuse::from_accum<T>(f.template to<T>(cufuse::to_accum(r[u])));
-        } else {
-            for (int64 l = l0; l < end; l += Slices) out[l * inner] = cufuse::from_accum<T>(f.template to<T>(cufuse::to_accum(in[l * sl])));
         }
     }
+    for (int64 l = l0; l < end; l += Slices) out[l * inner] = cufuse::from_accum<T>(f.template to<T>(cufuse::to_accum(in[l * sl])));
 }
 
 template <typename T, bool Log, int Slices, int Unroll>
