@@ -23,6 +23,25 @@ template <typename T> __device__ __forceinline__ Vec16<T> neg_inf_vector() {
 template <typename T> __device__ __forceinline__ Vec16<T> load_columns(const T* p, bool vec) {
     return vec ? load_vec16(p) : load_scalars_inline(p, int64(1), int64(Vec16<T>::size));
 }
+// Count vectors of columns at reduced indices l0 + u*step (the input's reduced stride sl), -inf
+// from `end` on or where the thread holds no columns. A tile of aligned vectors wholly inside
+// takes 128-bit values under one branch: a select between a load and the -inf vector element
+// by element put a PRMT an element right after each load (16-bit types), one load in flight.
+template <typename T, int Count>
+__device__ __forceinline__ void load_column_tile(Vec16<T> (&v)[Count], const T* in, int64 sl, int64 l0, int64 step, int64 end,
+                                                 bool active, bool vec) {
+    if (active && vec && l0 + (Count - 1) * step < end) {
+#pragma unroll
+        for (int u = 0; u < Count; ++u)
+            *reinterpret_cast<uint4*>(&v[u]) = __ldg(reinterpret_cast<const uint4*>(in + (l0 + u * step) * sl));
+    } else {
+#pragma unroll
+        for (int u = 0; u < Count; ++u) {
+            const int64 l = l0 + u * step;
+            v[u] = active && l < end ? load_columns(in + l * sl, vec) : neg_inf_vector<T>();
+        }
+    }
+}
 template <typename T> __device__ __forceinline__ void store_columns(T* p, bool vec, const Vec16<T>& r) {
     if (vec) store_vec16(p, r);
     else store_scalars_inline(p, int64(1), int64(Vec16<T>::size), r);

@@ -31,17 +31,32 @@ __device__ __forceinline__ void merge_partials(const float* __restrict__ partial
     const int c = c0 + lane;
     const bool in_row = c < dv;
     float m = kNegInf, l = 0.f, acc = 0.f;
-#pragma unroll 8
-    for (int s = warp; s < count; s += warps) {
-        const int64 part = part_row(s);
-        const float x = partial_lse[part];
-        const float o = in_row ? partial_o[part * dv + c] : 0.f;
+    auto merge = [&](float x, float o) {
         const float m_new = nan_max(m, x);
         const float base = m_new == kNegInf ? 0.f : m_new;
         const float scale = __expf(m - base), weight = __expf(x - base);
         acc = acc * scale + weight * o;
         l = l * scale + weight;
         m = m_new;
+    };
+    // Groups of 8 splits load before the first merges: unrolled with an exit test a split,
+    // the loop kept one split's two loads in flight a thread.
+    constexpr int kGroup = 8;
+    int s = warp;
+    for (; s + (kGroup - 1) * warps < count; s += kGroup * warps) {
+        float x[kGroup], o[kGroup];
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g) {
+            const int64 part = part_row(s + g * warps);
+            x[g] = partial_lse[part];
+            o[g] = in_row ? partial_o[part * dv + c] : 0.f;
+        }
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g) merge(x[g], o[g]);
+    }
+    for (; s < count; s += warps) {
+        const int64 part = part_row(s);
+        merge(partial_lse[part], in_row ? partial_o[part * dv + c] : 0.f);
     }
     if (lane == 0) max_s[warp] = m, sum_s[warp] = l;
     o_s[warp][lane] = acc;

@@ -123,6 +123,16 @@ template <typename T, int Group, int Vecs, bool MaskedEdges = true> struct Chunk
     __device__ __forceinline__ void load(const RowView<T>& row, int64 begin, int64 end, int lane) {
         // The last slot full, so is every slot (the first starting at lo or later)
         const bool full = full_vector(row, slot_begin(begin, Vecs - 1, lane), end) && (!MaskedEdges || slot_begin(begin, 0, lane) >= row.lo);
+        // float64: all slots under one branch (tested slot by slot, its cluster rows copied
+        // each load to the slot's registers right after it: one load in flight a thread). The
+        // 2- and 4-byte types kept their loads in flight; the branch spilled float32's split rows.
+        if constexpr (sizeof(T) == 8) {
+            if (full) {
+#pragma unroll
+                for (int k = 0; k < Vecs; ++k) bits(k) = bits_of(load_vec16(row.in + slot_begin(begin, k, lane)));
+                return;
+            }
+        }
 #pragma unroll
         for (int k = 0; k < Vecs; ++k) {
             const int64 e0 = slot_begin(begin, k, lane);

@@ -34,11 +34,23 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
     for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
         A a[Unroll];
         A tile_m = cufuse::neg_infinity<A>();
+        // A tile wholly inside the part loads unconditionally off a stepped pointer: a 64-bit
+        // bounds test and index product an element (~34 instructions an element) left the
+        // loads predicated, 1 to 3 in flight at the first use. (float64 keeps the element
+        // tests: its 2 loads were in flight, and its cluster kernel spilled with the branch.)
+        if (sizeof(T) < 8 && active && l0 + static_cast<int64>(Unroll - 1) * Slices < end) {
+            const T* p = in + l0 * sl;
 #pragma unroll
-        for (int u = 0; u < Unroll; ++u) {
-            const int64 l = l0 + static_cast<int64>(u) * Slices;
-            a[u] = active && l < end ? cufuse::to_accum(in[l * sl]) : cufuse::neg_infinity<A>();
-            tile_m = max_nan(tile_m, a[u]);
+            for (int u = 0; u < Unroll; ++u, p += Slices * sl) a[u] = cufuse::to_accum(*p);
+#pragma unroll
+            for (int u = 0; u < Unroll; ++u) tile_m = max_nan(tile_m, a[u]);
+        } else {
+#pragma unroll
+            for (int u = 0; u < Unroll; ++u) {
+                const int64 l = l0 + static_cast<int64>(u) * Slices;
+                a[u] = active && l < end ? cufuse::to_accum(in[l * sl]) : cufuse::neg_infinity<A>();
+                tile_m = max_nan(tile_m, a[u]);
+            }
         }
         const A new_m = max_nan(m, tile_m);
         s = rescale(s, m, new_m);
@@ -69,7 +81,20 @@ __device__ __forceinline__ void softmax_cols_body(const T* __restrict__ x, T* __
 #endif
     if (!active) return;
     const Normalizer<A, Log> f(col_max, col_sum);
-    for (int64 l = begin + slice; l < end; l += Slices) out[l * inner] = cufuse::from_accum<T>(f.template to<T>(cufuse::to_accum(in[l * sl])));
+    // Tiles of Unroll as in the first pass (an element at a time, ptxas kept 4 loads in flight;
+    // float64, whose exp is a call, keeps the element loop: its tiles spilled).
+    int64 l0 = begin + slice;
+    if constexpr (sizeof(T) < 8) {
+        for (; l0 + static_cast<int64>(Unroll - 1) * Slices < end; l0 += static_cast<int64>(Slices) * Unroll) {
+            T r[Unroll];
+#pragma unroll
+            for (int u = 0; u < Unroll; ++u) r[u] = in[(l0 + static_cast<int64>(u) * Slices) * sl];
+#pragma unroll
+            for (int u = 0; u < Unroll; ++u)
+                out[(l0 + static_cast<int64>(u) * Slices) * inner] = cufuse::from_accum<T>(f.template to<T>(cufuse::to_accum(r[u])));
+        }
+    }
+    for (int64 l = l0; l < end; l += Slices) out[l * inner] = cufuse::from_accum<T>(f.template to<T>(cufuse::to_accum(in[l * sl])));
 }
 
 template <typename T, bool Log, int Slices, int Unroll>
@@ -112,16 +137,12 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
     T* out = cv.out;
     const int64 part = (length + Cluster - 1) / Cluster;
     const int64 begin = min(length, rank * part), end = min(length, begin + part);
-    auto load = [&](int64 l) {  // the VS columns of reduced index l, -inf past the part
-        return active && l < end ? load_columns(in + l * sl, in_vec) : neg_inf_vector<T>();
-    };
     A m[VS], s[VS];
 #pragma unroll
     for (int j = 0; j < VS; ++j) m[j] = cufuse::neg_infinity<A>(), s[j] = 0;
     for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
         V v[Unroll];
-#pragma unroll
-        for (int u = 0; u < Unroll; ++u) v[u] = load(l0 + static_cast<int64>(u) * Slices);
+        load_column_tile<T, Unroll>(v, in, sl, l0, Slices, end, active, in_vec);
         merge_columns<T, Unroll>(v, m, s);
     }
     // Merge the slices: thread c < Cols reduces column c over all slices.
@@ -148,8 +169,7 @@ __device__ __forceinline__ void softmax_cols_vec_body(const T* __restrict__ x, T
     if (!active) return;
     for (int64 l0 = begin + slice; l0 < end; l0 += static_cast<int64>(Slices) * Unroll) {
         V v[Unroll];
-#pragma unroll
-        for (int u = 0; u < Unroll; ++u) v[u] = load(l0 + static_cast<int64>(u) * Slices);
+        load_column_tile<T, Unroll>(v, in, sl, l0, Slices, end, active, in_vec);
 #pragma unroll
         for (int u = 0; u < Unroll; ++u) {
             const int64 l = l0 + static_cast<int64>(u) * Slices;
