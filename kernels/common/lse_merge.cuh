@@ -19,7 +19,7 @@ constexpr int kMergeColumns = 32;  // columns a block merges (one per lane)
 
 // part_row(s): the partial row of split s (partial_lse[part_row], partial_o[part_row * dv]).
 // lse_out: where the row's lse goes, or nullptr. Every thread of the block must call it.
-template <typename T, typename PartRow>
+template <typename T, int Group = 8, typename PartRow>
 __device__ __forceinline__ void merge_partials(const float* __restrict__ partial_o,
                                                const float* __restrict__ partial_lse, PartRow part_row,
                                                int count, int dv, int c0, T* __restrict__ out_row,
@@ -39,20 +39,19 @@ __device__ __forceinline__ void merge_partials(const float* __restrict__ partial
         l = l * scale + weight;
         m = m_new;
     };
-    // Groups of 8 splits load before the first merges: unrolled with an exit test a split,
+    // Groups of Group splits load before the first merges: unrolled with an exit test a split,
     // the loop kept one split's two loads in flight a thread.
-    constexpr int kGroup = 8;
     int s = warp;
-    for (; s + (kGroup - 1) * warps < count; s += kGroup * warps) {
-        float x[kGroup], o[kGroup];
+    for (; s + (Group - 1) * warps < count; s += Group * warps) {
+        float x[Group], o[Group];
 #pragma unroll
-        for (int g = 0; g < kGroup; ++g) {
+        for (int g = 0; g < Group; ++g) {
             const int64 part = part_row(s + g * warps);
             x[g] = partial_lse[part];
             o[g] = in_row ? partial_o[part * dv + c] : 0.f;
         }
 #pragma unroll
-        for (int g = 0; g < kGroup; ++g) merge(x[g], o[g]);
+        for (int g = 0; g < Group; ++g) merge(x[g], o[g]);
     }
     for (; s < count; s += warps) {
         const int64 part = part_row(s);

@@ -34,7 +34,8 @@ __global__ void __launch_bounds__(1024)
     const int64 unit_rows = static_cast<int64>(heads_q) * q_tile;
     const int64 in_unit = static_cast<int64>(hq / group) * group * q_tile + (hq % group) * tile_nq + i % q_tile;
     const int64 unit0 = first + static_cast<int64>(tile) * count;
-    merge_partials<T>(partial_o, partial_lse, [=](int u) { return (unit0 + u) * unit_rows + in_unit; }, count, dv,
+    // groups of 4 splits: at 8, ptxas kept this kernel at 32 registers and spilled its 64-bit row indices
+    merge_partials<T, 4>(partial_o, partial_lse, [=](int u) { return (unit0 + u) * unit_rows + in_unit; }, count, dv,
                       blockIdx.y * kMergeColumns, out + row * dv, write_lse ? lse + row : nullptr);
 }
 
