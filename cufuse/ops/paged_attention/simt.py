@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-
 from ..._core.device import ceil_div
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan
