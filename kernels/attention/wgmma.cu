@@ -381,7 +381,7 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     // when a tile's max exceeds it by more than kMaxSlack (FA4's conditional rescale):
     // probabilities stay <= 2^kMaxSlack (exact in float32, far from the 16-bit ranges), O and l
     // are scaled by the same stale max (O / l and lse = m + log2 l are unchanged), and after the
-    // first tiles alpha is 1 on almost every row, so rescale_and_pack skips the O rescale for the warp.
+    // first tiles alpha is 1 on almost every row, so wait_pv_and_rescale skips the O rescale for the warp.
     constexpr float kMaxSlack = 8.f;
     const float score_scale = capped ? softcap_log2 : scale_log2;
     auto softmax = [&](float (&s)[BN / 2], int tile, float (&alpha)[2]) {
@@ -422,16 +422,25 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
             row_sum[h] = row_sum[h] * alpha[h] + sum;
         }
     };
-    // O *= alpha per row (skipped when no row of the warp moved its max); P = the probabilities
-    // as A fragments: k16 slice t is accumulator columns 16t..16t+15, i.e. elements 8t..8t+3
-    // (columns +0..7) and 8t+4..8t+7 (+8..15).
-    auto rescale_and_pack = [&](const float (&s)[BN / 2], const float (&alpha)[2]) {
+    // Waits for P V(j - 1), then O *= alpha per row (skipped when no row of the warp moved its
+    // max). The wait sits in both arms of the rescale branch, so it starts a basic block of its
+    // own: in the softmax's block ptxas schedules it first, and every exp of S(j) would wait for
+    // P V(j - 1) to finish (no intra-warpgroup overlap; nvdisasm shows where it lands).
+    auto wait_pv_and_rescale = [&](const float (&alpha)[2]) {
         if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+            wgmma_wait<0>();
+            pin_operands();
 #pragma unroll
             for (int j = 0; j < HD / 8; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+        } else {
+            wgmma_wait<0>();
         }
+    };
+    // P = the probabilities as A fragments: k16 slice t is accumulator columns 16t..16t+15, i.e.
+    // elements 8t..8t+3 (columns +0..7) and 8t+4..8t+7 (+8..15).
+    auto pack_p = [&](const float (&s)[BN / 2]) {
 #pragma unroll
         for (int t = 0; t < BN / 16; ++t)
 #pragma unroll
@@ -506,11 +515,12 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
         pin_scores(s);
         float alpha[2];
         softmax(s, tile, alpha);
-        wgmma_wait<0>();  // P V done: O may be rescaled and P overwritten
+        pin_scores(s);  // the exps stay before the branch, not copied into its arms
+        wait_pv_and_rescale(alpha);  // P V done: P may be overwritten
         if (tile > wg_first) feed.release_v(tile - 1);
         pin_operands();
         pin_scores(s);
-        rescale_and_pack(s, alpha);
+        pack_p(s);
     }
     feed.drain();
     if (wg_tiles == n_tiles && n_tiles > wg_first) finish_pv(n_tiles - 1);
