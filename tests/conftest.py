@@ -33,6 +33,31 @@ NVRTC = _nvrtc_available()
 requires_nvrtc = pytest.mark.skipif(not NVRTC, reason="needs CuPy with NVRTC (cufuse's extra cuda13 or cuda12)")
 
 
+def nvdisasm_path() -> str | None:
+    """nvdisasm from PATH or from the nvidia-cuda-nvdisasm wheel (the test extra's), else None."""
+    import glob
+    import shutil
+
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in nvidia.__path__:
+        for candidate in sorted(glob.glob(os.path.join(root, "cu*", "bin", "nvdisasm")), reverse=True):
+            if os.access(candidate, os.X_OK):
+                return candidate
+    return None
+
+
+# Reading SASS (the instruction order ptxas chose) needs NVRTC and nvdisasm, not a GPU.
+NVDISASM = nvdisasm_path()
+requires_sass = pytest.mark.skipif(not (NVRTC and NVDISASM),
+                                   reason="needs NVRTC and nvdisasm (the test extra's nvidia-cuda-nvdisasm)")
+
+
 @pytest.fixture
 def cp():
     """The cupy module; skips the test where no GPU is present. Afterwards the memory pool
