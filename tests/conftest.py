@@ -162,6 +162,7 @@ def fake_gpu_calls(monkeypatch, api, dev):
 
     monkeypatch.setattr(plans, "get_kernel", lambda spec, dynamic_smem=0: kernels.setdefault(spec, RecordingKernel()))
     monkeypatch.setattr(plans._launch, "DriverLaunch", RecordingLaunch)
+    monkeypatch.setattr(plans, "allow_dynamic_smem", lambda kernel, smem: None)  # PDL launches' padded smem
     monkeypatch.setattr(plans.SCRATCH, "get", scratch)
     if hasattr(api, "device_info"):  # an op that plans outside the driver's bound plans (linear, attention)
         monkeypatch.setattr(api, "device_info", lambda device_id: dev)

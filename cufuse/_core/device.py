@@ -29,6 +29,11 @@ class DeviceInfo:
         return 8 if self.cc >= 90 else 1
 
     @property
+    def has_pdl(self) -> bool:
+        """Programmatic dependent launch (griddepcontrol, the launch attribute): 9.0 and later."""
+        return self.cc >= 90
+
+    @property
     def has_wgmma(self) -> bool:
         """Warpgroup MMA and TMA kernels are built for sm_90a, which runs on 9.0 only."""
         return self.cc == 90

@@ -27,6 +27,7 @@ __global__ void __launch_bounds__(WARPS * 32)
                      int64 q_row, int64 q_col, int64 k_row,
                      int64 k_col, int64 v_row, int64 v_col, BATCH_LAYOUT_PARAMS, const float* __restrict__ sinks,
                      int sink_heads) {
+    begin_dependent_grid();
     static_assert(HD % 8 == 0 && 256 % HD == 0, "head dim: 8 lanes x 16 bytes divide a warp load");
     constexpr int kLanesPerKey = HD / 8;
     constexpr int kKeysPerLoad = 32 / kLanesPerKey;

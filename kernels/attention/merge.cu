@@ -14,6 +14,7 @@ template <typename T>
 __global__ void __launch_bounds__(1024)
     attention_merge(const float* __restrict__ partial_o, const float* __restrict__ partial_lse,
                     T* __restrict__ out, float* __restrict__ lse, int64 rows, int dv, int splits, int write_lse) {
+    begin_dependent_grid();
     const int64 row = blockIdx.x;
     merge_partials<T>(partial_o, partial_lse, [=](int s) { return s * rows + row; }, splits, dv,
                       blockIdx.y * kMergeColumns, out + row * dv, write_lse ? lse + row : nullptr);

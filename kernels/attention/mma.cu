@@ -102,6 +102,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                       float softcap_log2, int band_lo, int band_hi, int64 q_row, int64 q_col, int64 k_row,
                       int64 k_col, int64 v_row, int64 v_col,
                       BATCH_LAYOUT_PARAMS, const float* __restrict__ sinks, int sink_heads) {
+    begin_dependent_grid();
     static_assert(HD % 32 == 0 && BN % 16 == 0 && STAGES >= 2, "tile shape");
     constexpr int kThreads = WARPS * 32;
     constexpr int kBlockM = 16 * (KEY_WARPS ? 1 : WARPS) * MT;

@@ -21,6 +21,7 @@ __global__ void __launch_bounds__(128)
                     int page_size, int max_keys, const int* __restrict__ cu_new, int64 cu_new_stride, int64 k_page, int64 k_head, int64 k_row, int64 v_page, int64 v_head, int64 v_row,
                     int64 kn_batch, int64 kn_head, int64 kn_row, int64 kn_col, int64 vn_batch, int64 vn_head,
                     int64 vn_row, int64 vn_col, int64 table_row, int64 table_col, int64 lens_stride) {
+    begin_dependent_grid();
     const SeqRows rows{cu_new, cu_new_stride, n_new, 1};
     int b, head, n;
     if (!rows.locate(blockIdx.x, batch_count, heads_kv, b, head, n)) return;  // a token no sequence owns

@@ -23,6 +23,7 @@ __global__ void __launch_bounds__(1024)
                           const int* __restrict__ unit_meta, T* __restrict__ out, float* __restrict__ lse,
                           int batch_count, int heads_q, int group, int nq, const int* __restrict__ cu_q,
                           int64 cu_q_stride, int q_tile, int dv, int write_lse) {
+    begin_dependent_grid();
     const int64 row = blockIdx.x;
     const SeqRows queries{cu_q, cu_q_stride, nq, q_tile};
     int b, hq, i;

@@ -36,6 +36,7 @@ __global__ void __launch_bounds__(128)
                         int64 q_col, int64 k_page, int64 k_head, int64 k_row, int64 v_page, int64 v_head,
                         int64 v_row, int64 table_row, int64 table_col, int64 lens_stride,
                         const float* __restrict__ sinks, int sink_heads) {
+    begin_dependent_grid();
     constexpr int kThreads = 128, kWarps = 4;
     constexpr int kKeyWarps = kWarps / ROW_WARPS;
     constexpr int kWarpKeys = BN / kKeyWarps;

@@ -12,6 +12,7 @@ so that its diff shows every decision that moved, a line each.
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from .dispatch_record import OPS, snapshot_lines
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "data" / "dispatch.txt"
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +62,17 @@ def test_snapshot_covers_every_kernel_family_and_both_devices(recorded):
 
 def test_snapshot_is_sorted_text_a_line_a_case(recorded):
     assert recorded == sorted(recorded) and all(" -> " in line for line in recorded)
+
+
+def test_pdl_launches_meet_the_previous_grid_first(recorded):
+    """A kernel launched with programmatic dependent launch may start while the grid before it
+    still runs: its body must open with begin_dependent_grid() (griddepcontrol.wait), before it
+    touches memory that grid writes."""
+    pdl = {launch.split("<")[0].split()[-1] for line in recorded for launch in line.split(" -> ")[1].split(" | ")
+           if " pdl_smem=" in launch}
+    assert {"attention_decode", "attention_merge", "paged_attention_mma", "paged_attention_merge"} <= pdl
+    sources = "\n".join(path.read_text() for path in sorted(KERNELS.rglob("*.cu")))
+    for kernel in sorted(pdl):
+        body = re.search(r"__global__[^{;]*?\b" + kernel + r"\([^{;]*\)\s*\{\s*(\S[^;]*;)", sources)
+        assert body, f"{kernel}: no __global__ definition under kernels/"
+        assert body.group(1) == "begin_dependent_grid();", f"{kernel} opens with {body.group(1)!r}"

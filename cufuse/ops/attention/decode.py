@@ -51,8 +51,9 @@ class DecodeTile:
     def plan(self, problem, dev) -> Plan:
         forward = Launch(self.spec(problem.ctype), (problem.n_q * self.splits * problem.batch_count,), (self.threads,),
                          (*problem.pointers, *partial_pointers(problem, self.splits), *problem.shape_args,
-                          *split_scalars(problem, self.splits, self.keys_per_split), *problem.sink_args))
-        return split_plan(forward, problem, self.splits)
+                          *split_scalars(problem, self.splits, self.keys_per_split), *problem.sink_args),
+                         pdl=dev.has_pdl)
+        return split_plan(forward, problem, self.splits, dev)
 
 
 def decode_head_dim(head_dim: int) -> int:

@@ -56,14 +56,15 @@ def check_split_covers(problem, splits: int, keys_per_split: int, positions: int
                          f"block sees), got {splits} * {keys_per_split}")
 
 
-def split_plan(forward: Launch, problem, splits: int) -> Plan:
-    """``forward`` alone, or followed by the merge of its ``splits`` partials."""
+def split_plan(forward: Launch, problem, splits: int, dev) -> Plan:
+    """``forward`` alone, or followed by the merge of its ``splits`` partials, which starts under
+    the forward's tail where the device has programmatic dependent launch."""
     if splits == 1:
         return Plan((forward,))
     batch, rows = problem.batch_count, problem.batch_count * problem.n_q
     merge = Launch(merge_spec(problem.ctype), merge_grid(rows, problem.head_dim_v), (merge_threads(splits),),
                    (*partial_pointers(problem, splits), "out", problem.lse_arg, np.int64(rows),
-                    np.int32(problem.head_dim_v), np.int32(splits), np.int32(problem.return_lse)))
+                    np.int32(problem.head_dim_v), np.int32(splits), np.int32(problem.return_lse)), pdl=dev.has_pdl)
     if _reused(problem, splits):
         o_count, lse_count = _partial_counts(problem, splits)
         workspace = ScratchRequest("attention-split", ((np.float32, o_count, False), (np.float32, lse_count, False)))

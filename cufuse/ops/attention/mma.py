@@ -83,5 +83,5 @@ class FlashMmaTile:
                          (*problem.pointers, *partial_pointers(problem, self.splits), *problem.shape_args,
                           np.int32(q_tiles), *problem.group_args,
                           *split_scalars(problem, self.splits, self.keys_per_split), *problem.sink_args),
-                         smem=self.smem_bytes)
-        return split_plan(forward, problem, self.splits)
+                         smem=self.smem_bytes, pdl=dev.has_pdl)
+        return split_plan(forward, problem, self.splits, dev)

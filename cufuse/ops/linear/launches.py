@@ -21,12 +21,11 @@ from .tiling import effective_splits, tile_count
 # Every linear kernel starts with begin_dependent_grid() (kernels/common/common.cuh); on
 # compute capability 9.0 the weight streams (M <= PDL_MAX_M, ~35 us kernels whose launch gap
 # is worth 4 %) launch with programmatic dependent launch (docs/linear.md).
-PDL_MIN_CC = 90
 PDL_MAX_M = 64
 
 
 def uses_pdl(m: int, dev) -> bool:
-    return dev.cc >= PDL_MIN_CC and m <= PDL_MAX_M
+    return dev.has_pdl and m <= PDL_MAX_M
 
 
 def workspace(splits: int, cells: int, tiles: int) -> tuple:

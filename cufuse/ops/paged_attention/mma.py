@@ -78,7 +78,7 @@ class PagedMmaTile:
                           np.int32(problem.q_tile), np.int32(row_blocks),
                           np.int32(self.target_units), np.int32(self.min_chunk), problem.scale_log2,
                           problem.softcap_log2, *problem.mask_args, *problem.stride_args, *problem.sink_args),
-                         smem=self.smem_bytes)
+                         smem=self.smem_bytes, pdl=dev.has_pdl)
         meta_buffer = (np.int32, (problem.batch, 2))
         if not may_split:
             return Plan((forward,), temporaries=(meta_buffer,))
@@ -89,7 +89,7 @@ class PagedMmaTile:
                        (Temporary(0), Temporary(1), Temporary(2), "out", problem.lse_arg, np.int32(problem.batch),
                         np.int32(problem.heads_q), np.int32(problem.group), np.int32(problem.n_q),
                         *problem.query_args, np.int32(problem.q_tile), np.int32(problem.head_dim_v),
-                        np.int32(problem.return_lse)))
+                        np.int32(problem.return_lse)), pdl=dev.has_pdl)
         return Plan((forward, merge), temporaries=((np.float32, (units, unit_rows, problem.head_dim_v)),
                                                    (np.float32, (units, unit_rows)), meta_buffer))
 
