@@ -673,10 +673,14 @@ __device__ __forceinline__ void wgmma_tma_block(ItemOf item_of, T* out, float* l
                     tma_load_3d(ring + s * kStageElems + a * BN * WGMMA_ATOM_N, map, a * WGMMA_ATOM_N, row, slab,
                                 full + s);
             };
+            // K(t + 1) before V(t), the order the consumers take them in (S(t + 1) issues with P V(t)):
+            // K's stage frees after S, half a step before V's after P V, so K is not held behind V's wait.
+            const int row0 = cur.kv_row + cur.key_begin;
+            if (cur.n_tiles > 0) load_tile(feed.k_empty, feed.k_full, k_s, k_map, 0, row0, cur.k_slab);
             for (int t = 0; t < cur.n_tiles; ++t) {
-                const int row = cur.kv_row + cur.key_begin + t * BN;
-                load_tile(feed.k_empty, feed.k_full, k_s, k_map, t, row, cur.k_slab);
-                load_tile(feed.v_empty, feed.v_full, v_s, v_map, t, row, cur.v_slab);
+                if (t + 1 < cur.n_tiles)
+                    load_tile(feed.k_empty, feed.k_full, k_s, k_map, t + 1, row0 + (t + 1) * BN, cur.k_slab);
+                load_tile(feed.v_empty, feed.v_full, v_s, v_map, t, row0 + t * BN, cur.v_slab);
             }
         }
     } else {
