@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One device call: install, compile every kernel, run the tests, the sanitizers and the
 # benchmarks, logs under $OUT (default ./gpu-check-out), a short summary printed last.
-# Usage: bash scripts/gpu_check.sh [stage ...]   stages: info tests sanitize bench pybench bench2 prefill sweep
+# Usage: bash scripts/gpu_check.sh [stage ...]   stages: info tests sanitize bench pybench bench2 prefill decode sweep
 # (default: info tests sanitize bench pybench; bench2 repeats the CLI run so that
 # bench/compare_runs.py can set the CLI/pytest agreement against the CLI's own spread;
-# prefill runs experiments/attention/prefill_peers.py, the prefill tiles against FA4 and cuDNN;
+# prefill runs experiments/attention/prefill_peers.py, the prefill tiles against FA4 and cuDNN (PREFILL_ARGS,
+# e.g. --default-only); decode runs experiments/attention/pdl_decode.py (decode with and without
+# programmatic dependent launch) and the grouped-query decode grid (--quick);
 # sweep runs the per-op tuning sweeps experiments/<op>/sweep_<op>.py, SWEEP_OPS picks which).
 # The optional peers (FlashAttention-4, QuACK) are loaded from .peers/ where that bundle was
 # carried along (docs/benchmarking.md).
@@ -38,7 +40,10 @@ for stage in $stages; do
             cat "$OUT"/mem-*.log "$OUT"/race-*.log >"$OUT/sanitize.log" 2>/dev/null; rm -f "$OUT"/mem-*.log "$OUT"/race-*.log ;;
         bench) run_stage bench ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench.json" --plot "$OUT/roofline.png" ;;
         pybench) run_stage pybench ${PYBENCH_LIMIT:-240} python3 -m pytest -q -p no:cacheprovider bench/ ${PYBENCH_ARGS:-} --benchmark-json "$OUT/pybench.json" ;;
-        prefill) run_stage prefill ${PREFILL_LIMIT:-300} python3 experiments/attention/prefill_peers.py --json "$OUT/prefill.json" ;;
+        prefill) run_stage prefill ${PREFILL_LIMIT:-300} python3 experiments/attention/prefill_peers.py ${PREFILL_ARGS:-} --json "$OUT/prefill.json" ;;
+        decode)
+            run_stage pdl ${DECODE_LIMIT:-120} python3 experiments/attention/pdl_decode.py --budget-ms 100
+            run_stage gqa ${DECODE_LIMIT:-120} python3 experiments/attention/gqa_decode_run.py "$OUT/gqa.json" --quick ;;
         bench2) run_stage bench2 ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench2.json" ;;
         sweep)
             for op in ${SWEEP_OPS:-linear attention softmax}; do
