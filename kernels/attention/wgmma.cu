@@ -1,5 +1,5 @@
 // attention_fwd_wgmma / attention_fwd_wgmma_tma: Hopper (sm_90a) prefill on warpgroup MMA,
-// float16 / bfloat16, tile head dims 64, 96, 128 and 256, one key split. Both run the same
+// float16 / bfloat16, tile head dims 64, 96, 128 and 256. Both run the same
 // consumer loop (consume_item); they differ in how K and V reach shared memory (the "feed"):
 // every thread's cp.async ring with block barriers (CpAsyncFeed), or a producer warpgroup's
 // TMA loads into an mbarrier ring, with setmaxnreg moving its registers to the consumers
@@ -12,7 +12,10 @@
 // keys on attention_fwd_mma). The tile goes by the keys a query row sees (docs/attention.md).
 // attention_varlen_wgmma_tma runs the TMA kernel's block on ragged packed batches (select.py
 // choose_varlen: compute capability 9.0, 16-bit, operands a tensor map takes), its work items
-// found on the device from cu_seqlens.
+// found on the device from cu_seqlens. The TMA kernel also takes grouped-query decode with at
+// least a warpgroup of packed rows (G x Nq of one KV head, row r the query r % Nq), its keys
+// split over blocks whose float32 partials attention_merge combines (select.py
+// WGMMA_PACKED_MIN_ROWS).
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "common/attention_layout.cuh"
@@ -111,24 +114,44 @@ struct WorkItem {
     int q_slab, k_slab, v_slab;  // TMA third coordinates of q, k, v
     int64 out_row;  // out / lse row of query row r: out_row + r * out_step (rows of dv elements)
     int out_step;
+    int period;  // row r holds query r % period (packed query heads: G x Nq rows, period Nq; else kUnpacked)
+    int split;  // the item's key split (attention with splits > 1: partial outputs)
     int key_begin, key_end, n_tiles;  // keys the block visits: its first row's window start to its last's end
 };
 
+constexpr int kUnpacked = 1 << 30;  // the period of rows that are their queries
+
+// The least and greatest query of rows [r0, r1) (r1 > r0) repeating every `period` rows: a
+// range inside one period, else every query of it.
+__device__ __forceinline__ void query_range(int r0, int r1, int period, int& first, int& last) {
+    const bool one = r0 / period == (r1 - 1) / period;
+    first = one ? r0 % period : 0;
+    last = one ? (r1 - 1) % period : period - 1;
+}
+
+// The block's keys: split `split` (keys_per_split of them, counted from its first query's
+// window start; every key with one split) of those its rows see.
 template <int BLOCK_M, int BN>
-__device__ __forceinline__ void visit_keys(WorkItem& w) {
-    w.key_begin = w.band.first_key(w.m0);
-    w.key_end = w.band.key_end(min(w.m0 + BLOCK_M, w.nq) - 1, w.nk);
+__device__ __forceinline__ void visit_keys(WorkItem& w, int keys_per_split) {
+    int first, last;
+    query_range(w.m0, max(min(w.m0 + BLOCK_M, w.nq), w.m0 + 1), w.period, first, last);
+    w.key_begin = w.band.first_key(first) + w.split * keys_per_split;
+    w.key_end = min(w.band.key_end(last, w.nk), w.key_begin + keys_per_split);
     w.n_tiles = w.key_end > w.key_begin ? (w.key_end - w.key_begin + BN - 1) / BN : 0;
 }
 
-// attention's items: (query tile, batch) with the query tile fastest (blocks running at once
-// share K/V in L2); causal runs the longest tiles first.
+// attention's items: (query tile, split, batch) with the query tile fastest (blocks running at
+// once share K/V in L2); causal runs the longest tiles first. `period`: the queries a packed
+// group of rows (kUnpacked where rows are queries).
 template <int BLOCK_M, int BN>
 __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, bool causal, int nq, int nk, const KeyBand& band,
-                                              const BatchLayout& layout) {
+                                              const BatchLayout& layout, int splits = 1, int keys_per_split = 0,
+                                              int period = kUnpacked) {
     WorkItem w;
     const int rank = item % q_tiles;
-    w.batch = item / q_tiles;
+    w.split = item / q_tiles % splits;
+    w.batch = item / q_tiles / splits;
+    w.period = period;
     const int q_tile = causal ? q_tiles - 1 - rank : rank;
     w.m0 = q_tile * BLOCK_M;
     w.nq = nq;
@@ -138,7 +161,7 @@ __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, bool causal
     w.q_row = w.kv_row = 0;
     w.out_row = w.batch * nq;
     w.out_step = 1;
-    visit_keys<BLOCK_M, BN>(w);
+    visit_keys<BLOCK_M, BN>(w, splits > 1 ? keys_per_split : nk);
     return w;
 }
 
@@ -198,7 +221,9 @@ __device__ __forceinline__ bool varlen_item(WorkItem& w, const VarlenSequences& 
     w.k_slab = w.v_slab = head / group;
     w.out_row = static_cast<int64>(q_begin) * heads_q + head;
     w.out_step = heads_q;
-    visit_keys<BLOCK_M, BN>(w);
+    w.period = kUnpacked;
+    w.split = 0;
+    visit_keys<BLOCK_M, BN>(w, w.nk);
     return true;
 }
 
@@ -290,6 +315,13 @@ struct TmaFeed {
     __device__ __forceinline__ void end() {}
 };
 
+// A split item's outputs (attention_merge combines them): O / l in float32 and the lse, row
+// split * rows + the item's row of out; o null where the call has one split.
+struct Partials {
+    float *o, *lse;
+    int64 rows;
+};
+
 // ---------------------------------------------------------------------------------------
 // The consumer loop of one work item: WARPGROUPS x 64 query rows, 64 per warpgroup (threads
 // 0 .. WARPGROUPS x 128 - 1). S = Q K^T reads Q and K from shared memory, both K-major with
@@ -313,8 +345,8 @@ struct TmaFeed {
 // score); a single key split.
 template <typename T, int HD, int BN, int STAGES, bool WG_RANGES, int PINGPONG, typename Feed>
 __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T* q_s, const T* k_s, const T* v_s,
-                                             T* out, float* lse, int dv, float scale_log2, int flags,
-                                             float softcap_log2, const float* sinks, int sink_heads) {
+                                             T* out, float* lse, const Partials& partials, int dv, float scale_log2,
+                                             int flags, float softcap_log2, const float* sinks, int sink_heads) {
     constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems;
     constexpr unsigned kVDescK16 = 2 * 1024 / 16;  // V descriptor advance per k16: two 8-key atoms
     const float kNegInf = neg_infinity<float>();
@@ -328,6 +360,7 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     int wg_first = 0, wg_tiles = 0;  // key tiles [wg_first, wg_tiles) of the block's this warpgroup computes
     int clean_first = 0, clean_end = 0;  // key tiles [clean_first, clean_end) every row of this warp sees whole
     int warp_row0 = 0;  // this warp's rows: warp_row0 + lane / 4 (+ 8)
+    int row_query[2];  // their queries (row % period)
     unsigned long long q_desc = 0;
     float o[HD / 2];  // accumulator fragment of this warpgroup's 64 x HD output
     float row_max[2];  // log2 units (scaled); rows lane / 4 and lane / 4 + 8
@@ -395,9 +428,8 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
             for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const int row = warp_row0 + lane / 4 + (e / 2) * 8;
                     const int col = n0 + i * 8 + (lane % 4) * 2 + e % 2;
-                    s[4 * i + e] = col < key_end && band.sees(col, row) ? s[4 * i + e] : kNegInf;
+                    s[4 * i + e] = col < key_end && band.sees(col, row_query[e / 2]) ? s[4 * i + e] : kNegInf;
                 }
         }
 #pragma unroll
@@ -451,16 +483,22 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     wg_tiles = n_tiles;
     if (WG_RANGES) {  // the tiles holding the keys of this warpgroup's rows (none past nq)
         const int wg_row0 = cur.m0 + wg * 64;
-        const int wg_key_begin = wg_row0 >= nq ? 0 : band.first_key(wg_row0);
-        const int wg_key_end = wg_row0 >= nq ? 0 : band.key_end(min(wg_row0 + 64, nq) - 1, nk);
+        int first = 0, last = 0;
+        if (wg_row0 < nq) query_range(wg_row0, min(wg_row0 + 64, nq), cur.period, first, last);
+        const int wg_key_begin = wg_row0 >= nq ? 0 : max(band.first_key(first), cur.key_begin);
+        const int wg_key_end = wg_row0 >= nq ? 0 : min(band.key_end(last, nk), cur.key_end);
         const bool any = wg_key_end > wg_key_begin;
         wg_first = any ? (wg_key_begin - cur.key_begin) / BN : 0;
         wg_tiles = any ? (wg_key_end - cur.key_begin + BN - 1) / BN : 0;
     }
     warp_row0 = cur.m0 + wg * 64 + warp * 16;
-    {  // every row of the warp sees keys [last row + band.lo, first row + band.hi]
-        const int seen_lo = warp_row0 + 15 + band.lo - cur.key_begin;
-        const int seen_end = min(cur.key_end, warp_row0 + band.hi + 1) - cur.key_begin;
+    row_query[0] = (warp_row0 + lane / 4) % cur.period;
+    row_query[1] = (warp_row0 + lane / 4 + 8) % cur.period;
+    {  // every row of the warp sees keys [last query + band.lo, first query + band.hi]
+        int first, last;
+        query_range(warp_row0, warp_row0 + 16, cur.period, first, last);
+        const int seen_lo = last + band.lo - cur.key_begin;
+        const int seen_end = min(cur.key_end, first + band.hi + 1) - cur.key_begin;
         clean_first = max(0, (seen_lo + BN - 1) / BN);  // seen_lo <= 0: tile 0 (division truncates)
         clean_end = seen_end > 0 ? seen_end / BN : 0;
     }
@@ -528,8 +566,10 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     // Epilogue: O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2. O is staged in
     // this warpgroup's own Q rows (its wgmmas are done with them) in the same swizzled
     // layout, so the fragment writes hit 8 distinct bank groups, then leaves as contiguous
-    // rows of out (16 bytes per thread where out is 16-byte aligned).
+    // rows of out (16 bytes per thread where out is 16-byte aligned). A split item writes its
+    // float32 O and lse for the merge instead, straight from the fragments.
     T* o_stage = q_s + wg * 64 * kRowElems;
+    const bool partial = partials.o != nullptr;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float l = quad_sum(row_sum[h]);
@@ -537,18 +577,35 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
         const int row = cur.m0 + wg * 64 + stage_row;
         const bool empty = l == 0.f;  // no key: 0, also where v holds NaN
         float row_m = row_max[h], f = 1.f;
-        if (sinks != nullptr) f = fold_sink_log2(sink_logit(sinks, sink_heads, cur.batch) * kLog2e, row_m, l);
+        if (sinks != nullptr && cur.split == 0) {  // split 0 alone carries the sink; packed rows: their group's head
+            const int64 item = cur.period == kUnpacked ? cur.batch : cur.batch * (nq / cur.period) + row / cur.period;
+            f = fold_sink_log2(sink_logit(sinks, sink_heads, item) * kLog2e, row_m, l);
+        }
         const float inv = empty ? 0.f : f / l;
         // explicit 0 for an empty row: its O is 0 * V, NaN where V holds NaN
+        auto o_value = [&](int j, int e) { return empty ? 0.f : o[4 * j + 2 * h + e] * inv; };
+        const float m = row_m == kNegInf ? 0.f : row_m;
+        const float row_lse = l == 0.f ? kNegInf : (m + __log2f(l)) * kLn2;
+        const int64 out_row = cur.out_row + static_cast<int64>(row) * cur.out_step;
+        if (partial) {
+            if (row >= nq) continue;
+            const int64 part_row = cur.split * partials.rows + out_row;
+#pragma unroll
+            for (int j = 0; j < HD / 8; ++j) {
+                const int col = j * 8 + (lane % 4) * 2;  // dv % 8 == 0: col < dv holds the pair
+                if (col < dv)
+                    *reinterpret_cast<float2*>(partials.o + part_row * dv + col) = make_float2(o_value(j, 0), o_value(j, 1));
+            }
+            if (lane % 4 == 0) partials.lse[part_row] = row_lse;
+            continue;
+        }
 #pragma unroll
         for (int j = 0; j < HD / 8; ++j)
             *reinterpret_cast<unsigned*>(o_stage + kmajor_atom_offset<64>(stage_row, j * 8 + (lane % 4) * 2)) =
-                pack2<T>(empty ? 0.f : o[4 * j + 2 * h] * inv, empty ? 0.f : o[4 * j + 2 * h + 1] * inv);
-        if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) {
-            const float m = row_m == kNegInf ? 0.f : row_m;
-            lse[cur.out_row + static_cast<int64>(row) * cur.out_step] = l == 0.f ? kNegInf : (m + __log2f(l)) * kLn2;
-        }
+                pack2<T>(o_value(j, 0), o_value(j, 1));
+        if ((flags & kWriteLse) && lane % 4 == 0 && row < nq) lse[out_row] = row_lse;
     }
+    if (partial) return;
     warpgroup_barrier(wg);  // staged rows visible to the whole warpgroup (the others need not wait)
     const int rows = min(64, nq - (cur.m0 + wg * 64));
     const int64 pitch = static_cast<int64>(cur.out_step) * dv;  // elements between the item's rows of out
@@ -596,8 +653,8 @@ __global__ void __launch_bounds__(WARPGROUPS * 128, MIN_BLOCKS)
     feed.v_row = v_row;
     feed.begin(cur, q, k, v, q_s, d, dv, q_row);
     if (item < items)  // always true (grid = items); without the test the PTX changes
-        consume_item<T, HD, BN, STAGES, WG_RANGES, 0>(feed, cur, q_s, k_s, v_s, out, lse, dv, scale_log2, flags,
-                                                      softcap_log2, sinks, sink_heads);
+        consume_item<T, HD, BN, STAGES, WG_RANGES, 0>(feed, cur, q_s, k_s, v_s, out, lse, Partials{}, dv, scale_log2,
+                                                      flags, softcap_log2, sinks, sink_heads);
     feed.end();
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
@@ -623,8 +680,8 @@ struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K register
 // The block of both TMA kernels; `item_of(w)` (called by whole warps) fills the block's work item
 // and returns false where the block has none (the same answer for every thread: all of them return).
 template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, typename ItemOf>
-__device__ __forceinline__ void wgmma_tma_block(ItemOf item_of, T* out, float* lse, int dv, float scale_log2,
-                                                int flags, float softcap_log2, const TmaDescriptor& q_map,
+__device__ __forceinline__ void wgmma_tma_block(ItemOf item_of, T* out, float* lse, const Partials& partials, int dv,
+                                                float scale_log2, int flags, float softcap_log2, const TmaDescriptor& q_map,
                                                 const TmaDescriptor& k_map, const TmaDescriptor& v_map,
                                                 const float* sinks, int sink_heads) {
     static_assert(HD % 32 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
@@ -686,7 +743,7 @@ __device__ __forceinline__ void wgmma_tma_block(ItemOf item_of, T* out, float* l
     } else {
         setmaxnreg_inc<TmaRegisters<WARPGROUPS>::kConsumer>();
         if (!item_of(cur)) return;
-        consume_item<T, HD, BN, STAGES, true, WARPGROUPS>(feed, cur, q_s, k_s, v_s, out, lse, dv, scale_log2, flags,
+        consume_item<T, HD, BN, STAGES, true, WARPGROUPS>(feed, cur, q_s, k_s, v_s, out, lse, partials, dv, scale_log2, flags,
                                                           softcap_log2, sinks, sink_heads);
     }
 }
@@ -695,8 +752,10 @@ __device__ __forceinline__ void wgmma_tma_block(ItemOf item_of, T* out, float* l
 // multiple of its operand's unit (q_unit, ... elements), so its slab coordinate is offset / unit.
 template <typename T, int HD, int WARPGROUPS, int BN, int STAGES>
 __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
-    attention_fwd_wgmma_tma(T* __restrict__ out, float* __restrict__ lse, int nq, int nk, int dv, int q_tiles,
-                            float scale_log2, int flags, float softcap_log2, int band_lo, int band_hi, int64 q_unit,
+    attention_fwd_wgmma_tma(T* __restrict__ out, float* __restrict__ lse, float* __restrict__ partial_o,
+                            float* __restrict__ partial_lse, int nq, int nk, int dv, int q_tiles, int splits,
+                            int keys_per_split, int period, float scale_log2, int flags, float softcap_log2,
+                            int band_lo, int band_hi, int64 q_unit,
                             int64 k_unit, int64 v_unit, BATCH_LAYOUT_PARAMS,
                             const __grid_constant__ TmaDescriptor q_map, const __grid_constant__ TmaDescriptor k_map,
                             const __grid_constant__ TmaDescriptor v_map, const float* __restrict__ sinks,
@@ -704,14 +763,18 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const KeyBand band{band_lo, band_hi};
     auto item_of = [&](WorkItem& w) {
-        w = work_item<WARPGROUPS * 64, BN>(blockIdx.x, q_tiles, flags & kCausal, nq, nk, band, BATCH_LAYOUT);
+        w = work_item<WARPGROUPS * 64, BN>(blockIdx.x, q_tiles, flags & kCausal, nq, nk, band, BATCH_LAYOUT, splits,
+                                           keys_per_split, period);
         w.q_slab = int(w.q_off / q_unit);
         w.k_slab = int(w.k_off / k_unit);
         w.v_slab = int(w.v_off / v_unit);
         return true;
     };
-    wgmma_tma_block<T, HD, WARPGROUPS, BN, STAGES>(item_of, out, lse, dv, scale_log2, flags, softcap_log2, q_map, k_map,
-                                                   v_map, sinks, sink_heads);
+    // one split: out and lse directly; else the (splits, batch x nq) rows of the merge's partials
+    const Partials partials{splits > 1 ? partial_o : nullptr, partial_lse,
+                            static_cast<int64>(gridDim.x / (q_tiles * splits)) * nq};
+    wgmma_tma_block<T, HD, WARPGROUPS, BN, STAGES>(item_of, out, lse, partials, dv, scale_log2, flags, softcap_log2,
+                                                   q_map, k_map, v_map, sinks, sink_heads);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif
@@ -737,8 +800,8 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
         return varlen_item<WARPGROUPS * 64, BN>(w, seqs, blockIdx.x, blockIdx.y, group, heads_q, flags & kCausal,
                                                 left, right);
     };
-    wgmma_tma_block<T, HD, WARPGROUPS, BN, STAGES>(item_of, out, lse, dv, scale_log2, flags, softcap_log2, q_map, k_map,
-                                                   v_map, sinks, sink_heads);
+    wgmma_tma_block<T, HD, WARPGROUPS, BN, STAGES>(item_of, out, lse, Partials{}, dv, scale_log2, flags, softcap_log2,
+                                                   q_map, k_map, v_map, sinks, sink_heads);
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
 #endif

@@ -20,6 +20,7 @@ from cufuse._core.device import current_device_info  # noqa: E402
 from tests.attention.oracle import (  # noqa: E402
     BF16, D64_LONG, D64_SHORT, D96_TILE, D256_TILE, F16, F32, OVERRIDE_CASES, STREAM_CASES, WGMMA_CASES,
     check_against_oracle, check_stream_case, check_wgmma, make_inputs, override_config, tma_twin)
+from tests.attention.test_gqa_decode import gqa_inputs  # noqa: E402
 from tests.attention.test_varlen import run as run_varlen  # noqa: E402
 from tests.attention.test_window_softcap import CASES as WINDOW_CASES, case_config, case_inputs  # noqa: E402
 
@@ -75,6 +76,9 @@ VARLEN_CASES = [
     ([7, 64, 200], [7, 100, 200], 2, 1, 128, BF16, "wgmma", False, True),
     ([3, 0, 70], [40, 3, 70], 2, 2, 64, F16, "simt", True, True),
 ]
+# packed grouped-query rows on the TMA tile (compute capability 9.0): split keys + merge, causal
+# with a ragged last split and sinks; (group, Nq, Nk, D, causal)
+PACKED_TMA_CASES = [(16, 8, 3001, 128, True), (8, 8, 1000, 64, False)]
 
 
 def report(case, failures) -> bool:
@@ -120,6 +124,12 @@ def main() -> int:
         sinks = (2 * rng.standard_normal(int(np.prod(q.shape[:-2])))).astype(np.float32)
         failed += report(case, check_against_oracle(cupy, q, k, v, causal=causal, return_lse=True, use_out=True,
                                                     config=config, sinks=sinks))
+    for case in PACKED_TMA_CASES if dev.has_wgmma else []:
+        group, n_q, n_k, d, causal = case
+        q, k, v = gqa_inputs(rng, 1, 2, group, n_q, n_k, d, BF16)
+        sinks = rng.standard_normal(2 * group).astype(np.float32)
+        failed += report(case, check_against_oracle(cupy, q, k, v, causal=causal, return_lse=True, use_out=True,
+                                                    sinks=sinks))
     for case in VARLEN_CASES:
         lens_q, lens_k, heads_q, heads_kv, d, dtype, kernel, causal, sinks = case
         if kernel == "wgmma" and not dev.has_wgmma:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from cufuse import attention
@@ -109,3 +110,42 @@ def test_merge_of_hundreds_of_splits(cp, rng, group):
     config = dataclasses.replace(base, splits=625, keys_per_split=base.stage_keys)
     q, k, v = gqa_inputs(rng, 1, 1, group, n_q, n_k, d, BF16)
     assert check_against_oracle(cp, q, k, v, causal=True, return_lse=True, use_out=True, config=config) == []
+
+
+# Packed rows from a warpgroup's 64 on (select.WGMMA_PACKED_MIN_ROWS): the TMA wgmma tile with
+# the G x Nq rows of one KV head, keys split by the wave model (attention_merge), on compute
+# capability 9.0; the mma tile elsewhere. (group, Nq, Nk, D, causal): every head-dim bucket,
+# rows 64 to 256, key counts that are not tile multiples.
+PACKED_WGMMA = ((16, 8, 4096, 128, False), (16, 8, 3001, 128, True), (8, 8, 20000, 64, True),
+                (16, 4, 5000, 256, False), (4, 16, 777, 96, True), (16, 16, 1500, 128, True))
+
+
+@pytest.mark.parametrize("group,n_q,n_k,d,causal", PACKED_WGMMA)
+def test_packed_rows_on_the_tma_tile_match_oracle(cp, rng, group, n_q, n_k, d, causal):
+    dev = current_device_info()
+    config = select.choose_by_sizes(n_q, n_k, d, d, 2 * group, BF16, dev, True, causal, True, group,
+                                    packed_tma=True)
+    q, k, v = gqa_inputs(rng, 2, 1, group, n_q, n_k, d, BF16)
+    if dev.has_wgmma:
+        assert config.packed and config.tma
+        assert launched(cp, attention, *(cp.asarray(x) for x in (q, k, v)), causal=causal)[0] == "attention_fwd_wgmma_tma"
+    assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=True, use_out=True) == []
+    assert check_against_oracle(cp, q, k, v, causal=causal, return_lse=False, use_out=False,
+                                enable_gqa=True) == []
+
+
+def test_packed_rows_on_the_tma_tile_with_masks_sinks_and_forced_splits(cp, rng):
+    dev = current_device_info()
+    if not dev.has_wgmma:
+        pytest.skip("the TMA wgmma tile needs compute capability 9.0")
+    group, n_q, n_k, d = 16, 8, 6000, 128
+    q, k, v = gqa_inputs(rng, 1, 2, group, n_q, n_k, d, F16)
+    sinks = rng.standard_normal(2 * group).astype(np.float32)
+    base = select.choose_by_sizes(n_q, n_k, d, d, 2 * group, F16, dev, True, True, True, group, packed_tma=True)
+    for splits in (1, 3, 47):  # one split (out directly), a few, one 128-key tile each (the last one short)
+        keys = -(-(-(-n_k // splits)) // base.block_n) * base.block_n
+        config = dataclasses.replace(base, splits=splits, keys_per_split=keys if splits > 1 else 0)
+        assert check_against_oracle(cp, q, k, v, causal=True, return_lse=True, use_out=True, config=config) == []
+    for window, softcap in (((1000, 0), None), ((300, 2), 30.0), (None, 15.0)):
+        assert check_against_oracle(cp, q, k, v, causal=True, return_lse=True, use_out=True, window=window,
+                                    softcap=softcap, sinks=sinks) == []

@@ -33,7 +33,7 @@ from .problem import MMA_CTYPES, NO_WINDOW, AttentionProblem, key_span
 from .simt import SIMT_CTYPES, SimtRows
 from .varlen_simt import VarlenSimtRows, instantiations as varlen_instantiations
 from .varlen_wgmma import VarlenWgmmaTile, refusal as varlen_wgmma_refusal
-from .wgmma import FlashWgmmaTile, tma_refusal
+from .wgmma import FlashWgmmaTile, packs_uniformly, tma_refusal
 
 HEAD_DIM_BUCKETS = (32, 64, 96, 128, 192, 256)  # the head dims a FlashMmaTile is built for
 DECODE_MAX_QUERIES = 16  # one MMA row slice
@@ -86,6 +86,11 @@ WGMMA_PREFILL_CP_ASYNC = {
 # last rule), the one dense prefill runs from 512 keys a row on; its blocks are (virtual query
 # tile, head) items of one sequence each, so the dense rules apply per sequence.
 VARLEN_WGMMA = {bucket: VarlenWgmmaTile.of(rules[-1][1]) for bucket, rules in WGMMA_PREFILL.items()}
+# Packed decode rows (G x Nq of one KV head) from which the long-key TMA tile of WGMMA_PREFILL
+# takes them (packed=True, keys split by the wave model): from a warpgroup's 64 rows the 4-warp
+# mma tile needs two or more blocks a KV head, each re-reading its keys, and computes at a
+# fraction of warpgroup MMA's rate (G8 x Nq8 0.42, G16 x Nq8 0.22 of the copy, H200).
+WGMMA_PACKED_MIN_ROWS = 64
 
 
 def head_dim_bucket(head_dim: int) -> int:
@@ -282,13 +287,14 @@ def wgmma_prefill_tile(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch
 def choose(problem: AttentionProblem, dev: DeviceInfo):
     """The default variant for ``problem`` on ``dev`` (``choose_by_sizes`` of its facts)."""
     p = problem
+    packed_tma = packs_uniformly(p) and tma_refusal(p.packed()) is None
     return choose_by_sizes(p.n_q, p.n_k, p.head_dim, p.head_dim_v, p.batch_count, p.dtype, dev, p.kv_rows_16b, p.causal,
-                           p.wgmma_operands, p.packed().group, p.window, tma_refusal(p) is None)
+                           p.wgmma_operands, p.packed().group, p.window, tma_refusal(p) is None, packed_tma)
 
 
 def choose_by_sizes(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_count: int, dtype, dev: DeviceInfo,
                     kv_rows_16b: bool = False, causal: bool = False, wgmma_operands: bool = False, group: int = 1,
-                    window: tuple = NO_WINDOW, tma_maps: bool = True):
+                    window: tuple = NO_WINDOW, tma_maps: bool = True, packed_tma: bool = False):
     """The default variant of a call of these sizes. ``kv_rows_16b``: k and v have unit column stride and
     16-byte aligned rows (attention_decode's precondition). ``wgmma_operands``: q, k and v
     all have such rows and the scale is positive or a softcap applies (attention_fwd_wgmma's).
@@ -296,7 +302,8 @@ def choose_by_sizes(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_co
     packs into rows (``AttentionProblem.packed``). ``window`` (left, right), -1 unlimited: the
     tiles go by the keys a row sees, the key splits by the keys a block sees (``key_span``).
     ``tma_maps``: tensor maps can describe q, k and v (``wgmma.tma_refusal``); else the wgmma
-    prefill takes the cp.async tiles."""
+    prefill takes the cp.async tiles. ``packed_tma``: they can with the group packed into the
+    rows (``wgmma.packs_uniformly``), which the TMA tile then takes from WGMMA_PACKED_MIN_ROWS."""
     if ctype(dtype) in SIMT_CTYPES:
         return SimtRows()
     width = max(head_dim, head_dim_v)
@@ -310,6 +317,9 @@ def choose_by_sizes(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_co
     bucket = head_dim_bucket(width)
     if n_q <= DECODE_MAX_QUERIES:
         rows = n_q * group
+        if rows >= WGMMA_PACKED_MIN_ROWS and packed_tma and wgmma_operands and dev.has_wgmma:
+            tile = dataclasses.replace(WGMMA_PREFILL[min(h for h in WGMMA_PREFILL if width <= h)][-1][1], packed=True)
+            return split_keys(tile, rows, span(min(tile.block_m, n_q)), batch_count // group, dev)
         tile = decode_tile(bucket, rows, dev)
         return split_packed_decode_keys(tile, rows, span(min(tile.block_m, n_q)), batch_count // group, dev)
     wgmma = wgmma_prefill_tile(n_q, n_k, head_dim, head_dim_v, batch_count, dev, wgmma_operands, causal, window,

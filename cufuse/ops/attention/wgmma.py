@@ -1,7 +1,9 @@
 """``attention_fwd_wgmma`` / ``attention_fwd_wgmma_tma`` (kernels/attention/wgmma.cu): the
-Hopper prefill on warpgroup MMA, float16 / bfloat16, tile head dims 64, 96, 128 and 256, one key
-split, its K/V fed by every thread's cp.async ring or by a TMA producer warpgroup (``tma``); the
-default prefill on compute capability 9.0 where its preconditions hold (select.WGMMA_PREFILL)."""
+Hopper prefill on warpgroup MMA, float16 / bfloat16, tile head dims 64, 96, 128 and 256, its K/V
+fed by every thread's cp.async ring or by a TMA producer warpgroup (``tma``); the default
+prefill on compute capability 9.0 where its preconditions hold (select.WGMMA_PREFILL). The TMA
+kernel also splits keys (+ ``attention_merge``) and takes packed grouped-query rows (G x Nq rows
+of one KV head): the decode calls with many packed rows (select.WGMMA_PACKED_MIN_ROWS)."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,6 +15,8 @@ from ..._core import tma as _tma
 from ..._core.device import ceil_div
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, TensorMap
+from .merge import check_split_covers, partial_pointers, split_plan
+from .problem import UNLIMITED
 
 WGMMA_MIN_CC = 90  # sm_90a: warpgroup MMA exists on compute capability 9.0 only
 WGMMA_SMEM_ALIGN = 1024  # the kernel aligns its tiles to the 128-byte swizzle's 1024-byte period
@@ -46,6 +50,13 @@ def operand_maps(problem, block_n: int) -> tuple:
     return tuple(maps)
 
 
+def packs_uniformly(problem) -> bool:
+    """q's rows stay one row stride apart once its query heads are packed (``AttentionProblem.packed``:
+    k and v broadcast over q's innermost batch dim), so that one tensor map row covers G x Nq rows."""
+    packed = problem.packed()
+    return packed.group > 1 and packed.q_group_stride == packed.queries * packed.operand_strides[0][-2]
+
+
 def tma_refusal(problem, block_n: int = 64) -> str | None:
     """Why tensor maps cannot describe q, k and v of ``problem`` (whose bases are 16-byte aligned
     with 16-byte rows: ``wgmma_operands``), or None; the message completes "the TMA kernel ...".
@@ -77,7 +88,9 @@ class FlashWgmmaTile:
     in a ``stages`` deep ring, filled by cp.async or (``tma``) by a producer warpgroup whose
     consumers take turns issuing their wgmmas (ping-pong); ``wg_ranges`` lets each warpgroup
     stop at its own key range (causal diagonal, rows past Nq) instead of the block's (always,
-    with ``tma``)."""
+    with ``tma``). The TMA kernel only: keys split over ``splits`` blocks of ``keys_per_split``
+    keys (a multiple of ``block_n``, from the block's first window start), and ``packed``: the G
+    query heads sharing a KV head as the G x Nq rows of one item (``AttentionProblem.packed``)."""
 
     head_dim: int  # 64, 96, 128 or 256, covering D and Dv
     warpgroups: int
@@ -86,6 +99,9 @@ class FlashWgmmaTile:
     min_blocks: int = 1  # __launch_bounds__ minimum blocks per SM (caps registers)
     wg_ranges: bool = True
     tma: bool = False  # a producer warpgroup loads Q, K and V through tensor maps (attention_fwd_wgmma_tma)
+    splits: int = 1
+    keys_per_split: int = 0
+    packed: bool = False
 
     @property
     def block_m(self) -> int:
@@ -115,7 +131,21 @@ class FlashWgmmaTile:
         args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.wg_ranges)
         return KernelSpec("attention/wgmma.cu", "attention_fwd_wgmma", args, min_cc=WGMMA_MIN_CC)
 
+    def positions(self, problem) -> int:
+        """Consecutive query positions a block's rows hold (packed rows: a group's queries)."""
+        if self.packed:
+            return min(self.block_m, problem.packed().queries_per_group)
+        return min(self.block_m, problem.n_q)
+
     def check(self, problem, dev) -> None:
+        if not self.tma and (self.splits > 1 or self.packed):
+            raise ValueError(f"attention: argument 'config' expected a TMA tile (tma=True) for key splits or packed "
+                             f"rows, got splits {self.splits}, packed {self.packed}")
+        if self.packed and not packs_uniformly(problem):
+            raise ValueError("attention: argument 'config' asks for packed rows, which need k and v broadcast over q's "
+                             "innermost batch dim and q's query heads a row stride apart (its group stride = Nq x row "
+                             f"stride), got q strides {problem.operand_strides[0]}")
+        check_split_covers(problem, self.splits, self.keys_per_split, self.positions(problem))
         if self.tma and (self.warpgroups not in TMA_WARPGROUPS or self.min_blocks != 1):
             raise ValueError(f"attention: argument 'config' expected a TMA tile of {TMA_WARPGROUPS} warpgroups and "
                              f"min_blocks 1, got {self.warpgroups} warpgroups, min_blocks {self.min_blocks}")
@@ -138,22 +168,27 @@ class FlashWgmmaTile:
             if self.warpgroups == 3 and self.head_dim > 128:  # 160 registers a consumer: no m64n256 accumulator
                 raise ValueError(f"attention: argument 'config' expected a TMA tile of head dim at most 128 with 3 "
                                  f"warpgroups, got head dim {self.head_dim}")
-            why = tma_refusal(problem, self.block_n)
+            why = tma_refusal(problem.packed() if self.packed else problem, self.block_n)
             if why is not None:
                 raise ValueError(f"attention: argument 'config' asks for the TMA kernel, which {why}")
 
     def plan(self, problem, dev) -> Plan:
+        if self.packed:
+            problem = problem.packed()
         q_tiles = ceil_div(problem.n_q, self.block_m)
         items = q_tiles * problem.batch_count
         if self.tma:
             units = tuple(np.int64(batch_unit(problem.batch_sizes, strides)[0]) for strides in problem.batch_strides)
             maps = tuple(TensorMap(name, g) for name, g in zip("qkv", operand_maps(problem, self.block_n)))
-            launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
-                            ("out", problem.lse_arg, *problem.shape_args[:2], problem.shape_args[3], np.int32(q_tiles),
-                             problem.scale_log2, np.int32(problem.flags), *problem.mask_args, *units,
-                             *problem.layout_args, *maps, *problem.sink_args),
+            keys = self.keys_per_split if self.splits > 1 else problem.n_k
+            period = problem.queries_per_group if self.packed else UNLIMITED  # kernels' kUnpacked
+            launch = Launch(self.spec(problem.ctype), (items * self.splits,), (self.threads,),
+                            ("out", problem.lse_arg, *partial_pointers(problem, self.splits),
+                             *problem.shape_args[:2], problem.shape_args[3], np.int32(q_tiles), np.int32(self.splits),
+                             np.int32(keys), np.int32(period), problem.scale_log2, np.int32(problem.flags),
+                             *problem.mask_args, *units, *problem.layout_args, *maps, *problem.sink_args),
                             smem=self.smem_bytes)
-            return Plan((launch,))
+            return split_plan(launch, problem, self.splits, dev)
         launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
                         (*problem.pointers, *problem.shape_args, np.int32(q_tiles), np.int32(items), problem.scale_log2,
                          np.int32(problem.vec_flags), *problem.mask_args, *problem.row_stride_args,
