@@ -6,7 +6,8 @@
 # bench/compare_runs.py can set the CLI/pytest agreement against the CLI's own spread;
 # prefill runs experiments/attention/prefill_peers.py, the prefill tiles against FA4 and cuDNN (PREFILL_ARGS,
 # e.g. --default-only); decode runs experiments/attention/pdl_decode.py (decode with and without
-# programmatic dependent launch) and the grouped-query decode grid (--quick);
+# programmatic dependent launch), the grouped-query decode grid (--quick) and decode_tiles.py (the packed
+# mma tile against the TMA tile);
 # sweep runs the per-op tuning sweeps experiments/<op>/sweep_<op>.py, SWEEP_OPS picks which).
 # The optional peers (FlashAttention-4, QuACK) are loaded from .peers/ where that bundle was
 # carried along (docs/benchmarking.md).
@@ -43,7 +44,8 @@ for stage in $stages; do
         prefill) run_stage prefill ${PREFILL_LIMIT:-300} python3 experiments/attention/prefill_peers.py ${PREFILL_ARGS:-} --json "$OUT/prefill.json" ;;
         decode)
             run_stage pdl ${DECODE_LIMIT:-120} python3 experiments/attention/pdl_decode.py --budget-ms 100
-            run_stage gqa ${DECODE_LIMIT:-120} python3 experiments/attention/gqa_decode_run.py "$OUT/gqa.json" --quick ;;
+            run_stage gqa ${DECODE_LIMIT:-120} python3 experiments/attention/gqa_decode_run.py "$OUT/gqa.json" --quick
+            run_stage tiles ${DECODE_LIMIT:-120} python3 experiments/attention/decode_tiles.py --budget-ms 50 ;;
         bench2) run_stage bench2 ${BENCH_LIMIT:-300} python3 -m cufuse.bench ${BENCH_ARGS:-} --json "$OUT/bench2.json" ;;
         sweep)
             for op in ${SWEEP_OPS:-linear attention softmax}; do
