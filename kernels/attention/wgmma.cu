@@ -760,6 +760,7 @@ __global__ void __launch_bounds__((WARPGROUPS + 1) * 128, 1)
                             const __grid_constant__ TmaDescriptor q_map, const __grid_constant__ TmaDescriptor k_map,
                             const __grid_constant__ TmaDescriptor v_map, const float* __restrict__ sinks,
                             int sink_heads) {
+    begin_dependent_grid();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const KeyBand band{band_lo, band_hi};
     auto item_of = [&](WorkItem& w) {

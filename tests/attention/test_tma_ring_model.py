@@ -118,6 +118,7 @@ def run(stages, n_tiles, ranges, seed):
 # (n_tiles, per-warpgroup (wg_first, wg_tiles)): full ranges, causal staircases (a warpgroup
 # ending before the block's last tile), windows (starting after tile 0), rows past Nq (none).
 CASES = [
+    (0, [(0, 0), (0, 0)]),  # a key split past the keys its rows see
     (1, [(0, 1), (0, 1)]),
     (5, [(0, 5), (0, 5)]),
     (6, [(0, 5), (0, 6)]),

@@ -187,7 +187,7 @@ class FlashWgmmaTile:
                              *problem.shape_args[:2], problem.shape_args[3], np.int32(q_tiles), np.int32(self.splits),
                              np.int32(keys), np.int32(period), problem.scale_log2, np.int32(problem.flags),
                              *problem.mask_args, *units, *problem.layout_args, *maps, *problem.sink_args),
-                            smem=self.smem_bytes)
+                            smem=self.smem_bytes, pdl=self.packed and dev.has_pdl)  # decode: launch gaps weigh
             return split_plan(launch, problem, self.splits, dev)
         launch = Launch(self.spec(problem.ctype), (items,), (self.threads,),
                         (*problem.pointers, *problem.shape_args, np.int32(q_tiles), np.int32(items), problem.scale_log2,
