@@ -454,20 +454,24 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
             row_sum[h] = row_sum[h] * alpha[h] + sum;
         }
     };
-    // Waits for P V(j - 1), then O *= alpha per row (skipped when no row of the warp moved its
-    // max). The wait sits in both arms of the rescale branch, so it starts a basic block of its
-    // own: in the softmax's block ptxas schedules it first, and every exp of S(j) would wait for
-    // P V(j - 1) to finish (no intra-warpgroup overlap; nvdisasm shows where it lands).
-    auto wait_pv_and_rescale = [&](const float (&alpha)[2]) {
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+    // From the second tile: waits for P V(j - 1), then O *= alpha per row (skipped when no row
+    // of the warp moved its max; on the first tile O is 0). The wait sits in a basic block of its
+    // own behind a branch that reads the row sums: in the softmax's block ptxas schedules it
+    // first, and with a condition free of the sums it sinks exps past it (either way they wait
+    // for P V(j - 1): no intra-warpgroup overlap; nvdisasm shows where it lands). The sums enter
+    // through a warp vote that is always false (they are never negative; NaN compares false):
+    // the condition stays warp-uniform for ptxas (a thread-dependent one serialises every wgmma,
+    // C7518) and is tile > wg_first for the whole warpgroup, as a wgmma wait requires.
+    auto wait_pv_and_rescale = [&](int tile, const float (&alpha)[2]) {
+        if (tile > wg_first + __any_sync(0xffffffffu, row_sum[0] + row_sum[1] < 0.f)) {
             wgmma_wait<0>();
             pin_operands();
+            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-            for (int j = 0; j < HD / 8; ++j)
+                for (int j = 0; j < HD / 8; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
-        } else {
-            wgmma_wait<0>();
+                    for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+            }
         }
     };
     // P = the probabilities as A fragments: k16 slice t is accumulator columns 16t..16t+15, i.e.
@@ -554,7 +558,7 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
         float alpha[2];
         softmax(s, tile, alpha);
         pin_scores(s);  // the exps stay before the branch, not copied into its arms
-        wait_pv_and_rescale(alpha);  // P V done: P may be overwritten
+        wait_pv_and_rescale(tile, alpha);  // P V done: P may be overwritten
         if (tile > wg_first) feed.release_v(tile - 1);
         pin_operands();
         pin_scores(s);
