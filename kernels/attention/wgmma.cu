@@ -342,7 +342,8 @@ struct Partials {
 // tile of the block, computed or skipped, so the turns stay in step.
 // Preconditions (checked by the host): d and dv multiples of 8, at most HD; scale_log2 > 0
 // unless softcapped (the row max is taken on the raw scores and scaled once: one FFMA per
-// score); a single key split.
+// score). A split item (partials.o set) writes float32 O / l and the lse for attention_merge;
+// packed rows hold query row % period (the item's keys, masks and ranges go by query).
 template <typename T, int HD, int BN, int STAGES, bool WG_RANGES, int PINGPONG, typename Feed>
 __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T* q_s, const T* k_s, const T* v_s,
                                              T* out, float* lse, const Partials& partials, int dv, float scale_log2,

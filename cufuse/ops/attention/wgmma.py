@@ -84,8 +84,8 @@ def maps_refusal(maps) -> str | None:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FlashWgmmaTile:
     """One ``attention_fwd_wgmma`` / ``attention_fwd_wgmma_tma`` instantiation: ``warpgroups``
-    x 64 query rows a block, one (query tile, batch) item a block, K/V tiles of ``block_n`` keys
-    in a ``stages`` deep ring, filled by cp.async or (``tma``) by a producer warpgroup whose
+    x 64 query rows a block, one (query tile, key split, batch) item a block, K/V tiles of
+    ``block_n`` keys in a ``stages`` deep ring, filled by cp.async or (``tma``) by a producer warpgroup whose
     consumers take turns issuing their wgmmas (ping-pong); ``wg_ranges`` lets each warpgroup
     stop at its own key range (causal diagonal, rows past Nq) instead of the block's (always,
     with ``tma``). The TMA kernel only: keys split over ``splits`` blocks of ``keys_per_split``
