@@ -464,7 +464,8 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     // the condition stays warp-uniform for ptxas (a thread-dependent one serialises every wgmma,
     // C7518) and is tile > wg_first for the whole warpgroup, as a wgmma wait requires.
     auto wait_pv_and_rescale = [&](int tile, const float (&alpha)[2]) {
-        if (tile > wg_first + __any_sync(0xffffffffu, row_sum[0] + row_sum[1] < 0.f)) {
+        // (were the vote ever true, it would add a wait, never drop one)
+        if (tile + __any_sync(0xffffffffu, row_sum[0] + row_sum[1] < 0.f) > wg_first) {
             wgmma_wait<0>();
             pin_operands();
             if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
@@ -599,7 +600,8 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
             for (int j = 0; j < HD / 8; ++j) {
                 const int col = j * 8 + (lane % 4) * 2;  // dv % 8 == 0: col < dv holds the pair
                 if (col < dv)
-                    *reinterpret_cast<float2*>(partials.o + part_row * dv + col) = make_float2(o_value(j, 0), o_value(j, 1));
+                    *reinterpret_cast<float2*>(partials.o + part_row * dv + col) =
+                        make_float2(o_value(j, 0), o_value(j, 1));
             }
             if (lane % 4 == 0) partials.lse[part_row] = row_lse;
             continue;
@@ -686,8 +688,9 @@ struct TmaRegisters {  // (producer, consumer) registers a thread: 64 K register
 // and returns false where the block has none (the same answer for every thread: all of them return).
 template <typename T, int HD, int WARPGROUPS, int BN, int STAGES, typename ItemOf>
 __device__ __forceinline__ void wgmma_tma_block(ItemOf item_of, T* out, float* lse, const Partials& partials, int dv,
-                                                float scale_log2, int flags, float softcap_log2, const TmaDescriptor& q_map,
-                                                const TmaDescriptor& k_map, const TmaDescriptor& v_map,
+                                                float scale_log2, int flags, float softcap_log2,
+                                                const TmaDescriptor& q_map, const TmaDescriptor& k_map,
+                                                const TmaDescriptor& v_map,
                                                 const float* sinks, int sink_heads) {
     static_assert(HD % 32 == 0 && HD <= 256 && (BN == 64 || BN == 128) && STAGES >= 2, "tile shape");
     constexpr int kRowElems = wgmma_row_elems<HD>(), kStageElems = BN * kRowElems, kAtoms = kRowElems / WGMMA_ATOM_N;
@@ -748,8 +751,8 @@ __device__ __forceinline__ void wgmma_tma_block(ItemOf item_of, T* out, float* l
     } else {
         setmaxnreg_inc<TmaRegisters<WARPGROUPS>::kConsumer>();
         if (!item_of(cur)) return;
-        consume_item<T, HD, BN, STAGES, true, WARPGROUPS>(feed, cur, q_s, k_s, v_s, out, lse, partials, dv, scale_log2, flags,
-                                                          softcap_log2, sinks, sink_heads);
+        consume_item<T, HD, BN, STAGES, true, WARPGROUPS>(feed, cur, q_s, k_s, v_s, out, lse, partials, dv, scale_log2,
+                                                          flags, softcap_log2, sinks, sink_heads);
     }
 }
 
