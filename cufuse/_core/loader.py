@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import re
+import struct
 import tempfile
 import threading
 import time
@@ -158,6 +159,15 @@ def _target_option(arch: str) -> tuple[str, str]:
     return f"-arch=compute_{max(c for c in supported if c <= cc)}", "ptx"
 
 
+def whole_elf(image: bytes) -> bytes:
+    """A cubin padded to the end of its section and program header tables: CuPy's getCUBIN drops
+    the image's trailing zero bytes, which the driver tolerates and nvdisasm does not."""
+    phoff, shoff = struct.unpack_from("<QQ", image, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", image, 0x36)
+    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    return image + bytes(max(0, end - len(image)))
+
+
 def compile_spec(spec: KernelSpec, arch: str) -> CompiledKernel:
     """Compile one instantiation with NVRTC for ``arch`` (e.g. ``"sm_90a"``). Needs no GPU."""
     from cupy_backends.cuda.libs import nvrtc
@@ -177,6 +187,8 @@ def compile_spec(spec: KernelSpec, arch: str) -> CompiledKernel:
         binary = nvrtc.getCUBIN(program) if kind == "cubin" else nvrtc.getPTX(program)
         if isinstance(binary, str):
             binary = binary.encode()
+        if kind == "cubin":
+            binary = whole_elf(binary)
         return CompiledKernel(binary, nvrtc.getLoweredName(program, spec.expression), nvrtc.getProgramLog(program))
     finally:
         nvrtc.destroyProgram(program)
