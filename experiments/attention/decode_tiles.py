@@ -12,7 +12,6 @@ head, q and out) and the TMA tile's speedup, then the rows from which the TMA ti
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 import cupy
 import numpy as np
@@ -28,8 +27,7 @@ def configs(group, n_q, d, batch_count, n_k, dev):
     """(mma tile, TMA packed tile) of a call, each with its wave-model key split."""
     rows, bucket = group * n_q, select.head_dim_bucket(d)
     mma = select.split_packed_decode_keys(select.decode_tile(bucket, rows, dev), rows, n_k, batch_count, dev)
-    tma = dataclasses.replace(select.WGMMA_PREFILL[min(h for h in select.WGMMA_PREFILL if d <= h)][-1][1], packed=True)
-    return mma, select.split_keys(tma, rows, n_k, batch_count, dev)
+    return mma, select.split_keys(select.packed_wgmma_tile(d), rows, n_k, batch_count, dev)
 
 
 def main() -> None:

@@ -140,20 +140,19 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     const T* v_g = v + v_off;
 
     // Query i (row r: i = r % group_queries) sees the keys of its band (causal, window). Rows
-    // [r0, r1) hold queries from first_query(r0, r1) up to last_query(r0, r1) (all of a
-    // group's where they cross a group boundary). Without KEY_WARPS the rows are the queries
-    // (no integer division: the prefill tiles' registers).
+    // [r0, r1) hold queries queries(r0, r1).x to .y (all of a group's where they cross a group
+    // boundary: query_range). Without KEY_WARPS the rows are the queries (no integer division:
+    // the prefill tiles' registers).
     const KeyBand band{band_lo, band_hi};
     auto query_of = [&](int r) { return KEY_WARPS ? r % group_queries : r; };
-    auto one_group = [&](int r0, int r1) { return !KEY_WARPS || r0 / group_queries == (r1 - 1) / group_queries; };
-    auto first_query = [&](int r0, int r1) { return one_group(r0, r1) ? query_of(r0) : 0; };
-    auto last_query = [&](int r0, int r1) { return one_group(r0, r1) ? query_of(r1 - 1) : group_queries - 1; };
+    auto queries = [&](int r0, int r1) { return KEY_WARPS ? query_range(r0, r1, group_queries) : int2{r0, r1 - 1}; };
 
     // Keys this block visits: its split's share of the keys its rows see, from the window start
     // of its first query to the window end (causal: the frontier) of its last.
     const int block_end = min(m0 + kBlockM, nq);
-    const int key_begin = band.first_key(first_query(m0, block_end)) + split * keys_per_split;
-    const int key_end = min(band.key_end(last_query(m0, block_end), nk), key_begin + keys_per_split);
+    const int2 block_queries = queries(m0, block_end);
+    const int key_begin = band.first_key(block_queries.x) + split * keys_per_split;
+    const int key_end = min(band.key_end(block_queries.y, nk), key_begin + keys_per_split);
     const int n_tiles = key_end > key_begin ? (key_end - key_begin + kStageKeys - 1) / kStageKeys : 0;
 
     const auto k_row_at = [=](int n) { return n * k_row; };
@@ -256,8 +255,9 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     const int first_row = m0 + warp_row0;
     const int warp_end = min(first_row + 16 * MT, max(nq, first_row + 1));
     auto scale_and_mask = [&](Scores& s, int n0) {
-        const int clean_begin = last_query(first_row, warp_end) + band.lo;
-        const int clean_end = min(key_end, first_query(first_row, warp_end) + band.hi + 1);
+        const int2 warp_queries = queries(first_row, warp_end);
+        const int clean_begin = warp_queries.y + band.lo;
+        const int clean_end = min(key_end, warp_queries.x + band.hi + 1);
         const bool need_mask = n0 < clean_begin || n0 + BN > clean_end;
         if (capped) {  // a uniform branch: the uncapped scores stay one multiply each
 #pragma unroll

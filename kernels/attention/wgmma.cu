@@ -121,22 +121,13 @@ struct WorkItem {
 
 constexpr int kUnpacked = 1 << 30;  // the period of rows that are their queries
 
-// The least and greatest query of rows [r0, r1) (r1 > r0) repeating every `period` rows: a
-// range inside one period, else every query of it.
-__device__ __forceinline__ void query_range(int r0, int r1, int period, int& first, int& last) {
-    const bool one = r0 / period == (r1 - 1) / period;
-    first = one ? r0 % period : 0;
-    last = one ? (r1 - 1) % period : period - 1;
-}
-
 // The block's keys: split `split` (keys_per_split of them, counted from its first query's
 // window start; every key with one split) of those its rows see.
 template <int BLOCK_M, int BN>
 __device__ __forceinline__ void visit_keys(WorkItem& w, int keys_per_split) {
-    int first, last;
-    query_range(w.m0, max(min(w.m0 + BLOCK_M, w.nq), w.m0 + 1), w.period, first, last);
-    w.key_begin = w.band.first_key(first) + w.split * keys_per_split;
-    w.key_end = min(w.band.key_end(last, w.nk), w.key_begin + keys_per_split);
+    const int2 queries = query_range(w.m0, max(min(w.m0 + BLOCK_M, w.nq), w.m0 + 1), w.period);
+    w.key_begin = w.band.first_key(queries.x) + w.split * keys_per_split;
+    w.key_end = min(w.band.key_end(queries.y, w.nk), w.key_begin + keys_per_split);
     w.n_tiles = w.key_end > w.key_begin ? (w.key_end - w.key_begin + BN - 1) / BN : 0;
 }
 
@@ -489,10 +480,9 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     wg_tiles = n_tiles;
     if (WG_RANGES) {  // the tiles holding the keys of this warpgroup's rows (none past nq)
         const int wg_row0 = cur.m0 + wg * 64;
-        int first = 0, last = 0;
-        if (wg_row0 < nq) query_range(wg_row0, min(wg_row0 + 64, nq), cur.period, first, last);
-        const int wg_key_begin = wg_row0 >= nq ? 0 : max(band.first_key(first), cur.key_begin);
-        const int wg_key_end = wg_row0 >= nq ? 0 : min(band.key_end(last, nk), cur.key_end);
+        const int2 queries = wg_row0 < nq ? query_range(wg_row0, min(wg_row0 + 64, nq), cur.period) : int2{0, 0};
+        const int wg_key_begin = wg_row0 >= nq ? 0 : max(band.first_key(queries.x), cur.key_begin);
+        const int wg_key_end = wg_row0 >= nq ? 0 : min(band.key_end(queries.y, nk), cur.key_end);
         const bool any = wg_key_end > wg_key_begin;
         wg_first = any ? (wg_key_begin - cur.key_begin) / BN : 0;
         wg_tiles = any ? (wg_key_end - cur.key_begin + BN - 1) / BN : 0;
@@ -501,10 +491,9 @@ __device__ __forceinline__ void consume_item(Feed& feed, const WorkItem& cur, T*
     row_query[0] = (warp_row0 + lane / 4) % cur.period;
     row_query[1] = (warp_row0 + lane / 4 + 8) % cur.period;
     {  // every row of the warp sees keys [last query + band.lo, first query + band.hi]
-        int first, last;
-        query_range(warp_row0, warp_row0 + 16, cur.period, first, last);
-        const int seen_lo = last + band.lo - cur.key_begin;
-        const int seen_end = min(cur.key_end, first + band.hi + 1) - cur.key_begin;
+        const int2 queries = query_range(warp_row0, warp_row0 + 16, cur.period);
+        const int seen_lo = queries.y + band.lo - cur.key_begin;
+        const int seen_end = min(cur.key_end, queries.x + band.hi + 1) - cur.key_begin;
         clean_first = max(0, (seen_lo + BN - 1) / BN);  // seen_lo <= 0: tile 0 (division truncates)
         clean_end = seen_end > 0 ? seen_end / BN : 0;
     }

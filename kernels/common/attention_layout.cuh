@@ -50,6 +50,14 @@ enum Flags : int { kCausal = 1, kWriteLse = 2, kVecQ = 4, kVecK = 8, kVecV = 16,
 // hi, an unlimited side being -+kUnlimited; it keeps nk + nq below kUnlimited, so no sum
 // overflows 32 bits.
 constexpr int kUnlimited = 1 << 30;
+// The first and last query (x, y) of rows [r0, r1) (r1 > r0) whose queries repeat every
+// `period` rows (packed query heads: G x Nq rows, period Nq): a range inside one period, else
+// all of its queries.
+__device__ __forceinline__ int2 query_range(int r0, int r1, int period) {
+    const bool one = r0 / period == (r1 - 1) / period;
+    return one ? int2{r0 % period, (r1 - 1) % period} : int2{0, period - 1};
+}
+
 struct KeyBand {
     int lo, hi;
     __device__ __forceinline__ int first_key(int query) const { return max(0, query + lo); }

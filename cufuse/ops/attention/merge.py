@@ -46,6 +46,12 @@ def split_scalars(problem, splits: int, keys_per_split: int) -> tuple:
             *problem.stride_args, *problem.layout_args)
 
 
+def block_positions(problem, block_m: int, packed: bool) -> int:
+    """Consecutive query positions a block of ``block_m`` rows holds (``packed`` rows: a group's
+    queries, ``AttentionProblem.packed``)."""
+    return min(block_m, problem.packed().queries_per_group if packed else problem.n_q)
+
+
 def check_split_covers(problem, splits: int, keys_per_split: int, positions: int) -> None:
     """A config's key split must cover the keys a block sees (``problem.key_span`` of the
     ``positions`` consecutive query positions its rows hold): splits divide that span, from the

@@ -11,7 +11,7 @@ import numpy as np
 from ..._core.device import ceil_div
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan
-from .merge import check_split_covers, partial_pointers, split_plan, split_scalars
+from .merge import block_positions, check_split_covers, partial_pointers, split_plan, split_scalars
 
 SMEM_PITCH_PAD = 8  # elements added to every shared-memory row (bank-conflict-free ldmatrix)
 
@@ -67,13 +67,8 @@ class FlashMmaTile:
     def check(self, problem, dev) -> None:
         problem.check_tile_head_dim(self.head_dim)
         problem.check_dtype("attention_fwd_mma")
-        check_split_covers(problem, self.splits, self.keys_per_split, self.positions(problem))
-
-    def positions(self, problem) -> int:
-        """Consecutive query positions a block's rows hold (packed rows: a group's queries)."""
-        if self.key_warps:
-            return min(self.block_m, problem.packed().queries_per_group)
-        return min(self.block_m, problem.n_q)
+        check_split_covers(problem, self.splits, self.keys_per_split,
+                           block_positions(problem, self.block_m, self.key_warps))
 
     def plan(self, problem, dev) -> Plan:
         if self.key_warps:

@@ -93,6 +93,11 @@ VARLEN_WGMMA = {bucket: VarlenWgmmaTile.of(rules[-1][1]) for bucket, rules in WG
 WGMMA_PACKED_MIN_ROWS = 64
 
 
+def packed_wgmma_tile(width: int) -> FlashWgmmaTile:
+    """The TMA tile taking packed decode rows of head dim ``width`` (max of D and Dv), unsplit."""
+    return dataclasses.replace(WGMMA_PREFILL[min(h for h in WGMMA_PREFILL if width <= h)][-1][1], packed=True)
+
+
 def head_dim_bucket(head_dim: int) -> int:
     """The smallest bucket holding ``head_dim`` (1..256)."""
     for bucket in HEAD_DIM_BUCKETS:
@@ -318,7 +323,7 @@ def choose_by_sizes(n_q: int, n_k: int, head_dim: int, head_dim_v: int, batch_co
     if n_q <= DECODE_MAX_QUERIES:
         rows = n_q * group
         if rows >= WGMMA_PACKED_MIN_ROWS and packed_tma and wgmma_operands and dev.has_wgmma:
-            tile = dataclasses.replace(WGMMA_PREFILL[min(h for h in WGMMA_PREFILL if width <= h)][-1][1], packed=True)
+            tile = packed_wgmma_tile(width)
             return split_keys(tile, rows, span(min(tile.block_m, n_q)), batch_count // group, dev)
         tile = decode_tile(bucket, rows, dev)
         return split_packed_decode_keys(tile, rows, span(min(tile.block_m, n_q)), batch_count // group, dev)

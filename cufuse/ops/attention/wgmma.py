@@ -15,7 +15,7 @@ from ..._core import tma as _tma
 from ..._core.device import ceil_div
 from ..._core.loader import KernelSpec
 from ..._core.plans import Launch, Plan, TensorMap
-from .merge import check_split_covers, partial_pointers, split_plan
+from .merge import block_positions, check_split_covers, partial_pointers, split_plan
 from .problem import UNLIMITED
 
 WGMMA_MIN_CC = 90  # sm_90a: warpgroup MMA exists on compute capability 9.0 only
@@ -85,10 +85,10 @@ def maps_refusal(maps) -> str | None:
 class FlashWgmmaTile:
     """One ``attention_fwd_wgmma`` / ``attention_fwd_wgmma_tma`` instantiation: ``warpgroups``
     x 64 query rows a block, one (query tile, key split, batch) item a block, K/V tiles of
-    ``block_n`` keys in a ``stages`` deep ring, filled by cp.async or (``tma``) by a producer warpgroup whose
-    consumers take turns issuing their wgmmas (ping-pong); ``wg_ranges`` lets each warpgroup
-    stop at its own key range (causal diagonal, rows past Nq) instead of the block's (always,
-    with ``tma``). The TMA kernel only: keys split over ``splits`` blocks of ``keys_per_split``
+    ``block_n`` keys in a ``stages`` deep ring, filled by cp.async or (``tma``) by a producer
+    warpgroup whose consumers take turns issuing their wgmmas (ping-pong); ``wg_ranges`` lets
+    each warpgroup stop at its own key range (causal diagonal, rows past Nq) instead of the
+    block's (always, with ``tma``). The TMA kernel only: keys split over ``splits`` blocks of ``keys_per_split``
     keys (a multiple of ``block_n``, from the block's first window start), and ``packed``: the G
     query heads sharing a KV head as the G x Nq rows of one item (``AttentionProblem.packed``)."""
 
@@ -131,12 +131,6 @@ class FlashWgmmaTile:
         args = (dtype_ctype, self.head_dim, self.warpgroups, self.block_n, self.stages, self.min_blocks, self.wg_ranges)
         return KernelSpec("attention/wgmma.cu", "attention_fwd_wgmma", args, min_cc=WGMMA_MIN_CC)
 
-    def positions(self, problem) -> int:
-        """Consecutive query positions a block's rows hold (packed rows: a group's queries)."""
-        if self.packed:
-            return min(self.block_m, problem.packed().queries_per_group)
-        return min(self.block_m, problem.n_q)
-
     def check(self, problem, dev) -> None:
         if not self.tma and (self.splits > 1 or self.packed):
             raise ValueError(f"attention: argument 'config' expected a TMA tile (tma=True) for key splits or packed "
@@ -145,7 +139,7 @@ class FlashWgmmaTile:
             raise ValueError("attention: argument 'config' asks for packed rows, which need k and v broadcast over q's "
                              "innermost batch dim and q's query heads a row stride apart (its group stride = Nq x row "
                              f"stride), got q strides {problem.operand_strides[0]}")
-        check_split_covers(problem, self.splits, self.keys_per_split, self.positions(problem))
+        check_split_covers(problem, self.splits, self.keys_per_split, block_positions(problem, self.block_m, self.packed))
         if self.tma and (self.warpgroups not in TMA_WARPGROUPS or self.min_blocks != 1):
             raise ValueError(f"attention: argument 'config' expected a TMA tile of {TMA_WARPGROUPS} warpgroups and "
                              f"min_blocks 1, got {self.warpgroups} warpgroups, min_blocks {self.min_blocks}")
