@@ -56,6 +56,10 @@ def nvdisasm_path() -> str | None:
 NVDISASM = nvdisasm_path()
 requires_sass = pytest.mark.skipif(not (NVRTC and NVDISASM),
                                    reason="needs NVRTC and nvdisasm (the test extra's nvidia-cuda-nvdisasm)")
+# ptxas serialised the wgmmas (spilled accumulators, accumulators written inside a pipeline stage,
+# a wait it inserted on a divergent path): no overlap of any kind is left
+WGMMA_SERIALISED = ("C7512", "C7515", "C7518")
+SETMAXNREG_IGNORED = "C7508"
 
 
 @pytest.fixture

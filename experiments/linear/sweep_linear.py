@@ -37,7 +37,8 @@ from cufuse._core.dtypes import BFLOAT16  # noqa: E402
 from cufuse._core.loader import arch_for, device_cc, precompile  # noqa: E402
 from cufuse._core.plans import BoundPlan, Plan  # noqa: E402
 from cufuse.bench.timing import rotation_count, time_cuda_budget  # noqa: E402
-from cufuse.ops.linear import dmma as D, gemv as G, mma as M, select, swap_tma as S, wgmma as W, wide as F  # noqa: E402
+from cufuse.ops.linear import dmma as D, gemv as G, mma as M, pingpong as P, select, swap_tma as S, wgmma as W, \
+    wide as F  # noqa: E402
 from cufuse.ops.linear.operands import linear_problem, rows_view  # noqa: E402
 from cufuse.ops.linear.plan import plan_linear  # noqa: E402
 from cufuse.ops.linear.simt import SIMT_LARGE, SIMT_SMALL, SimtConfig  # noqa: E402
@@ -77,12 +78,11 @@ TF32_NARROW_TILE = F.WideTile(bm=128, bn=64, bk=16, warps_m=2, warps_n=2, stages
 GEMV_16_ROWS = G.GemvTile(rows=16)
 
 
-def mma(tile, splits=1, reduction="atomic"):
-    return M.MmaConfig(tile=tile, splits=splits, reduction=reduction)
+def mma(tile, splits=1):
+    return M.MmaConfig(tile=tile, splits=splits)
 
 
-def slots(tile, splits):
-    return mma(tile, splits, "slots")
+slots = mma  # every split meets through slots now
 
 
 LARGE_VARIANTS = [  # mma.sync tiles (the default on H200 is the TMA wgmma 128x256k64s4)
@@ -152,6 +152,16 @@ TMA_MID_VARIANTS = [  # 512 x 4096^2 (default: tma 128x128 s6)
     ("tma 128x128 s6", tma(W.TMA_128x128)),
     ("tma 64x128 s4 x2", tma(W.TMA_64x128)),
     ("tma 128x256 s4 split2", tma(W.TMA_TILE, 2)),
+]
+# The ping-pong kernel (persistent, two consumer warpgroups on alternating tiles; default 128x128 s6).
+PP = P.PingPongTile
+PINGPONG_VARIANTS = [
+    ("pingpong 128x128 s6", P.PingPongConfig(tile=P.PINGPONG_128x128)),
+    ("pingpong 128x128 s5", P.PingPongConfig(tile=PP(bm=128, bn=128, stages=5))),
+    ("pingpong 128x128 s6 group16", P.PingPongConfig(tile=P.PINGPONG_128x128, raster_group=16)),
+    ("pingpong 128x128 s6 pending0", P.PingPongConfig(tile=PP(bm=128, bn=128, stages=6, pending=0))),
+    ("pingpong 128x128 k128 s3", P.PingPongConfig(tile=PP(bm=128, bn=128, bk=128, stages=3))),
+    ("pingpong 64x256 s5", P.PingPongConfig(tile=PP(bm=64, bn=256, stages=5))),
 ]
 TMA_STREAM_VARIANTS = [  # M <= 64 x 8192^2 on the straight TMA kernel (the default is now the swapped stream)
     ("tma 64x64 s6 x2 split2", tma(W.TMA_64x64, 2)),
@@ -489,7 +499,12 @@ def sweep_plan():
     """(M, K, N, dtype name, K-major weight, variants) of every case, in run order."""
     d = [("default", None)]
     return [
-        (8192, 8192, 8192, "bf16", False, d + TMA_LARGE_VARIANTS[:1] + WGMMA_VARIANTS[1:] + LARGE_VARIANTS),
+        (8192, 8192, 8192, "bf16", False, d + TMA_LARGE_VARIANTS[:1] + PINGPONG_VARIANTS + WGMMA_VARIANTS[1:]
+         + LARGE_VARIANTS),
+        (4096, 4096, 11008, "bf16", True, d + TMA_LARGE_VARIANTS + PINGPONG_VARIANTS),
+        (4096, 4096, 14336, "bf16", False, d + TMA_LARGE_VARIANTS + PINGPONG_VARIANTS),
+        (512, 8192, 28672, "bf16", True, d + TMA_LARGE_VARIANTS + PINGPONG_VARIANTS),
+        (512, 4096, 14336, "bf16", False, d + TMA_LARGE_VARIANTS + PINGPONG_VARIANTS),
         (16384, 4096, 4096, "bf16", False, d + TMA_LARGE_VARIANTS + LARGE_VARIANTS[:3]),
         (16384, 4096, 4096, "bf16", True, d + TMA_LARGE_VARIANTS + WGMMA_VARIANTS[1:] + WGMMA_RASTER_VARIANTS),
         (4096, 4096, 16384, "bf16", False, d + LARGE_VARIANTS[:3]),

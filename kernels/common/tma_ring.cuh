@@ -8,6 +8,10 @@
 
 namespace cufuse {
 
+struct NoHook {
+    __device__ __forceinline__ void operator()() const {}
+};
+
 // Block: CONSUMERS threads (consumer warpgroups), then one producer warp. A stage holds the
 // A operand (x of a GEMM) as [XROWS][BK] (BK / 64 boxes of [XROWS][64]), then B (a weight):
 // K-major as [BN][BK] (BK / 64 boxes of [BN][64]), N-major as BN / 64 boxes of [BK][64]; all
@@ -24,10 +28,12 @@ namespace cufuse {
 // accumulators are complete. L2_HINTS: the loads ask L2 to evict B (read once) first and keep A
 // (re-read by every block; +2-5 % on the weight streams). B_PARTS: B's BN columns
 // come from B_PARTS maps, BN / B_PARTS columns of each at the same column n0 (the gated GEMM:
-// w_gate's columns, then w_up's, so one wgmma chain covers both). Shared memory: STAGES
-// stages at `smem` (1024-byte aligned), then 2 x STAGES mbarriers.
+// w_gate's columns, then w_up's, so one wgmma chain covers both). READERS: the consumer threads
+// that read each stage and release it (all CONSUMERS; a ping-pong GEMM: one warpgroup, whose
+// tile owns the stage). Shared memory: STAGES stages at `smem` (1024-byte aligned), then
+// 2 x STAGES mbarriers.
 template <typename T, int XROWS, int BN, int BK, int STAGES, int PENDING, int CONSUMERS, bool B_KMAJOR,
-          bool L2_HINTS = false, int B_PARTS = 1>
+          bool L2_HINTS = false, int B_PARTS = 1, int READERS = CONSUMERS>
 struct TmaWgmmaRing {
     static constexpr int X_ELEMS = XROWS * BK, STAGE_ELEMS = (XROWS + BN) * BK;
     static constexpr int PART_N = BN / B_PARTS;
@@ -36,6 +42,7 @@ struct TmaWgmmaRing {
     // A K-major part is whole 1024-byte swizzle groups of 8 rows; an N-major one whole atoms of 64 n.
     static_assert(BN % B_PARTS == 0 && PART_N % (B_KMAJOR ? 8 : 64) == 0, "B parts of whole swizzle atoms");
     static_assert(PENDING >= 0 && PENDING < STAGES, "a stage is released PENDING tiles after its wgmmas");
+    static_assert(READERS % 128 == 0 && CONSUMERS % READERS == 0, "whole consumer warpgroups read a stage");
 
     T* smem;
     unsigned long long* full;
@@ -48,7 +55,7 @@ struct TmaWgmmaRing {
         if (threadIdx.x == 0) {
             for (int s = 0; s < STAGES; ++s) {
                 mbarrier_init(full + s, 1);
-                mbarrier_init(empty + s, CONSUMERS / 32);
+                mbarrier_init(empty + s, READERS / 32);
             }
             mbarrier_init_fence();
         }
@@ -98,16 +105,20 @@ struct TmaWgmmaRing {
     }
 
     // The consumer threads: acc = the sum over `work`'s k tiles, complete on return, and every
-    // stage of the work released.
-    template <int ACC, typename Work, typename StageMma>
-    __device__ __forceinline__ void consume(const Work& work, float (&acc)[ACC], StageMma stage_mma, int& passed) {
+    // stage of the work released. `last_landed()` runs once the work's last k tile has landed
+    // (a ping-pong GEMM hands the other warpgroup its turn there).
+    template <int ACC, typename Work, typename StageMma, typename LastLanded = NoHook>
+    __device__ __forceinline__ void consume(const Work& work, float (&acc)[ACC], StageMma stage_mma, int& passed,
+                                            LastLanded last_landed = {}) {
         const int lane = threadIdx.x & 31;
         const int first = passed;
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
+        if (work.k_tiles == 0) last_landed();
         for (int kt = 0; kt < work.k_tiles; ++kt, ++passed) {
             const int s = passed % STAGES;
             mbarrier_wait(full + s, (passed / STAGES) & 1);
+            if (kt == work.k_tiles - 1) last_landed();
             stage_mma(acc, smem + s * STAGE_ELEMS);
             wgmma_wait<PENDING>();
 #pragma unroll

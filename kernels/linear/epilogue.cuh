@@ -172,12 +172,13 @@ __device__ __forceinline__ TileWork tile_work(int64 M, int64 N, int64 K, int k_t
 }
 
 // The only store of a warp's output values, in the layout of mma.sync m16n8 (and of wgmma,
-// per 16-row warp slice): output tile (i, j) element r sits at row row_base + 16i + 8(r/2),
+// per 16-row warp slice): output tile (i, j) element r sits at row row_base + ROW_STEP i + 8(r/2)
+// (ROW_STEP: 16 for a warp's m16 tiles, 64 for a warpgroup's wgmma slices),
 // column col_base + 8j + r%2, and is value(i, j, r, column). `paired_store`: N even and out
 // aligned to two elements, so a column pair is one 32-bit store (16-bit types only). Each value
 // is computed once, before the choice of store (the unrolled code stays one activation per
 // accumulator): `value` sees columns up to N and must not read beyond N.
-template <typename T, int MI, int NI, typename Value>
+template <typename T, int MI, int NI, int ROW_STEP = 16, typename Value>
 __device__ __forceinline__ void store_fragments(T* __restrict__ out, int64 row_base, int64 col_base, int64 M,
                                                 int64 N, int paired_store, const Value& value) {
     // n < paired_end: a whole column pair, one 32-bit store. A bound that depends on n, not the
@@ -189,7 +190,7 @@ __device__ __forceinline__ void store_fragments(T* __restrict__ out, int64 row_b
         for (int j = 0; j < NI; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int64 m = row_base + i * 16 + h * 8, n = col_base + j * 8;
+                const int64 m = row_base + i * ROW_STEP + h * 8, n = col_base + j * 8;
                 if (m >= M) continue;
                 T* dst = out + m * N + n;
                 T pair[2] = {value(i, j, 2 * h, n), value(i, j, 2 * h + 1, n + 1)};
@@ -207,31 +208,33 @@ __device__ const unsigned long long zero_element = 0;
 
 // Bias + activation on a warp's accumulators (m16n8 layout) and the only store of the output.
 // Every element reads a bias value, column min(n, N - 1) (no bias: zero_element), so that the
-// unrolled loop holds no branch and one copy of the activation.
-template <typename T, int MI, int NI>
+// unrolled loop holds no branch and one copy of the activation. ROW_STEP as store_fragments'.
+template <typename T, int ROW_STEP = 16, int MI, int NI>
 __device__ __forceinline__ void store_bias_act(const accum_t<T> (&acc)[MI][NI][4], T* __restrict__ out,
                                                const T* __restrict__ bias, int64 bias_stride, int64 row_base,
                                                int64 col_base, int64 M, int64 N, int paired_store, int activation) {
     const T* bias_values = bias != nullptr ? bias : reinterpret_cast<const T*>(&zero_element);
     const int64 bias_step = bias != nullptr ? bias_stride : 0;
     with_activation(activation, [&](auto act) {
-        store_fragments<T, MI, NI>(out, row_base, col_base, M, N, paired_store, [&](int i, int j, int r, int64 n) {
+        auto value = [&](int i, int j, int r, int64 n) {
             const accum_t<T> pre = acc[i][j][r] + to_accum(bias_values[min(n, N - 1) * bias_step]);
             return from_accum<T>(activate<decltype(act)::value, fast_activation<T>>(pre));
-        });
+        };
+        store_fragments<T, MI, NI, ROW_STEP>(out, row_base, col_base, M, N, paired_store, value);
     });
 }
 
 // The gated form's store: a warp's n8 tiles j < NI / 2 hold gate columns, tile j + NI / 2 the
 // up values of the same columns; act(gate) * up is stored (NI / 2 output tiles).
-template <typename T, int MI, int NI>
+template <typename T, int ROW_STEP = 16, int MI, int NI>
 __device__ __forceinline__ void store_gated(const accum_t<T> (&acc)[MI][NI][4], T* __restrict__ out, int64 row_base,
                                             int64 col_base, int64 M, int64 N, int paired_store, int activation) {
     static_assert(NI % 2 == 0, "gate and up halves of the warp tile");
     with_activation(activation, [&](auto act) {
-        store_fragments<T, MI, NI / 2>(out, row_base, col_base, M, N, paired_store, [&](int i, int j, int r, int64) {
+        auto value = [&](int i, int j, int r, int64) {
             return gated_act<decltype(act)::value, T>(acc[i][j][r], acc[i][j + NI / 2][r]);
-        });
+        };
+        store_fragments<T, MI, NI / 2, ROW_STEP>(out, row_base, col_base, M, N, paired_store, value);
     });
 }
 

@@ -23,20 +23,27 @@ __device__ __forceinline__ T* aligned_stages(unsigned char* smem_raw) {
 
 // A stage holds x as [BM][BK] (BK / 64 column atoms, kmajor_atom_offset), then the weight:
 // K-major as [BN][BK] the same way, N-major as BN / 64 atoms of [BK][64] (nmajor_atom_offset).
-// This warpgroup's wgmmas of one stage (landed and visible to the async proxy), one group.
-template <typename T, int BM, int BN, int BK, bool B_KMAJOR>
-__device__ __forceinline__ void wgmma_stage(float (&acc)[BN / 2], const T* stage, int warpgroup) {
+// This warpgroup's wgmmas of one stage (landed and visible to the async proxy), one group:
+// SLICES row slices of 64 from slice `first_slice` of x (acc's BN / 2 values a slice), every
+// slice against the same weight columns.
+template <typename T, int BM, int BN, int BK, bool B_KMAJOR, int SLICES = 1>
+__device__ __forceinline__ void wgmma_stage(float (&acc)[SLICES * BN / 2], const T* stage, int first_slice) {
     const T* sb = stage + BM * BK;
-    // This warpgroup's 64 rows of x in the first column atom.
-    const unsigned long long desc_a = sw128_kmajor_desc(stage + warpgroup * 64 * WGMMA_ATOM_N);
+    // This warpgroup's first 64 rows of x in the first column atom.
+    const unsigned long long desc_a = sw128_kmajor_desc(stage + first_slice * 64 * WGMMA_ATOM_N);
     const unsigned long long desc_b = B_KMAJOR ? sw128_kmajor_desc(sb) : sw128_nmajor_desc<BK>(sb);
+    constexpr unsigned slice_step = 64 * WGMMA_ATOM_N * sizeof(T) / 16;  // 64 rows of 128 bytes
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
         // k16 steps (descriptor addresses in 16-byte units): K-major tiles as
         // kmajor_k16_step; the N-major B two 1024-byte groups of 8 k rows further.
         const unsigned b_step = B_KMAJOR ? kmajor_k16_step<BN>(kk) : kk * (2 * 1024 / 16);
-        Wgmma<BN, T>::template ss<B_KMAJOR ? 0 : 1>(acc, desc_a + kmajor_k16_step<BM>(kk), desc_b + b_step, 1);
+#pragma unroll
+        for (int s = 0; s < SLICES; ++s)
+            Wgmma<BN, T>::template ss<B_KMAJOR ? 0 : 1>(reinterpret_cast<float(&)[BN / 2]>(acc[s * BN / 2]),
+                                                        desc_a + s * slice_step + kmajor_k16_step<BM>(kk),
+                                                        desc_b + b_step, 1);
     }
     wgmma_commit();
 }

@@ -15,13 +15,10 @@ import pytest
 from cufuse._core import loader
 from cufuse.ops.attention.select import VARLEN_WGMMA, WGMMA_PREFILL, WGMMA_PREFILL_CP_ASYNC
 
-from ..conftest import NVDISASM, requires_nvrtc, requires_sass
+from ..conftest import NVDISASM, SETMAXNREG_IGNORED, WGMMA_SERIALISED, requires_nvrtc, requires_sass
 from .oracle import TMA_TILES
 
 pytestmark = requires_nvrtc
-# ptxas serialised the wgmmas (spilled accumulators, accumulators written inside a pipeline stage,
-# a wait it inserted on a divergent path): no overlap of any kind is left
-SERIALISED = ("C7512", "C7515", "C7518")
 # (producer, consumer) registers a thread by consumer warpgroups (wgmma.cu TmaRegisters)
 SPLIT = {2: (24, 240), 3: (32, 160)}
 
@@ -37,8 +34,8 @@ def test_tma_tiles_compile_balanced_without_spills(tile):
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0 and usage["stack"] == 0, usage
     producer, consumer = SPLIT[tile.warpgroups]
     assert (producer + tile.warpgroups * consumer) * 128 <= usage["registers"] * threads, usage
-    assert "C7508" not in entry.log, entry.log  # setmaxnreg ignored
-    assert not any(code in entry.log for code in SERIALISED), entry.log
+    assert SETMAXNREG_IGNORED not in entry.log, entry.log
+    assert not any(code in entry.log for code in WGMMA_SERIALISED), entry.log
 
 
 WGMMA_TILES = [*dict.fromkeys(tile for table in (WGMMA_PREFILL, WGMMA_PREFILL_CP_ASYNC) for rules in table.values()
@@ -55,7 +52,7 @@ def test_softmax_exps_issue_before_the_wait_for_the_previous_pv(tile, tmp_path):
     schedules a wait first in its basic block, so a wait in the softmax's block put all of
     them after it."""
     compiled = loader.compile_spec(tile.spec("__nv_bfloat16"), "sm_90a")
-    assert not any(code in compiled.log for code in SERIALISED), compiled.log
+    assert not any(code in compiled.log for code in WGMMA_SERIALISED), compiled.log
     cubin = tmp_path / "kernel.cubin"
     cubin.write_bytes(compiled.binary)
     sass = subprocess.run([NVDISASM, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout.splitlines()

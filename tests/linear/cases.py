@@ -20,13 +20,14 @@ from cufuse._core.dtypes import BFLOAT16
 from cufuse.ops.linear import fused_linear, fused_linear_relu
 from cufuse.ops.linear.gemv import GemvConfig, GemvTile
 from cufuse.ops.linear.mma import MmaConfig
+from cufuse.ops.linear.pingpong import PingPongConfig
 from cufuse.ops.linear.swap_tma import SWAP_DEFAULT_TILES, SwapConfig
 from cufuse.ops.linear.wgmma import TmaConfig, WgmmaConfig
 
 from ..conftest import poisoned
 
 F16, F32, F64, BF16 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), BFLOAT16
-HOPPER_CONFIGS = (WgmmaConfig, TmaConfig, SwapConfig)
+HOPPER_CONFIGS = (WgmmaConfig, TmaConfig, PingPongConfig, SwapConfig)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,8 @@ still reaches every kernel branch, for compute-sanitizer (a script, not collecte
 
 Small shapes (the sanitizer slows kernels a hundredfold) with the same cases and checks as
 the GPU tests. An argument keeps the cases whose name contains it ("wgmma": the Hopper
-kernels' cases; "swap_tma": the swapped stream's; "dmma_pipelined": linear_dmma's;
+kernels' cases; "swap_tma": the swapped stream's; "pingpong": the ping-pong kernels';
+"dmma_pipelined": linear_dmma's;
 "gemv"; "gated": the gated kernels'). Exits 1 on any mismatch, 0 when all agree.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from cufuse.ops.linear.dmma import DMMA_M16_TILE, DMMA_M32_TILE, DMMA_M64_TILE, 
     PipelinedDmmaConfig  # noqa: E402
 from cufuse.ops.linear.mma import LARGE_TILE, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE  # noqa: E402
 from cufuse.ops.linear.mma import GatedMmaConfig  # noqa: E402
+from cufuse.ops.linear.pingpong import PINGPONG_128x128, GatedPingPongConfig, PingPongConfig  # noqa: E402
 from cufuse.ops.linear.simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig  # noqa: E402
 from cufuse.ops.linear.swap_tma import GATED_SWAP_DEFAULT_TILES, GatedSwapConfig  # noqa: E402
 from cufuse.ops.linear.wgmma import TMA_64x256, TMA_64x64, TMA_TILE, WGMMA_128x128, WGMMA_64x256, WGMMA_64x64, WGMMA_TILE, \
@@ -55,6 +57,8 @@ CASES = [
     Case((40,), 520, 136, BF16, "kn", x_layout="broadcast_rows"),  # no tensor map: cp.async wgmma on 9.0
     Case((65,), 1032, 72, BF16, "nk_t", config=TmaConfig(tile=TMA_64x64, splits=3)),  # TMA, ragged M/N/K, split-K
     Case((130,), 520, 264, F16, "kn", bias="none", config=TmaConfig(tile=TMA_TILE)),  # TMA, N-major weight boxes
+    Case((2100,), 136, 2056, BF16, "kn", config=PingPongConfig(tile=PINGPONG_128x128)),  # ping-pong, 2-3 a block
+    Case((300,), 264, 520, F16, "nk_t", bias="none", config=PingPongConfig(tile=PINGPONG_128x128)),  # one a block
     Case((7,), 1032, 72, BF16, "nk_t", config=swap(7, 3)),  # swapped TMA, ragged N/K, split-K
     Case((16,), 520, 136, F16, "kn", bias="none", config=swap(16, 2)),  # swapped, M-major A (tnspA)
     Case((40,), 520, 136, BF16, "kn", config=swap(40, 2)),  # swapped, x padded to 64 rows
@@ -102,6 +106,7 @@ GATED_CASES = [
     # sm_90a: the gated TMA GEMM and the gated swapped stream (the defaults above on Hopper too)
     Case((130,), 200, 136, BF16, "kn", config=GatedTmaConfig(tile=TMA_TILE, splits=2)),
     Case((70,), 264, 72, F16, "nk_t", config=GatedTmaConfig(tile=TMA_64x256)),
+    Case((2100,), 136, 1032, F16, "nk_t", config=GatedPingPongConfig(tile=PINGPONG_128x128)),  # 17 x 17 tiles
     Case((16,), 1032, 72, F16, "kn", config=GatedSwapConfig(tile=GATED_SWAP_DEFAULT_TILES[16], splits=3)),
     Case((40,), 264, 40, BF16, "nk_t", config=GatedSwapConfig(tile=GATED_SWAP_DEFAULT_TILES[64])),
 ]
@@ -114,7 +119,7 @@ def main() -> int:
     rng = np.random.default_rng()
     cases = [case for case in CASES if len(sys.argv) < 2 or sys.argv[1] in str(case)]
     def runs_here(case):  # forced Hopper configs on compute capability 9.0 only
-        return hopper or not (isinstance(case.config, (WgmmaConfig, TmaConfig, PipelinedDmmaConfig)) or
+        return hopper or not (isinstance(case.config, (WgmmaConfig, TmaConfig, PingPongConfig, PipelinedDmmaConfig)) or
                               "swap_tma" in str(case))
 
     cases = [case for case in cases if runs_here(case)]

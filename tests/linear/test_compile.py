@@ -9,8 +9,9 @@ import pytest
 from cufuse._core import loader
 from cufuse._core.device import A100, H200
 from cufuse.ops.linear import select
+from cufuse.ops.linear.pingpong import PingPongConfig
 
-from ..conftest import requires_nvrtc
+from ..conftest import SETMAXNREG_IGNORED, WGMMA_SERIALISED, requires_nvrtc
 
 pytestmark = requires_nvrtc
 DEVICES = {"sm_90a": H200, "sm_80": A100}
@@ -47,3 +48,16 @@ def test_reachable_kernels_compile_without_spills_in_their_register_budget(compi
                 blocks = _blocks_counted_on(config.tile, dev)
                 if blocks:
                     assert blocks * config.tile.threads * usage["registers"] <= 65536, (config, dtype, kmajor, usage)
+
+
+def test_hopper_kernels_keep_their_wgmma_pipelines(compiled):
+    """No linear kernel's wgmmas were serialised by ptxas; the ping-pong kernels' setmaxnreg split
+    (40 + 2 x 232 registers a thread of each warpgroup) was kept and fits the register file."""
+    for config, dtypes in select.reachable_configs(H200) + select.reachable_gated_configs(H200):
+        for dtype in dtypes:
+            for kmajor in (True, False):
+                entry = compiled["sm_90a", config.spec(dtype, kmajor)]
+                assert not any(code in entry.log for code in WGMMA_SERIALISED), (config, entry.log)
+                if isinstance(config, PingPongConfig):
+                    assert SETMAXNREG_IGNORED not in entry.log, (config, entry.log)
+                    assert (40 + 2 * 232) * 128 <= entry.usage["registers"] * config.tile.threads, entry.usage

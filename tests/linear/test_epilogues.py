@@ -15,6 +15,7 @@ from cufuse._core.plans import NULL, Scratch, TensorMap
 from cufuse.ops.linear import fused_gated_linear, fused_linear, fused_linear_relu, select
 from cufuse.ops.linear.mma import SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig, MmaConfig
 from cufuse.ops.linear.operands import ACTIVATION_CODES, check_bias_shape
+from cufuse.ops.linear.pingpong import GatedPingPongConfig, PingPongConfig
 from cufuse.ops.linear.plan import plan_gated, plan_linear
 from cufuse.ops.linear.simt import SIMT_SMALL, GatedSimtConfig, SimtConfig
 from cufuse.ops.linear.swap_tma import GATED_SWAP_DEFAULT_TILES, SWAP_DEFAULT_TILES, GatedSwapConfig, GatedSwapTile, \
@@ -80,7 +81,8 @@ def test_gated_argument_errors(rng):
     with pytest.raises(TypeError, match="fused_gated_linear: argument 'w_up' expected dtype float64"):
         fused_gated_linear(x, w, w.astype(np.float32))
     with pytest.raises(TypeError, match="fused_gated_linear: argument 'config' expected None or one of "
-                                        "GatedTmaConfig, GatedSwapConfig, GatedMmaConfig, GatedSimtConfig"):
+                                        "GatedTmaConfig, GatedPingPongConfig, GatedSwapConfig, GatedMmaConfig, "
+                                        "GatedSimtConfig"):
         fused_gated_linear(x, w, w, config=MmaConfig(tile=STREAM_TILE))
 
 
@@ -121,14 +123,18 @@ def test_gated_small_m_on_hopper_is_the_gated_swapped_stream(m, mx, w):
 
 @pytest.mark.parametrize("w", ["kn", "nk_t"])
 @pytest.mark.parametrize("m", [65, 128, 512, 4096, 16384])
-def test_gated_gemms_on_hopper_run_the_gated_tma_kernel(m, w):
+def test_gated_gemms_on_hopper_run_the_gated_tma_kernels(m, w):
     for n in (1024, 4096, 11008, 14336, 28672):
         config = select.choose(gated_problem(m, 4096, n, BF16, H200, w), H200)
-        assert type(config) is GatedTmaConfig and config.tile in GATED_TMA_TILES, (m, n, config)
-        # the linear rules on the 2N columns, on the same tile shape
+        # the linear rules on the 2N columns, on the same tile shape (the gated kernels' tiles are
+        # a subset of the linear ones: a linear ping-pong choice beat them all)
         linear = select.choose(_linear_problem(m, 4096, 2 * n, BF16, H200, w), H200)
-        if type(linear) is TmaConfig and linear.tile in GATED_TMA_TILES:
-            assert (config.tile, config.splits) == (linear.tile, linear.splits), (m, n, config, linear)
+        if type(linear) is PingPongConfig:
+            assert config == GatedPingPongConfig(tile=linear.tile), (m, n, config, linear)
+        elif type(config) is not GatedPingPongConfig:
+            assert type(config) is GatedTmaConfig and config.tile in GATED_TMA_TILES, (m, n, config)
+            if type(linear) is TmaConfig and linear.tile in GATED_TMA_TILES:
+                assert (config.tile, config.splits) == (linear.tile, linear.splits), (m, n, config, linear)
 
 
 def test_gated_hopper_kernels_need_tensor_maps_over_both_weights():
@@ -165,8 +171,9 @@ def gated_problem(m, k, n, dtype, dev, w="kn", up=None):
 
 def test_gated_selection_by_dtype_and_layout():
     choose = select.choose
-    assert type(choose(gated_problem(4096, 4096, 11008, F16, H200), H200)) is GatedTmaConfig
-    assert type(choose(gated_problem(4096, 4096, 11008, F16, H200, "nk_t"), H200)) is GatedTmaConfig
+    assert type(choose(gated_problem(4096, 4096, 11008, F16, H200), H200)) is GatedPingPongConfig
+    assert type(choose(gated_problem(4096, 4096, 11008, F16, H200, "nk_t"), H200)) is GatedPingPongConfig
+    assert type(choose(gated_problem(300, 4096, 4096, F16, H200, "nk_t"), H200)) is GatedTmaConfig  # 192 tiles
     assert type(choose(gated_problem(4096, 4096, 11008, F16, A100, "nk_t"), A100)) is GatedMmaConfig
     for problem in (gated_problem(64, 4096, 4096, F32, H200), gated_problem(64, 4096, 4096, F64, H200),
                     gated_problem(64, 4096, 4096, F16, H200, "kn", "nk_t"),  # layouts differ

@@ -9,6 +9,7 @@ import pytest
 from cufuse import reference
 from cufuse.ops.linear import fused_gated_linear, fused_linear, fused_linear_relu
 from cufuse.ops.linear.mma import SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig
+from cufuse.ops.linear.pingpong import PINGPONG_128x128, GatedPingPongConfig, PingPongTile
 from cufuse.ops.linear.simt import SIMT_SMALL, GatedSimtConfig
 from cufuse.ops.linear.swap_tma import GATED_SWAP_DEFAULT_TILES, GatedSwapConfig, GatedSwapTile
 from cufuse.ops.linear.wgmma import TMA_128x128, TMA_64x256, TMA_TILE, GatedTmaConfig
@@ -112,6 +113,13 @@ GATED_CASES = [
     Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows", config=GatedTmaConfig(tile=TMA_128x128)),
     Case((100,), 8, 8, F16, "kn", config=GatedTmaConfig(tile=TMA_64x256)),  # one k tile, boxes far past N and K
     Case((1,), 1024, 136, BF16, "nk_t", config=GatedTmaConfig(tile=TMA_64x256, splits=2)),
+    # the gated ping-pong GEMM (sm_90a): warpgroup 1 idle, 1-5 tiles a block, ragged M / N / K
+    Case((300,), 520, 264, BF16, "nk_t", config=GatedPingPongConfig(tile=PINGPONG_128x128)),
+    Case((4097,), 1032, 1032, F16, "kn", config=GatedPingPongConfig(tile=PINGPONG_128x128)),  # 33 x 17 tiles
+    Case((2000,), 4100, 520, BF16, "every_other_k", config=GatedPingPongConfig(tile=PINGPONG_128x128)),
+    Case((100,), 8, 8, F16, "kn", config=GatedPingPongConfig(tile=PINGPONG_128x128)),  # one k tile
+    Case((2100,), 264, 1032, F16, "nk_t_padded",
+         config=GatedPingPongConfig(tile=PingPongTile(bm=64, bn=256, stages=5))),
     # the gated swapped stream (sm_90a): every padding, both layouts, ragged N and K, split-K
     Case((1,), 8192, 4100, BF16, "nk_t", config=gated_swap(1)),  # 64 k tiles over 6 stages, N tail of 4
     Case((7,), 4104, 33, F16, "nk_t", config=gated_swap(7, 2)),  # K tail of 8, N = 33, split 2

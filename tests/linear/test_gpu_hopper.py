@@ -1,11 +1,13 @@
 """The Hopper kernels of fused_linear_relu on the GPU (compute capability 9.0): the cp.async
 wgmma kernel (every tile, and the default path for operands no tensor map can describe), the
-TMA-fed wgmma kernel and the swapped TMA stream, against the float64 oracle."""
+TMA-fed wgmma kernel, the ping-pong kernel and the swapped TMA stream, against the float64
+oracle."""
 from __future__ import annotations
 
 import pytest
 
 from cufuse.ops.linear import fused_linear_relu
+from cufuse.ops.linear.pingpong import PINGPONG_128x128, PingPongConfig, PingPongTile
 from cufuse.ops.linear.wgmma import TMA_128x128, TMA_64x128, TMA_64x256, TMA_64x64, TMA_TILE, WGMMA_128x128, \
     WGMMA_64x128, WGMMA_64x256, WGMMA_64x64, WGMMA_TILE, TmaConfig, WgmmaConfig
 
@@ -49,6 +51,22 @@ TMA_CASES = [  # ragged M, N and K (zero-filled boxes), both layouts, split-K
     Case((65,), 64, 64, BF16, "kn", x_layout="padded_rows", config=TmaConfig(tile=TMA_64x64)),
 ]
 
+PINGPONG_64x256 = PingPongTile(bm=64, bn=256, stages=5)
+PINGPONG_CASES = [  # the persistent grid: fewer tiles than blocks, 1-4 tiles a block, ragged M, N and K
+    Case((300,), 520, 264, BF16, "nk_t", config=PingPongConfig(tile=PINGPONG_128x128)),  # 9 tiles: warpgroup 1 idles
+    Case((7,), 8, 8, F16, "kn", config=PingPongConfig(tile=PINGPONG_128x128)),  # one k tile, fewer than pending + 1
+    Case((4097,), 1032, 264, F16, "kn", bias="none", config=PingPongConfig(tile=PINGPONG_128x128)),  # 99 tiles
+    # 33 x 9 = 297 tiles: 2-3 a block, so warpgroup 0 takes two tiles where warpgroup 1 takes one
+    Case((4097,), 4100, 1032, BF16, "nk_t", config=PingPongConfig(tile=PINGPONG_128x128)),
+    # 16 x 33 = 528 tiles, 4 a block; 65 k tiles a tile: the ring's stages and phases shift tile to tile
+    Case((2000,), 4100, 4104, BF16, "kn", bias="strided", config=PingPongConfig(tile=PINGPONG_128x128)),
+    Case((3, 700), 520, 2056, F16, "nk_t_padded", config=PingPongConfig(tile=PINGPONG_128x128)),
+    Case((200,), 264, 520, BF16, "every_other_k", bias="none", config=PingPongConfig(tile=PINGPONG_128x128)),
+    Case((2100,), 520, 4104, F16, "kn", x_layout="padded_rows", config=PingPongConfig(tile=PINGPONG_128x128)),
+    Case((4097,), 1032, 4100, BF16, "kn", config=PingPongConfig(tile=PINGPONG_64x256)),  # 65 x 17 tiles
+    Case((300,), 520, 264, F16, "nk_t", bias="strided", config=PingPongConfig(tile=PINGPONG_64x256)),
+]
+
 SWAP_CASES = [  # the swapped stream's tiles (256 / 128 k a stage, L2 hints): M = 1..64, ragged N and K
     Case((1,), 8192, 4100, BF16, "nk_t", config=swap(1)),  # 32 k tiles over 5 stages, N tail of 4
     Case((7,), 4104, 33, F16, "nk_t", bias="none", config=swap(7, 2)),  # K tail of 8, N = 33, split 2
@@ -73,7 +91,7 @@ SWAP_CASES = [  # the swapped stream's tiles (256 / 128 k a stage, L2 hints): M 
 ]
 
 
-@pytest.mark.parametrize("case", WGMMA_CASES + TMA_CASES + SWAP_CASES, ids=str)
+@pytest.mark.parametrize("case", WGMMA_CASES + TMA_CASES + PINGPONG_CASES + SWAP_CASES, ids=str)
 def test_hopper_kernels_match_float64_oracle(cp, rng, case):
     require_sm90(cp)
     failure = check_case(cp, rng, case)
@@ -81,7 +99,8 @@ def test_hopper_kernels_match_float64_oracle(cp, rng, case):
 
 
 # The defaults on compute capability 9.0, with the kernel each must run: the swapped stream
-# for M <= 64 and the TMA kernel beyond wherever tensor maps describe the operands; the
+# for M <= 64 and the TMA kernels beyond wherever tensor maps describe the operands (the
+# ping-pong one once its tiles give every block two); the
 # cp.async wgmma kernel for operands no tensor map can describe (x rows broadcast with row
 # stride 0, K = 0), the mma stream for M <= 16 without maps.
 DEFAULT_CASES = [
@@ -90,6 +109,7 @@ DEFAULT_CASES = [
     (Case((64,), 1032, 520, BF16, "kn"), "linear_swap_tma"),
     (Case((65,), 1024, 64, BF16, "nk_t"), "linear_wgmma_tma"),
     (Case((4097,), 264, 4096, F16, "kn"), "linear_wgmma_tma"),
+    (Case((2048,), 1024, 2056, BF16, "nk_t"), "linear_pingpong_tma"),  # 272 tiles: two a block
     (Case((16,), 33, 64, BF16, "kn"), "linear_simt"),  # K = 33: no 16-byte rows
     (Case((16,), 4096, 520, BF16, "kn", x_layout="broadcast_rows"), "linear_mma"),
     (Case((64,), 4096, 4096, BF16, "kn", x_layout="broadcast_rows"), "linear_wgmma"),

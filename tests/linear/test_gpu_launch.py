@@ -15,6 +15,7 @@ from cufuse._core.plans import BoundPlan, Plan
 from cufuse.ops.linear import fused_linear_relu
 from cufuse.ops.linear.dmma import DMMA_M16_TILE, PipelinedDmmaConfig
 from cufuse.ops.linear.mma import MEDIUM_TILE, STREAM_TILE
+from cufuse.ops.linear.pingpong import PINGPONG_128x128, PingPongConfig
 from cufuse.ops.linear.wgmma import TMA_64x64, TMA_TILE, WGMMA_64x256, WGMMA_64x64, TmaConfig, WgmmaConfig
 from cufuse.ops.linear.wide import DMMA_TILE, TF32_M64_TILE, TF32_TILE, DmmaConfig, Tf32x3Config
 
@@ -35,6 +36,7 @@ LAUNCH_CASES = [
     Case((64,), 4096, 520, BF16, "kn", config=WgmmaConfig(tile=WGMMA_64x256, splits=4)),  # wgmma, split-K through slots
     Case((64,), 4096, 520, BF16, "nk_t", config=TmaConfig(tile=TMA_64x64, splits=2)),  # TMA maps, split-K through slots
     Case((300,), 520, 264, F16, "kn", config=TmaConfig(tile=TMA_TILE)),
+    Case((2048,), 1024, 2056, BF16, "kn", config=PingPongConfig(tile=PINGPONG_128x128)),  # persistent, 2-3 a block
     Case((16,), 4096, 520, BF16, "nk_t", config=swap(16, 2)),  # swapped TMA kernel, split-K through slots
     Case((130,), 256, 264, F32, "nk_t", config=Tf32x3Config(tile=TF32_TILE)),
     Case((130,), 256, 264, F64, "kn", config=DmmaConfig(tile=DMMA_TILE)),

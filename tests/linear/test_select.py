@@ -13,6 +13,7 @@ from cufuse.ops.linear import select
 from cufuse.ops.linear.dmma import DMMA_FEW_ROW_TILES, DMMA_PIPELINED_TILE, PipelinedDmmaConfig
 from cufuse.ops.linear.gemv import GEMV_MAX_ROWS, GEMV_WAVES, GemvConfig, GemvTile
 from cufuse.ops.linear.mma import LARGE_TILE, MEDIUM_TILE, STREAM64_TILE, STREAM_TILE, MmaConfig
+from cufuse.ops.linear.pingpong import PINGPONG_128x128, PingPongConfig
 from cufuse.ops.linear.simt import SIMT_LARGE, SIMT_SMALL, SimtConfig
 from cufuse.ops.linear.swap_tma import SWAP_DEFAULT_TILES, SwapConfig
 from cufuse.ops.linear.tiling import MAX_SPLITS, choose_k_splits, effective_splits, stream_splits, tile_count, \
@@ -33,9 +34,10 @@ def test_large_shapes_take_the_largest_mma_tile_without_wgmma(m, n, k):
 
 @pytest.mark.parametrize("kmajor", [True, False])
 @pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (16384, 4096, 4096), (4097, 4096, 4096)])
-def test_large_shapes_take_wgmma_128x256_on_hopper(m, n, k, kmajor):
+def test_large_shapes_take_wgmma_128x256_or_the_pingpong_kernel_on_hopper(m, n, k, kmajor):
     assert choose(m, n, k, BF16, True, H200, kmajor, False) == WgmmaConfig(tile=WGMMA_TILE)
-    assert choose(m, n, k, BF16, True, H200, kmajor, True) == TmaConfig(tile=TMA_TILE)  # tensor maps: the TMA kernel
+    # tensor maps: the ping-pong TMA kernel, whose tiles give every consumer warpgroup work
+    assert choose(m, n, k, BF16, True, H200, kmajor, True) == PingPongConfig(tile=PINGPONG_128x128)
     assert isinstance(choose(m, n, k, BF16, True, A100, kmajor, False), MmaConfig)
 
 
@@ -282,11 +284,19 @@ def test_tma_time_counts_waves_k_tiles_and_splits():
 @pytest.mark.parametrize("m,n,k,tile,splits", [
     (128, 11008, 4096, TMA_128x128, 1),  # 34 us; the wave-fill rules' 128x128 split 3 46 us
     (256, 11008, 4096, TMA_TILE, 1),  # 55 us; 128x256 split 3 67 us
-    (4096, 11008, 4096, TMA_TILE, 1),
-    (8192, 8192, 8192, TMA_TILE, 1),
 ])
 def test_tma_model_picks_the_configs_the_sweep_measured_fastest(m, n, k, tile, splits):
     assert choose(m, n, k, BF16, True, H200, True, True) == TmaConfig(tile=tile, splits=splits)
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 11008, 4096), (8192, 8192, 8192)])
+def test_many_tiles_take_the_pingpong_kernel_over_the_cooperative_128x256(m, n, k):
+    # The sweep's fastest cooperative config there was 128x256 unsplit; the ping-pong model beats it.
+    from cufuse.ops.linear.pingpong import pingpong_time
+    from cufuse.ops.linear.tiling import tma_time
+
+    assert pingpong_time(m, n, k, PINGPONG_128x128, H200) < tma_time(m, n, k, TMA_TILE, 1, H200)
+    assert choose(m, n, k, BF16, True, H200, True, True) == PingPongConfig(tile=PINGPONG_128x128)
 
 
 def test_tma_model_splits_k_where_few_tiles_leave_the_sms_idle():

@@ -154,7 +154,8 @@ def test_spec_names_and_sources():
         "linear_dmma": "linear/dmma.cu", "linear_mma": "linear/mma.cu", "linear_wgmma": "linear/wgmma.cu",
         "linear_wgmma_tma": "linear/wgmma_tma.cu", "linear_swap_tma": "linear/swap_tma.cu",
         "gated_linear_mma": "linear/mma.cu", "gated_linear_simt": "linear/simt.cu",
-        "gated_linear_wgmma_tma": "linear/wgmma_tma.cu", "gated_linear_swap_tma": "linear/swap_tma.cu"}
+        "gated_linear_wgmma_tma": "linear/wgmma_tma.cu", "gated_linear_swap_tma": "linear/swap_tma.cu",
+        "linear_pingpong_tma": "linear/pingpong_tma.cu", "gated_linear_pingpong_tma": "linear/pingpong_tma.cu"}
     spec = SwapConfig(tile=SWAP_DEFAULT_TILES[16]).spec(BF16, False)
     assert spec.template_args == ("__nv_bfloat16", 64, 16, 256, 5, False, True)
     assert all(s.name not in ("linear_swap_tma", "linear_dmma") for s in select.instantiations(A100))

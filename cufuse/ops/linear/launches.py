@@ -48,7 +48,7 @@ def single_launch(problem, dev, spec, grid, block, smem, operands, splits_args, 
     return Plan((launch,), scratch)
 
 
-def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), value_cells=1) -> Plan:
+def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), value_cells=1, persistent_blocks=0) -> Plan:
     """The plan of a tiled tensor-core kernel (mma, wgmma, the TMA kernels, 3xTF32, DMMA):
     grid (tiles, 1, splits), arguments ``(m, n, k[, ldx, ldw], bias stride, k tiles per split,
     raster group, *flags, activation)`` (gated: ``ldx, ldw of w_gate, ldw of w_up`` and no
@@ -56,7 +56,8 @@ def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), value_cell
     rows of their x boxes) take tensor maps of x and the weight (gated: of w_gate and of w_up)
     in place of the operands and their strides (weight boxes of BN rows K-major, BN / 2 a
     gated weight; BK N-major). Split-K through slots needs ``value_cells`` float32 cells per
-    accumulator (2 for float64)."""
+    accumulator (2 for float64). ``persistent_blocks``: a persistent kernel's grid, at most that
+    many blocks walking the tiles (0: a block a tile)."""
     tile, m, n, k = config.tile, problem.m, problem.n, problem.k
     tiles = tile_count(m, problem.tile_columns, tile)
     k_tiles = math.ceil(k / tile.bk)
@@ -77,5 +78,6 @@ def tiled_plan(config, problem, dev, spec, *, tma_x_rows=0, flags=(), value_cell
     scalars = (i64(m), i64(n), i64(k)) + strides + bias_stride + (np.int32(math.ceil(k_tiles / splits)),
                                                                   np.int32(config.raster_group)) + tuple(flags)
     cells = tiles * splits * tile.bm * tile.bn * value_cells
-    return single_launch(problem, dev, spec, (tiles, 1, splits), (tile.threads, 1, 1),
+    blocks = min(tiles, persistent_blocks) if persistent_blocks else tiles
+    return single_launch(problem, dev, spec, (blocks, 1, splits), (tile.threads, 1, 1),
                          tile.smem_bytes(problem.itemsize), operands, workspace(splits, cells, tiles), scalars)

@@ -9,8 +9,9 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
   where the tiles leave SMs idle. Other operands: SIMT.
 * float16 / bfloat16, operands not ``mma_eligible``: SIMT.
 * float16 / bfloat16 on compute capability 9.0 with tensor maps: M <= 64 the swapped TMA
-  stream; beyond, the TMA GEMM on the tile and split count with the least predicted time
-  (``choose_tma_config``, ``tiling.tma_time``). Without tensor maps (cp.async wgmma): M =
+  stream; beyond, the TMA GEMM with the least predicted time (``choose_tma_config``): the
+  cooperative kernel on a tile and split count (``tiling.tma_time``), or the ping-pong kernel
+  where its tiles give every block two (``pingpong.pingpong_time``). Without tensor maps (cp.async wgmma): M =
   17..64, or M > 64 with fewer 128x256 tiles than SMs, the best wgmma tile
   (``choose_wgmma_config``); M > 64 otherwise, where the 128x256 tile scores above the mma
   tiles, the best-scoring one-block wgmma tile, 128x256 / 128x128 / 64x256
@@ -22,8 +23,9 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
 The gated form (``choose`` on a ``GatedProblem``), on its 2N columns of gate and up: on compute
 capability 9.0 with tensor maps over x and both weights, M <= 64 the gated swapped stream
 (``gated_linear_swap_tma``, x padded as the linear stream pads it), beyond
-``gated_linear_wgmma_tma`` on the 128x256 / 128x128 / 64x256 tile and split with the least
-predicted time over 2N columns (``choose_tma_config``, the linear model). Other 16-bit
+``gated_linear_wgmma_tma`` on the 128x256 / 128x128 / 64x256 tile and split, or
+``gated_linear_pingpong_tma``, with the least predicted time over 2N columns
+(``choose_tma_config``, the linear models). Other 16-bit
 weights of one layout the tensor cores can load run ``gated_linear_mma`` (every device): the
 stream tiles for M <= 16 and M <= 64, the 64x128 tile beyond (the 128-row tiles hold two
 accumulator sets in 255 registers and spill with a row-major weight), K split where the tiles
@@ -42,6 +44,7 @@ from .dmma import DMMA_FEW_ROW_TILES, DMMA_MIN_CC, DMMA_PIPELINED_TILE, Pipeline
 from .gemv import GEMV_MAX_ROWS, GEMV_MIN_SPLIT_ROWS, GEMV_TILES, GEMV_WAVES, GemvConfig
 from .mma import GEMM_TILES, MEDIUM_TILE, SMALL_TILE, STREAM64_TILE, STREAM_TILE, GatedMmaConfig, MmaConfig
 from .operands import MMA_MIN_CC, SMALL_M, GatedProblem
+from .pingpong import PINGPONG_TILES, GatedPingPongConfig, PingPongConfig, pingpong_tiles_fill, pingpong_time
 from .simt import SIMT_LARGE, SIMT_SMALL, GatedSimtConfig, SimtConfig
 from .swap_tma import GATED_SWAP_DEFAULT_TILES, SWAP_DEFAULT_TILES, SWAP_MAX_M, GatedSwapConfig, SwapConfig, \
     swap_padding
@@ -51,10 +54,10 @@ from .wgmma import GATED_TMA_TILES, TMA_TILES, WGMMA_STREAM_TILE, WGMMA_TILE, WG
 from .wide import DMMA_TILE, TF32_FEW_ROW_TILES, TF32_TILE, DmmaConfig, Tf32x3Config
 
 # What ``config=`` takes: every variant class of the op.
-VARIANTS = (MmaConfig, WgmmaConfig, TmaConfig, SwapConfig, GemvConfig, Tf32x3Config, DmmaConfig, PipelinedDmmaConfig,
-            SimtConfig)
+VARIANTS = (MmaConfig, WgmmaConfig, TmaConfig, PingPongConfig, SwapConfig, GemvConfig, Tf32x3Config, DmmaConfig,
+            PipelinedDmmaConfig, SimtConfig)
 # What fused_gated_linear's ``config=`` takes.
-GATED_VARIANTS = (GatedTmaConfig, GatedSwapConfig, GatedMmaConfig, GatedSimtConfig)
+GATED_VARIANTS = (GatedTmaConfig, GatedPingPongConfig, GatedSwapConfig, GatedMmaConfig, GatedSimtConfig)
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
@@ -79,7 +82,7 @@ def _choose(m: int, n: int, k: int, dtype, tensor_ok: bool, dev, kmajor: bool, t
     if tma_ok:  # compute capability 9.0 only
         if m <= SWAP_MAX_M:
             return choose_swap_config(m, n, k, dev)
-        return choose_tma_config(m, n, k, dev, TMA_TILES, TmaConfig)
+        return choose_tma_config(m, n, k, dev, TMA_TILES, TmaConfig, PingPongConfig)
     if m > STREAM_TILE.bm and dev.has_wgmma and (m <= SMALL_M or tile_count(m, n, WGMMA_TILE) < dev.sm_count):
         return choose_wgmma_config(m, n, k, dev)
     if m <= STREAM_TILE.bm:
@@ -106,7 +109,7 @@ def _choose_gated(m: int, columns: int, k: int, dtype, tensor_ok: bool, tma_ok: 
     if tma_ok:  # compute capability 9.0 only
         if m <= SWAP_MAX_M:
             return choose_gated_swap_config(m, columns, k, dev)
-        return choose_tma_config(m, columns, k, dev, GATED_TMA_TILES, GatedTmaConfig)
+        return choose_tma_config(m, columns, k, dev, GATED_TMA_TILES, GatedTmaConfig, GatedPingPongConfig)
     if m <= STREAM_TILE.bm:
         return GatedMmaConfig(tile=STREAM_TILE, splits=stream_splits(m, columns, k, STREAM_TILE, dev))
     tile = STREAM64_TILE if m <= SMALL_M else SMALL_TILE
@@ -115,17 +118,21 @@ def _choose_gated(m: int, columns: int, k: int, dtype, tensor_ok: bool, tma_ok: 
     return GatedMmaConfig(tile=tile)
 
 
-def choose_tma_config(m: int, columns: int, k: int, dev, tiles, make):
-    """The TMA GEMM (``make``: TmaConfig, or GatedTmaConfig over 2N ``columns``) on the tile
-    and split count of ``tiles`` with the least ``tiling.tma_time``; ties go to the earlier
-    tile and the fewer splits. Over the model's sweep (M 65-2048, seven projections, both
-    kernels) it picks configs at 0.978 / 0.988 of the fastest measured (geometric mean; the
-    same fitted on six projections and tested on the seventh), where the wave-fill scores
-    picked at 0.925 / 0.958."""
+def choose_tma_config(m: int, columns: int, k: int, dev, tiles, make, make_pingpong):
+    """The TMA GEMM with the least predicted time: the cooperative kernel (``make``: TmaConfig,
+    or GatedTmaConfig over 2N ``columns``) on a tile and split count of ``tiles``
+    (``tiling.tma_time``), or the ping-pong kernel (``make_pingpong``) on a tile of
+    ``PINGPONG_TILES`` that gives every consumer warpgroup a tile (``pingpong.pingpong_time``);
+    ties go to the cooperative kernel, the earlier tile and the fewer splits. Over the
+    cooperative model's sweep (M 65-2048, seven projections, both kernels) it picks configs at
+    0.978 / 0.988 of the fastest measured (geometric mean; the same fitted on six projections
+    and tested on the seventh), where the wave-fill scores picked at 0.925 / 0.958."""
     k_tiles = max(1, math.ceil(k / 64))
     splits = sorted({effective_splits(k_tiles, s) for s in range(1, min(MAX_SPLITS, k_tiles) + 1)})
-    tile, split = min(((t, s) for t in tiles for s in splits), key=lambda c: tma_time(m, columns, k, *c, dev))
-    return make(tile=tile, splits=split)
+    timed = [(tma_time(m, columns, k, t, s, dev), make(tile=t, splits=s)) for t in tiles for s in splits]
+    timed += [(pingpong_time(m, columns, k, t, dev), make_pingpong(tile=t)) for t in PINGPONG_TILES
+              if pingpong_tiles_fill(m, columns, t, dev)]
+    return min(timed, key=lambda c: c[0])[1]
 
 
 def choose_gemv_config(m: int, n: int, k: int, dtype, kmajor: bool, dev) -> GemvConfig:
@@ -234,6 +241,7 @@ def reachable_configs(dev) -> list:
         reached += [(MmaConfig(tile=t), half) for t in (MEDIUM_TILE, SMALL_TILE, STREAM_TILE)]
         reached += [(WgmmaConfig(tile=t), half) for t in WGMMA_TILES]
         reached += [(TmaConfig(tile=t), half) for t in TMA_TILES]
+        reached += [(PingPongConfig(tile=t), half) for t in PINGPONG_TILES]
         reached += [(SwapConfig(tile=t), half) for t in SWAP_DEFAULT_TILES.values()]
     else:
         reached += [(MmaConfig(tile=t), half) for t in GEMM_TILES + (STREAM_TILE, STREAM64_TILE)]
@@ -248,6 +256,7 @@ def reachable_gated_configs(dev) -> list:
         reached += [(GatedMmaConfig(tile=t), half) for t in (SMALL_TILE, STREAM_TILE, STREAM64_TILE)]
     if dev.has_wgmma:
         reached += [(GatedTmaConfig(tile=t), half) for t in GATED_TMA_TILES]
+        reached += [(GatedPingPongConfig(tile=t), half) for t in PINGPONG_TILES]
         reached += [(GatedSwapConfig(tile=t), half) for t in GATED_SWAP_DEFAULT_TILES.values()]
     return reached
 
