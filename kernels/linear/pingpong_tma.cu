@@ -77,14 +77,6 @@ __device__ __forceinline__ void pingpong_block(const TmaDescriptor& x_map, const
 template <int WM, int BN>
 using SliceTiles = float[WM / 64][BN / 8][4];
 
-// The first row and column of this thread's accumulators in a tile (wgmma layout: warp q of the
-// warpgroup owns rows 16q..16q+15 of each 64-row slice).
-__device__ __forceinline__ void fragment_origin(const TileWork& work, int64& row_base, int64& col_base) {
-    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    row_base = work.m0 + warp * 16 + (lane >> 2);
-    col_base = work.n0 + 2 * (lane & 3);
-}
-
 }  // namespace cufuse::linear
 
 // Grid: (min(tiles, SMs), 1, 1), persistent. Block: 384 threads (two consumer warpgroups, one
@@ -104,10 +96,9 @@ linear_pingpong_tma(const __grid_constant__ TmaDescriptor x_map, const __grid_co
     extern __shared__ unsigned char smem_raw[];
     pingpong_block<T, WM, BN, BK, STAGES, PENDING, B_KMAJOR, 1, BN>(
         x_map, w_map, w_map, M, N, K, raster_group, smem_raw, [&](float(&acc)[WM * BN / 128], const TileWork& work) {
-            int64 row_base, col_base;
-            fragment_origin(work, row_base, col_base);
-            store_bias_act<T, 64>(reinterpret_cast<SliceTiles<WM, BN>&>(acc), out, bias, bias_stride, row_base,
-                                  col_base, M, N, paired_store, activation);
+            const FragmentOrigin at = fragment_origin(work, 0);  // the warpgroup holds every slice
+            store_bias_act<T, 64>(reinterpret_cast<SliceTiles<WM, BN>&>(acc), out, bias, bias_stride, at.row, at.col,
+                                  M, N, paired_store, activation);
         });
 #else
     __trap();  // sm_90a only (the host never launches it elsewhere)
@@ -129,9 +120,8 @@ gated_linear_pingpong_tma(const __grid_constant__ TmaDescriptor x_map, const __g
     pingpong_block<T, WM, BN, BK, STAGES, PENDING, B_KMAJOR, 2, BN / 2>(
         x_map, gate_map, up_map, M, N, K, raster_group, smem_raw,
         [&](float(&acc)[WM * BN / 128], const TileWork& work) {
-            int64 row_base, col_base;
-            fragment_origin(work, row_base, col_base);
-            store_gated<T, 64>(reinterpret_cast<SliceTiles<WM, BN>&>(acc), out, row_base, col_base, M, N, paired_store,
+            const FragmentOrigin at = fragment_origin(work, 0);
+            store_gated<T, 64>(reinterpret_cast<SliceTiles<WM, BN>&>(acc), out, at.row, at.col, M, N, paired_store,
                                activation);
         });
 #else

@@ -48,6 +48,16 @@ __device__ __forceinline__ void wgmma_stage(float (&acc)[SLICES * BN / 2], const
     wgmma_commit();
 }
 
+// The first row and column of this thread's accumulators in a tile, its warpgroup's first row
+// 64 x `slice` rows in (wgmma layout: warp q of a warpgroup owns rows 16q..16q+15 of each 64).
+struct FragmentOrigin {
+    int64 row, col;
+};
+__device__ __forceinline__ FragmentOrigin fragment_origin(const TileWork& work, int slice) {
+    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    return {work.m0 + slice * 64 + warp * 16 + (lane >> 2), work.n0 + 2 * (lane & 3)};
+}
+
 // The epilogue of the straight wgmma kernels, called by the THREADS consumer threads (the
 // first of the block): split-K through slots when gridDim.z > 1 (`sync_threads` as
 // reduce_split_slots), then bias + activation and the only store. wgmma accumulator layout: warp q
@@ -58,11 +68,10 @@ __device__ __forceinline__ void wgmma_store(float (&acc)[BN / 2], T* __restrict_
                                             int64 bias_stride, float* __restrict__ workspace,
                                             int* __restrict__ counters, const TileWork& work, int64 M, int64 N,
                                             int paired_store, int sync_threads, int activation) {
-    const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
     if (gridDim.z > 1 && !reduce_split_slots<THREADS>(tiles, workspace, counters, sync_threads)) return;
-    const int64 row_base = work.m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = work.n0 + 2 * (lane & 3);
-    store_bias_act<T>(tiles, out, bias, bias_stride, row_base, col_base, M, N, paired_store, activation);
+    const FragmentOrigin at = fragment_origin(work, threadIdx.x >> 7);
+    store_bias_act<T>(tiles, out, bias, bias_stride, at.row, at.col, M, N, paired_store, activation);
 }
 
 // The gated kernel's epilogue: as wgmma_store, with the tile's BN columns half gate, half up
@@ -73,11 +82,10 @@ __device__ __forceinline__ void wgmma_store_gated(float (&acc)[BN / 2], T* __res
                                                   float* __restrict__ workspace, int* __restrict__ counters,
                                                   const TileWork& work, int64 M, int64 N, int paired_store,
                                                   int activation) {
-    const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float(&tiles)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(acc);
     if (gridDim.z > 1 && !reduce_split_slots<THREADS>(tiles, workspace, counters, THREADS)) return;
-    const int64 row_base = work.m0 + warpgroup * 64 + warp * 16 + (lane >> 2), col_base = work.n0 + 2 * (lane & 3);
-    store_gated<T>(tiles, out, row_base, col_base, M, N, paired_store, activation);
+    const FragmentOrigin at = fragment_origin(work, threadIdx.x >> 7);
+    store_gated<T>(tiles, out, at.row, at.col, M, N, paired_store, activation);
 }
 
 }  // namespace cufuse::linear

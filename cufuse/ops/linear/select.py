@@ -11,8 +11,8 @@ The rules, by dtype (the measurements behind each are in docs/linear.md):
 * float16 / bfloat16 on compute capability 9.0 with tensor maps: M <= 64 the swapped TMA
   stream; beyond, the TMA GEMM with the least predicted time (``choose_tma_config``): the
   cooperative kernel on a tile and split count (``tiling.tma_time``), or the ping-pong kernel
-  where its tiles give every block two (``pingpong.pingpong_time``). Without tensor maps (cp.async wgmma): M =
-  17..64, or M > 64 with fewer 128x256 tiles than SMs, the best wgmma tile
+  where its tiles give every block two (``pingpong.pingpong_time``). Without tensor maps
+  (cp.async wgmma): M = 17..64, or M > 64 with fewer 128x256 tiles than SMs, the best wgmma tile
   (``choose_wgmma_config``); M > 64 otherwise, where the 128x256 tile scores above the mma
   tiles, the best-scoring one-block wgmma tile, 128x256 / 128x128 / 64x256
   (``choose_wave_tile``: a last wave the large tile leaves mostly idle takes a smaller one).
@@ -25,11 +25,11 @@ capability 9.0 with tensor maps over x and both weights, M <= 64 the gated swapp
 (``gated_linear_swap_tma``, x padded as the linear stream pads it), beyond
 ``gated_linear_wgmma_tma`` on the 128x256 / 128x128 / 64x256 tile and split, or
 ``gated_linear_pingpong_tma``, with the least predicted time over 2N columns
-(``choose_tma_config``, the linear models). Other 16-bit
-weights of one layout the tensor cores can load run ``gated_linear_mma`` (every device): the
-stream tiles for M <= 16 and M <= 64, the 64x128 tile beyond (the 128-row tiles hold two
-accumulator sets in 255 registers and spill with a row-major weight), K split where the tiles
-leave SMs idle; everything else ``gated_linear_simt``'s 64x64 tile.
+(``choose_tma_config``, the linear models). Other 16-bit weights of one layout the tensor
+cores can load run ``gated_linear_mma`` (every device): the stream tiles for M <= 16 and
+M <= 64, the 64x128 tile beyond (the 128-row tiles hold two accumulator sets in 255 registers
+and spill with a row-major weight), K split where the tiles leave SMs idle; everything else
+``gated_linear_simt``'s 64x64 tile.
 """
 from __future__ import annotations
 
