@@ -30,6 +30,8 @@ SOURCE = r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
     const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
@@ -38,17 +40,27 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
 // Sync: 0 block barrier only; 1 cluster barrier; 2 (pull) cluster barrier, every block reads
 // each peer's value through DSMEM, a second barrier so that no peer overwrites or leaves while
 // read; 3 (push) every block writes its value into each peer's slot (double-buffered by chunk
-// parity), one barrier, then reads its own slots. Every block of a cluster runs the same
-// number of iterations (a block without a chunk still meets its peers).
+// parity), one barrier, then reads its own slots; 4 (async push) the same stores as st.async
+// counted on each peer's mbarrier, one mbarrier wait and no barrier (cufuse's ClusterStats).
+// Every block of a cluster runs the same number of iterations (a block without a chunk still
+// meets its peers).
 template <int VPT, int Cluster, int Sync>
 __device__ __forceinline__ void staged_body(const uint4* __restrict__ x, uint4* __restrict__ y, long long chunks,
                                             long long first, long long step, unsigned* sink) {
     extern __shared__ uint4 buf[];
     __shared__ unsigned partial, slots[2][Cluster];
+    __shared__ unsigned long long landed[2];
     constexpr long long per_chunk = VPT * 512;
     unsigned acc = 0;
     int parity = 0;
-    for (long long base = 0; base < chunks; base += step, parity ^= 1) {
+    if constexpr (Cluster > 1 && Sync == 4) {
+        if (threadIdx.x == 0) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\nmbarrier.init.shared::cta.b64 [%1], 1;\n"
+                         "fence.mbarrier_init.release.cluster;" ::"r"(smem_u32(&landed[0])), "r"(smem_u32(&landed[1])) : "memory");
+        }
+        cg::this_cluster().sync();  // every peer's mbarriers initialised
+    }
+    for (long long base = 0, round = 0; base < chunks; base += step, parity ^= 1, ++round) {
         const long long c = base + first;
         const bool has = c < chunks;
         const uint4* src = x + c * per_chunk;
@@ -63,7 +75,20 @@ __device__ __forceinline__ void staged_body(const uint4* __restrict__ x, uint4* 
             __syncthreads();
         } else {
             cg::cluster_group cluster = cg::this_cluster();
-            if constexpr (Sync == 3) {
+            if constexpr (Sync == 4) {
+                const unsigned bar = smem_u32(&landed[parity]);
+                if (threadIdx.x == 0)
+                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(Cluster * 4) : "memory");
+                if (threadIdx.x < Cluster) {
+                    unsigned remote, remote_bar;
+                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(&slots[parity][cluster.block_rank()])), "r"(threadIdx.x));
+                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(threadIdx.x));
+                    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(remote), "r"(buf[0].x), "r"(remote_bar) : "memory");
+                }
+                asm volatile("{\n.reg .pred done;\nwait_%=:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n@!done bra wait_%=;\n}"
+                             ::"r"(bar), "r"(static_cast<unsigned>((round >> 1) & 1)) : "memory");
+                if (threadIdx.x < Cluster) acc ^= slots[parity][threadIdx.x];
+            } else if constexpr (Sync == 3) {
                 if (threadIdx.x < Cluster) cluster.map_shared_rank(&slots[parity][0], threadIdx.x)[cluster.block_rank()] = buf[0].x;
                 cluster.sync();
                 if (threadIdx.x < Cluster) acc ^= slots[parity][threadIdx.x];
@@ -133,7 +158,7 @@ STAGED = [  # (name, template, VPT, blocks an SM, cluster)
 ] + [
     (f"cluster sync{sync}", f"staged_cluster<{vpt}, {per_sm}, {c}, {sync}>", vpt, per_sm, c)
     for vpt, per_sm in ((8, 3), (12, 2))
-    for sync in (1, 2, 3)
+    for sync in (1, 2, 3, 4)
     for c in (2, 4, 8, 16)
 ]
 STRIP_ROWS, STRIP_ROW_BYTES = 16384, 8192

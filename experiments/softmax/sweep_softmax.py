@@ -76,7 +76,22 @@ def alternatives(rows, length, dname, axis, dev):
         flipped = dataclasses.replace(default, exp_once=not default.exp_once)
         out += [("default exp_once" if flipped.exp_once else "default no exp_once", flipped)]
     return (out + v6_candidates(rows, length, dname, axis, dev) + stashed_cluster_candidates(rows, length, dname, axis, dev)
-            + split_candidates(rows, length, dname, axis, dev))
+            + row_cluster_candidates(rows, length, dname, axis, dev) + split_candidates(rows, length, dname, axis, dev))
+
+
+def row_cluster_candidates(rows, length, dname, axis, dev):
+    """Register-row clusters in QuACK's geometry (256 threads x 8 vectors a block, one cluster a
+    row), for 2- and 4-byte rows the smallest portable cluster holds: since their statistics
+    moved to the st.async exchange, a rematch against the stashed and split rows."""
+    dtype = DTYPES[dname]
+    if axis not in (-1, 1) or dev.max_cluster_size < 8:
+        return []
+    vectors = -(-length // vector_size(dtype))
+    for cluster in STASHED_CLUSTERS:
+        config = ClusterConfig(threads=256, vecs=8, cluster=cluster)
+        if vectors <= config.capacity_vectors and vectors > config.capacity_vectors // 2:
+            return [(f"row cluster 256 x 8 c{cluster}", config)]
+    return []
 
 
 # softmax v10 (docs/softmax.md): rows over a cluster of stashed blocks, statistics pushed through
@@ -231,6 +246,8 @@ CASES += [(16384, 4096, 0), (8192, 8192, None)]
 # Off the issue's grid: the block rungs whose twin default is extrapolated (v6), float16 1024
 # and 4096 vectors, float32 2048 (8192 x 8192; 2048 x 32768 float32 is a cluster row).
 CASES += [(8192, 8192, -1), (2048, 32768, -1)]
+# The long rows of the peer anchors (QuACK 0.94-0.98 of the copy there).
+CASES += [(1024, 131072, -1), (256, 262144, -1)]
 
 
 def default_config(rows, length, dtype, axis, dev):

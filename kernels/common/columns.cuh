@@ -118,13 +118,6 @@ __device__ __forceinline__ void merge_columns(const Vec16<T> (&v)[Count], A (&m)
     }
 }
 
-// Two (max, sum) pairs of one column merged into (m, s).
-template <typename A> __device__ __forceinline__ void merge_stats(A& m, A& s, A other_m, A other_s) {
-    const A new_m = max_nan(m, other_m);
-    s = rescale(s, m, new_m) + rescale(other_s, other_m, new_m);
-    m = new_m;
-}
-
 template <typename T, bool Log, typename A = accum_t<T>>
 __device__ __forceinline__ Vec16<T> normalize_columns(const Normalizer<A, Log> (&f)[Vec16<T>::size], const Vec16<T>& v) {
     A a[Vec16<T>::size];

@@ -9,13 +9,16 @@
 // exact two-step (max, then sum of exp(x - max)) inside a block, except in the kernels that
 // merge tiles as they land (online rule: OnlineStats, merge_columns); between threads and blocks
 // (max, sum) pairs merge with `rescale`. The blocks of a cluster push their pairs into each
-// other's shared memory (push_pair, one cluster barrier); those of a persistent grid meet in
-// global memory (wait_for_arrivals). Which kernel runs which shapes: docs/softmax.md.
+// other's shared memory (rows: every warp's pair by st.async, ClusterStats; columns: push_pair
+// and one cluster barrier); those of a persistent grid meet in global memory (wait_for_arrivals). Which kernel runs which shapes: docs/softmax.md.
 #pragma once
 
 #include "common/common.cuh"
 #include "common/mma.cuh"  // cp.async
 #include <cooperative_groups.h>
+#if __CUDA_ARCH__ >= 900
+#include "common/tma.cuh"  // mbarriers
+#endif
 
 namespace cufuse {
 namespace softmax_detail {
@@ -64,6 +67,13 @@ template <> __device__ __forceinline__ double nan_value<double>() { return __lon
 // NaN or +inf so is big_m, and the sum no longer matters.
 template <typename A> __device__ __forceinline__ A rescale(A s, A m, A big_m) {
     return m == neg_infinity<A>() ? A(0) : s * exp_accum_ftz(m - big_m);
+}
+
+// Two (max, sum) pairs merged into (m, s).
+template <typename A> __device__ __forceinline__ void merge_stats(A& m, A& s, A other_m, A other_s) {
+    const A new_m = max_nan(m, other_m);
+    s = rescale(s, m, new_m) + rescale(other_s, other_m, new_m);
+    m = new_m;
 }
 
 // Turns the row statistics into the per-element map, SciPy's non-finite rules included.
@@ -173,6 +183,72 @@ template <int Cluster, int Stride, typename A> __device__ __forceinline__ void m
 #pragma unroll 1  // (unrolled, float64 row clusters spill under their 64-register bound)
     for (int q = 0; q < Cluster; ++q) s += rescale(inbox[q * Stride + 1], inbox[q * Stride], m);
 }
+
+// (m, s) merged over the 32 lanes of a warp; every lane ends with the same pair.
+template <typename A> __device__ __forceinline__ void warp_merge_stats(A& m, A& s) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+        merge_stats(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+}
+
+// The pair (m, s) into a peer's shared memory at `remote` (a shared::cluster address), its
+// bytes counted on the peer's mbarrier `remote_bar` (st.async: no fence, no barrier).
+__device__ __forceinline__ void store_pair_async(unsigned remote, unsigned remote_bar, float m, float s) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(remote), "f"(m),
+                 "f"(s), "r"(remote_bar)
+                 : "memory");
+}
+__device__ __forceinline__ void store_pair_async(unsigned remote, unsigned remote_bar, double m, double s) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f64 [%0], {%1, %2}, [%3];" ::"r"(remote), "d"(m),
+                 "d"(s), "r"(remote_bar)
+                 : "memory");
+}
+// The shared::cluster address of `p` (this block's shared memory) in block `rank` of the cluster.
+__device__ __forceinline__ unsigned peer_shared_addr(const void* p, unsigned rank) {
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
+    return r;
+}
+
+// A row's (max, sum) over the blocks of a cluster by asynchronous push: every warp of every
+// block stores its merged pair into its own slot of every block's inbox with st.async, whose
+// bytes complete on the receiving block's mbarrier; a block waits once for all Cluster x warps
+// pairs and merges them. No block barrier and no cluster barrier (QuACK's exchange; the
+// barrier exchange costs a block reduction's two __syncthreads and a cluster barrier a row).
+// A cluster that serves several rows alternates two inboxes (Rounds = 2): a peer's push of
+// round n + 2 needs every warp of this block to have pushed round n + 1, which each does only
+// after merging round n. The kernel calls init() before its opening cluster arrive and waits on
+// that phase before the first exchange, so no push reaches a block whose mbarriers are not
+// initialised; a block may leave after its last exchange (every push into it has landed).
+template <typename A, int Cluster, int MaxWarps, int Rounds> struct ClusterStats {
+    static_assert(Rounds == 1 || Rounds == 2, "one row, or rows in turn");
+    A pairs[Rounds][Cluster * MaxWarps][2];  // [round % Rounds][rank * warps + warp][max, sum]
+    unsigned long long landed[Rounds];
+
+    __device__ __forceinline__ void init() {
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int p = 0; p < Rounds; ++p) mbarrier_init(&landed[p], 1);
+            mbarrier_init_fence();
+        }
+    }
+    // (m, s): this thread's pair on entry, the row's merged over the cluster on return (every
+    // thread of every block the same). warps = blockDim.x / 32 (at most MaxWarps), round = the
+    // block's count of earlier exchanges (0 only, with Rounds = 1).
+    __device__ __forceinline__ void exchange(A& m, A& s, unsigned rank, int warps, unsigned round) {
+        const int p = round % Rounds, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        if (threadIdx.x == 0) mbarrier_arrive_expect_tx(&landed[p], Cluster * warps * 2 * sizeof(A));
+        warp_merge_stats(m, s);
+        if (lane < Cluster)
+            store_pair_async(peer_shared_addr(pairs[p][rank * warps + warp], lane), peer_shared_addr(&landed[p], lane), m, s);
+        mbarrier_wait(&landed[p], (round / Rounds) & 1);
+        m = neg_infinity<A>();
+        s = 0;
+#pragma unroll 1  // (unrolled, the 16-bit log_softmax cluster rows spilled)
+        for (int i = lane; i < Cluster * warps; i += 32) merge_stats(m, s, pairs[p][i][0], pairs[p][i][1]);
+        warp_merge_stats(m, s);
+    }
+};
 #endif
 
 // Compiler barrier: mma.cuh's cp.async wrappers carry no "memory" clobber, so without it the

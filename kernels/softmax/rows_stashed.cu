@@ -18,12 +18,12 @@
 // registers is alone on its SM: H200, 1024 x 65536 float16, 0.81x copy against 0.91). Each
 // thread reads back only the slots it copied itself: no block barrier between a tile's
 // arrival and its use. With Cluster > 1 a cluster of such blocks shares a row, block `rank`
-// holding elements [rank * chunk_len, ...), their statistics pushed through distributed
-// shared memory (pulled with a second barrier, this measured 0.25-0.78x: docs/softmax.md).
-template <typename T, bool Log, int Threads, int Vecs, int Cluster>
+// holding elements [rank * chunk_len, ...), every warp's statistics pushed through distributed
+// shared memory (ClusterStats: no block reduction, no cluster barrier).
+template <typename T, bool Log, int Threads, int Vecs, int Cluster, typename Exchange>
 __device__ __forceinline__ void softmax_rows_stashed_body(const T* __restrict__ x, T* __restrict__ y, int64 length, int64 inner,
                                                           int64 so, int64 si, int64 sl, int64 chunk_len, int stash_tiles, int64 r,
-                                                          int rank) {
+                                                          int rank, Exchange* cluster_stats) {
     using A = cufuse::accum_t<T>;
     using ChunkT = Chunk<T, WholeBlock, Vecs>;
     __shared__ BlockSlots<A, Threads> slots;
@@ -60,19 +60,17 @@ __device__ __forceinline__ void softmax_rows_stashed_body(const T* __restrict__ 
         stats.merge(c);
     }
     stats.merge(last);
-    A row_max = group_reduce<true, WholeBlock, Threads>(stats.m, slots.max);
-    A row_sum = group_reduce<false, WholeBlock, Threads>(rescale(stats.s, stats.m, row_max), slots.sum);
+    A row_max = stats.m, row_sum = stats.s;
 #if __CUDA_ARCH__ >= 900
     if constexpr (Cluster > 1) {
-        static_assert(Cluster <= 32, "thread q pushes the block's pair to block q");
-        __shared__ A inbox[Cluster][2];  // every block's (max, sum) of the row
-        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-        cluster_wait();  // the kernel's opening arrive: every peer is running
-        if (threadIdx.x < Cluster) push_pair(cluster, inbox[rank], threadIdx.x, row_max, row_sum);
-        cluster.sync();
-        merge_inbox<Cluster, 2>(&inbox[0][0], row_max, row_sum);
-    }
+        cluster_wait();  // the kernel's opening arrive: every peer's mbarriers are initialised
+        cluster_stats->exchange(row_max, row_sum, rank, blockDim.x / 32, 0);
+    } else
 #endif
+    {
+        row_max = group_reduce<true, WholeBlock, Threads>(stats.m, slots.max);
+        row_sum = group_reduce<false, WholeBlock, Threads>(rescale(stats.s, stats.m, row_max), slots.sum);
+    }
     const Normalizer<A, Log> f(row_max, row_sum);
     last.store(row, tile_begin(stash_tiles), tile_end(stash_tiles), threadIdx.x, f);
 #pragma unroll 1
@@ -86,7 +84,8 @@ template <typename T, bool Log, int Threads, int Vecs, int BlocksPerSM>
 __global__ void __launch_bounds__(Threads, BlocksPerSM)
     softmax_rows_stashed(const T* __restrict__ x, T* __restrict__ y, int64 length, int64 inner, int64 so, int64 si, int64 sl,
                          int64 chunk_len, int stash_tiles) {
-    softmax_rows_stashed_body<T, Log, Threads, Vecs, 1>(x, y, length, inner, so, si, sl, chunk_len, stash_tiles, blockIdx.x, 0);
+    softmax_rows_stashed_body<T, Log, Threads, Vecs, 1>(x, y, length, inner, so, si, sl, chunk_len, stash_tiles, blockIdx.x, 0,
+                                                        static_cast<void*>(nullptr));
 }
 
 #if __CUDA_ARCH__ >= 900
@@ -94,8 +93,11 @@ template <typename T, bool Log, int Threads, int Vecs, int BlocksPerSM, int Clus
 __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(Threads, BlocksPerSM)
     softmax_rows_stashed_cluster(const T* __restrict__ x, T* __restrict__ y, int64 length, int64 inner, int64 so, int64 si,
                                  int64 sl, int64 chunk_len, int stash_tiles) {
+    __shared__ ClusterStats<cufuse::accum_t<T>, Cluster, Threads / 32, 1> cluster_stats;
+    cluster_stats.init();
     cluster_arrive_relaxed();
     softmax_rows_stashed_body<T, Log, Threads, Vecs, Cluster>(x, y, length, inner, so, si, sl, chunk_len, stash_tiles, blockIdx.x / Cluster,
-                                                              static_cast<int>(cooperative_groups::this_cluster().block_rank()));
+                                                              static_cast<int>(cooperative_groups::this_cluster().block_rank()),
+                                                              &cluster_stats);
 }
 #endif

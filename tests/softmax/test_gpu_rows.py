@@ -123,6 +123,11 @@ def test_cluster_rows_per_cluster(cp, rng, forced_kernels, log):
     length = config.capacity_vectors * vector_size(np.float32) - 5
     x = cp.asarray(rows_with_non_finite(rng, length, np.float32))
     check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
+    # 61 rows on 2 clusters: each block's two statistics inboxes reused 15 times, rows of
+    # different scales so that a pair read from the wrong round shows
+    config = ClusterConfig(threads=256, vecs=8, cluster=4, rows_per_cluster=31)
+    x = random(cp, rng, (61, 4000), np.float32) * cp.arange(1, 62, dtype=cp.float32)[:, None]
+    check(cp, x, -1, log, out=poisoned(cp, x.shape, x.dtype), config=config)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
