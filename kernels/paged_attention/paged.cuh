@@ -62,6 +62,10 @@ struct SeqRows {
         return min(max(__ldg(cu + (b + 1) * cu_stride), first), bound) - first;
     }
     __device__ __forceinline__ int tiles(int count) const { return (count + tile - 1) / tile; }
+    // cu[b] <= cu[b + 1]: where every b has it, the sequences' rows never overlap (the host's grid bound)
+    __device__ __forceinline__ bool ordered(int b) const {
+        return cu == nullptr || __ldg(cu + b * cu_stride) <= __ldg(cu + (b + 1) * cu_stride);
+    }
     // The row of (sequence b's row i, head h) in a C-contiguous (B, heads, Nq) or packed
     // (T, heads) output; `first` = begin(b).
     __device__ __forceinline__ int64 out_row(int b, int first, int h, int i, int heads) const {
@@ -124,7 +128,8 @@ struct Unit {
 // unit's keys are those of its split that its tile's queries see (`right_limit`: causal 0, else
 // the right window, -1 unlimited), so a prefill tile skips the keys of later queries.
 // Returns the unit in shared memory (read again after a long loop, its fields need no
-// registers meanwhile), null past the last unit. All THREADS threads of the block call it.
+// registers meanwhile), null past the last unit (and for all where the query rows' prefix sums
+// decrease). All THREADS threads of the block call it.
 template <int THREADS>
 __device__ const Unit* find_unit(const int* seq_lens, int64 lens_stride, int batch_count, int max_keys,
                                  SeqRows queries, int left, int right_limit, int blocks_per_unit, int target_units,
@@ -145,19 +150,25 @@ __device__ const Unit* find_unit(const int* seq_lens, int64 lens_stride, int bat
     };
 
     long long total = 0;
+    bool ordered = true;
     for (int b = tid; b < batch_count; b += THREADS) {
         int length, lo;
         const int tiles = sequence(b, length, lo);
         total += static_cast<long long>(length - lo) * tiles;
+        ordered &= queries.ordered(b);
     }
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
-    if (lane == 0) warp_total[warp] = total;
+    // -1 (totals are >= 0): the warp met decreasing prefix sums, whose overlapping rows could outgrow the grid
+    const bool warp_ordered = __all_sync(0xffffffffu, ordered);
+    if (lane == 0) warp_total[warp] = warp_ordered ? total : -1;
     if (tid == 0) found_flag = 0;
     __syncthreads();
     total = 0;
+    bool all_ordered = true;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) total += warp_total[w];
+    for (int w = 0; w < kWarps; ++w) total += warp_total[w], all_ordered &= warp_total[w] >= 0;
+    if (!all_ordered) return nullptr;  // invalid prefix sums: no unit, results unspecified but no access out of bounds
     // (units a tile, keys a unit) of a sequence with v visible keys
     auto split = [&](int v, int& count, int& chunk) {
         long long n = total > 0 ? (2 * static_cast<long long>(v) * target_units + total * blocks_per_unit) /

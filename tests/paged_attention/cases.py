@@ -1,7 +1,7 @@
 """Inputs and the oracle comparison of the paged-attention tests and of ``sanitize.py``:
 page pools with shuffled tables (optionally a prefix shared by every sequence) in either
 layout, packed serving steps, and the check against the float64 oracle (pages gathered, then
-dense attention)."""
+dense attention), and a call with decreasing prefix sums."""
 from __future__ import annotations
 
 import math
@@ -21,6 +21,8 @@ F64 = np.dtype(np.float64)
 # round P and the output to the dtype (2^-8 bf16, 2^-11 f16) and sum a few such terms.
 TOLERANCE = {BF16: 2.5e-2, F16: 4e-3, F32: 2e-5, F64: 1e-10}
 UNUSED_PAGE = -1  # table entries no sequence uses: a kernel reading one would fault
+# A decode step of 64 sequences (q_tile 1), every 16th split over several units by its keys.
+DECREASING_LENGTHS = [4000 if b % 16 == 0 else 40 + 37 * b for b in range(64)]
 
 
 def make_pool(rng, lengths, page_size, heads_kv, head_dim, head_dim_v, dtype, *, layout="phsd", shared_prefix=0,
@@ -99,3 +101,25 @@ def compare(cp, q, k_pages, v_pages, table, lens, *, use_out=True, config=None, 
         if lse_err > max(10 * TOLERANCE[dtype], 1e-6 * max(1.0, float(np.abs(ref_lse[finite]).max()))):
             failures.append(f"lse error {lse_err:.3g}")
     return failures
+
+
+def decreasing_prefix_sums(batch, tq):
+    """cu_seqlens_q outside the contract: 0, Tq, 0, Tq, ..., Tq, so that every other sequence's
+    clamped rows are all of q (they overlap, and their query tiles outnumber the grid's)."""
+    return np.int32([tq * (b % 2) for b in range(batch)] + [tq])
+
+
+def run_decreasing(cp, rng, dtype=BF16):
+    """The decode step of DECREASING_LENGTHS on the GPU with ``decreasing_prefix_sums``, after
+    small blocks of the memory pool were filled with 0x7F bytes (unit ranges no block writes read
+    as huge), synchronised so that a fault surfaces here. Returns the step (NumPy, valid
+    cu_seqlens_q) for a valid call after it."""
+    step = make_step(rng, [1] * len(DECREASING_LENGTHS), DECREASING_LENGTHS, 16, 8, 2, 64, 64, dtype)
+    q, k, v, table, lens, _ = step
+    args = (cp.asarray(q), to_device(cp, k), to_device(cp, v), cp.asarray(table), cp.asarray(lens))
+    bad = cp.asarray(decreasing_prefix_sums(len(lens), len(q)))
+    stale = [cp.full(128, 0x7F7F7F7F, dtype=cp.int32) for _ in range(32)]
+    del stale  # back to the pool, where the call's B x 2 unit range ints (512 bytes) find one
+    attention_paged(*args, cu_seqlens_q=bad, return_lse=True)
+    cp.cuda.get_current_stream().synchronize()
+    return step

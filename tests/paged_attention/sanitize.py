@@ -16,7 +16,8 @@ import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
 from cufuse import kv_append, reference  # noqa: E402
-from tests.paged_attention.cases import BF16, F16, F32, compare, make_pool, make_step, to_device  # noqa: E402
+from tests.paged_attention.cases import (BF16, F16, F32, compare, make_pool, make_step, run_decreasing,  # noqa: E402
+                                        to_device)
 
 CASES = [
     # (dtype, D, Dv, Hq, Hkv, Nq, page size, lengths, layout, extras)
@@ -71,6 +72,11 @@ def main() -> int:
             failures.append("packed kv_append differs from the NumPy path")
         print(("FAIL " if failures else "ok   ") + repr(case[:7]), *failures, flush=True)
         failed += bool(failures)
+    # decreasing cu_seqlens_q (outside the contract): rows unspecified, no access out of bounds; then a valid call
+    q, k, v, table, lens, cu = run_decreasing(cupy, rng)
+    failures = compare(cupy, q, k, v, table, lens, cu_seqlens_q=cu)
+    print(("FAIL " if failures else "ok   ") + "decreasing cu_seqlens_q, then valid", *failures, flush=True)
+    failed += bool(failures)
     cupy.cuda.get_current_stream().synchronize()
     return 1 if failed else 0
 

@@ -18,7 +18,8 @@ from cufuse.ops.paged_attention.select import instantiations, mma_tile, row_warp
 from cufuse.ops.paged_attention.simt import PagedSimtRows
 
 from ..conftest import poisoned
-from .cases import BF16, F16, F32, F64, TOLERANCE, compare, make_pool, make_step, to_device
+from .cases import (BF16, DECREASING_LENGTHS, F16, F32, F64, TOLERANCE, compare, decreasing_prefix_sums, make_pool,
+                    make_step, run_decreasing, to_device)
 from .test_paged import direct
 
 
@@ -195,15 +196,24 @@ def test_packed_merge_warps_follow_the_tile_bound():
     assert plan.launches[1].block[0] < 1024
 
 
+def test_packed_merge_takes_the_grid_units():
+    """The merge reads no unit past the forward's grid (the partials' units): it gets their count."""
+    plan = mma_tile(128, 4, H200).plan(_mixed_problem(3150, 63, 32, 8, 6250), H200)
+    forward, merge = plan.launches
+    assert merge.args[-1] == forward.grid[0] == plan.temporaries[0][1][0]
+
+
 def _schedule(lens, cu, max_keys, tile, window, causal, target, blocks_per_unit, min_chunk, align):
     """paged.cuh find_unit, one unit after another: (b, key_begin, key_end, query0, queries, first,
-    count), the keys those of its split that its tile's queries see."""
+    count), the keys those of its split that its tile's queries see; each sequence's rows clamped to
+    [0, cu[-1]] as SeqRows clamps them to [0, Tq], and no check that cu does not decrease."""
     left, right = window
     right_limit = 0 if causal else right
     sequences = []
     for b in range(len(lens)):
         length = min(max(int(lens[b]), 0), max_keys)
-        n_q = int(cu[b + 1] - cu[b])
+        row_begin = min(max(int(cu[b]), 0), int(cu[-1]))
+        n_q = min(max(int(cu[b + 1]), row_begin), int(cu[-1])) - row_begin
         lo = 0 if left < 0 else max(0, length - n_q - left)
         sequences.append((length, lo, n_q))
     total = sum((length - lo) * -(-n_q // tile) for length, lo, n_q in sequences)
@@ -297,6 +307,20 @@ def test_partial_rows_meet_in_the_merge():
             in_unit = (hq // group) * group * q_tile + (hq % group) * tile_nq + i % q_tile
             for u in range(count):
                 assert partials[(first + tile_index * count + u) * heads_q * q_tile + in_unit] == (b, hq, i)
+
+
+def test_decreasing_prefix_sums_outgrow_the_grid():
+    """Why find_unit makes no unit where cu_seqlens_q decreases: the sequences' clamped rows
+    overlap and their units outnumber the grid the host sizes from Tq and B, so that some
+    sequence's unit range (unit_meta) would be written by no block and read by the merge."""
+    batch = len(DECREASING_LENGTHS)
+    problem = _mixed_problem(batch, batch, 8, 2, 1024, head_dim=64)
+    tile = mma_tile(64, row_warps_for(problem.rows), H200)
+    heads = problem.heads_kv * math.ceil(problem.rows / tile.block_rows)
+    units = _schedule(DECREASING_LENGTHS, decreasing_prefix_sums(batch, batch), problem.max_keys, problem.q_tile,
+                      (-1, -1), True, tile.target_units, heads, tile.min_chunk, tile.block_n)
+    forward, _ = tile.plan(problem, H200).launches  # and the merge
+    assert max(first for *_, first, _ in units) >= forward.grid[0]
 
 
 # --- GPU -------------------------------------------------------------------------------------
@@ -442,3 +466,10 @@ def test_debug_checks_prefix_sums(cp, rng, monkeypatch):
     monkeypatch.setenv("CUFUSE_DEBUG", "1")
     with pytest.raises(ValueError, match="attention_paged: argument 'cu_seqlens_q'"):
         attention_paged(*(cp.asarray(x) for x in (q, k, v, table, lens)), cu_seqlens_q=cp.asarray(np.int32([0, 3, 3])))
+
+
+def test_decreasing_prefix_sums_stay_in_bounds(cp, rng):
+    """cu_seqlens_q outside the contract (decreasing) leaves the rows unspecified but faults
+    nowhere, with stale unit ranges in the memory pool too; the next valid call is exact."""
+    q, k, v, table, lens, cu = run_decreasing(cp, rng)
+    assert not compare(cp, q, k, v, table, lens, cu_seqlens_q=cu)

@@ -89,7 +89,7 @@ class PagedMmaTile:
                        (Temporary(0), Temporary(1), Temporary(2), "out", problem.lse_arg, np.int32(problem.batch),
                         np.int32(problem.heads_q), np.int32(problem.group), np.int32(problem.n_q),
                         *problem.query_args, np.int32(problem.q_tile), np.int32(problem.head_dim_v),
-                        np.int32(problem.return_lse)), pdl=dev.has_pdl)
+                        np.int32(problem.return_lse), np.int32(units)), pdl=dev.has_pdl)
         return Plan((forward, merge), temporaries=((np.float32, (units, unit_rows, problem.head_dim_v)),
                                                    (np.float32, (units, unit_rows)), meta_buffer))
 
