@@ -3,10 +3,13 @@ every TMA tile at several K splits on projection shapes from 128 to 4096 rows, b
 PyTorch's (N, K).T, against cuBLASLt's fused epilogue (``torch._addmm_activation``) and the
 default selection, in one run.
 
-    python3 experiments/linear/sweep_waves.py OUT.json [--rows 128,512] [--splits 1,2,4] [--gated]
+    python3 experiments/linear/sweep_waves.py OUT.json [--rows 128,512] [--splits 1,2,4] [--gated] [--pingpong]
 
 --gated sweeps fused_gated_linear's TMA tiles instead (silu; N of each weight, so the tiles
 cover 2N columns), against one cuBLASLt GEMM on [w_gate | w_up] + torch's silu and multiply.
+--pingpong adds the ping-pong kernel's tiles (PINGPONG_TILES) and, at the end, fits their cost
+(a k tile, a block) by least squares over the shapes where they fill the grid
+(``pingpong.pingpong_time``: busiest block's tiles x k tiles x a + b), against the predicted cost.
 
 Times: medians of CUDA-event batches after ~100 ms of warm-up a config (``time_cuda_budget``),
 inputs rotated through several times the L2 (the benchmark's rules). Each row printed: the
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import math
 
 import cupy
 import numpy as np
@@ -28,6 +31,8 @@ from cufuse.bench.cases import to_torch
 from cufuse.bench.timing import rotation_count, time_cuda_budget
 from cufuse.ops.linear import select
 from cufuse.ops.linear.operands import gated_problem, linear_problem
+from cufuse.ops.linear.pingpong import PINGPONG_TILES, GatedPingPongConfig, PingPongConfig, pingpong_tiles_fill
+from cufuse.ops.linear.tiling import tile_count
 from cufuse.ops.linear.wgmma import GATED_TMA_TILES, TMA_TILES, GatedTmaConfig, TmaConfig
 
 ROWS = (128, 256, 384, 512, 768, 1024, 2048, 4096)
@@ -36,7 +41,26 @@ SPLITS = (1, 2, 3, 4, 6)
 
 
 def label(config) -> str:
+    if isinstance(config, PingPongConfig):
+        return f"pingpong {config.tile.bm}x{config.tile.bn} s{config.tile.stages}"
     return f"{config.tile.bm}x{config.tile.bn} s{config.splits}" if hasattr(config, "tile") else type(config).__name__
+
+
+def fit_pingpong(rows, dev, gated: bool) -> None:
+    """Least-squares (a, b) of each ping-pong tile's time = tiles a block x k tiles x a + b (us)."""
+    for tile in PINGPONG_TILES:
+        name = label((GatedPingPongConfig if gated else PingPongConfig)(tile=tile))
+        points = [(math.ceil(tile_count(r["m"], r["columns"], tile) / dev.sm_count) * math.ceil(r["k"] / tile.bk),
+                   1e3 * r["times"][name]) for r in rows
+                  if name in r["times"] and pingpong_tiles_fill(r["m"], r["columns"], tile, dev)]
+        if len(points) < 2:
+            print(f"{name}: {len(points)} shapes fill the grid, no fit")
+            continue
+        units, us = np.array(points).T
+        (a, b), *_ = np.linalg.lstsq(np.stack([units, np.ones_like(units)], axis=1), us, rcond=None)
+        worst = np.max(np.abs(units * a + b - us) / us)
+        print(f"{name}: fitted a = {a:.4f} us a k tile, b = {b:.2f} us (predicted {tile.cost}); "
+              f"{len(points)} shapes, worst residual {100 * worst:.1f} %")
 
 
 def main(argv=None) -> None:
@@ -47,6 +71,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", default=",".join(map(str, ROWS)))
     parser.add_argument("--splits", default=",".join(map(str, SPLITS)))
     parser.add_argument("--gated", action="store_true")
+    parser.add_argument("--pingpong", action="store_true", help="also the ping-pong tiles, and fit their cost")
     parser.add_argument("--budget-ms", type=float, default=25.0, help="timing budget a config (after its warm-up)")
     args = parser.parse_args(argv)
     rows_m = [int(v) for v in args.rows.split(",")]
@@ -75,6 +100,8 @@ def main(argv=None) -> None:
                     return cufuse.fused_linear_relu(x, w, bias, out=out, config=config)
             times = {}
             configs = [make(tile=tile, splits=splits) for tile in tiles for splits in splits_list]
+            if args.pingpong:
+                configs += [(GatedPingPongConfig if args.gated else PingPongConfig)(tile=tile) for tile in PINGPONG_TILES]
             for config in configs:
                 try:
                     run(*call_args[0], config=config)
@@ -103,7 +130,7 @@ def main(argv=None) -> None:
                 torch_ms = time_cuda_budget(lambda x, w: torch._addmm_activation(tb, x, w), list(zip(tx, tw)),
                                             budget_ms=args.budget_ms)
             best = min(times, key=times.get)
-            rows.append({"m": m, "k": k, "n": n, "torch_ms": torch_ms, "default": label(default),
+            rows.append({"m": m, "k": k, "n": n, "columns": 2 * n if args.gated else n, "torch_ms": torch_ms, "default": label(default),
                          "default_ms": default_ms, "best": best, "best_ms": times[best], "times": times})
             print(f"{m:5d} x {k:5d} x {n:5d}  torch {torch_ms:7.3f}  default {label(default):12s} {default_ms:7.3f} "
                   f"({torch_ms / default_ms:4.2f}x)  best {best:12s} {times[best]:7.3f} ({torch_ms / times[best]:4.2f}x)",
@@ -112,6 +139,8 @@ def main(argv=None) -> None:
             cupy.get_default_memory_pool().free_all_blocks()
             with open(args.out, "w") as handle:
                 json.dump({"device": str(dev), "gated": args.gated, "rows": rows}, handle, indent=1)
+    if args.pingpong:
+        fit_pingpong(rows, dev, args.gated)
 
 
 if __name__ == "__main__":
