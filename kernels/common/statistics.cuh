@@ -10,7 +10,8 @@
 // merge tiles as they land (online rule: OnlineStats, merge_columns); between threads and blocks
 // (max, sum) pairs merge with `rescale`. The blocks of a cluster push their pairs into each
 // other's shared memory (rows: every warp's pair by st.async, ClusterStats; columns: push_pair
-// and one cluster barrier); those of a persistent grid meet in global memory (wait_for_arrivals). Which kernel runs which shapes: docs/softmax.md.
+// and one cluster barrier); those of a persistent grid meet in global memory
+// (wait_for_arrivals). Which kernel runs which shapes: docs/softmax.md.
 #pragma once
 
 #include "common/common.cuh"
@@ -222,6 +223,7 @@ __device__ __forceinline__ unsigned peer_shared_addr(const void* p, unsigned ran
 // initialised; a block may leave after its last exchange (every push into it has landed).
 template <typename A, int Cluster, int MaxWarps, int Rounds> struct ClusterStats {
     static_assert(Rounds == 1 || Rounds == 2, "one row, or rows in turn");
+    static_assert(Cluster <= 32, "lane q of every warp pushes the warp's pair to block q");
     A pairs[Rounds][Cluster * MaxWarps][2];  // [round % Rounds][rank * warps + warp][max, sum]
     unsigned long long landed[Rounds];
 
